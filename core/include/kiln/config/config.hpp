@@ -1,0 +1,76 @@
+// Run configuration: a TOML file plus --set overrides, validated table by table.
+//
+// The core and each plugin declare their table's keys as a schema (kiln_param_spec_v1). A
+// table is validated when the wiring asks for it: unknown keys are errors with a "did you
+// mean" and file:line; wrong types name the key, the expected and the found type; missing
+// required keys are errors; defaults are filled in. After wiring, check_all_consumed() rejects
+// tables nobody asked for ("[optimiser] at run.toml:20: unknown table (did you mean
+// [optimizer]?)"). resolved_toml() is the config with every default written out, which the run
+// directory keeps as config.toml.
+//
+// Overrides: "--set a.b.c=value"; the value is parsed as a TOML value (42, 0.1, true, [1, 2],
+// "text") and, when it does not parse as one, taken as a bare string (so --set comm.type=gloo
+// works). Their origin in messages is "--set a.b.c".
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/params.hpp"
+#include "kiln/plugin_abi.h"
+
+namespace kiln::config {
+
+class Config {
+ public:
+  /// Parses `file` and applies `overrides`. Throws ConfigError (with file:line:column for syntax
+  /// errors) or IoError if the file cannot be read.
+  static Config load(const std::filesystem::path& file, const std::vector<std::string>& overrides);
+  /// Same from text; `source_name` stands in for the file name in messages.
+  static Config parse(std::string_view text, const std::string& source_name,
+                      const std::vector<std::string>& overrides);
+
+  Config(Config&&) noexcept;
+  Config& operator=(Config&&) noexcept;
+  ~Config();
+
+  /// The file (or source name) the config came from.
+  const std::string& source() const;
+  /// Whether dotted `table` ("data.eval") exists.
+  bool has_table(std::string_view table) const;
+  /// The `type` string of plugin table `table`. Throws ConfigError if the table or its `type` is
+  /// missing or not a string.
+  std::string plugin_type(std::string_view table) const;
+  /// Validates `table` against `schema` and returns its values with defaults filled in. For a
+  /// plugin table the key `type` is allowed and not returned. A missing table is treated as
+  /// empty (all defaults; an error if a key is required). Marks the table consumed and records
+  /// the resolved values for resolved_toml().
+  ParamMap validate(std::string_view table, std::span<const kiln_param_spec_v1> schema);
+  /// Throws ConfigError for the first table or key that no validate() call consumed, with a
+  /// "did you mean" against the consumed tables.
+  void check_all_consumed() const;
+  /// The resolved configuration (validated tables with defaults, plugin `type`s) as TOML text.
+  std::string resolved_toml() const;
+
+ private:
+  struct Impl;
+  explicit Config(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// " (did you mean 'x'?)" for the closest candidate within edit distance 2 (or a third of the
+/// word's length, if larger), else "".
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
+
+/// Parses a TOML literal (a schema default such as "[128]" or "\"relu\"") into a ParamValue of
+/// `type`. Throws ConfigError if it does not parse or has another type.
+ParamValue parse_literal(std::string_view literal, std::uint32_t type, std::string_view what);
+
+/// "integer", "float list", ... for a kiln_param_type.
+std::string_view param_type_name(std::uint32_t type) noexcept;
+
+}  // namespace kiln::config

@@ -1,0 +1,98 @@
+// Plugin discovery, checking and loading.
+//
+// The registry scans the search path (--plugin-path dirs, then KILN_PLUGIN_PATH entries, then
+// <dir of the kiln executable>/../lib/kiln/plugins), in that order, for files named
+// libkiln-*.so. For each file it: refuses world-writable directories and files; confirms with
+// boost::dll::library_info that the "kilnplug" section and the descriptor symbol exist (so a
+// foreign .so is never executed); loads the library with immediate binding (RTLD_NOW |
+// RTLD_LOCAL); reads kiln_library_v1 and checks abi_major ==, abi_minor <=, struct_size,
+// toolchain key; then records each plugin it exports. The first plugin with a given
+// (kind, name) wins; later ones are logged as shadowed. A library that fails is recorded with
+// its reason (shown by `kiln plugins list`) and is an error only if a run asks for a plugin it
+// might have provided.
+//
+// Lifetime: loaded libraries are never unloaded (they stay in a process-wide list until exit),
+// so objects and exceptions made by plugin code can never outlive that code.
+// Thread-safety: scan() is not thread-safe; lookups and create() are, after scan().
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/backend.hpp"
+#include "kiln/communicator.hpp"
+#include "kiln/data_source.hpp"
+#include "kiln/model.hpp"
+#include "kiln/plugin_abi.h"
+#include "kiln/plugin_args.hpp"
+#include "kiln/precision_policy.hpp"
+
+namespace kiln::plugin {
+
+/// "backend", "model", "data", "communicator", "precision".
+std::string_view kind_name(std::uint32_t kind) noexcept;
+
+/// One plugin found in a loaded library.
+struct PluginInfo {
+  std::string name;
+  std::uint32_t kind = 0;  // kiln_plugin_kind
+  std::string version;
+  std::string summary;
+  std::filesystem::path library;
+  std::uint16_t abi_major = 0;
+  std::uint16_t abi_minor = 0;
+  std::string kiln_version;   // SDK version the library was built against
+  std::vector<kiln_param_spec_v1> params;  // strings point into the (never unloaded) library
+  const kiln_plugin_v1* descriptor = nullptr;
+};
+
+/// A library that could not be used, and why (one sentence naming the file).
+struct LoadFailure {
+  std::filesystem::path library;
+  std::string reason;
+};
+
+/// The search path for a run: `cli_dirs`, then KILN_PLUGIN_PATH, then the install's plugin dir.
+std::vector<std::filesystem::path> default_search_path(const std::vector<std::filesystem::path>& cli_dirs);
+
+class Registry {
+ public:
+  explicit Registry(std::vector<std::filesystem::path> search_path);
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  /// Scans the search path once. Never throws for a bad library; see failures().
+  void scan();
+
+  const std::vector<std::filesystem::path>& search_path() const noexcept { return search_path_; }
+  /// Every usable plugin, in discovery order.
+  const std::vector<PluginInfo>& plugins() const noexcept { return plugins_; }
+  const std::vector<LoadFailure>& failures() const noexcept { return failures_; }
+
+  /// The plugin of `kind` named `name`, or nullptr.
+  const PluginInfo* find(std::uint32_t kind, std::string_view name) const;
+  /// Like find(), but throws PluginError: "no model plugin named 'mpl' (did you mean 'mlp'?);
+  /// known: mlp, resnet; searched: ...; N libraries failed to load: ...". `table` is the config
+  /// table that asked ("model") for the message.
+  const PluginInfo& require(std::uint32_t kind, std::string_view name, std::string_view table) const;
+
+  /// Creates an object with the plugin's factory. The returned pointer's deleter destroys it in
+  /// the plugin's library. Errors from the factory are rethrown with the same kiln::Error type,
+  /// the message prefixed by "<kind> plugin '<name>' (<library>): ".
+  std::shared_ptr<Backend> create_backend(const PluginInfo& info, const PluginArgs& args) const;
+  std::shared_ptr<Model> create_model(const PluginInfo& info, const PluginArgs& args) const;
+  std::shared_ptr<DataSource> create_data(const PluginInfo& info, const PluginArgs& args) const;
+  std::shared_ptr<Communicator> create_communicator(const PluginInfo& info, const PluginArgs& args) const;
+  std::shared_ptr<PrecisionPolicy> create_precision(const PluginInfo& info, const PluginArgs& args) const;
+
+ private:
+  std::vector<std::filesystem::path> search_path_;
+  std::vector<PluginInfo> plugins_;
+  std::vector<LoadFailure> failures_;
+};
+
+}  // namespace kiln::plugin

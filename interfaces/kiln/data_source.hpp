@@ -1,0 +1,50 @@
+// DataSource: a random-access sample reader (plugins `mnist`, `imagenet`).
+//
+// A plugin author writes only this: describe the samples and decode/augment one sample into a
+// caller-owned buffer. The core DataLoader owns sharding across ranks, per-epoch shuffling, the
+// last-batch policy, worker threads and prefetching. Which split a source reads (train/test) is
+// one of its own parameters: a run makes one instance per [data.*] table.
+//
+// Thread-safety: read() is called concurrently from several worker threads and must be safe
+// for that (read-only shared state, per-call scratch). describe() is cheap and const.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kiln/tensor.hpp"
+
+namespace kiln {
+
+/// What a source produces. Fixed for the life of the source.
+struct DatasetInfo {
+  Shape sample_shape;       ///< per sample: {784}, {3, 224, 224}
+  DType sample_dtype = DType::f32;
+  std::int64_t num_classes = 0;
+  std::int64_t count = 0;   ///< number of samples; valid indices are [0, count)
+  std::string description;  ///< for the banner: "Fashion-MNIST train (60000 from /usr/share/...)"
+};
+
+/// Where read() writes one sample: `bytes` bytes at `data` (sample_shape x sample_dtype,
+/// row-major) and its class label.
+struct SampleSlot {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+  std::int32_t* label = nullptr;
+};
+
+class DataSource {
+ public:
+  virtual ~DataSource();
+  /// Plugin name ("mnist").
+  virtual std::string_view name() const = 0;
+  virtual DatasetInfo describe() const = 0;
+  /// Decodes (and, for training sources, augments) sample `index` into `out`. `seed` is derived
+  /// by the loader from (run seed, epoch, index): all randomness must come from it (use
+  /// kiln::SampleRng) so results do not depend on worker count. Throws DataError naming the file
+  /// and index for bad data.
+  virtual void read(std::int64_t index, std::uint64_t seed, const SampleSlot& out) const = 0;
+};
+
+}  // namespace kiln

@@ -1,0 +1,95 @@
+// Model: a network built from core nn layers against a Backend (plugins `mlp`, `resnet`).
+//
+// Forward and backward are written by hand, llm.c/Caffe style (no tape). The parameter list is
+// static and ordered: it is fixed by build(), never changes afterwards, and is what GradSync
+// buckets, optimizers update and checkpoints save. Parameters and gradients each live in one
+// flat arena (core kiln::nn::ParameterStore) so a bucket is a contiguous slice.
+//
+// Lifecycle: construct (factory, parameters validated) -> input_spec() (before build, so the
+// wiring can reject a data source of the wrong shape) -> build() once -> forward/backward per
+// step. Not thread-safe: one trainer thread calls everything.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "kiln/tensor.hpp"
+
+namespace kiln {
+
+class Backend;
+
+/// What one sample must look like for this model.
+struct InputSpec {
+  Shape sample_shape;  ///< per sample, without the batch dimension: {784}, {3, 224, 224}
+  DType dtype = DType::f32;
+  std::int64_t num_classes = 0;
+};
+
+/// Flags that change how the optimizer treats a parameter.
+enum ParamFlags : std::uint32_t {
+  kParamNone = 0,
+  kParamNoWeightDecay = 1u << 0,  ///< biases, batch-norm gamma/beta
+};
+
+/// One trainable parameter. `value` is the master copy (param dtype, f32), `compute` the copy the
+/// layers read (same tensor as value under fp32; refreshed by the PrecisionPolicy otherwise),
+/// `grad` the gradient in the master dtype. All three are views into flat arenas.
+struct Parameter {
+  std::string name;  ///< PyTorch-style dotted name: "layers.0.weight"
+  Tensor value;
+  Tensor compute;
+  Tensor grad;
+  std::uint32_t flags = kParamNone;
+};
+
+/// A non-trainable tensor that is part of the model state (batch-norm running statistics).
+struct ModelBuffer {
+  std::string name;
+  Tensor value;
+};
+
+enum class Mode : std::uint8_t { train = 0, eval = 1 };
+
+/// What build() gets.
+struct ModelBuildContext {
+  Backend* backend = nullptr;      ///< lives longer than the model
+  DType param_dtype = DType::f32;  ///< master weights
+  DType compute_dtype = DType::f32;
+  std::int64_t max_batch = 0;      ///< forward() never sees more rows; activations are sized once
+  std::uint64_t seed = 0;          ///< for parameter initialisation (rank 0's values win anyway)
+};
+
+/// Called by backward() with the index (into parameters()) of each parameter whose gradient is
+/// complete, in the order they complete (reverse layer order). GradSync launches a bucket's
+/// all-reduce as soon as all its parameters are reported.
+using GradReadyFn = std::function<void(std::size_t param_index)>;
+
+class Model {
+ public:
+  virtual ~Model();
+
+  /// Plugin name ("mlp").
+  virtual std::string_view name() const = 0;
+  /// The per-sample input this model expects. Valid right after construction.
+  virtual InputSpec input_spec() const = 0;
+  /// Declares and allocates parameters, initialises them, sizes activations for max_batch.
+  /// Throws UnsupportedError if the backend lacks an op the model needs, ConfigError for
+  /// inconsistent parameters.
+  virtual void build(const ModelBuildContext& ctx) = 0;
+  /// The static, ordered parameter list (valid after build()).
+  virtual std::span<const Parameter> parameters() const = 0;
+  /// Model buffers (BN running stats); empty by default.
+  virtual std::span<const ModelBuffer> buffers() const;
+  /// Logits (B, num_classes) in f32 for input x (B, sample_shape...) with B <= max_batch. The
+  /// returned tensor is owned by the model and valid until the next forward().
+  /// `step_seed` drives dropout (same on every rank only if the caller makes it so).
+  virtual Tensor forward(const Tensor& x, Mode mode, std::uint64_t step_seed) = 0;
+  /// Back-propagates dlogits (B, num_classes) through the last forward(Mode::train),
+  /// accumulating (`+=`) into every parameter's grad and calling ready() per parameter.
+  virtual void backward(const Tensor& dlogits, const GradReadyFn& ready) = 0;
+};
+
+}  // namespace kiln

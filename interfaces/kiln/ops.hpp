@@ -1,0 +1,121 @@
+// Descriptors and enums for the Backend op set (backend.hpp).
+//
+// Op arguments follow llm.c's order: outputs first, then saved state, then inputs, then
+// parameters. Gradient accumulation rule (written once, here): parameter gradients are
+// accumulated (Accumulate::yes, `+=`), activation gradients are overwritten (`=`) unless a tensor
+// has two consumers (the residual stream), where the caller asks for accumulation.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "kiln/tensor.hpp"
+
+namespace kiln {
+
+/// Whether an op overwrites its output or adds to it.
+enum class Accumulate : std::uint8_t { no = 0, yes = 1 };
+/// Whether a matmul operand is used transposed.
+enum class Transpose : std::uint8_t { no = 0, yes = 1 };
+
+/// Element-wise activations a model may ask for.
+enum class Activation : std::uint8_t { relu = 0, tanh = 1, sigmoid = 2, gelu = 3 };
+std::string_view activation_name(Activation a) noexcept;
+
+/// Every op a Backend may implement; Backend::supports(op, dtype) answers per op and dtype so a
+/// model can refuse to build on a backend that lacks something, naming the op.
+enum class Op : std::uint16_t {
+  matmul,
+  bias_grad,
+  activation_forward,
+  activation_backward,
+  add_relu_forward,  // y = relu(x + residual)
+  dropout_forward,
+  dropout_backward,
+  softmax_xent_forward,
+  softmax_xent_backward,
+  add,
+  cast,
+  scale,
+  check_finite,
+  sgd_update,
+  adam_update,
+  conv2d_forward,
+  conv2d_backward_data,
+  conv2d_backward_filter,
+  batchnorm_train_forward,
+  batchnorm_infer_forward,
+  batchnorm_backward,
+  pool2d_forward,
+  pool2d_backward,
+  global_avgpool_forward,
+  global_avgpool_backward,
+  normalize_image,
+};
+std::string_view op_name(Op op) noexcept;
+
+/// Hyper-parameters of one SGD step (PyTorch semantics):
+///   g = grad + weight_decay * p;  buf = momentum * buf + (1 - dampening) * g;
+///   g = nesterov ? g + momentum * buf : buf;  p -= lr * g.
+/// With momentum == 0 the momentum buffer is neither read nor written.
+struct SgdStep {
+  float lr = 0.01f;
+  float momentum = 0.0f;
+  float dampening = 0.0f;
+  float weight_decay = 0.0f;
+  enum class Nesterov : std::uint8_t { no, yes } nesterov = Nesterov::no;
+};
+
+/// Hyper-parameters of one Adam/AdamW step (PyTorch semantics, no amsgrad). `step` is the
+/// 1-based step count used for bias correction. Coupled: g += weight_decay * p (Adam);
+/// decoupled: p *= 1 - lr * weight_decay before the update (AdamW).
+struct AdamStep {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  std::int64_t step = 1;
+  enum class Decay : std::uint8_t { coupled, decoupled } decay = Decay::coupled;
+};
+
+/// A 2-D convolution, logical NCHW input (N, C, H, W), filters (K, C/groups, R, S).
+struct Conv2dDesc {
+  std::int64_t n = 0, c = 0, h = 0, w = 0;  // input
+  std::int64_t k = 0, r = 0, s = 0;         // output channels, filter height, filter width
+  std::int64_t stride_h = 1, stride_w = 1;
+  std::int64_t pad_h = 0, pad_w = 0;
+  std::int64_t dilation_h = 1, dilation_w = 1;
+  std::int64_t groups = 1;
+  DType dtype = DType::f32;
+  std::int64_t out_h() const noexcept { return (h + 2 * pad_h - dilation_h * (r - 1) - 1) / stride_h + 1; }
+  std::int64_t out_w() const noexcept { return (w + 2 * pad_w - dilation_w * (s - 1) - 1) / stride_w + 1; }
+};
+
+/// Batch normalisation over (N, H, W) per channel C. Statistics are always f32.
+struct BatchNormDesc {
+  std::int64_t n = 0, c = 0, h = 1, w = 1;
+  float eps = 1e-5f;
+  float momentum = 0.1f;  // running = (1 - momentum) * running + momentum * batch (PyTorch)
+  DType dtype = DType::f32;
+};
+
+/// Max or average pooling over (H, W).
+struct Pool2dDesc {
+  enum class Kind : std::uint8_t { max, average } kind = Kind::max;
+  std::int64_t n = 0, c = 0, h = 0, w = 0;
+  std::int64_t kernel_h = 1, kernel_w = 1;
+  std::int64_t stride_h = 1, stride_w = 1;
+  std::int64_t pad_h = 0, pad_w = 0;
+  DType dtype = DType::f32;
+  std::int64_t out_h() const noexcept { return (h + 2 * pad_h - kernel_h) / stride_h + 1; }
+  std::int64_t out_w() const noexcept { return (w + 2 * pad_w - kernel_w) / stride_w + 1; }
+};
+
+/// Per-channel normalisation of u8 images: y = (x / 255 - mean[c]) / std[c].
+struct ImageNormalize {
+  float mean[3] = {0.485f, 0.456f, 0.406f};
+  float std[3] = {0.229f, 0.224f, 0.225f};
+};
+
+}  // namespace kiln

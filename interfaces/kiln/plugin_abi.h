@@ -1,0 +1,88 @@
+/* The plugin descriptor: the only thing the loader reads from a library before trusting it.
+ *
+ * Plain C so that it can be read and checked whatever compiler built the library. Every Kiln
+ * plugin library exports one `kiln_library_v1` through Boost.DLL's sectioned alias (section
+ * "kilnplug", symbol KILN_LIBRARY_SYMBOL); the loader confirms the section exists, loads the
+ * library with immediate binding, reads the struct and checks abi_major, abi_minor,
+ * struct_size and toolchain_key before it calls anything in the library.
+ *
+ * Versioning rules (docs/plugin-abi.md): any change to a struct here or to a virtual function
+ * or data member of an interfaces/ class bumps KILN_ABI_MAJOR; adding an optional field at the
+ * end of a struct bumps KILN_ABI_MINOR. The host accepts abi_minor <= its own.
+ */
+#ifndef KILN_PLUGIN_ABI_H
+#define KILN_PLUGIN_ABI_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_ABI_MAJOR 1
+#define KILN_ABI_MINOR 0
+/* Exported symbol name and the ELF section that holds it. */
+#define KILN_LIBRARY_SYMBOL "kiln_plugin_library"
+#define KILN_LIBRARY_SECTION "kilnplug"
+
+/* What a plugin implements; the config table that selects it is given in brackets. */
+typedef enum kiln_plugin_kind {
+  KILN_KIND_BACKEND = 1,      /* [backend]    kiln::Backend */
+  KILN_KIND_MODEL = 2,        /* [model]      kiln::Model */
+  KILN_KIND_DATA = 3,         /* [data.*]     kiln::DataSource */
+  KILN_KIND_COMMUNICATOR = 4, /* [comm]       kiln::Communicator */
+  KILN_KIND_PRECISION = 5     /* [precision]  kiln::PrecisionPolicy */
+} kiln_plugin_kind;
+
+/* Types a parameter may have; they map one-to-one onto TOML values (see params.hpp). */
+typedef enum kiln_param_type {
+  KILN_PARAM_BOOL = 1,
+  KILN_PARAM_INT = 2,
+  KILN_PARAM_FLOAT = 3, /* an integer literal is accepted and widened */
+  KILN_PARAM_STRING = 4,
+  KILN_PARAM_INT_LIST = 5,
+  KILN_PARAM_FLOAT_LIST = 6,
+  KILN_PARAM_STRING_LIST = 7
+} kiln_param_type;
+
+/* One parameter of a plugin's config table. */
+typedef struct kiln_param_spec_v1 {
+  const char* name;          /* key in the table, snake_case */
+  uint32_t type;             /* kiln_param_type */
+  const char* default_value; /* a TOML literal ("0.2", "[128]", "\"relu\""); NULL = required */
+  const char* choices;       /* for strings: allowed values separated by '|'; NULL = any */
+  const char* doc;           /* one sentence, shown by `kiln plugins show` */
+} kiln_param_spec_v1;
+
+/* One plugin. A library may export several (comm-nccl exports nccl-ring and nccl-tree). */
+typedef struct kiln_plugin_v1 {
+  uint32_t struct_size;                /* sizeof(kiln_plugin_v1) as the plugin saw it */
+  uint32_t kind;                       /* kiln_plugin_kind */
+  const char* name;                    /* unique across the search path, e.g. "cpu", "mlp" */
+  const char* version;                 /* the plugin's own version, e.g. "0.1.0" */
+  const char* summary;                 /* one line for `kiln plugins list` */
+  const kiln_param_spec_v1* params;    /* schema of its config table (without "type") */
+  uint32_t num_params;
+  /* Factory: `args` is a `const kiln::PluginArgs*`; returns the kind's interface pointer
+   * (e.g. `kiln::Backend*`) converted to void*. May throw kiln::Error (C++ only: the toolchain
+   * key guarantees both sides share one C++ ABI). Never returns NULL. */
+  void* (*create)(const void* args);
+  /* Destroys an object made by create(), in the library that allocated it. */
+  void (*destroy)(uint32_t kind, void* object);
+} kiln_plugin_v1;
+
+/* The exported descriptor of one library. */
+typedef struct kiln_library_v1 {
+  uint32_t struct_size;        /* sizeof(kiln_library_v1) as the plugin saw it */
+  uint16_t abi_major;          /* must equal the host's KILN_ABI_MAJOR */
+  uint16_t abi_minor;          /* must be <= the host's KILN_ABI_MINOR */
+  const char* toolchain_key;   /* must equal the host's KILN_TOOLCHAIN_KEY (kiln/version.hpp) */
+  const char* kiln_version;    /* Kiln SDK version the library was built against */
+  uint32_t num_plugins;
+  const kiln_plugin_v1* plugins;
+} kiln_library_v1;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_PLUGIN_ABI_H */
