@@ -1,0 +1,89 @@
+// kiln: the command-line entry point. Dispatches subcommands and turns every error into one
+// clear line on stderr and a non-zero exit status (1: the job failed, 2: bad usage).
+#include <boost/program_options/errors.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "kiln/errors.hpp"
+#include "kiln/log/log.hpp"
+#include "kiln/version.hpp"
+#include "plugins_command.hpp"
+#include "train_command.hpp"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: kiln <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  train --config FILE [--set key=value]... [--run-dir DIR]   train a model\n"
+    "  plugins list [--json]                                     list plugins (and libraries that failed)\n"
+    "  plugins show NAME                                         a plugin's kind, version, ABI and parameters\n"
+    "  --version                                                 print the version\n"
+    "\n"
+    "every command accepts --plugin-path DIR (repeatable), searched before KILN_PLUGIN_PATH and\n"
+    "the plugins installed next to kiln. `kiln <command> --help` shows a command's options.\n";
+
+/// Pulls every "--plugin-path DIR" / "--plugin-path=DIR" out of args.
+std::vector<std::filesystem::path> take_plugin_paths(std::vector<std::string>& args) {
+  std::vector<std::filesystem::path> dirs;
+  std::vector<std::string> rest;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--plugin-path") {
+      if (i + 1 >= args.size()) throw boost::program_options::error("--plugin-path needs a directory");
+      dirs.emplace_back(args[++i]);
+    } else if (a.rfind("--plugin-path=", 0) == 0) {
+      dirs.emplace_back(a.substr(14));
+    } else {
+      rest.push_back(a);
+    }
+  }
+  args = std::move(rest);
+  return dirs;
+}
+
+int dispatch(std::vector<std::string> args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+  if (command == "--version" || command == "-V" || command == "version") {
+    std::cout << "kiln " << kiln::kVersion << " (plugin ABI " << KILN_ABI_MAJOR << "." << KILN_ABI_MINOR
+              << ", toolchain " << kiln::kToolchainKey << ")\n";
+    return 0;
+  }
+  if (command == "train") return kiln::cli::run_train_command(args);
+  if (command == "plugins") {
+    auto dirs = take_plugin_paths(args);
+    return kiln::cli::run_plugins_command(args, dirs, std::cout);
+  }
+  std::cerr << "kiln: unknown command '" << command << "'\n\n" << kUsage;
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    return dispatch(std::move(args));
+  } catch (const kiln::Error& e) {
+    kiln::log::flush();
+    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+    return 1;
+  } catch (const boost::program_options::error& e) {
+    std::fprintf(stderr, "kiln: %s (see kiln --help)\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    kiln::log::flush();
+    std::fprintf(stderr, "kiln: internal error: %s\n", e.what());
+    return 70;
+  }
+}

@@ -1,0 +1,23 @@
+// The run directory: where a run's outputs go.
+//
+//   <run_dir>/config.toml      the resolved configuration (defaults written out)
+//   <run_dir>/metrics.jsonl    one JSON object per epoch and split (MetricsWriter)
+//   <run_dir>/logs/rank<N>.log every rank's full log
+// Nothing already written is overwritten: an explicit directory that already holds a
+// metrics.jsonl is refused; the default runs/<YYYYmmdd-HHMMSS> gets a -2, -3 ... suffix when
+// taken. Files are written to a temporary name and renamed, so a crash never leaves half a file.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace kiln::io {
+
+/// Creates (or validates) the run directory. `requested` empty -> runs/<timestamp> under the
+/// current directory. Throws IoError naming the path.
+std::filesystem::path prepare_run_dir(const std::string& requested);
+
+/// Writes `contents` to `path` atomically (temp file + rename). Throws IoError.
+void write_file_atomic(const std::filesystem::path& path, const std::string& contents);
+
+}  // namespace kiln::io

@@ -1,0 +1,34 @@
+// Who am I: rank, world size and local rank, resolved in a fixed order and logged with the
+// source that decided (conventions: explicit -> torchrun -> Open MPI -> PMI -> Slurm -> alone).
+//
+//   explicit  --rank/--world-size given on the command line (and KILN_LOCAL_RANK if set)
+//   torchrun  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE
+//   openmpi   OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
+//   pmi       PMI_RANK, PMI_SIZE, MPI_LOCALRANKID
+//   slurm     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (only under srun: SLURM_STEP_ID set)
+//   default   rank 0 of 1
+// A source is used only if its rank and size variables are both set; values that are not
+// integers, or a rank outside [0, size), are ConfigErrors naming the variables.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "kiln/communicator.hpp"
+
+namespace kiln::launch {
+
+/// Reads an environment variable; injectable for tests.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+/// The process environment.
+EnvLookup process_env();
+
+struct ExplicitRanks {
+  std::optional<int> rank;
+  std::optional<int> world_size;
+};
+
+RankInfo resolve_ranks(const ExplicitRanks& explicit_ranks, const EnvLookup& env = process_env());
+
+}  // namespace kiln::launch

@@ -1,0 +1,66 @@
+// ParameterStore: the flat parameter and gradient arenas a model's layers live in.
+//
+// Layers declare their parameters (name, shape, initialiser, flags) while the model is being
+// constructed; allocate() then makes ONE value arena, ONE gradient arena (and a compute-dtype
+// arena when it differs from the master dtype) and hands every parameter a view into each
+// (llm.c's sizes table). Each parameter starts on a 64-byte boundary; the gaps are zero and stay
+// zero through every optimizer, so a contiguous range of parameters can be updated or
+// all-reduced as one slice. Initial values are drawn on the host from (seed, parameter name), so
+// they do not depend on declaration order or thread count.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/backend.hpp"
+#include "kiln/model.hpp"
+
+namespace kiln::nn {
+
+/// How a parameter is initialised.
+struct Init {
+  enum class Kind : std::uint8_t { zeros, ones, uniform, normal } kind = Kind::zeros;
+  float a = 0;  ///< uniform: low bound;  normal: mean
+  float b = 0;  ///< uniform: high bound; normal: standard deviation
+  static Init zeros() { return {Kind::zeros, 0, 0}; }
+  static Init ones() { return {Kind::ones, 0, 0}; }
+  static Init uniform(float lo, float hi) { return {Kind::uniform, lo, hi}; }
+  static Init normal(float mean, float stddev) { return {Kind::normal, mean, stddev}; }
+};
+
+class ParameterStore {
+ public:
+  /// Declares a parameter; returns its index in parameters(). Only before allocate().
+  /// Throws ConfigError for a duplicate name.
+  std::size_t declare(std::string name, Shape shape, Init init, std::uint32_t flags = kParamNone);
+  /// Allocates the arenas on `backend`, initialises values on the host and copies them in,
+  /// zeroes the gradients, and fills compute copies. Throws BackendError on allocation failure.
+  void allocate(Backend& backend, DType param_dtype, DType compute_dtype, std::uint64_t seed);
+  bool allocated() const noexcept { return value_arena_.defined(); }
+
+  std::span<const Parameter> parameters() const noexcept { return params_; }
+  const Parameter& operator[](std::size_t i) const { return params_.at(i); }
+  /// Element offset of parameter i in the arenas, and the arena size in elements.
+  std::int64_t offset(std::size_t i) const { return offsets_.at(i); }
+  std::int64_t arena_elements() const noexcept { return arena_elements_; }
+
+  const Tensor& value_arena() const noexcept { return value_arena_; }
+  const Tensor& grad_arena() const noexcept { return grad_arena_; }
+  /// Sets every gradient (and the gaps) to zero with one fill.
+  void zero_grads(Backend& backend) const;
+
+ private:
+  struct Declared {
+    Init init;
+  };
+  std::vector<Parameter> params_;
+  std::vector<Declared> declared_;
+  std::vector<Shape> shapes_pending_;
+  std::vector<std::int64_t> offsets_;
+  std::int64_t arena_elements_ = 0;
+  Tensor value_arena_, compute_arena_, grad_arena_;
+};
+
+}  // namespace kiln::nn

@@ -1,0 +1,58 @@
+// Optimizers (SGD with momentum/nesterov/weight decay, Adam, AdamW) over flat parameter arenas.
+//
+// On the first step the optimizer groups the model's parameters into segments: runs of
+// parameters adjacent in one arena with the same weight-decay treatment (kParamNoWeightDecay).
+// Each step is then one fused Backend update per segment, not one per tensor. State buffers
+// (momentum, Adam's m and v) mirror the parameter arena's layout, so a segment of state is the
+// same slice as its segment of parameters. The gaps between parameters are zero and stay zero.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/backend.hpp"
+#include "kiln/model.hpp"
+#include "kiln/params.hpp"
+#include "kiln/plugin_abi.h"
+
+namespace kiln::train {
+
+/// Keys of the [optimizer] table (besides `type`, which is "sgd", "adam" or "adamw").
+std::span<const kiln_param_spec_v1> optimizer_schema();
+
+class Optimizer {
+ public:
+  virtual ~Optimizer();
+  /// Applies one update with learning rate `lr` to every parameter from its `grad`.
+  virtual void step(Backend& backend, std::span<const Parameter> params, float lr) = 0;
+  /// "adam(beta1=0.9, beta2=0.999, eps=1e-08, weight_decay=0)".
+  virtual std::string describe() const = 0;
+  /// Updates applied so far.
+  std::int64_t steps() const noexcept { return steps_; }
+
+ protected:
+  /// One contiguous run of parameters sharing weight decay, and its state slices.
+  struct Segment {
+    Tensor value, grad;
+    Tensor state[2];
+    float weight_decay = 0;
+  };
+  /// Builds segments on first use; allocates `num_states` state arenas shaped like the parameter
+  /// storage, zero-filled.
+  std::vector<Segment>& segments(Backend& backend, std::span<const Parameter> params, int num_states);
+  std::int64_t steps_ = 0;
+  float weight_decay_ = 0;
+
+ private:
+  std::vector<Segment> segments_;
+  bool built_ = false;
+};
+
+/// Makes the optimizer `type` ("sgd" | "adam" | "adamw") from the validated [optimizer] table.
+/// Throws ConfigError for a key that does not apply to `type` (momentum for adam) or a bad value.
+std::unique_ptr<Optimizer> make_optimizer(const std::string& type, const ParamMap& table);
+
+}  // namespace kiln::train

@@ -1,0 +1,73 @@
+// Trainer: the epoch loop of synchronous data-parallel training.
+//
+// Per step: batch -> device -> PrecisionPolicy::before_forward -> Model::forward -> softmax
+// cross-entropy -> dlogits scaled by loss_scale / (global rows this step) -> Model::backward with
+// GradSync reducing buckets as they complete -> PrecisionPolicy::after_allreduce -> optimizer
+// step (unless skipped) -> zero gradients. After each epoch: evaluation on the eval split, then
+// one metrics.jsonl record per split whose numbers are reduced over all ranks, weighted by
+// sample count. Every rank runs the same number of steps (the Sharder guarantees it), so
+// collectives always match.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "kiln/backend.hpp"
+#include "kiln/communicator.hpp"
+#include "kiln/data/data_loader.hpp"
+#include "kiln/data_source.hpp"
+#include "kiln/io/metrics_writer.hpp"
+#include "kiln/io/progress.hpp"
+#include "kiln/model.hpp"
+#include "kiln/precision_policy.hpp"
+#include "kiln/train/lr_schedule.hpp"
+#include "kiln/train/optimizer.hpp"
+
+namespace kiln::train {
+
+/// The plugin objects of one run. The backend must outlive everything else (members are
+/// destroyed in reverse order, so it is declared first).
+struct RunParts {
+  std::shared_ptr<Backend> backend;
+  std::shared_ptr<Communicator> comm;
+  std::shared_ptr<PrecisionPolicy> precision;
+  std::shared_ptr<Model> model;
+  std::shared_ptr<DataSource> train_data;
+  std::shared_ptr<DataSource> eval_data;  // may be null: no evaluation
+};
+
+struct TrainerOptions {
+  std::int64_t epochs = 1;
+  std::uint64_t seed = 0;
+  float label_smoothing = 0;
+  std::int64_t bucket_bytes = 25'000'000;
+  data::LoaderOptions train_loader;
+  data::LoaderOptions eval_loader;
+  std::string optimizer_type;
+  ParamMap optimizer_table;
+  std::string schedule_type;
+  ParamMap schedule_table;
+  io::Progress::Mode progress = io::Progress::Mode::automatic;
+};
+
+/// What the run achieved, for the CLI and tests.
+struct TrainResult {
+  double final_train_loss = 0, final_train_accuracy = 0;
+  double final_eval_loss = 0, final_eval_accuracy = 0;
+  std::int64_t steps = 0;
+};
+
+class Trainer {
+ public:
+  /// Builds the model and loaders; broadcasts rank 0's initial parameters and verifies them.
+  /// `metrics` may be null on ranks other than 0.
+  Trainer(RunParts parts, TrainerOptions options, const RankInfo& ranks, io::MetricsWriter* metrics);
+  ~Trainer();
+  TrainResult run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::train

@@ -1,0 +1,80 @@
+// JSON-lines writer. Numbers are written with enough digits to round-trip; non-finite numbers
+// (which JSON lacks) are written as null.
+#include "kiln/io/metrics_writer.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kiln/errors.hpp"
+
+namespace kiln::io {
+namespace {
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
+        else out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+MetricsRecord& MetricsRecord::add(std::string key, double value) {
+  fields_.emplace_back(std::move(key), value);
+  return *this;
+}
+MetricsRecord& MetricsRecord::add(std::string key, std::int64_t value) {
+  fields_.emplace_back(std::move(key), value);
+  return *this;
+}
+MetricsRecord& MetricsRecord::add(std::string key, std::string value) {
+  fields_.emplace_back(std::move(key), std::move(value));
+  return *this;
+}
+
+std::string MetricsRecord::to_json() const {
+  std::string out = "{";
+  for (std::size_t i = 0; i < fields_.size(); ++i) {
+    if (i) out += ", ";
+    out += json_string(fields_[i].first) + ": ";
+    const auto& v = fields_[i].second;
+    if (const double* d = std::get_if<double>(&v)) {
+      out += std::isfinite(*d) ? fmt::format("{}", *d) : "null";
+    } else if (const std::int64_t* n = std::get_if<std::int64_t>(&v)) {
+      out += fmt::format("{}", *n);
+    } else {
+      out += json_string(std::get<std::string>(v));
+    }
+  }
+  return out + "}";
+}
+
+MetricsWriter::MetricsWriter(const std::filesystem::path& path) : path_(path) {
+  file_ = std::fopen(path.c_str(), "a");
+  if (!file_) throw IoError(fmt::format("cannot open {} for appending: {}", path.string(), std::strerror(errno)));
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (file_) std::fclose(file_);
+}
+
+void MetricsWriter::write(const MetricsRecord& record) {
+  const std::string line = record.to_json() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
+    throw IoError(fmt::format("cannot append to {}: {}", path_.string(), std::strerror(errno)));
+  }
+}
+
+}  // namespace kiln::io

@@ -1,0 +1,49 @@
+// Run directory creation that never clobbers an earlier run, and atomic file writes.
+#include "kiln/io/run_dir.hpp"
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "kiln/errors.hpp"
+
+namespace kiln::io {
+namespace fs = std::filesystem;
+
+fs::path prepare_run_dir(const std::string& requested) {
+  std::error_code ec;
+  fs::path dir;
+  if (!requested.empty()) {
+    dir = requested;
+    if (fs::exists(dir / "metrics.jsonl", ec)) {
+      throw IoError(fmt::format("run directory {} already holds a run (metrics.jsonl); choose another "
+                                "--run-dir or move the old run away",
+                                dir.string()));
+    }
+  } else {
+    const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    const std::string stamp = fmt::format("{:%Y%m%d-%H%M%S}", fmt::localtime(now));
+    dir = fs::path("runs") / stamp;
+    for (int i = 2; fs::exists(dir, ec); ++i) dir = fs::path("runs") / fmt::format("{}-{}", stamp, i);
+  }
+  fs::create_directories(dir / "logs", ec);
+  if (ec) throw IoError(fmt::format("cannot create run directory {}: {}", dir.string(), ec.message()));
+  return dir;
+}
+
+void write_file_atomic(const fs::path& path, const std::string& contents) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << contents;
+    out.flush();
+    if (!out) throw IoError(fmt::format("cannot write {}", tmp.string()));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw IoError(fmt::format("cannot rename {} to {}: {}", tmp.string(), path.string(), ec.message()));
+}
+
+}  // namespace kiln::io

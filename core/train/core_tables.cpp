@@ -1,0 +1,46 @@
+// Keys, defaults and docs of the core's own config tables.
+#include "kiln/train/core_tables.hpp"
+
+namespace kiln::train {
+namespace {
+
+constexpr kiln_param_spec_v1 kRun[] = {
+    {"epochs", KILN_PARAM_INT, "10", nullptr, "Passes over the training split."},
+    {"seed", KILN_PARAM_INT, "42", nullptr, "Seed for initialisation, shuffling, augmentation and dropout."},
+    {"run_dir", KILN_PARAM_STRING, "\"\"", nullptr,
+     "Output directory; empty means runs/<YYYYmmdd-HHMMSS>. --run-dir overrides it."},
+    {"grad_bucket_mb", KILN_PARAM_FLOAT, "25.0", nullptr,
+     "Gradient all-reduce bucket size in MB (buckets are reduced while backward continues)."},
+};
+
+constexpr kiln_param_spec_v1 kLoader[] = {
+    {"batch", KILN_PARAM_INT, "64", nullptr, "Samples per rank per step (global batch = batch x world size)."},
+    {"eval_batch", KILN_PARAM_INT, "0", nullptr, "Per-rank evaluation batch; 0 means the same as batch."},
+    {"workers", KILN_PARAM_INT, "1", nullptr, "Decode threads per rank."},
+    {"prefetch", KILN_PARAM_INT, "4", nullptr, "Batches decoded ahead of the trainer."},
+    {"last_batch", KILN_PARAM_STRING, "\"drop\"", "drop|pad|partial",
+     "Training: what to do with the samples that do not fill a global batch."},
+    {"eval_last_batch", KILN_PARAM_STRING, "\"partial\"", "drop|pad|partial",
+     "Evaluation: the same; partial and pad count every sample exactly once."},
+    {"shuffle", KILN_PARAM_BOOL, "true", nullptr, "Reshuffle the training order every epoch."},
+};
+
+constexpr kiln_param_spec_v1 kLoss[] = {
+    {"label_smoothing", KILN_PARAM_FLOAT, "0.0", nullptr,
+     "Softmax cross-entropy target: (1 - s) * onehot + s / classes."},
+};
+
+constexpr kiln_param_spec_v1 kLog[] = {
+    {"level", KILN_PARAM_STRING, "\"info\"", "trace|debug|info|warn|error", "Console log level on rank 0."},
+    {"progress", KILN_PARAM_STRING, "\"auto\"", "auto|always|never",
+     "Live progress line: auto shows it only on a terminal."},
+};
+
+}  // namespace
+
+std::span<const kiln_param_spec_v1> run_schema() { return kRun; }
+std::span<const kiln_param_spec_v1> loader_schema() { return kLoader; }
+std::span<const kiln_param_spec_v1> loss_schema() { return kLoss; }
+std::span<const kiln_param_spec_v1> log_schema() { return kLog; }
+
+}  // namespace kiln::train

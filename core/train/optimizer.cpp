@@ -1,0 +1,182 @@
+// SGD and Adam/AdamW as fused per-segment Backend updates.
+#include "kiln/train/optimizer.hpp"
+
+#include <fmt/format.h>
+
+#include "kiln/errors.hpp"
+
+namespace kiln::train {
+namespace {
+
+constexpr kiln_param_spec_v1 kOptimizerSchema[] = {
+    {"lr", KILN_PARAM_FLOAT, "0.001", nullptr, "Base learning rate (the schedule scales it)."},
+    {"weight_decay", KILN_PARAM_FLOAT, "0.0", nullptr,
+     "L2 penalty (sgd, adam) or decoupled decay (adamw); never applied to biases or BN parameters."},
+    {"momentum", KILN_PARAM_FLOAT, "0.0", nullptr, "sgd: momentum factor."},
+    {"dampening", KILN_PARAM_FLOAT, "0.0", nullptr, "sgd: dampening for momentum."},
+    {"nesterov", KILN_PARAM_BOOL, "false", nullptr, "sgd: Nesterov momentum."},
+    {"beta1", KILN_PARAM_FLOAT, "0.9", nullptr, "adam/adamw: decay of the first moment."},
+    {"beta2", KILN_PARAM_FLOAT, "0.999", nullptr, "adam/adamw: decay of the second moment."},
+    {"eps", KILN_PARAM_FLOAT, "1e-8", nullptr, "adam/adamw: term added to the denominator."},
+};
+
+/// A key explicitly set for an optimizer it does not apply to is a mistake worth reporting.
+void reject_foreign_keys(const ParamMap& t, const std::string& type,
+                         std::initializer_list<const char*> foreign) {
+  for (const char* key : foreign) {
+    const auto& e = t.entries().find(key);
+    if (e != t.entries().end() && e->second.origin != "default") {
+      throw ConfigError(fmt::format("{} does not apply to optimizer '{}'", t.where(key), type));
+    }
+  }
+}
+
+float positive(const ParamMap& t, const char* key) {
+  const double v = t.get_float(key);
+  if (!(v > 0)) throw ConfigError(fmt::format("{} must be > 0, got {}", t.where(key), v));
+  return static_cast<float>(v);
+}
+
+float in_unit(const ParamMap& t, const char* key) {
+  const double v = t.get_float(key);
+  if (!(v >= 0 && v < 1)) throw ConfigError(fmt::format("{} must be in [0, 1), got {}", t.where(key), v));
+  return static_cast<float>(v);
+}
+
+class Sgd final : public Optimizer {
+ public:
+  explicit Sgd(const ParamMap& t) {
+    step_.lr = positive(t, "lr");
+    step_.momentum = in_unit(t, "momentum");
+    step_.dampening = in_unit(t, "dampening");
+    step_.nesterov = t.get_bool("nesterov") ? SgdStep::Nesterov::yes : SgdStep::Nesterov::no;
+    weight_decay_ = static_cast<float>(t.get_float("weight_decay"));
+    if (weight_decay_ < 0) throw ConfigError(t.where("weight_decay") + " must be >= 0");
+    if (step_.nesterov == SgdStep::Nesterov::yes && (step_.momentum <= 0 || step_.dampening != 0)) {
+      throw ConfigError(t.where("nesterov") + " needs momentum > 0 and dampening = 0 (as in PyTorch)");
+    }
+  }
+  void step(Backend& backend, std::span<const Parameter> params, float lr) override {
+    auto& segs = segments(backend, params, step_.momentum > 0 ? 1 : 0);
+    SgdStep s = step_;
+    s.lr = lr;
+    for (auto& seg : segs) {
+      s.weight_decay = seg.weight_decay;
+      backend.sgd_update(seg.value, seg.state[0], seg.grad, s);
+    }
+    ++steps_;
+  }
+  std::string describe() const override {
+    return fmt::format("sgd(momentum={}, dampening={}, nesterov={}, weight_decay={})", step_.momentum,
+                       step_.dampening, step_.nesterov == SgdStep::Nesterov::yes, weight_decay_);
+  }
+
+ private:
+  SgdStep step_;
+};
+
+class Adam final : public Optimizer {
+ public:
+  Adam(const ParamMap& t, AdamStep::Decay decay) {
+    step_.lr = positive(t, "lr");
+    step_.beta1 = in_unit(t, "beta1");
+    step_.beta2 = in_unit(t, "beta2");
+    step_.eps = positive(t, "eps");
+    step_.decay = decay;
+    weight_decay_ = static_cast<float>(t.get_float("weight_decay"));
+    if (weight_decay_ < 0) throw ConfigError(t.where("weight_decay") + " must be >= 0");
+  }
+  void step(Backend& backend, std::span<const Parameter> params, float lr) override {
+    auto& segs = segments(backend, params, 2);
+    AdamStep s = step_;
+    s.lr = lr;
+    s.step = steps_ + 1;
+    for (auto& seg : segs) {
+      s.weight_decay = seg.weight_decay;
+      backend.adam_update(seg.value, seg.state[0], seg.state[1], seg.grad, s);
+    }
+    ++steps_;
+  }
+  std::string describe() const override {
+    return fmt::format("{}(beta1={}, beta2={}, eps={}, weight_decay={})",
+                       step_.decay == AdamStep::Decay::decoupled ? "adamw" : "adam", step_.beta1,
+                       step_.beta2, step_.eps, weight_decay_);
+  }
+
+ private:
+  AdamStep step_;
+};
+
+}  // namespace
+
+std::span<const kiln_param_spec_v1> optimizer_schema() { return kOptimizerSchema; }
+
+Optimizer::~Optimizer() = default;
+
+std::vector<Optimizer::Segment>& Optimizer::segments(Backend& backend, std::span<const Parameter> params,
+                                                     int num_states) {
+  if (built_) return segments_;
+  built_ = true;
+  // State arenas, one per distinct parameter storage, mirroring its layout.
+  std::vector<std::pair<const Storage*, std::vector<Tensor>>> states;
+  auto state_for = [&](const Tensor& value) -> std::vector<Tensor>& {
+    for (auto& s : states) {
+      if (s.first == value.storage().get()) return s.second;
+    }
+    std::vector<Tensor> arenas;
+    const std::int64_t elems = static_cast<std::int64_t>(value.storage()->bytes() / dtype_size(value.dtype()));
+    for (int k = 0; k < num_states; ++k) {
+      arenas.push_back(backend.allocate({elems}, value.dtype(), MemoryKind::device));
+      backend.fill(arenas.back(), 0.0);
+    }
+    states.emplace_back(value.storage().get(), std::move(arenas));
+    return states.back().second;
+  };
+  auto slice = [](const Tensor& whole_like, const Tensor& first, std::int64_t elems) {
+    return Tensor(whole_like.storage(), {elems}, first.dtype(), first.offset_bytes());
+  };
+
+  std::size_t i = 0;
+  while (i < params.size()) {
+    const Parameter& first = params[i];
+    const float wd = (first.flags & kParamNoWeightDecay) ? 0.0f : weight_decay_;
+    std::size_t j = i + 1;
+    // Extend while the next parameter lives in the same storage, after this one, with equal decay.
+    while (j < params.size() && params[j].value.storage() == first.value.storage() &&
+           params[j].value.offset_bytes() > params[j - 1].value.offset_bytes() &&
+           ((params[j].flags & kParamNoWeightDecay) ? 0.0f : weight_decay_) == wd) {
+      ++j;
+    }
+    const Parameter& last = params[j - 1];
+    const std::size_t esize = dtype_size(first.value.dtype());
+    const std::int64_t elems = static_cast<std::int64_t>(
+        (last.value.offset_bytes() + last.value.bytes() - first.value.offset_bytes()) / esize);
+    Segment seg;
+    seg.value = slice(first.value, first.value, elems);
+    seg.grad = Tensor(first.grad.storage(), {elems}, first.grad.dtype(),
+                      first.grad.offset_bytes());
+    auto& st = state_for(first.value);
+    for (int k = 0; k < num_states; ++k) {
+      seg.state[k] = Tensor(st[static_cast<std::size_t>(k)].storage(), {elems}, first.value.dtype(),
+                            first.value.offset_bytes());
+    }
+    seg.weight_decay = wd;
+    segments_.push_back(std::move(seg));
+    i = j;
+  }
+  return segments_;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const std::string& type, const ParamMap& table) {
+  if (type == "sgd") {
+    reject_foreign_keys(table, type, {"beta1", "beta2", "eps"});
+    return std::make_unique<Sgd>(table);
+  }
+  if (type == "adam" || type == "adamw") {
+    reject_foreign_keys(table, type, {"momentum", "dampening", "nesterov"});
+    return std::make_unique<Adam>(table, type == "adam" ? AdamStep::Decay::coupled : AdamStep::Decay::decoupled);
+  }
+  throw ConfigError(fmt::format("optimizer.type = '{}' is not one of sgd, adam, adamw", type));
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,245 @@
+// The epoch loop (see trainer.hpp for the order of operations).
+#include "kiln/train/trainer.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "kiln/errors.hpp"
+#include "kiln/log/log.hpp"
+#include "kiln/nn/layers.hpp"
+#include "kiln/rng.hpp"
+#include "kiln/train/grad_sync.hpp"
+#include "kiln/train/param_sync.hpp"
+
+namespace kiln::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// Whole-arena views of the gradient storages, to zero them with one fill each.
+std::vector<Tensor> grad_arenas(std::span<const Parameter> params) {
+  std::vector<Tensor> out;
+  for (const auto& p : params) {
+    bool seen = false;
+    for (const auto& t : out) seen = seen || t.storage() == p.grad.storage();
+    if (seen) continue;
+    const auto elems = static_cast<std::int64_t>(p.grad.storage()->bytes() / dtype_size(p.grad.dtype()));
+    out.emplace_back(p.grad.storage(), Shape{elems}, p.grad.dtype());
+  }
+  return out;
+}
+
+std::string si(double v) {
+  if (v >= 1e6) return fmt::format("{:.2f}M", v / 1e6);
+  if (v >= 1e4) return fmt::format("{:.1f}k", v / 1e3);
+  return fmt::format("{:.0f}", v);
+}
+
+/// Sums of one epoch's statistics, reduced over ranks.
+struct SplitTotals {
+  double loss_sum = 0, correct = 0, samples = 0;
+  double loss() const { return samples > 0 ? loss_sum / samples : 0.0; }
+  double accuracy() const { return samples > 0 ? correct / samples : 0.0; }
+};
+
+}  // namespace
+
+struct Trainer::Impl {
+  RunParts parts;
+  TrainerOptions opt;
+  RankInfo ranks;
+  io::MetricsWriter* metrics;
+  std::shared_ptr<spdlog::logger> log = log::get("train");
+  std::unique_ptr<data::DataLoader> train_loader, eval_loader;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<LrSchedule> schedule;
+  std::unique_ptr<GradSync> grad_sync;
+  nn::SoftmaxCrossEntropy loss;
+  std::vector<Tensor> grad_zero_views;
+  io::Progress progress;
+  std::int64_t global_step = 0;
+
+  Impl(RunParts p, TrainerOptions o, const RankInfo& r, io::MetricsWriter* m)
+      : parts(std::move(p)), opt(std::move(o)), ranks(r), metrics(m), loss(opt.label_smoothing),
+        progress(opt.progress, r.rank == 0) {}
+
+  Backend& backend() { return *parts.backend; }
+
+  void build() {
+    PrecisionPolicy& precision = *parts.precision;
+    precision.check_backend(backend());
+    train_loader = std::make_unique<data::DataLoader>(parts.train_data, parts.backend.get(), opt.train_loader);
+    if (parts.eval_data) {
+      eval_loader = std::make_unique<data::DataLoader>(parts.eval_data, parts.backend.get(), opt.eval_loader);
+    }
+    const std::int64_t max_batch = std::max(opt.train_loader.shard.batch, eval_loader ? opt.eval_loader.shard.batch : 0);
+    ModelBuildContext ctx;
+    ctx.backend = parts.backend.get();
+    ctx.param_dtype = precision.param_dtype();
+    ctx.compute_dtype = precision.compute_dtype();
+    ctx.max_batch = max_batch;
+    ctx.seed = opt.seed;
+    parts.model->build(ctx);
+    loss.build(backend(), max_batch, parts.model->input_spec().num_classes);
+
+    auto params = parts.model->parameters();
+    broadcast_initial_parameters(backend(), *parts.comm, params, parts.model->buffers());
+    grad_sync = std::make_unique<GradSync>(*parts.comm, params, opt.bucket_bytes);
+    grad_zero_views = grad_arenas(params);
+    optimizer = make_optimizer(opt.optimizer_type, opt.optimizer_table);
+    schedule = std::make_unique<LrSchedule>(opt.schedule_type, opt.schedule_table,
+                                            opt.optimizer_table.get_float("lr"),
+                                            train_loader->steps_per_epoch(), opt.epochs);
+    std::int64_t count = 0;
+    for (const auto& p : params) count += p.value.numel();
+    log->info("model {}: {} parameters in {} tensors; optimizer {}; lr schedule {}; grad sync {}",
+              parts.model->name(), count, params.size(), optimizer->describe(), schedule->describe(),
+              grad_sync->describe());
+    log->info("{} steps per epoch, per-rank batch {}, global batch {}", train_loader->steps_per_epoch(),
+              opt.train_loader.shard.batch, opt.train_loader.shard.batch * ranks.world_size);
+  }
+
+  SplitTotals reduce(double loss_sum, double correct, double samples) {
+    const auto v = sum_over_ranks(backend(), *parts.comm, {loss_sum, correct, samples});
+    return SplitTotals{v[0], v[1], v[2]};
+  }
+
+  struct EpochStats {
+    SplitTotals totals;
+    double seconds = 0, wait_seconds = 0, global_samples = 0;
+    std::int64_t skipped = 0;
+  };
+
+  EpochStats train_epoch(std::int64_t epoch) {
+    auto params = parts.model->parameters();
+    Model& model = *parts.model;
+    PrecisionPolicy& precision = *parts.precision;
+    EpochStats st;
+    loss.reset_totals();
+    double local_samples = 0;
+    train_loader->start_epoch(epoch);
+    const auto t0 = Clock::now();
+    const std::int64_t steps = train_loader->steps_per_epoch();
+    while (auto batch = train_loader->next()) {
+      st.wait_seconds += batch->wait_seconds;
+      const double lr = schedule->at(global_step);
+      precision.before_forward(backend(), params);
+      grad_sync->begin_step();
+      if (batch->rows > 0) {
+        const Tensor x = backend().to_device(batch->inputs);
+        const Tensor y = backend().to_device(batch->labels);
+        const std::uint64_t step_seed = derive_seed(opt.seed, 0xD50u, static_cast<std::uint64_t>(global_step),
+                                                    static_cast<std::uint64_t>(ranks.rank));
+        const Tensor logits = model.forward(x, Mode::train, step_seed);
+        loss.forward(logits, y, batch->rows);
+        // d(mean loss over the global batch) = sum over ranks of (scale / global rows) * d(loss sum).
+        const float scale = precision.loss_scale() / static_cast<float>(batch->global_rows);
+        model.backward(loss.backward(scale), grad_sync->ready_callback());
+        local_samples += static_cast<double>(batch->rows);
+      }
+      grad_sync->finish();
+      if (precision.after_allreduce(backend(), params) == StepDecision::apply) {
+        optimizer->step(backend(), params, static_cast<float>(lr));
+      } else {
+        ++st.skipped;
+      }
+      for (const Tensor& g : grad_zero_views) backend().fill(g, 0.0);
+      st.global_samples += static_cast<double>(batch->global_rows);
+      ++global_step;
+      if (progress.live() && (batch->step % 20 == 0 || batch->step + 1 == steps)) {
+        const auto [loss_sum, correct] = loss.totals();
+        progress.update(fmt::format("epoch {}/{} step {}/{}  loss {:.4f}  acc {:.4f}  {} samples/s  lr {:.3g}",
+                                    epoch + 1, opt.epochs, batch->step + 1, steps,
+                                    local_samples > 0 ? loss_sum / local_samples : 0.0,
+                                    local_samples > 0 ? correct / local_samples : 0.0,
+                                    si(st.global_samples / std::max(1e-9, seconds_since(t0))), lr));
+      }
+    }
+    backend().synchronize();
+    st.seconds = seconds_since(t0);
+    const auto [loss_sum, correct] = loss.totals();
+    st.totals = reduce(loss_sum, correct, local_samples);
+    return st;
+  }
+
+  SplitTotals evaluate(std::int64_t epoch) {
+    loss.reset_totals();
+    double local_samples = 0;
+    eval_loader->start_epoch(epoch);
+    while (auto batch = eval_loader->next()) {
+      if (batch->rows == 0) continue;
+      const Tensor x = backend().to_device(batch->inputs);
+      const Tensor y = backend().to_device(batch->labels);
+      const Tensor logits = parts.model->forward(x, Mode::eval, 0);
+      loss.forward(logits, y, batch->valid_rows);
+      local_samples += static_cast<double>(batch->valid_rows);
+    }
+    const auto [loss_sum, correct] = loss.totals();
+    return reduce(loss_sum, correct, local_samples);
+  }
+
+  void write(std::int64_t epoch, const char* split, const SplitTotals& t, double samples_per_s, double lr,
+             double seconds, double wait) {
+    if (!metrics) return;
+    io::MetricsRecord rec;
+    rec.add("epoch", epoch + 1)
+        .add("step", global_step)
+        .add("split", std::string(split))
+        .add("loss", t.loss())
+        .add("accuracy", t.accuracy())
+        .add("samples", static_cast<std::int64_t>(t.samples))
+        .add("samples_per_s", samples_per_s)
+        .add("lr", lr)
+        .add("time_s", seconds);
+    if (std::string(split) == "train") {
+      rec.add("data_wait_s", wait);
+      for (const auto& [k, v] : parts.precision->metrics()) rec.add(k, v);
+    }
+    metrics->write(rec);
+  }
+
+  TrainResult run() {
+    TrainResult result;
+    for (std::int64_t epoch = 0; epoch < opt.epochs; ++epoch) {
+      const EpochStats st = train_epoch(epoch);
+      const double lr = schedule->at(std::max<std::int64_t>(0, global_step - 1));
+      const double sps = st.global_samples / std::max(1e-9, st.seconds);
+      write(epoch, "train", st.totals, sps, lr, st.seconds, st.wait_seconds);
+      result.final_train_loss = st.totals.loss();
+      result.final_train_accuracy = st.totals.accuracy();
+      std::string line = fmt::format("epoch {:>3}/{}  train loss {:.4f} acc {:.4f}", epoch + 1, opt.epochs,
+                                     st.totals.loss(), st.totals.accuracy());
+      if (eval_loader) {
+        const auto te = Clock::now();
+        const SplitTotals ev = evaluate(epoch);
+        const double eval_s = seconds_since(te);
+        write(epoch, "test", ev, ev.samples / std::max(1e-9, eval_s), lr, eval_s, 0);
+        result.final_eval_loss = ev.loss();
+        result.final_eval_accuracy = ev.accuracy();
+        line += fmt::format("  |  test loss {:.4f} acc {:.4f}", ev.loss(), ev.accuracy());
+      }
+      line += fmt::format("  |  {} samples/s  {:.2f}s  lr {:.3g}", si(sps), st.seconds, lr);
+      if (st.skipped) line += fmt::format("  skipped {}", st.skipped);
+      progress.line(line);
+      log->debug("{}", line);
+    }
+    result.steps = global_step;
+    return result;
+  }
+};
+
+Trainer::Trainer(RunParts parts, TrainerOptions options, const RankInfo& ranks, io::MetricsWriter* metrics)
+    : impl_(std::make_unique<Impl>(std::move(parts), std::move(options), ranks, metrics)) {
+  impl_->build();
+}
+
+Trainer::~Trainer() = default;
+
+TrainResult Trainer::run() { return impl_->run(); }
+
+}  // namespace kiln::train

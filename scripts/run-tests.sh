@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# One command for a fresh machine: install what is missing, build, and run the whole test suite
+# (CTest; GPU tests report "skipped" without a device). .ci/run calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh
+cd build
+ctest --output-on-failure -j "$(nproc)" "$@"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs Kiln's build and test dependencies from Debian packages (only those missing).
+# Usage: scripts/setup.sh [--bench]     --bench also installs python3-torch for bench/.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libboost-dev libboost-program-options-dev libboost-test-dev libboost-filesystem-dev
+  libtomlplusplus-dev libspdlog-dev libfmt-dev
+  libdnnl-dev libgloo-dev libopenmpi-dev openmpi-bin
+  libturbojpeg0-dev libjpeg62-turbo-dev zlib1g-dev
+  dataset-fashion-mnist
+)
+if [[ "${1:-}" == "--bench" ]]; then packages+=(python3-torch python3-numpy); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi
+# The CUDA toolkit, cuDNN and NCCL are expected in /usr/local/cuda when CUDA plugins are built.
