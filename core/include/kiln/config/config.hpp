@@ -43,12 +43,18 @@ class Config {
   /// Whether dotted `table` ("data.eval") exists.
   bool has_table(std::string_view table) const;
   /// The `type` string of plugin table `table`. Throws ConfigError if the table or its `type` is
-  /// missing or not a string.
+  /// missing or not a string. Marks `table` as a plugin table (see validate()).
   std::string plugin_type(std::string_view table) const;
-  /// Validates `table` against `schema` and returns its values with defaults filled in. For a
-  /// plugin table the key `type` is allowed and not returned. A missing table is treated as
-  /// empty (all defaults; an error if a key is required). Marks the table consumed and records
-  /// the resolved values for resolved_toml().
+  /// Same, but a missing table or a table without `type` yields `fallback` (an optional plugin
+  /// such as [precision] defaulting to "fp32"); resolved_toml() then writes type = fallback.
+  /// A `type` that is not a string is still an error.
+  std::string plugin_type(std::string_view table, std::string_view fallback) const;
+  /// Validates `table` against `schema` and returns its values with defaults filled in. A table
+  /// is a plugin table once plugin_type() was asked for it (the wiring always does so first, to
+  /// pick the schema): there the key `type` is allowed, not returned, and kept for
+  /// resolved_toml(); in any other table `type` is an ordinary key. A missing table is treated
+  /// as empty (all defaults; an error if a key is required). Marks the table consumed and
+  /// records the resolved values for resolved_toml(); validating a table again replaces them.
   ParamMap validate(std::string_view table, std::span<const kiln_param_spec_v1> schema);
   /// Throws ConfigError for the first table or key that no validate() call consumed, with a
   /// "did you mean" against the consumed tables.

@@ -1,0 +1,235 @@
+// Loading a config: reading the file, parsing it with toml++, applying --set overrides, and
+// the lookups the wiring does before validation (has_table, plugin_type).
+//
+// An override value is parsed as the TOML document "v = <value>"; anything that is not exactly
+// one TOML value (or is a date/time, which no schema type accepts) is taken as a bare string,
+// so `--set comm.type=gloo` and `--set run.run_dir=runs/x` need no quoting.
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "config_impl.hpp"
+#include "kiln/errors.hpp"
+#include "values.hpp"
+
+namespace kiln::config {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  const auto last = s.find_last_not_of(" \t");
+  return s.substr(first, last - first + 1);
+}
+
+bool is_bare_key(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+/// Inserts the override's value at `key` in `table`, replacing what was there.
+void insert_value(toml::table& table, const std::string& key, std::string_view value) {
+  try {
+    toml::table doc = toml::parse(fmt::format("v = {}", value), std::string_view("--set"));
+    toml::node* node = doc.get("v");
+    const bool temporal = node != nullptr && (node->is_date() || node->is_time() || node->is_date_time());
+    if (node != nullptr && doc.size() == 1 && !temporal) {
+      node->visit([&](auto&& n) { table.insert_or_assign(key, std::move(n)); });
+      return;
+    }
+  } catch (const toml::parse_error&) {
+    // Not a TOML value: fall through to a bare string.
+  }
+  table.insert_or_assign(key, std::string(value));
+}
+
+}  // namespace
+
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = path.find('.', start);
+    parts.emplace_back(path.substr(start, dot == std::string_view::npos ? dot : dot - start));
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return parts;
+}
+
+std::optional<std::string> Config::Impl::override_origin(std::string_view path) const {
+  // The longest overridden prefix wins: a key inside an inline table given by --set reports
+  // that --set, while a later --set of the key itself reports its own.
+  std::string_view p = path;
+  while (true) {
+    if (auto it = override_origins.find(p); it != override_origins.end()) return it->second;
+    const std::size_t dot = p.rfind('.');
+    if (dot == std::string_view::npos) return std::nullopt;
+    p = p.substr(0, dot);
+  }
+}
+
+std::string Config::Impl::where(std::string_view path, const toml::source_region& region) const {
+  if (auto o = override_origin(path)) return *o;
+  if (region.begin.line == 0) return source;
+  return fmt::format("{}:{}:{}", source, region.begin.line, region.begin.column);
+}
+
+std::string Config::Impl::origin(std::string_view path, const toml::source_region& region) const {
+  if (auto o = override_origin(path)) return *o;
+  if (region.begin.line == 0) return source;
+  return fmt::format("{}:{}", source, region.begin.line);
+}
+
+const toml::node* Config::Impl::find(std::string_view path, std::string_view for_what) const {
+  const toml::node* node = &root;
+  std::string walked;
+  for (const std::string& part : split_path(path)) {
+    const toml::table* table = node->as_table();
+    if (table == nullptr) {
+      throw ConfigError(fmt::format("{}: {} must be a table to hold {}, found {}",
+                                    where(walked, node->source()), walked, for_what,
+                                    found_name(*node)));
+    }
+    node = table->get(part);
+    if (node == nullptr) return nullptr;
+    walked += walked.empty() ? part : "." + part;
+  }
+  return node;
+}
+
+void Config::Impl::apply_override(const std::string& text) {
+  const std::size_t eq = text.find('=');
+  if (eq == std::string::npos) {
+    throw ConfigError(fmt::format("--set {}: an override needs the form key=value, e.g. "
+                                  "--set optimizer.lr=0.05",
+                                  text));
+  }
+  const std::string key(trim(std::string_view(text).substr(0, eq)));
+  const std::string_view value = trim(std::string_view(text).substr(eq + 1));
+  const std::vector<std::string> parts = split_path(key);
+  for (const std::string& part : parts) {
+    if (!is_bare_key(part)) {
+      throw ConfigError(fmt::format("--set {}: '{}' is not a valid key; give a dotted path of "
+                                    "bare keys (letters, digits, _ and -), e.g. model.hidden",
+                                    text, key));
+    }
+  }
+  const std::string origin = "--set " + key;
+  toml::table* table = &root;
+  std::string walked;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    walked += walked.empty() ? parts[i] : "." + parts[i];
+    toml::node* node = table->get(parts[i]);
+    if (node == nullptr) {
+      node = table->insert(parts[i], toml::table{}).first->second.as_table();
+      override_origins.emplace(walked, origin);  // a table this override created
+    } else if (!node->is_table()) {
+      throw ConfigError(fmt::format("--set {}: {} is {} ({}), not a table, so it cannot hold '{}'",
+                                    text, walked, found_name(*node), where(walked, node->source()),
+                                    parts[i + 1]));
+    }
+    table = node->as_table();
+  }
+  insert_value(*table, parts.back(), value);
+  // Origins recorded below a replaced node are stale; the new value's origin covers them.
+  const std::string below = key + ".";
+  for (auto it = override_origins.lower_bound(below);
+       it != override_origins.end() && it->first.compare(0, below.size(), below) == 0;) {
+    it = override_origins.erase(it);
+  }
+  override_origins.insert_or_assign(key, origin);
+}
+
+Config::Config(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Config::Config(Config&&) noexcept = default;
+Config& Config::operator=(Config&&) noexcept = default;
+Config::~Config() = default;
+
+Config Config::load(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    throw IoError(fmt::format("cannot read config file '{}': {}; check the path", file.string(),
+                              std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    throw IoError(fmt::format("cannot read config file '{}': read failed", file.string()));
+  }
+  return parse(text.str(), file.string(), overrides);
+}
+
+Config Config::parse(std::string_view text, const std::string& source_name,
+                     const std::vector<std::string>& overrides) {
+  auto impl = std::make_unique<Impl>();
+  impl->source = source_name;
+  try {
+    impl->root = toml::parse(text, std::string_view(source_name));
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(fmt::format("{}:{}:{}: {}", source_name, e.source().begin.line,
+                                  e.source().begin.column, e.description()));
+  }
+  for (const std::string& o : overrides) impl->apply_override(o);
+  return Config(std::move(impl));
+}
+
+const std::string& Config::source() const { return impl_->source; }
+
+bool Config::has_table(std::string_view table) const {
+  impl_->asked_tables.emplace(table);
+  const toml::node* node = impl_->find(table, fmt::format("[{}]", table));
+  return node != nullptr && node->is_table();
+}
+
+std::string Config::plugin_type(std::string_view table) const {
+  const Impl& I = *impl_;
+  I.asked_tables.emplace(table);
+  I.plugin_tables.try_emplace(std::string(table));
+  const toml::node* node = I.find(table, fmt::format("[{}]", table));
+  if (node == nullptr) {
+    throw ConfigError(fmt::format("{}: config has no [{}] table; add one with type = \"...\" "
+                                  "(`kiln plugins list` shows the plugins)",
+                                  I.source, table));
+  }
+  const toml::table* t = node->as_table();
+  if (t == nullptr) {
+    throw ConfigError(fmt::format("{}: {} must be a table with type = \"...\", found {}",
+                                  I.where(table, node->source()), table, found_name(*node)));
+  }
+  const toml::node* type = t->get("type");
+  if (type == nullptr) {
+    throw ConfigError(fmt::format("{}: [{}] has no type; add type = \"...\" naming its plugin "
+                                  "(`kiln plugins list` shows them)",
+                                  I.where(table, t->source()), table));
+  }
+  const std::string path = fmt::format("{}.type", table);
+  if (!type->is_string()) {
+    throw ConfigError(fmt::format("{}: [{}] type must be a string naming a plugin, found {}",
+                                  I.where(path, type->source()), table, found_name(*type)));
+  }
+  return *type->value<std::string>();
+}
+
+std::string Config::plugin_type(std::string_view table, std::string_view fallback) const {
+  const Impl& I = *impl_;
+  const toml::node* node = I.find(table, fmt::format("[{}]", table));
+  const toml::table* t = node != nullptr ? node->as_table() : nullptr;
+  if (t == nullptr || t->get("type") == nullptr) {
+    if (node != nullptr && t == nullptr) return plugin_type(table);  // reports the non-table
+    I.asked_tables.emplace(table);
+    I.plugin_tables.insert_or_assign(std::string(table), std::string(fallback));
+    return std::string(fallback);
+  }
+  return plugin_type(table);
+}
+
+}  // namespace kiln::config

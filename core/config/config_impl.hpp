@@ -1,0 +1,57 @@
+// Private state of kiln::config::Config, shared by the files that implement it.
+//
+// The parsed document and --set overrides live in one toml::table. Overridden nodes carry
+// source regions of the scratch text they were parsed from, so their origin is kept apart in
+// `override_origins` (dotted path -> "--set a.b"); where() consults it before any region.
+// plugin_type() is const but records which tables are plugin tables and which table names the
+// wiring asked about: both only refine later messages and validation, hence `mutable`.
+#pragma once
+
+#include <toml++/toml.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/config/config.hpp"
+
+namespace kiln::config {
+
+/// One validate() result, kept in call order for resolved_toml().
+struct ValidatedTable {
+  std::string name;                 // dotted, e.g. "data.train"
+  ParamMap values;                  // with defaults
+  std::optional<std::string> type;  // plugin tables only
+};
+
+struct Config::Impl {
+  std::string source;  // file name (or source name) used in every message
+  toml::table root;
+  std::map<std::string, std::string, std::less<>> override_origins;
+  std::vector<ValidatedTable> validated;
+  mutable std::map<std::string, std::optional<std::string>, std::less<>> plugin_tables;  // -> fallback
+  mutable std::set<std::string, std::less<>> asked_tables;  // did-you-mean candidates
+
+  /// "--set a.b" if `path` (or a table above it) came from an override, else nullopt.
+  std::optional<std::string> override_origin(std::string_view path) const;
+  /// "run.toml:12:3" for messages ("run.toml" when the region is unknown, "--set a.b" for
+  /// overrides).
+  std::string where(std::string_view path, const toml::source_region& region) const;
+  /// "run.toml:12" / "--set a.b": a Param's origin.
+  std::string origin(std::string_view path, const toml::source_region& region) const;
+  /// The node at dotted `path`, or nullptr. Throws ConfigError if a segment above the last is
+  /// not a table (`for_what` names what was being looked up).
+  const toml::node* find(std::string_view path, std::string_view for_what) const;
+  /// Applies one "--set a.b.c=value".
+  void apply_override(const std::string& text);
+};
+
+/// Splits "a.b.c" at dots.
+std::vector<std::string> split_path(std::string_view path);
+/// Closest candidate within the did_you_mean() threshold, or nullopt.
+std::optional<std::string> closest(std::string_view word, const std::vector<std::string>& candidates);
+
+}  // namespace kiln::config

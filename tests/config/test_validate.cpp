@@ -1,0 +1,190 @@
+// Schema validation of one table: unknown keys, wrong types (including list elements and
+// tables where scalars belong), widening, choices, required keys, defaults, origins, the
+// plugin `type` key, and schemas that are themselves wrong.
+#include <boost/test/unit_test.hpp>
+
+#include "fixtures.hpp"
+#include "kiln/config/config.hpp"
+#include "kiln/errors.hpp"
+
+using kiln::ConfigError;
+using kiln::config::Config;
+using kiln::config::test::kDataSchema;
+using kiln::config::test::kLoaderSchema;
+using kiln::config::test::kModelSchema;
+using kiln::config::test::kOptimizerSchema;
+using kiln::config::test::message_of;
+
+namespace {
+Config parse(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  return Config::parse(text, "run.toml", overrides);
+}
+std::string validate_error(const std::string& text, std::string_view table,
+                           std::span<const kiln_param_spec_v1> schema) {
+  Config cfg = parse(text);
+  return message_of<ConfigError>([&] { cfg.validate(table, schema); });
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(validate)
+
+BOOST_AUTO_TEST_CASE(unknown_key_has_location_suggestion_and_valid_keys) {
+  Config cfg = parse("[model]\ntype = \"mlp\"\nhidden = [64]\nhiden = 3\n");
+  BOOST_TEST(cfg.plugin_type("model") == "mlp");
+  const std::string msg = message_of<ConfigError>([&] { cfg.validate("model", kModelSchema); });
+  BOOST_TEST(msg == "run.toml:4:1: unknown key 'hiden' in [model] (did you mean 'hidden'?); "
+                    "valid keys: activation, dropout, hidden, num_classes",
+             msg);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_key_without_suggestion) {
+  const std::string msg = validate_error("[loader]\ncolour = 1\n", "loader", kLoaderSchema);
+  BOOST_TEST(msg == "run.toml:2:1: unknown key 'colour' in [loader]; valid keys: batch, last_batch, "
+                    "shuffle, workers",
+             msg);
+}
+
+BOOST_AUTO_TEST_CASE(type_key_belongs_to_plugin_tables_only) {
+  // [loader] is no plugin table (nobody asked plugin_type), so `type` is an unknown key there.
+  const std::string msg = validate_error("[loader]\ntype = \"x\"\n", "loader", kLoaderSchema);
+  BOOST_TEST(msg.find("run.toml:2:1: unknown key 'type' in [loader]") == 0, msg);
+  // A plugin table accepts it and does not return it.
+  Config cfg = parse("[model]\ntype = \"mlp\"\n");
+  cfg.plugin_type("model");
+  kiln::ParamMap p = cfg.validate("model", kModelSchema);
+  BOOST_TEST(!p.contains("type"));
+  BOOST_TEST(p.table() == "model");
+}
+
+BOOST_AUTO_TEST_CASE(schema_may_declare_type_for_core_tables) {
+  Config cfg = parse("[optimizer]\ntype = \"adam\"\nlr = 1e-3\n");
+  kiln::ParamMap p = cfg.validate("optimizer", kOptimizerSchema);
+  BOOST_TEST(p.get_string("type") == "adam");
+  BOOST_TEST(p.get_float("lr") == 1e-3);
+  const std::string msg = validate_error("[optimizer]\ntype = \"adma\"\n", "optimizer", kOptimizerSchema);
+  BOOST_TEST(msg == "run.toml:2:8: [optimizer] type = 'adma' is not one of sgd, adam (did you mean 'adam'?)",
+             msg);
+}
+
+BOOST_AUTO_TEST_CASE(string_where_integer_expected) {
+  const std::string msg = validate_error("[loader]\n\nbatch = \"64\"\n", "loader", kLoaderSchema);
+  BOOST_TEST(msg == "run.toml:3:9: [loader] batch must be an integer, found a string", msg);
+}
+
+BOOST_AUTO_TEST_CASE(float_is_not_accepted_for_integer) {
+  const std::string msg = validate_error("[loader]\nbatch = 64.0\n", "loader", kLoaderSchema);
+  BOOST_TEST(msg == "run.toml:2:9: [loader] batch must be an integer, found a float", msg);
+}
+
+BOOST_AUTO_TEST_CASE(list_element_of_wrong_type_names_its_index) {
+  const std::string msg = validate_error("[model]\nhidden = [128, \"64\"]\n", "model", kModelSchema);
+  BOOST_TEST(msg == "run.toml:2:16: [model] hidden[1] must be an integer, found a string", msg);
+}
+
+BOOST_AUTO_TEST_CASE(scalar_for_list_suggests_brackets) {
+  const std::string msg = validate_error("[model]\nhidden = 128\n", "model", kModelSchema);
+  BOOST_TEST(msg == "run.toml:2:10: [model] hidden must be an integer list, found an integer; "
+                    "write hidden = [128] for a one-element list",
+             msg);
+}
+
+BOOST_AUTO_TEST_CASE(table_where_scalar_expected) {
+  std::string msg = validate_error("[loader.batch]\nsize = 3\n", "loader", kLoaderSchema);
+  BOOST_TEST(msg.find("[loader] batch must be an integer, found a table") != std::string::npos, msg);
+  msg = validate_error("[loader]\nbatch = { size = 3 }\n", "loader", kLoaderSchema);
+  BOOST_TEST(msg == "run.toml:2:9: [loader] batch must be an integer, found a table", msg);
+}
+
+BOOST_AUTO_TEST_CASE(bool_is_strict) {
+  const std::string msg = validate_error("[loader]\nshuffle = 1\n", "loader", kLoaderSchema);
+  BOOST_TEST(msg == "run.toml:2:11: [loader] shuffle must be a bool, found an integer", msg);
+}
+
+BOOST_AUTO_TEST_CASE(integers_widen_to_floats) {
+  Config cfg = parse("[model]\ndropout = 0\n[data.train]\npath = \"p\"\nmean = [1, 0.25]\n");
+  BOOST_TEST(cfg.validate("model", kModelSchema).get_float("dropout") == 0.0);
+  kiln::ParamMap d = cfg.validate("data.train", kDataSchema);
+  BOOST_TEST((d.get<std::vector<double>>("mean") == std::vector<double>{1.0, 0.25}));
+}
+
+BOOST_AUTO_TEST_CASE(choices_with_suggestion) {
+  const std::string msg =
+      validate_error("[model]\nactivation = \"rleu\"\n", "model", kModelSchema);
+  BOOST_TEST(msg == "run.toml:2:14: [model] activation = 'rleu' is not one of relu, tanh "
+                    "(did you mean 'relu'?)",
+             msg);
+}
+
+BOOST_AUTO_TEST_CASE(required_key_missing_names_file_table_and_doc) {
+  std::string msg = validate_error("[data.train]\nsplit = \"test\"\n", "data.train", kDataSchema);
+  BOOST_TEST(msg == "run.toml:1:1: [data.train] needs key 'path' (Directory holding the IDX files.); "
+                    "add path = <string> to [data.train]",
+             msg);
+  msg = validate_error("[model]\n", "data.train", kDataSchema);
+  BOOST_TEST(msg.find("run.toml: [data.train] needs key 'path' (Directory holding the IDX files.)") == 0,
+             msg);
+}
+
+BOOST_AUTO_TEST_CASE(defaults_fill_in_with_origins) {
+  Config cfg = parse("[run]\nseed = 1\n[model]\ntype = \"mlp\"\nhidden = [64, 32]\n");
+  cfg.plugin_type("model");
+  kiln::ParamMap p = cfg.validate("model", kModelSchema);
+  BOOST_TEST((p.get<std::vector<std::int64_t>>("hidden") == std::vector<std::int64_t>{64, 32}));
+  BOOST_TEST(p.entries().at("hidden").origin == "run.toml:5");
+  BOOST_TEST(p.get_string("activation") == "relu");
+  BOOST_TEST(p.get_float("dropout") == 0.2);
+  BOOST_TEST(p.get_int("num_classes") == 10);
+  BOOST_TEST(p.entries().at("dropout").origin == "default");
+  BOOST_TEST(p.where("hidden") == "model.hidden (run.toml:5)");
+  BOOST_TEST(p.entries().size() == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(missing_table_is_all_defaults) {
+  Config cfg = parse("");
+  kiln::ParamMap p = cfg.validate("loader", kLoaderSchema);
+  BOOST_TEST(p.get_int("batch") == 64);
+  BOOST_TEST(p.get_bool("shuffle") == true);
+  BOOST_TEST(p.get_string("last_batch") == "drop");
+}
+
+BOOST_AUTO_TEST_CASE(parent_that_is_not_a_table) {
+  const std::string msg = validate_error("data = 3\n", "data.train", kDataSchema);
+  BOOST_TEST(msg == "run.toml:1:8: data must be a table to hold [data.train], found an integer", msg);
+}
+
+BOOST_AUTO_TEST_CASE(bad_schema_default_blames_the_schema) {
+  static constexpr kiln_param_spec_v1 bad[] = {
+      {"hidden", KILN_PARAM_INT_LIST, "[12", nullptr, "Widths."}};
+  std::string msg = validate_error("", "model", bad);
+  BOOST_TEST(msg.find("bad default in the schema of [model] for key 'hidden': '[12' is not a TOML value (") == 0,
+             msg);
+  static constexpr kiln_param_spec_v1 wrong_type[] = {
+      {"dropout", KILN_PARAM_FLOAT, "\"high\"", nullptr, "Dropout."}};
+  msg = validate_error("", "model", wrong_type);
+  BOOST_TEST(msg == "bad default in the schema of [model] for key 'dropout': '\"high\"' is a string, "
+                    "expected a float",
+             msg);
+  static constexpr kiln_param_spec_v1 not_a_choice[] = {
+      {"act", KILN_PARAM_STRING, "\"gelu\"", "relu|tanh", "Activation."}};
+  msg = validate_error("", "model", not_a_choice);
+  BOOST_TEST(msg == "bad default in the schema of [model] for key 'act': 'gelu' is not one of relu, tanh",
+             msg);
+}
+
+BOOST_AUTO_TEST_CASE(plugin_schema_must_not_declare_type) {
+  Config cfg = parse("[optimizer]\ntype = \"adam\"\n");
+  cfg.plugin_type("optimizer");
+  const std::string msg = message_of<ConfigError>([&] { cfg.validate("optimizer", kOptimizerSchema); });
+  BOOST_TEST(msg.find("the schema of plugin table [optimizer] declares 'type'") == 0, msg);
+}
+
+BOOST_AUTO_TEST_CASE(string_list_choices_name_the_element) {
+  static constexpr kiln_param_spec_v1 schema[] = {
+      {"metrics", KILN_PARAM_STRING_LIST, "[]", "loss|accuracy", "Metrics to log."}};
+  const std::string msg = validate_error("[log]\nmetrics = [\"loss\", \"acuracy\"]\n", "log", schema);
+  BOOST_TEST(msg == "run.toml:2:20: [log] metrics[1] = 'acuracy' is not one of loss, accuracy "
+                    "(did you mean 'accuracy'?)",
+             msg);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
