@@ -1,0 +1,169 @@
+// CpuBackend construction, capability table, memory and the (trivial) ordering calls.
+// Memory is 64-byte aligned so oneDNN and AVX-512 loads see cache-line aligned rows; every
+// MemoryKind gets the same plain host memory because the CPU has nothing to pin for.
+#include "cpu_backend.hpp"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "cpu_info.hpp"
+#include "kiln/errors.hpp"
+#include "validate.hpp"
+
+namespace kiln::cpu {
+namespace {
+
+/// Event of a backend whose ops finish before they return: always complete.
+class CompleteEvent final : public Event {
+ public:
+  void synchronize() override {}
+};
+
+int choose_threads(const PluginArgs& args) {
+  std::int64_t requested = 0;
+  if (args.params != nullptr && args.params->contains("threads")) {
+    requested = args.params->get_int("threads");
+    if (requested < 0) {
+      throw ConfigError(fmt::format("{} = {} is negative; use 0 for all cores divided among the "
+                                    "local ranks, or a positive thread count",
+                                    args.params->where("threads"), requested));
+    }
+  }
+  if (requested > 0) return static_cast<int>(requested);
+  const int local = std::max(1, args.ranks.local_world_size);
+  return std::max(1, omp_get_num_procs() / local);
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(const PluginArgs& args)
+    : threads_(choose_threads(args)),
+      info_(describe_host_cpu(threads_)),
+      engine_(dnnl::engine::kind::cpu, 0),
+      stream_(engine_),
+      matmuls_(std::make_unique<MatmulCache>(engine_)),
+      done_(std::make_shared<CompleteEvent>()) {
+  omp_set_num_threads(threads_);
+}
+
+CpuBackend::~CpuBackend() = default;
+
+void CpuBackend::use_our_threads() const {
+  if (omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
+}
+
+bool CpuBackend::supports(Op op, DType dtype) const {
+  switch (op) {
+    case Op::matmul: return dtype == DType::f32 || dtype == DType::bf16;
+    case Op::cast:
+    case Op::check_finite:
+      return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
+    case Op::bias_grad:
+    case Op::activation_forward:
+    case Op::activation_backward:
+    case Op::add_relu_forward:
+    case Op::dropout_forward:
+    case Op::dropout_backward:
+    case Op::softmax_xent_forward:
+    case Op::softmax_xent_backward:
+    case Op::add:
+    case Op::scale:
+    case Op::sgd_update:
+    case Op::adam_update:
+      return dtype == DType::f32;
+    default:
+      return false;
+  }
+}
+
+Tensor CpuBackend::allocate(const Shape& shape, DType dtype, MemoryKind where) {
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) {
+      throw BackendError(fmt::format("cpu backend, allocate: dimension {} of shape {} is "
+                                     "negative; pass non-negative sizes",
+                                     i, shape_string(shape)));
+    }
+  }
+  const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const std::size_t rounded = std::max<std::size_t>(64, (bytes + 63) / 64 * 64);
+  void* p = std::aligned_alloc(64, rounded);
+  if (p == nullptr) {
+    const long free_pages = sysconf(_SC_AVPHYS_PAGES);
+    const long page = sysconf(_SC_PAGE_SIZE);
+    throw BackendError(fmt::format(
+        "cpu backend: out of host memory allocating {} {} ({} bytes) with {} bytes free; "
+        "reduce the batch size or the model",
+        dtype_name(dtype), shape_string(shape), bytes,
+        free_pages > 0 && page > 0 ? std::int64_t{free_pages} * page : 0));
+  }
+  // Every kind is plain host memory; report it as host so nobody expects DMA-able pages.
+  (void)where;
+  auto storage = std::make_shared<Storage>(p, bytes, MemoryKind::host, [](void* q) { std::free(q); });
+  return Tensor(std::move(storage), shape, dtype);
+}
+
+void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
+  if (!src.defined() || !dst.defined() || src.memory() == MemoryKind::device ||
+      dst.memory() == MemoryKind::device) {
+    throw BackendError(fmt::format(
+        "cpu backend, copy: src {} and dst {} must both be defined host tensors",
+        src.defined() ? src.describe() : "undefined", dst.defined() ? dst.describe() : "undefined"));
+  }
+  if (src.dtype() != dst.dtype() || src.numel() != dst.numel()) {
+    throw BackendError(fmt::format("cpu backend, copy: src {} and dst {} must have the same dtype "
+                                   "and element count; use cast to convert dtypes",
+                                   src.describe(), dst.describe()));
+  }
+  if (src.data() != dst.data() && src.bytes() > 0) std::memmove(dst.data(), src.data(), src.bytes());
+}
+
+namespace {
+template <class T>
+void fill_as(const Tensor& t, T value) {
+  T* p = static_cast<T*>(t.data());
+  const std::int64_t n = t.numel();
+  std::fill(p, p + n, value);
+}
+}  // namespace
+
+void CpuBackend::fill(const Tensor& t, double value) {
+  if (!t.defined() || t.memory() == MemoryKind::device) {
+    throw BackendError(fmt::format("cpu backend, fill: {} must be a defined host tensor",
+                                   t.defined() ? t.describe() : "undefined"));
+  }
+  switch (t.dtype()) {
+    case DType::f32: fill_as<float>(t, static_cast<float>(value)); break;
+    case DType::f64: fill_as<double>(t, value); break;
+    case DType::i32: fill_as<std::int32_t>(t, static_cast<std::int32_t>(value)); break;
+    case DType::i64: fill_as<std::int64_t>(t, static_cast<std::int64_t>(value)); break;
+    case DType::u8: fill_as<std::uint8_t>(t, static_cast<std::uint8_t>(value)); break;
+    case DType::f16:
+    case DType::bf16: {
+      // Convert once through the cast op's rounding, then replicate the 16-bit pattern.
+      Tensor one = allocate({1}, DType::f32, MemoryKind::host);
+      *one.data_as<float>() = static_cast<float>(value);
+      Tensor half = allocate({1}, t.dtype(), MemoryKind::host);
+      cast(half, one);
+      fill_as<std::uint16_t>(t, *static_cast<std::uint16_t*>(half.data()));
+      break;
+    }
+  }
+}
+
+Tensor CpuBackend::to_device(const Tensor& host) {
+  if (!host.defined() || host.memory() == MemoryKind::device) {
+    throw BackendError(fmt::format("cpu backend, to_device: {} must be a defined host tensor",
+                                   host.defined() ? host.describe() : "undefined"));
+  }
+  return host;  // host memory is this backend's device memory
+}
+
+std::shared_ptr<Event> CpuBackend::record_event(StreamKind) { return done_; }
+
+}  // namespace kiln::cpu

@@ -1,0 +1,81 @@
+// CpuBackend: the `cpu` compute backend (host memory, oneDNN matmul, OpenMP element-wise loops).
+//
+// Decisions a reader must know: there are no streams on the CPU, so every op has finished when
+// it returns (record_event hands back an already complete event, synchronize does nothing);
+// every MemoryKind is plain 64-byte aligned host memory; all ops run on the calling thread's
+// OpenMP team of `threads_` threads. Op bodies live in ops/*.cpp, one file per concern, as
+// member functions of this class; shape/dtype checks live in validate.hpp.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "kiln/backend.hpp"
+#include "kiln/plugin_args.hpp"
+#include "ops/matmul.hpp"
+
+namespace kiln::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  /// Reads `threads` from args.params (0 = all cores / args.ranks.local_world_size).
+  /// Throws ConfigError for a negative thread count.
+  explicit CpuBackend(const PluginArgs& args);
+  ~CpuBackend() override;
+
+  std::string_view name() const override { return "cpu"; }
+  DeviceInfo device() const override { return info_; }
+  bool supports(Op op, DType dtype) const override;
+
+  Tensor allocate(const Shape& shape, DType dtype, MemoryKind where) override;
+  void copy(const Tensor& src, const Tensor& dst) override;
+  void fill(const Tensor& t, double value) override;
+  Tensor to_device(const Tensor& host) override;
+
+  void synchronize() override {}
+  std::shared_ptr<Event> record_event(StreamKind stream) override;
+  void wait_event(StreamKind, const Event&) override {}
+  void* native_stream(StreamKind) override { return nullptr; }
+
+  void matmul(const Tensor& c, const Tensor& a, Transpose ta, const Tensor& b, Transpose tb,
+              float alpha, float beta, const Tensor& bias) override;
+  void bias_grad(const Tensor& db, const Tensor& dy, Accumulate acc) override;
+
+  void activation_forward(const Tensor& y, const Tensor& x, Activation act) override;
+  void activation_backward(const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                           Activation act, Accumulate acc) override;
+  void add_relu_forward(const Tensor& y, const Tensor& x, const Tensor& residual) override;
+  void dropout_forward(const Tensor& y, const Tensor& mask, const Tensor& x, float p,
+                       std::uint64_t seed) override;
+  void dropout_backward(const Tensor& dx, const Tensor& dy, const Tensor& mask, float p) override;
+  void add(const Tensor& c, const Tensor& a, const Tensor& b) override;
+  void cast(const Tensor& dst, const Tensor& src) override;
+  void scale(const Tensor& t, float factor) override;
+  void check_finite(const Tensor& flag, const Tensor& t) override;
+
+  void softmax_xent_forward(const Tensor& probs, const Tensor& stats, const Tensor& logits,
+                            const Tensor& labels, float label_smoothing) override;
+  void softmax_xent_backward(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
+                             float label_smoothing, float scale) override;
+
+  void sgd_update(const Tensor& param, const Tensor& momentum, const Tensor& grad,
+                  const SgdStep& step) override;
+  void adam_update(const Tensor& param, const Tensor& m, const Tensor& v, const Tensor& grad,
+                   const AdamStep& step) override;
+
+ private:
+  /// oneDNN and `omp parallel` use the calling thread's OpenMP thread count; the trainer thread
+  /// may not be the one that built the backend, so each op makes sure it is ours.
+  void use_our_threads() const;
+
+  int threads_ = 1;
+  DeviceInfo info_;
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  std::unique_ptr<MatmulCache> matmuls_;
+  std::shared_ptr<Event> done_;  // the one always-complete event record_event returns
+};
+
+}  // namespace kiln::cpu

@@ -1,0 +1,50 @@
+// cast: dst = src converted to dst's dtype, between f32 and bf16/f16 (either direction), and
+// same-dtype copies. Rounding is to nearest, ties to even (ops/half.hpp), matching PyTorch's
+// .to(torch.bfloat16) / .half(). supports(cast, d) answers for d in {f32, bf16, f16}.
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "cpu_backend.hpp"
+#include "ops/half.hpp"
+#include "parallel.hpp"
+#include "validate.hpp"
+
+namespace kiln::cpu {
+
+void CpuBackend::cast(const Tensor& dst, const Tensor& src) {
+  const OpCheck check(Op::cast);
+  check.usable("dst", dst).usable("src", src).same_numel("dst", dst, "src", src);
+  const auto castable = [](DType d) { return d == DType::f32 || d == DType::bf16 || d == DType::f16; };
+  if (!castable(dst.dtype()) || !castable(src.dtype()) ||
+      (dst.dtype() != DType::f32 && src.dtype() != DType::f32 && dst.dtype() != src.dtype())) {
+    check.fail(fmt::format("cannot convert src {} to dst {}; the cpu backend casts between f32 "
+                           "and bf16/f16 only",
+                           src.describe(), dst.describe()));
+  }
+  const std::int64_t n = src.numel();
+  if (dst.dtype() == src.dtype()) {
+    if (dst.data() != src.data()) std::memmove(dst.data(), src.data(), src.bytes());
+    return;
+  }
+  use_our_threads();
+  if (src.dtype() == DType::f32) {
+    const float* in = src.data_as<float>();
+    auto* out = static_cast<std::uint16_t*>(dst.data());
+    if (dst.dtype() == DType::bf16) {
+      parallel_for(n, [&](std::int64_t i) { out[i] = f32_to_bf16(in[i]); });
+    } else {
+      parallel_for(n, [&](std::int64_t i) { out[i] = f32_to_f16(in[i]); });
+    }
+  } else {
+    const auto* in = static_cast<const std::uint16_t*>(src.data());
+    float* out = dst.data_as<float>();
+    if (src.dtype() == DType::bf16) {
+      parallel_for(n, [&](std::int64_t i) { out[i] = bf16_to_f32(in[i]); });
+    } else {
+      parallel_for(n, [&](std::int64_t i) { out[i] = f16_to_f32(in[i]); });
+    }
+  }
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,144 @@
+// matmul: c(M, N) = alpha * op(a) op(b) + beta * c [+ bias(N)] through a cached oneDNN primitive.
+// f32 x f32 -> f32, and bf16 x bf16 -> f32 or bf16 (oneDNN uses avx512_bf16 where present and
+// emulates it on plain AVX-512). See matmul.hpp for how alpha, beta, bias and transposes map
+// onto oneDNN.
+#include "ops/matmul.hpp"
+
+#include <bit>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "cpu_backend.hpp"
+#include "kiln/errors.hpp"
+#include "validate.hpp"
+
+namespace kiln::cpu {
+namespace {
+
+using dt = dnnl::memory::data_type;
+
+dt dnnl_type(DType d) {
+  switch (d) {
+    case DType::f32: return dt::f32;
+    case DType::bf16: return dt::bf16;
+    case DType::f16: return dt::f16;
+    default: return dt::undef;  // unreachable: matmul() validated the dtypes
+  }
+}
+
+/// Logical (rows, cols) matrix stored row-major, or its transpose stored row-major.
+dnnl::memory::desc matrix_desc(std::int64_t rows, std::int64_t cols, Transpose t, DType d) {
+  const dnnl::memory::dims strides =
+      t == Transpose::no ? dnnl::memory::dims{cols, 1} : dnnl::memory::dims{1, rows};
+  return dnnl::memory::desc({rows, cols}, dnnl_type(d), strides);
+}
+
+}  // namespace
+
+std::size_t MatmulKeyHash::operator()(const MatmulKey& k) const noexcept {
+  std::size_t h = std::hash<std::int64_t>{}(k.m);
+  auto mix = [&h](std::uint64_t v) { h ^= std::hash<std::uint64_t>{}(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  mix(static_cast<std::uint64_t>(k.n));
+  mix(static_cast<std::uint64_t>(k.k));
+  mix(static_cast<std::uint64_t>(k.ta) | static_cast<std::uint64_t>(k.tb) << 8 |
+      static_cast<std::uint64_t>(k.ab) << 16 | static_cast<std::uint64_t>(k.c) << 24 |
+      static_cast<std::uint64_t>(k.bias_dtype) << 32 | static_cast<std::uint64_t>(k.bias) << 40);
+  mix(static_cast<std::uint64_t>(k.alpha_bits) << 32 | k.beta_bits);
+  return h;
+}
+
+MatmulCache::Entry MatmulCache::build(const MatmulKey& key) const {
+  const auto a_md = matrix_desc(key.m, key.k, key.ta, key.ab);
+  const auto b_md = matrix_desc(key.k, key.n, key.tb, key.ab);
+  const auto c_md = matrix_desc(key.m, key.n, Transpose::no, key.c);
+  const auto bias_md = matrix_desc(1, key.n, Transpose::no, key.bias_dtype);
+
+  dnnl::primitive_attr attr;
+  const float alpha = std::bit_cast<float>(key.alpha_bits);
+  const float beta = std::bit_cast<float>(key.beta_bits);
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  dnnl::post_ops ops;
+  if (beta != 0.0f) ops.append_sum(beta);
+  const int bias_post_op_index = ops.len();
+  if (key.bias == MatmulBias::post_op) ops.append_binary(dnnl::algorithm::binary_add, bias_md);
+  attr.set_post_ops(ops);
+
+  const auto desc = key.bias == MatmulBias::argument ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md)
+                                                     : dnnl::matmul::desc(a_md, b_md, c_md);
+  const dnnl::matmul::primitive_desc pd(desc, attr, engine_);
+
+  // The memories start without data; run() points them at the caller's tensors each call.
+  Entry e{dnnl::matmul(pd), dnnl::memory(a_md, engine_, nullptr),
+          dnnl::memory(b_md, engine_, nullptr), dnnl::memory(c_md, engine_, nullptr),
+          dnnl::memory(bias_md, engine_, nullptr), {}};
+  e.args = {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}};
+  if (key.bias == MatmulBias::argument) e.args.emplace(DNNL_ARG_BIAS, e.bias);
+  if (key.bias == MatmulBias::post_op) {
+    e.args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(bias_post_op_index) | DNNL_ARG_SRC_1, e.bias);
+  }
+  return e;
+}
+
+void MatmulCache::run(dnnl::stream& stream, const MatmulKey& key, const Tensor& c,
+                      const Tensor& a, const Tensor& b, const Tensor& bias) {
+  auto it = cache_.find(key);
+  if (it == cache_.end()) it = cache_.emplace(key, build(key)).first;
+  Entry& e = it->second;
+  e.a.set_data_handle(a.data());
+  e.b.set_data_handle(b.data());
+  e.c.set_data_handle(c.data());
+  if (key.bias != MatmulBias::none) e.bias.set_data_handle(bias.data());
+  e.primitive.execute(stream, e.args);
+  stream.wait();
+}
+
+void CpuBackend::matmul(const Tensor& c, const Tensor& a, Transpose ta, const Tensor& b,
+                        Transpose tb, float alpha, float beta, const Tensor& bias) {
+  const OpCheck check(Op::matmul);
+  check.usable("c", c).usable("a", a).usable("b", b).rank("c", c, 2).rank("a", a, 2).rank("b", b, 2);
+  if (a.dtype() != DType::f32 && a.dtype() != DType::bf16) {
+    check.fail(fmt::format("a is {} but must be f32 or bf16", a.describe()));
+  }
+  check.dtype("b", b, a.dtype());
+  if (c.dtype() != DType::f32 && c.dtype() != a.dtype()) {
+    check.fail(fmt::format("c is {} but must be f32 or {} for a {}", c.describe(),
+                           dtype_name(a.dtype()), a.describe()));
+  }
+  const std::int64_t m = ta == Transpose::no ? a.dim(0) : a.dim(1);
+  const std::int64_t k = ta == Transpose::no ? a.dim(1) : a.dim(0);
+  const std::int64_t kb = tb == Transpose::no ? b.dim(0) : b.dim(1);
+  const std::int64_t n = tb == Transpose::no ? b.dim(1) : b.dim(0);
+  if (k != kb) {
+    check.fail(fmt::format("op(a) of a {} (transposed: {}) is ({}, {}) but op(b) of b {} "
+                           "(transposed: {}) is ({}, {}); their inner dimensions must match",
+                           a.describe(), ta == Transpose::yes, m, k, b.describe(),
+                           tb == Transpose::yes, kb, n));
+  }
+  check.shape("c", c, {m, n});
+  MatmulKey key{m, n, k, ta, tb, a.dtype(), c.dtype(), DType::f32, MatmulBias::none,
+                std::bit_cast<std::uint32_t>(alpha), std::bit_cast<std::uint32_t>(beta)};
+  if (bias.defined()) {
+    check.usable("bias", bias).shape("bias", bias, {n});
+    if (bias.dtype() != DType::f32 && bias.dtype() != c.dtype()) {
+      check.fail(fmt::format("bias is {} but must be f32 or {}", bias.describe(),
+                             dtype_name(c.dtype())));
+    }
+    key.bias_dtype = bias.dtype();
+    key.bias = alpha == 1.0f ? MatmulBias::argument : MatmulBias::post_op;
+  }
+  if (m == 0 || n == 0) return;
+  if (k == 0) check.fail(fmt::format("a {} and b {} have an empty inner dimension", a.describe(), b.describe()));
+  use_our_threads();
+  try {
+    matmuls_->run(stream_, key, c, a, b, bias);
+  } catch (const dnnl::error& e) {
+    check.fail(fmt::format("oneDNN failed for c {}, a {} (transposed: {}), b {} (transposed: {}), "
+                           "alpha {}, beta {}, bias {}: {}",
+                           c.describe(), a.describe(), ta == Transpose::yes, b.describe(),
+                           tb == Transpose::yes, alpha, beta,
+                           bias.defined() ? bias.describe() : "none", e.what()));
+  }
+}
+
+}  // namespace kiln::cpu

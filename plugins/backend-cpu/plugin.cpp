@@ -1,0 +1,18 @@
+// The library descriptor of libkiln-backend-cpu.so: one plugin, `cpu`, and its parameter schema.
+// The core validates [backend] against kCpuParams before CpuBackend sees it.
+#include <kiln/sdk/plugin.hpp>
+
+#include "cpu_backend.hpp"
+
+namespace {
+
+constexpr kiln_param_spec_v1 kCpuParams[] = {
+    {"threads", KILN_PARAM_INT, "0", nullptr,
+     "OpenMP threads for every op; 0 = all cores divided by the number of local ranks."},
+};
+
+}  // namespace
+
+KILN_PLUGIN_LIBRARY(kiln::sdk::plugin<kiln::Backend, kiln::cpu::CpuBackend>(
+    "cpu", "0.1.0", "CPU compute backend: oneDNN matmul, OpenMP/SIMD element-wise ops (f32, bf16 matmul).",
+    kCpuParams));

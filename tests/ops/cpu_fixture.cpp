@@ -1,0 +1,121 @@
+// Plugin loading and comparison helpers for test_cpu_ops (see cpu_fixture.hpp).
+#include "cpu_fixture.hpp"
+
+#include <boost/dll/shared_library.hpp>
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+#include "kiln/plugin_abi.h"
+#include "kiln/version.hpp"
+
+namespace kiln::test {
+namespace {
+
+struct LoadedLibrary {
+  boost::dll::shared_library library;
+  const kiln_plugin_v1* plugin = nullptr;
+};
+
+// Never unloaded: objects the plugin made must not outlive its code.
+LoadedLibrary& loaded() {
+  static LoadedLibrary* lib = [] {
+    auto* l = new LoadedLibrary;
+    const std::string path = std::string(KILN_TEST_PLUGIN_DIR) + "/libkiln-backend-cpu.so";
+    l->library.load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+    const void* raw = l->library.get<const void*>(KILN_LIBRARY_SYMBOL);
+    const auto* desc = static_cast<const kiln_library_v1*>(raw);
+    BOOST_TEST_REQUIRE(desc->abi_major == KILN_ABI_MAJOR);
+    BOOST_TEST_REQUIRE(std::string(desc->toolchain_key) == KILN_TOOLCHAIN_KEY);
+    BOOST_TEST_REQUIRE(desc->num_plugins == 1u);
+    l->plugin = &desc->plugins[0];
+    BOOST_TEST_REQUIRE(l->plugin->kind == static_cast<std::uint32_t>(KILN_KIND_BACKEND));
+    BOOST_TEST_REQUIRE(std::string(l->plugin->name) == "cpu");
+    return l;
+  }();
+  return *lib;
+}
+
+}  // namespace
+
+void BackendDeleter::operator()(Backend* b) const {
+  loaded().plugin->destroy(KILN_KIND_BACKEND, static_cast<void*>(b));
+}
+
+BackendPtr make_cpu_backend(const ParamMap& params, const RankInfo& ranks) {
+  PluginArgs args;
+  args.params = &params;
+  args.ranks = ranks;
+  void* object = loaded().plugin->create(&args);
+  return BackendPtr(static_cast<Backend*>(object));
+}
+
+Backend& cpu() {
+  static Backend* backend = [] {
+    ParamMap params("backend");
+    params.set("threads", std::int64_t{0}, "default");
+    return make_cpu_backend(params).release();  // lives until exit, like the library
+  }();
+  return *backend;
+}
+
+Tensor random_f32(const Shape& shape, std::mt19937& rng, float lo, float hi) {
+  Tensor t = host_tensor(shape, DType::f32);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  float* p = t.data_as<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+  return t;
+}
+
+Tensor poisoned(const Shape& shape, DType dtype) {
+  Tensor t = host_tensor(shape, dtype);
+  if (dtype == DType::f32) {
+    float* p = t.data_as<float>();
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = std::numeric_limits<float>::quiet_NaN();
+  } else if (dtype == DType::bf16 || dtype == DType::f16) {
+    auto* p = static_cast<std::uint16_t*>(t.data());
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = 0x7fff;  // NaN in both formats
+  } else {
+    std::memset(t.data(), 0xA5, t.bytes());
+  }
+  return t;
+}
+
+Tensor f32_tensor(const Shape& shape, const std::vector<float>& v) {
+  Tensor t = host_tensor(shape, DType::f32);
+  BOOST_TEST_REQUIRE(static_cast<std::size_t>(t.numel()) == v.size());
+  std::memcpy(t.data(), v.data(), t.bytes());
+  return t;
+}
+
+std::vector<double> values(const Tensor& t) {
+  const float* p = t.data_as<float>();
+  return std::vector<double>(p, p + t.numel());
+}
+
+void check_close(const Tensor& got, const std::vector<double>& want, double rtol, double atol,
+                 const std::string& what, const std::vector<double>* scale) {
+  BOOST_TEST_REQUIRE(static_cast<std::size_t>(got.numel()) == want.size());
+  const float* g = got.data_as<float>();
+  int bad = 0;
+  std::ostringstream report;
+  double worst = 0.0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double s = scale ? (*scale)[i] : std::abs(want[i]);
+    const double err = std::abs(static_cast<double>(g[i]) - want[i]);
+    const double bound = atol + rtol * s;
+    if (!(err <= bound)) {
+      if (bad < 5) report << " [" << i << "] got " << g[i] << " want " << want[i] << ";";
+      ++bad;
+    }
+    if (bound > 0) worst = std::max(worst, err / bound);
+  }
+  BOOST_TEST(bad == 0, what << ": " << bad << " of " << want.size()
+                            << " elements outside atol " << atol << " + rtol " << rtol << ":"
+                            << report.str());
+  BOOST_TEST_MESSAGE(what << ": worst error " << worst << " of the bound");
+}
+
+}  // namespace kiln::test

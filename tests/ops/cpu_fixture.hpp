@@ -1,0 +1,57 @@
+// Shared helpers of test_cpu_ops: loading the real `cpu` plugin and comparing against references.
+//
+// The plugin library is loaded directly with Boost.DLL (not through the core registry) so these
+// tests depend only on the descriptor ABI. The library stays loaded until exit, as the core
+// promises, so backends never outlive their code. Outputs are poisoned with NaN before each op,
+// so an op that forgets to write an element fails the comparison.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/backend.hpp"
+#include "kiln/params.hpp"
+#include "kiln/plugin_args.hpp"
+
+namespace kiln::test {
+
+struct BackendDeleter {
+  void operator()(Backend* b) const;
+};
+using BackendPtr = std::unique_ptr<Backend, BackendDeleter>;
+
+/// A new cpu backend made by the plugin's factory with these parameters and ranks.
+BackendPtr make_cpu_backend(const ParamMap& params, const RankInfo& ranks = {});
+/// The process-wide backend the op tests share (threads = 0, one local rank).
+Backend& cpu();
+
+/// Host f32 tensor with uniform values in [lo, hi).
+Tensor random_f32(const Shape& shape, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f);
+/// Host tensor filled with NaN (float dtypes) or 0xA5 bytes (others).
+Tensor poisoned(const Shape& shape, DType dtype = DType::f32);
+/// Host f32 tensor with these values.
+Tensor f32_tensor(const Shape& shape, const std::vector<float>& values);
+/// The elements of an f32 tensor as doubles.
+std::vector<double> values(const Tensor& t);
+
+/// Checks |got - want| <= atol + rtol * |scale| element-wise (scale defaults to |want|); reports
+/// the first mismatches with index and values. NaN in `got` always fails.
+void check_close(const Tensor& got, const std::vector<double>& want, double rtol, double atol,
+                 const std::string& what, const std::vector<double>* scale = nullptr);
+
+/// Runs f, requires it to throw an exception of type E, and returns its what().
+template <class E>
+std::string error_text(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "<no exception thrown>";
+}
+
+}  // namespace kiln::test

@@ -1,0 +1,137 @@
+// The cpu backend's non-op surface: parameters, DeviceInfo, supports(), memory, events, and the
+// base-class refusal for ops it does not implement.
+#include <boost/test/unit_test.hpp>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "cpu_fixture.hpp"
+#include "kiln/errors.hpp"
+
+using namespace kiln;
+using kiln::test::cpu;
+
+BOOST_AUTO_TEST_SUITE(backend)
+
+BOOST_AUTO_TEST_CASE(threads_parameter) {
+  ParamMap one("backend");
+  one.set("threads", std::int64_t{1}, "run.toml:3");
+  BOOST_TEST(test::make_cpu_backend(one)->device().threads == 1);
+
+  ParamMap automatic("backend");
+  automatic.set("threads", std::int64_t{0}, "default");
+  RankInfo two_local;
+  two_local.local_world_size = 2;
+  BOOST_TEST(test::make_cpu_backend(automatic, two_local)->device().threads ==
+             std::max(1, omp_get_num_procs() / 2));
+  BOOST_TEST(test::make_cpu_backend(automatic)->device().threads == omp_get_num_procs());
+
+  ParamMap negative("backend");
+  negative.set("threads", std::int64_t{-2}, "run.toml:3");
+  const std::string msg =
+      test::error_text<ConfigError>([&] { test::make_cpu_backend(negative); });
+  BOOST_TEST(msg.find("backend.threads") != std::string::npos, msg);
+  BOOST_TEST(msg.find("run.toml:3") != std::string::npos, msg);
+  BOOST_TEST(msg.find("-2 is negative") != std::string::npos, msg);
+}
+
+BOOST_AUTO_TEST_CASE(device_info) {
+  const DeviceInfo info = cpu().device();
+  BOOST_TEST(cpu().name() == "cpu");
+  BOOST_TEST(!info.name.empty());
+  BOOST_TEST((info.memory == MemoryKind::host));
+  BOOST_TEST(info.total_memory > 0);
+  BOOST_TEST(info.threads >= 1);
+  BOOST_TEST(info.detail.find("oneDNN 2.") != std::string::npos, info.detail);
+  BOOST_TEST_MESSAGE("device: " << info.name << " | " << info.detail);
+}
+
+BOOST_AUTO_TEST_CASE(supports_exactly_what_is_implemented) {
+  const Op f32_only[] = {Op::bias_grad, Op::activation_forward, Op::activation_backward,
+                         Op::add_relu_forward, Op::dropout_forward, Op::dropout_backward,
+                         Op::softmax_xent_forward, Op::softmax_xent_backward, Op::add, Op::scale,
+                         Op::sgd_update, Op::adam_update};
+  for (Op op : f32_only) {
+    BOOST_TEST(cpu().supports(op, DType::f32), op_name(op));
+    BOOST_TEST(!cpu().supports(op, DType::bf16), op_name(op));
+    BOOST_TEST(!cpu().supports(op, DType::f16), op_name(op));
+  }
+  BOOST_TEST(cpu().supports(Op::matmul, DType::f32));
+  BOOST_TEST(cpu().supports(Op::matmul, DType::bf16));
+  BOOST_TEST(!cpu().supports(Op::matmul, DType::f16));
+  for (DType d : {DType::f32, DType::bf16, DType::f16}) {
+    BOOST_TEST(cpu().supports(Op::cast, d));
+    BOOST_TEST(cpu().supports(Op::check_finite, d));
+  }
+  const Op missing[] = {Op::conv2d_forward, Op::conv2d_backward_data, Op::conv2d_backward_filter,
+                        Op::batchnorm_train_forward, Op::batchnorm_infer_forward,
+                        Op::batchnorm_backward, Op::pool2d_forward, Op::pool2d_backward,
+                        Op::global_avgpool_forward, Op::global_avgpool_backward,
+                        Op::normalize_image};
+  for (Op op : missing) BOOST_TEST(!cpu().supports(op, DType::f32), op_name(op));
+  BOOST_TEST(!cpu().supports(Op::add, DType::i32));
+}
+
+BOOST_AUTO_TEST_CASE(unimplemented_ops_throw_the_base_class_error) {
+  Conv2dDesc conv;
+  conv.n = 1, conv.c = 3, conv.h = 8, conv.w = 8, conv.k = 4, conv.r = 3, conv.s = 3;
+  const std::string msg = test::error_text<UnsupportedError>([&] { cpu().plan_conv2d(conv); });
+  BOOST_TEST(msg.find("backend 'cpu' does not implement conv2d_forward for f32") !=
+             std::string::npos, msg);
+  Tensor y = host_tensor({2, 3}, DType::f32);
+  const std::string gap =
+      test::error_text<UnsupportedError>([&] { cpu().global_avgpool_forward(y, y); });
+  BOOST_TEST(gap.find("global_avgpool_forward") != std::string::npos, gap);
+}
+
+BOOST_AUTO_TEST_CASE(allocate_is_aligned_host_memory) {
+  for (MemoryKind kind : {MemoryKind::host, MemoryKind::host_pinned, MemoryKind::device}) {
+    Tensor t = cpu().allocate({3, 5}, DType::f32, kind);
+    BOOST_TEST(reinterpret_cast<std::uintptr_t>(t.data()) % 64 == 0u);
+    BOOST_TEST((t.memory() == MemoryKind::host));
+    BOOST_TEST(t.describe() == "f32(3, 5)");
+  }
+  Tensor empty = cpu().allocate({0, 7}, DType::u8, MemoryKind::host);
+  BOOST_TEST(empty.numel() == 0);
+  const std::string msg = test::error_text<BackendError>(
+      [&] { cpu().allocate({4, -1}, DType::f32, MemoryKind::host); });
+  BOOST_TEST(msg.find("dimension 1 of shape (4, -1) is negative") != std::string::npos, msg);
+}
+
+BOOST_AUTO_TEST_CASE(fill_copy_and_to_device) {
+  Tensor f = cpu().allocate({5}, DType::f32, MemoryKind::host);
+  cpu().fill(f, 2.5);
+  for (int i = 0; i < 5; ++i) BOOST_TEST(f.data_as<float>()[i] == 2.5f);
+  Tensor i32 = cpu().allocate({3}, DType::i32, MemoryKind::host);
+  cpu().fill(i32, -7);
+  BOOST_TEST(i32.data_as<std::int32_t>()[2] == -7);
+  Tensor bf = cpu().allocate({4}, DType::bf16, MemoryKind::host);
+  cpu().fill(bf, 1.0);
+  BOOST_TEST(static_cast<std::uint16_t*>(bf.data())[3] == 0x3f80);
+  Tensor h = cpu().allocate({4}, DType::f16, MemoryKind::host);
+  cpu().fill(h, -2.0);
+  BOOST_TEST(static_cast<std::uint16_t*>(h.data())[0] == 0xc000);
+
+  Tensor g = test::poisoned({5});
+  cpu().copy(f, g);
+  for (int i = 0; i < 5; ++i) BOOST_TEST(g.data_as<float>()[i] == 2.5f);
+  Tensor wrong = host_tensor({4}, DType::f32);
+  const std::string msg = test::error_text<BackendError>([&] { cpu().copy(f, wrong); });
+  BOOST_TEST(msg.find("src f32(5) and dst f32(4)") != std::string::npos, msg);
+
+  Tensor same = cpu().to_device(f);
+  BOOST_TEST(same.data() == f.data());
+}
+
+BOOST_AUTO_TEST_CASE(streams_are_no_ops) {
+  auto e = cpu().record_event(StreamKind::compute);
+  BOOST_TEST_REQUIRE(e != nullptr);
+  e->synchronize();
+  cpu().wait_event(StreamKind::communication, *e);
+  cpu().synchronize();
+  BOOST_TEST(cpu().native_stream(StreamKind::compute) == nullptr);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
