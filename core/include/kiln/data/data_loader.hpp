@@ -18,7 +18,9 @@
 // the backend in host memory (pinned where the backend has it), at most `prefetch` batches
 // ahead; next() hands them out in order. A DataSource error in a worker is rethrown by next()
 // in the trainer thread. Per-sample seeds come from (seed, epoch, index), so the data are the
-// same for any number of workers.
+// same for any number of workers. The staging ring holds prefetch + 1 batches: the one the
+// caller holds (valid until its next call to next()) plus `prefetch` decoded ahead of it, so
+// decoding overlaps the training step even with prefetch = 1. Nothing is allocated per batch.
 #pragma once
 
 #include <cstdint>
@@ -61,13 +63,18 @@ struct BatchIndices {
 class Sharder {
  public:
   /// Throws ConfigError for batch < 1, world_size < 1, rank out of range, or a drop policy that
-  /// leaves zero steps (count < W*B), naming the numbers.
+  /// leaves zero steps (count < W*B), naming the numbers; DataError for count < 1.
   explicit Sharder(const ShardOptions& options);
   std::int64_t steps_per_epoch() const noexcept { return steps_; }
   /// This rank's batch at `step` (0 <= step < steps_per_epoch()) of `epoch`.
   BatchIndices batch(std::int64_t epoch, std::int64_t step) const;
-  /// The sample order of `epoch` (positions -> sample index).
+  /// The sample order of `epoch` (positions -> sample index). With Shuffle::yes it is a
+  /// Fisher-Yates shuffle whose swap at position i draws from derive_seed(seed, epoch, i, stream),
+  /// so it is the same on every rank, thread count and platform.
   std::vector<std::int64_t> epoch_order(std::int64_t epoch) const;
+  /// Like batch(), from an order already computed by epoch_order() (the loader computes each
+  /// epoch's order once instead of once per step).
+  BatchIndices batch_in_order(const std::vector<std::int64_t>& order, std::int64_t step) const;
   const ShardOptions& options() const noexcept { return options_; }
 
  private:
@@ -89,7 +96,7 @@ struct Batch {
 };
 
 struct LoaderOptions {
-  ShardOptions shard;
+  ShardOptions shard;  ///< shard.count is ignored: the loader takes it from source->describe()
   int workers = 1;   ///< decode threads (>= 1)
   int prefetch = 4;  ///< batches decoded ahead (>= 1)
 };
