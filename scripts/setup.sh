@@ -11,7 +11,9 @@ packages=(
   libturbojpeg0-dev libjpeg62-turbo-dev zlib1g-dev
   dataset-fashion-mnist
 )
-if [[ "${1:-}" == "--bench" ]]; then packages+=(python3-torch python3-numpy); fi
+# The PyTorch peer needs an optimised BLAS: without OpenBLAS, Debian's torch falls back to the
+# reference BLAS and runs ~15x slower, which would flatter Kiln.
+if [[ "${1:-}" == "--bench" ]]; then packages+=(python3-torch python3-numpy libopenblas0-pthread); fi
 
 missing=()
 for p in "${packages[@]}"; do
