@@ -2,6 +2,11 @@
 #   find_package(Kiln 0.1 CONFIG REQUIRED)
 #   kiln_add_plugin(model-mine SOURCES mine.cpp)
 include(CMakePackageConfigHelpers)
+# Exported names match the in-tree aliases (Kiln::core, Kiln::sdk, Kiln::interfaces), so
+# kiln_add_plugin() links the same name in the tree and against an installed SDK.
+set_target_properties(kiln_core PROPERTIES EXPORT_NAME core)
+set_target_properties(kiln_sdk PROPERTIES EXPORT_NAME sdk)
+set_target_properties(kiln_interfaces PROPERTIES EXPORT_NAME interfaces)
 set(KILN_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Kiln)
 install(EXPORT KilnTargets NAMESPACE Kiln:: DESTINATION ${KILN_CMAKE_INSTALL_DIR})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/sdk/cmake/KilnConfig.cmake.in

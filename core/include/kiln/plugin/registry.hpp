@@ -56,6 +56,12 @@ struct LoadFailure {
   std::string reason;
 };
 
+/// A plugin that lost to an earlier one with the same (kind, name) and is not used.
+struct ShadowedPlugin {
+  PluginInfo plugin;
+  std::filesystem::path winner;  // library of the plugin that is used instead
+};
+
 /// The search path for a run: `cli_dirs`, then KILN_PLUGIN_PATH, then the install's plugin dir.
 std::vector<std::filesystem::path> default_search_path(const std::vector<std::filesystem::path>& cli_dirs);
 
@@ -64,6 +70,9 @@ class Registry {
   explicit Registry(std::vector<std::filesystem::path> search_path);
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
+  /// Movable: PluginInfo pointers and references stay valid (the vectors' buffers move).
+  Registry(Registry&&) noexcept = default;
+  Registry& operator=(Registry&&) noexcept = default;
 
   /// Scans the search path once. Never throws for a bad library; see failures().
   void scan();
@@ -72,6 +81,8 @@ class Registry {
   /// Every usable plugin, in discovery order.
   const std::vector<PluginInfo>& plugins() const noexcept { return plugins_; }
   const std::vector<LoadFailure>& failures() const noexcept { return failures_; }
+  /// Plugins hidden by an earlier one of the same kind and name (also logged when found).
+  const std::vector<ShadowedPlugin>& shadowed() const noexcept { return shadowed_; }
 
   /// The plugin of `kind` named `name`, or nullptr.
   const PluginInfo* find(std::uint32_t kind, std::string_view name) const;
@@ -79,6 +90,9 @@ class Registry {
   /// known: mlp, resnet; searched: ...; N libraries failed to load: ...". `table` is the config
   /// table that asked ("model") for the message.
   const PluginInfo& require(std::uint32_t kind, std::string_view name, std::string_view table) const;
+  /// Every plugin named `name`, of any kind (for `kiln plugins show`). Throws PluginError with a
+  /// did-you-mean over all names, the searched directories and the load failures if none.
+  std::vector<const PluginInfo*> require_any_kind(std::string_view name) const;
 
   /// Creates an object with the plugin's factory. The returned pointer's deleter destroys it in
   /// the plugin's library. Errors from the factory are rethrown with the same kiln::Error type,
@@ -93,6 +107,7 @@ class Registry {
   std::vector<std::filesystem::path> search_path_;
   std::vector<PluginInfo> plugins_;
   std::vector<LoadFailure> failures_;
+  std::vector<ShadowedPlugin> shadowed_;
 };
 
 }  // namespace kiln::plugin

@@ -1,0 +1,238 @@
+// `kiln plugins list|show`. Plain text is for people (aligned columns, gst-inspect layout);
+// --json is for scripts and carries everything the text does, including failures.
+#include "plugins_command.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <string_view>
+
+#include "kiln/errors.hpp"
+#include "kiln/plugin/registry.hpp"
+
+namespace kiln::cli {
+namespace {
+
+using plugin::PluginInfo;
+using plugin::Registry;
+
+std::string_view param_type_text(std::uint32_t type) {
+  switch (type) {
+    case KILN_PARAM_BOOL: return "bool";
+    case KILN_PARAM_INT: return "integer";
+    case KILN_PARAM_FLOAT: return "float";
+    case KILN_PARAM_STRING: return "string";
+    case KILN_PARAM_INT_LIST: return "integer list";
+    case KILN_PARAM_FLOAT_LIST: return "float list";
+    case KILN_PARAM_STRING_LIST: return "string list";
+    default: return "unknown";
+  }
+}
+
+// The config table that selects a plugin of `kind`.
+std::string_view config_table(std::uint32_t kind) {
+  switch (kind) {
+    case KILN_KIND_BACKEND: return "[backend]";
+    case KILN_KIND_MODEL: return "[model]";
+    case KILN_KIND_DATA: return "[data.train] / [data.eval]";
+    case KILN_KIND_COMMUNICATOR: return "[comm]";
+    case KILN_KIND_PRECISION: return "[precision]";
+    default: return "?";
+  }
+}
+
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_or_null(const char* text) { return text ? json_string(text) : "null"; }
+
+std::string abi_text(const PluginInfo& info) {
+  return std::to_string(info.abi_major) + "." + std::to_string(info.abi_minor);
+}
+
+void print_table(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 2, ' ');
+    }
+    out << line << '\n';
+  }
+}
+
+void list_text(const Registry& registry, std::ostream& out) {
+  if (registry.plugins().empty()) {
+    out << "No plugins found.\n";
+  } else {
+    std::vector<std::vector<std::string>> rows = {{"NAME", "KIND", "VERSION", "SUMMARY", "LIBRARY"}};
+    for (const auto& info : registry.plugins()) {
+      rows.push_back({info.name, std::string(plugin::kind_name(info.kind)), info.version,
+                      info.summary, info.library.string()});
+    }
+    print_table(rows, out);
+  }
+  if (!registry.shadowed().empty()) {
+    out << "\nShadowed (an earlier plugin of the same kind and name is used):\n";
+    for (const auto& s : registry.shadowed()) {
+      out << "  " << plugin::kind_name(s.plugin.kind) << " '" << s.plugin.name << "' "
+          << s.plugin.version << " in " << s.plugin.library.string() << " (using "
+          << s.winner.string() << ")\n";
+    }
+  }
+  if (!registry.failures().empty()) {
+    out << "\nFailed to load:\n";
+    for (const auto& failure : registry.failures()) {
+      out << "  " << failure.library.string() << "\n      " << failure.reason << '\n';
+    }
+  }
+  out << "\nSearched:";
+  for (const auto& dir : registry.search_path()) out << ' ' << dir.string();
+  out << '\n';
+}
+
+void params_json(const PluginInfo& info, std::ostream& out) {
+  out << '[';
+  for (std::size_t i = 0; i < info.params.size(); ++i) {
+    const auto& p = info.params[i];
+    out << (i ? ", " : "") << "{\"name\": " << json_string(p.name)
+        << ", \"type\": " << json_string(param_type_text(p.type))
+        << ", \"default\": " << json_or_null(p.default_value)
+        << ", \"choices\": " << json_or_null(p.choices) << ", \"doc\": " << json_or_null(p.doc)
+        << '}';
+  }
+  out << ']';
+}
+
+void plugin_json(const PluginInfo& info, std::ostream& out) {
+  out << "{\"name\": " << json_string(info.name)
+      << ", \"kind\": " << json_string(plugin::kind_name(info.kind))
+      << ", \"version\": " << json_string(info.version)
+      << ", \"summary\": " << json_string(info.summary)
+      << ", \"library\": " << json_string(info.library.string())
+      << ", \"abi\": " << json_string(abi_text(info))
+      << ", \"kiln_version\": " << json_string(info.kiln_version) << ", \"params\": ";
+  params_json(info, out);
+  out << '}';
+}
+
+void list_json(const Registry& registry, std::ostream& out) {
+  out << "{\"plugins\": [";
+  for (std::size_t i = 0; i < registry.plugins().size(); ++i) {
+    out << (i ? ",\n  " : "\n  ");
+    plugin_json(registry.plugins()[i], out);
+  }
+  out << "],\n \"shadowed\": [";
+  for (std::size_t i = 0; i < registry.shadowed().size(); ++i) {
+    const auto& s = registry.shadowed()[i];
+    out << (i ? ",\n  " : "\n  ") << "{\"plugin\": ";
+    plugin_json(s.plugin, out);
+    out << ", \"winner\": " << json_string(s.winner.string()) << '}';
+  }
+  out << "],\n \"failures\": [";
+  for (std::size_t i = 0; i < registry.failures().size(); ++i) {
+    const auto& f = registry.failures()[i];
+    out << (i ? ",\n  " : "\n  ") << "{\"library\": " << json_string(f.library.string())
+        << ", \"reason\": " << json_string(f.reason) << '}';
+  }
+  out << "],\n \"search_path\": [";
+  for (std::size_t i = 0; i < registry.search_path().size(); ++i) {
+    out << (i ? ", " : "") << json_string(registry.search_path()[i].string());
+  }
+  out << "]}\n";
+}
+
+void show_text(const PluginInfo& info, std::ostream& out) {
+  const std::vector<std::vector<std::string>> header = {
+      {"  Name", info.name},
+      {"  Kind", std::string(plugin::kind_name(info.kind)) + " (selected with type = \"" +
+                     info.name + "\" in " + std::string(config_table(info.kind)) + ")"},
+      {"  Version", info.version},
+      {"  Summary", info.summary},
+      {"  Library", info.library.string()},
+      {"  Plugin ABI", abi_text(info)},
+      {"  Built with", "Kiln SDK " + info.kiln_version},
+  };
+  out << "Plugin Details:\n";
+  print_table(header, out);
+  out << "\nParameters:\n";
+  if (info.params.empty()) out << "  none\n";
+  std::size_t width = 0;
+  for (const auto& p : info.params) width = std::max(width, std::string_view(p.name).size());
+  for (const auto& p : info.params) {
+    const std::string name = p.name;
+    out << "  " << name << std::string(width - name.size() + 2, ' ') << param_type_text(p.type)
+        << ", " << (p.default_value ? std::string("default ") + p.default_value : "required");
+    if (p.choices) out << ", one of: " << p.choices;
+    out << '\n';
+    if (p.doc) out << "  " << std::string(width + 2, ' ') << p.doc << '\n';
+  }
+}
+
+[[noreturn]] void usage_error(const std::string& what) {
+  throw ConfigError("kiln plugins: " + what +
+                    "; usage: `kiln plugins list [--json]` or `kiln plugins show NAME`");
+}
+
+}  // namespace
+
+int run_plugins_command(const std::vector<std::string>& args,
+                        const std::vector<std::filesystem::path>& plugin_path_dirs, std::ostream& out) {
+  const std::string sub = args.empty() || args[0] == "--json" ? "list" : args[0];
+  const std::size_t first_option = args.empty() || args[0] == "--json" ? 0 : 1;
+
+  if (sub == "list") {
+    bool json = false;
+    for (std::size_t i = first_option; i < args.size(); ++i) {
+      if (args[i] == "--json") {
+        json = true;
+      } else {
+        usage_error("unexpected argument '" + args[i] + "' to `list`");
+      }
+    }
+    Registry registry(plugin::default_search_path(plugin_path_dirs));
+    registry.scan();
+    if (json) {
+      list_json(registry, out);
+    } else {
+      list_text(registry, out);
+    }
+    return 0;
+  }
+  if (sub == "show") {
+    if (args.size() != 2) usage_error("`show` takes exactly one plugin name");
+    Registry registry(plugin::default_search_path(plugin_path_dirs));
+    registry.scan();
+    const auto matches = registry.require_any_kind(args[1]);
+    for (std::size_t i = 0; i < matches.size(); ++i) {
+      if (i) out << '\n';
+      show_text(*matches[i], out);
+    }
+    return 0;
+  }
+  usage_error("unknown subcommand '" + sub + "'");
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,22 @@
+// `kiln plugins`: what plugins this kiln can see, and what each one accepts.
+//
+//   kiln plugins [list] [--json]   table of usable plugins, then libraries that failed and why
+//   kiln plugins show NAME         one plugin in detail, gst-inspect style: kind, versions,
+//                                  library, and every parameter with type, default and doc
+#pragma once
+
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace kiln::cli {
+
+/// Runs `kiln plugins <args...>` (`args` are the words after "plugins") over the search path
+/// built from `plugin_path_dirs` (--plugin-path), KILN_PLUGIN_PATH and the install dir, writing
+/// to `out`. Returns the exit code (0). Throws PluginError for an unknown NAME (with a did-you-
+/// mean) and ConfigError for a malformed command line.
+int run_plugins_command(const std::vector<std::string>& args,
+                        const std::vector<std::filesystem::path>& plugin_path_dirs, std::ostream& out);
+
+}  // namespace kiln::cli

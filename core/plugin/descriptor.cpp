@@ -1,0 +1,157 @@
+// Descriptor checks; the rules are docs/plugin-abi.md's, the messages say what to rebuild.
+#include "descriptor.hpp"
+
+#include <cstddef>
+#include <cstring>
+#include <string>
+
+#include "kiln/errors.hpp"
+#include "kiln/version.hpp"
+
+namespace kiln::plugin {
+namespace {
+
+// Far more than any real library; a larger count means we are reading garbage.
+constexpr std::uint32_t kMaxPluginsPerLibrary = 1024;
+
+std::string abi_string(std::uint32_t major, std::uint32_t minor) {
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::string text_or_empty(const char* text) { return text ? std::string(text) : std::string(); }
+
+[[noreturn]] void fail(const std::filesystem::path& library, const std::string& what) {
+  throw PluginError("plugin library " + library.string() + ": " + what);
+}
+
+void check_params(const kiln_plugin_v1& plugin, const std::filesystem::path& library) {
+  if (plugin.num_params > 0 && plugin.params == nullptr) {
+    fail(library, "plugin '" + std::string(plugin.name) + "' declares " +
+                      std::to_string(plugin.num_params) + " parameters but no parameter table");
+  }
+  for (std::uint32_t i = 0; i < plugin.num_params; ++i) {
+    const kiln_param_spec_v1& p = plugin.params[i];
+    if (p.name == nullptr || *p.name == '\0') {
+      fail(library, "plugin '" + std::string(plugin.name) + "' parameter #" + std::to_string(i) +
+                        " has no name");
+    }
+    if (p.type < KILN_PARAM_BOOL || p.type > KILN_PARAM_STRING_LIST) {
+      fail(library, "plugin '" + std::string(plugin.name) + "' parameter '" + p.name +
+                        "' has unknown type " + std::to_string(p.type) +
+                        " (kiln_param_type is 1..7 in ABI " +
+                        abi_string(KILN_ABI_MAJOR, KILN_ABI_MINOR) + ")");
+    }
+  }
+}
+
+PluginInfo read_plugin(const kiln_plugin_v1& plugin, const kiln_library_v1& lib, std::uint32_t index,
+                       const std::filesystem::path& library) {
+  const std::string which = "plugin #" + std::to_string(index);
+  if (plugin.name == nullptr || *plugin.name == '\0') fail(library, which + " has no name");
+  const std::string name = plugin.name;
+  if (plugin.kind < KILN_KIND_BACKEND || plugin.kind > KILN_KIND_PRECISION) {
+    fail(library, "plugin '" + name + "' has unknown kind " + std::to_string(plugin.kind) +
+                      " (known: 1 backend, 2 model, 3 data, 4 communicator, 5 precision)");
+  }
+  if (plugin.create == nullptr || plugin.destroy == nullptr) {
+    fail(library, "plugin '" + name + "' has a null " +
+                      (plugin.create == nullptr ? "create" : "destroy") +
+                      " function; build it with kiln::sdk::plugin<>() from the Kiln SDK");
+  }
+  check_params(plugin, library);
+
+  PluginInfo info;
+  info.name = name;
+  info.kind = plugin.kind;
+  info.version = text_or_empty(plugin.version);
+  info.summary = text_or_empty(plugin.summary);
+  info.library = library;
+  info.abi_major = lib.abi_major;
+  info.abi_minor = lib.abi_minor;
+  info.kiln_version = text_or_empty(lib.kiln_version);
+  info.params.assign(plugin.params, plugin.params + plugin.num_params);
+  return info;
+}
+
+}  // namespace
+
+std::vector<PluginInfo> read_descriptor(const void* raw, const std::filesystem::path& library) {
+  const auto* bytes = static_cast<const unsigned char*>(raw);
+
+  // struct_size, abi_major and abi_minor sit at the same offsets in every ABI version.
+  std::uint32_t struct_size = 0;
+  std::uint16_t abi_major = 0;
+  std::uint16_t abi_minor = 0;
+  std::memcpy(&struct_size, bytes + offsetof(kiln_library_v1, struct_size), sizeof struct_size);
+  std::memcpy(&abi_major, bytes + offsetof(kiln_library_v1, abi_major), sizeof abi_major);
+  std::memcpy(&abi_minor, bytes + offsetof(kiln_library_v1, abi_minor), sizeof abi_minor);
+
+  const std::string ours = abi_string(KILN_ABI_MAJOR, KILN_ABI_MINOR);
+  const std::string theirs = abi_string(abi_major, abi_minor);
+  if (abi_major != KILN_ABI_MAJOR) {
+    fail(library, "built for Kiln plugin ABI " + theirs + " but this kiln uses ABI " + ours +
+                      " (major versions must be equal); rebuild the plugin against the Kiln " +
+                      KILN_VERSION_STRING " SDK");
+  }
+  if (abi_minor > KILN_ABI_MINOR) {
+    fail(library, "built for Kiln plugin ABI " + theirs + ", newer than this kiln's ABI " + ours +
+                      "; upgrade kiln or rebuild the plugin against the Kiln " +
+                      KILN_VERSION_STRING " SDK");
+  }
+  if (struct_size < sizeof(kiln_library_v1)) {
+    fail(library, "descriptor kiln_library_v1 is " + std::to_string(struct_size) +
+                      " bytes, smaller than the " + std::to_string(sizeof(kiln_library_v1)) +
+                      " bytes ABI " + ours + " requires; the library is damaged or was not built "
+                      "with KILN_PLUGIN_LIBRARY(...)");
+  }
+  kiln_library_v1 lib;
+  std::memset(&lib, 0, sizeof lib);
+  std::memcpy(&lib, bytes, std::min<std::size_t>(struct_size, sizeof lib));
+
+  if (lib.toolchain_key == nullptr || std::strcmp(lib.toolchain_key, KILN_TOOLCHAIN_KEY) != 0) {
+    fail(library, "toolchain key '" + text_or_empty(lib.toolchain_key) +
+                      "' does not match this kiln's '" KILN_TOOLCHAIN_KEY
+                      "' (C++ objects cross the plugin boundary, so both must use the same "
+                      "compiler family and standard library); rebuild the plugin against this "
+                      "Kiln SDK (" KILN_VERSION_STRING ") with the same toolchain");
+  }
+  if (lib.num_plugins == 0 || lib.plugins == nullptr) {
+    fail(library, "descriptor lists no plugins; pass at least one kiln::sdk::plugin<>() to "
+                  "KILN_PLUGIN_LIBRARY(...)");
+  }
+  if (lib.num_plugins > kMaxPluginsPerLibrary) {
+    fail(library, "descriptor claims " + std::to_string(lib.num_plugins) +
+                      " plugins; the library is damaged");
+  }
+
+  // The array was laid out with the plugin's sizeof(kiln_plugin_v1), which is the stride.
+  const auto* entries = reinterpret_cast<const unsigned char*>(lib.plugins);
+  std::uint32_t stride = 0;
+  std::memcpy(&stride, entries + offsetof(kiln_plugin_v1, struct_size), sizeof stride);
+  if (stride < sizeof(kiln_plugin_v1)) {
+    fail(library, "descriptor kiln_plugin_v1 is " + std::to_string(stride) +
+                      " bytes, smaller than the " + std::to_string(sizeof(kiln_plugin_v1)) +
+                      " bytes ABI " + ours + " requires; the library is damaged");
+  }
+
+  std::vector<PluginInfo> infos;
+  infos.reserve(lib.num_plugins);
+  for (std::uint32_t i = 0; i < lib.num_plugins; ++i) {
+    const unsigned char* entry = entries + std::size_t{stride} * i;
+    kiln_plugin_v1 plugin;
+    std::memset(&plugin, 0, sizeof plugin);
+    std::memcpy(&plugin, entry, sizeof plugin);
+    if (plugin.struct_size != stride) {
+      fail(library, "plugin #" + std::to_string(i) + " has struct_size " +
+                        std::to_string(plugin.struct_size) + " but plugin #0 has " +
+                        std::to_string(stride) + "; the library is damaged");
+    }
+    PluginInfo info = read_plugin(plugin, lib, i, library);
+    // Points into the library, which is never unloaded.
+    info.descriptor = reinterpret_cast<const kiln_plugin_v1*>(entry);
+    infos.push_back(std::move(info));
+  }
+  return infos;
+}
+
+}  // namespace kiln::plugin

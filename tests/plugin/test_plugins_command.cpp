@@ -1,0 +1,120 @@
+// `kiln plugins list|show` output against the fixture libraries. The search path also holds
+// the build tree's own plugins (bin/../lib/kiln/plugins), so assertions look for lines, not
+// whole outputs.
+#define BOOST_TEST_MODULE plugins_command
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "cli/plugins_command.hpp"
+#include "kiln/errors.hpp"
+#include "kiln/version.hpp"
+#include "test_helpers.hpp"
+
+using kiln_test::contains;
+using kiln_test::fixture_dir;
+using kiln_test::fixture_library;
+
+namespace {
+
+std::string run(const std::vector<std::string>& args, const std::vector<std::filesystem::path>& dirs) {
+  unsetenv("KILN_PLUGIN_PATH");
+  std::ostringstream out;
+  BOOST_TEST(kiln::cli::run_plugins_command(args, dirs, out) == 0);
+  return out.str();
+}
+
+template <class E>
+std::string message_of(const std::vector<std::string>& args) {
+  try {
+    run(args, {fixture_dir("good"), fixture_dir("two")});
+  } catch (const E& e) {
+    return e.what();
+  }
+  BOOST_FAIL("expected an exception");
+  return {};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(list_shows_plugins_shadowed_and_failures) {
+  const auto text = run({"list"}, {fixture_dir("good"), fixture_dir("shadow-a"),
+                                   fixture_dir("shadow-b"), fixture_dir("abi-major")});
+  BOOST_TEST(text.starts_with("NAME"));
+  BOOST_TEST(contains(text, "KIND"));
+  // Column widths depend on the build tree's own plugins, so check the row's cells in order.
+  const auto row_start = text.find("\nfixture-fp32 ");
+  BOOST_REQUIRE(row_start != std::string::npos);
+  const std::string row = text.substr(row_start + 1, text.find('\n', row_start + 1) - row_start - 1);
+  std::size_t at = 0;
+  const std::vector<std::string> cells = {"precision", "1.2.3", "Fixture policy that does nothing.",
+                                         fixture_library("good").string()};
+  for (const std::string& cell : cells) {
+    const auto found = row.find("  " + cell, at);
+    BOOST_TEST_REQUIRE(found != std::string::npos, "'" << cell << "' missing in row: " << row);
+    at = found + cell.size();
+  }
+  BOOST_TEST(row.ends_with(fixture_library("good").string()));
+  BOOST_TEST(contains(text, "\nShadowed (an earlier plugin of the same kind and name is used):\n"
+                            "  precision 'dup' 2.0.0 in " + fixture_library("shadow-b").string() +
+                                " (using " + fixture_library("shadow-a").string() + ")\n"));
+  BOOST_TEST(contains(text, "\nFailed to load:\n  " + fixture_library("abi-major").string() +
+                                "\n      plugin library " + fixture_library("abi-major").string() +
+                                ": built for Kiln plugin ABI 2.0"));
+  BOOST_TEST(contains(text, "\nSearched: " + fixture_dir("good").string() + " "));
+}
+
+BOOST_AUTO_TEST_CASE(list_without_subcommand_is_list) {
+  BOOST_TEST(run({}, {fixture_dir("good")}) == run({"list"}, {fixture_dir("good")}));
+}
+
+BOOST_AUTO_TEST_CASE(list_json_carries_the_same_facts) {
+  const auto json = run({"list", "--json"}, {fixture_dir("good"), fixture_dir("toolchain")});
+  BOOST_TEST(json.starts_with("{\"plugins\": ["));
+  BOOST_TEST(contains(json, "{\"name\": \"fixture-fp32\", \"kind\": \"precision\", \"version\": "
+                            "\"1.2.3\", \"summary\": \"Fixture policy that does nothing.\", "
+                            "\"library\": \"" + fixture_library("good").string() +
+                                "\", \"abi\": \"1.0\", \"kiln_version\": \"" KILN_VERSION_STRING
+                                "\", \"params\": [{\"name\": \"scale\", \"type\": \"float\", "
+                                "\"default\": \"1.0\", \"choices\": null, \"doc\": \"Constant loss "
+                                "scale.\"}, {\"name\": \"mode\", \"type\": \"string\", \"default\": "
+                                "\"\\\"fast\\\"\", \"choices\": \"fast|slow\""));
+  BOOST_TEST(contains(json, "\"default\": null"));
+  BOOST_TEST(contains(json, "\"failures\": [\n  {\"library\": \"" +
+                                fixture_library("toolchain").string() + "\", \"reason\": "));
+  BOOST_TEST(contains(json, "\"search_path\": [\"" + fixture_dir("good").string() + "\", "));
+}
+
+BOOST_AUTO_TEST_CASE(show_lists_details_and_every_parameter) {
+  const auto text = run({"show", "fixture-fp32"}, {fixture_dir("good")});
+  BOOST_TEST(contains(text, "Plugin Details:\n  Name        fixture-fp32\n"));
+  BOOST_TEST(contains(text, "  Kind        precision (selected with type = \"fixture-fp32\" in "
+                            "[precision])\n"));
+  BOOST_TEST(contains(text, "  Version     1.2.3\n"));
+  BOOST_TEST(contains(text, "  Library     " + fixture_library("good").string() + "\n"));
+  BOOST_TEST(contains(text, "  Plugin ABI  1.0\n"));
+  BOOST_TEST(contains(text, "  Built with  Kiln SDK " KILN_VERSION_STRING "\n"));
+  BOOST_TEST(contains(text, "\nParameters:\n"
+                            "  scale   float, default 1.0\n"
+                            "          Constant loss scale.\n"
+                            "  mode    string, default \"fast\", one of: fast|slow\n"
+                            "          How hard to try.\n"
+                            "  budget  integer, required\n"
+                            "          Steps allowed; no default.\n"));
+}
+
+BOOST_AUTO_TEST_CASE(show_unknown_name_suggests) {
+  const auto message = message_of<kiln::PluginError>({"show", "twin-c"});
+  BOOST_TEST(message.starts_with("no plugin named 'twin-c' (did you mean 'twin-"));
+  BOOST_TEST(contains(message, "known plugins: fixture-fp32, twin-a, twin-b"));
+}
+
+BOOST_AUTO_TEST_CASE(malformed_command_lines_are_config_errors) {
+  BOOST_TEST(message_of<kiln::ConfigError>({"lst"}) ==
+             "kiln plugins: unknown subcommand 'lst'; usage: `kiln plugins list [--json]` or "
+             "`kiln plugins show NAME`");
+  BOOST_TEST(contains(message_of<kiln::ConfigError>({"show"}), "`show` takes exactly one plugin name"));
+  BOOST_TEST(contains(message_of<kiln::ConfigError>({"list", "--yaml"}),
+                      "unexpected argument '--yaml' to `list`"));
+}
