@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "kiln/errors.hpp"
+#include "kiln/config/config.hpp"
 #include "kiln/plugin/registry.hpp"
 
 namespace kiln::cli {
@@ -14,19 +15,6 @@ namespace {
 
 using plugin::PluginInfo;
 using plugin::Registry;
-
-std::string_view param_type_text(std::uint32_t type) {
-  switch (type) {
-    case KILN_PARAM_BOOL: return "bool";
-    case KILN_PARAM_INT: return "integer";
-    case KILN_PARAM_FLOAT: return "float";
-    case KILN_PARAM_STRING: return "string";
-    case KILN_PARAM_INT_LIST: return "integer list";
-    case KILN_PARAM_FLOAT_LIST: return "float list";
-    case KILN_PARAM_STRING_LIST: return "string list";
-    default: return "unknown";
-  }
-}
 
 // The config table that selects a plugin of `kind`.
 std::string_view config_table(std::uint32_t kind) {
@@ -118,7 +106,7 @@ void params_json(const PluginInfo& info, std::ostream& out) {
   for (std::size_t i = 0; i < info.params.size(); ++i) {
     const auto& p = info.params[i];
     out << (i ? ", " : "") << "{\"name\": " << json_string(p.name)
-        << ", \"type\": " << json_string(param_type_text(p.type))
+        << ", \"type\": " << json_string(config::param_type_name(p.type))
         << ", \"default\": " << json_or_null(p.default_value)
         << ", \"choices\": " << json_or_null(p.choices) << ", \"doc\": " << json_or_null(p.doc)
         << '}';
@@ -183,7 +171,7 @@ void show_text(const PluginInfo& info, std::ostream& out) {
   for (const auto& p : info.params) width = std::max(width, std::string_view(p.name).size());
   for (const auto& p : info.params) {
     const std::string name = p.name;
-    out << "  " << name << std::string(width - name.size() + 2, ' ') << param_type_text(p.type)
+    out << "  " << name << std::string(width - name.size() + 2, ' ') << config::param_type_name(p.type)
         << ", " << (p.default_value ? std::string("default ") + p.default_value : "required");
     if (p.choices) out << ", one of: " << p.choices;
     out << '\n';

@@ -51,7 +51,14 @@ std::string MetricsRecord::to_json() const {
     out += json_string(fields_[i].first) + ": ";
     const auto& v = fields_[i].second;
     if (const double* d = std::get_if<double>(&v)) {
-      out += std::isfinite(*d) ? fmt::format("{}", *d) : "null";
+      if (!std::isfinite(*d)) {
+        out += "null";
+      } else {
+        // Keep a decimal point on whole numbers so JSON readers see a float (1.0, not 1).
+        std::string text = fmt::format("{}", *d);
+        if (text.find_first_of(".e") == std::string::npos) text += ".0";
+        out += text;
+      }
     } else if (const std::int64_t* n = std::get_if<std::int64_t>(&v)) {
       out += fmt::format("{}", *n);
     } else {

@@ -86,7 +86,6 @@ RankInfo resolve_ranks(const ExplicitRanks& ex, const EnvLookup& env) {
     if (s.local_size) {
       if (auto ls = env(s.local_size)) r.local_world_size = parse_int(*ls, s.local_size);
     }
-    if (r.local_rank >= r.local_world_size) r.local_world_size = r.local_rank + 1;
     r.source = fmt::format("{} ({}, {})", s.name, s.rank, s.size);
     check(r);
     return r;

@@ -13,7 +13,7 @@ namespace {
 
 constexpr kiln_param_spec_v1 kScheduleSchema[] = {
     {"warmup_epochs", KILN_PARAM_FLOAT, "0.0", nullptr, "Linear warmup length in epochs (fractions allowed)."},
-    {"min_lr", KILN_PARAM_FLOAT, "0.0", nullptr, "cosine: learning rate reached at the last step."},
+    {"min_lr", KILN_PARAM_FLOAT, "0.0", nullptr, "cosine: the floor the rate decays to at the end of the run."},
     {"milestones", KILN_PARAM_INT_LIST, "[]", nullptr, "step: epochs at which the rate is multiplied by gamma."},
     {"gamma", KILN_PARAM_FLOAT, "0.1", nullptr, "step: factor applied at each milestone."},
 };

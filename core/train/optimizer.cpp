@@ -8,28 +8,24 @@
 namespace kiln::train {
 namespace {
 
-constexpr kiln_param_spec_v1 kOptimizerSchema[] = {
+// Keys every optimizer takes, then each type's own; a key of another type is an unknown key
+// (with did-you-mean and file:line) like any other, and config.toml holds only keys that apply.
+constexpr kiln_param_spec_v1 kSgdSchema[] = {
     {"lr", KILN_PARAM_FLOAT, "0.001", nullptr, "Base learning rate (the schedule scales it)."},
-    {"weight_decay", KILN_PARAM_FLOAT, "0.0", nullptr,
-     "L2 penalty (sgd, adam) or decoupled decay (adamw); never applied to biases or BN parameters."},
-    {"momentum", KILN_PARAM_FLOAT, "0.0", nullptr, "sgd: momentum factor."},
-    {"dampening", KILN_PARAM_FLOAT, "0.0", nullptr, "sgd: dampening for momentum."},
-    {"nesterov", KILN_PARAM_BOOL, "false", nullptr, "sgd: Nesterov momentum."},
-    {"beta1", KILN_PARAM_FLOAT, "0.9", nullptr, "adam/adamw: decay of the first moment."},
-    {"beta2", KILN_PARAM_FLOAT, "0.999", nullptr, "adam/adamw: decay of the second moment."},
-    {"eps", KILN_PARAM_FLOAT, "1e-8", nullptr, "adam/adamw: term added to the denominator."},
+    {"weight_decay", KILN_PARAM_FLOAT, "0.0", nullptr, "L2 penalty; never applied to biases or BN parameters."},
+    {"momentum", KILN_PARAM_FLOAT, "0.0", nullptr, "Momentum factor."},
+    {"dampening", KILN_PARAM_FLOAT, "0.0", nullptr, "Dampening for momentum."},
+    {"nesterov", KILN_PARAM_BOOL, "false", nullptr, "Nesterov momentum."},
 };
 
-/// A key explicitly set for an optimizer it does not apply to is a mistake worth reporting.
-void reject_foreign_keys(const ParamMap& t, const std::string& type,
-                         std::initializer_list<const char*> foreign) {
-  for (const char* key : foreign) {
-    const auto& e = t.entries().find(key);
-    if (e != t.entries().end() && e->second.origin != "default") {
-      throw ConfigError(fmt::format("{} does not apply to optimizer '{}'", t.where(key), type));
-    }
-  }
-}
+constexpr kiln_param_spec_v1 kAdamSchema[] = {
+    {"lr", KILN_PARAM_FLOAT, "0.001", nullptr, "Base learning rate (the schedule scales it)."},
+    {"weight_decay", KILN_PARAM_FLOAT, "0.0", nullptr,
+     "L2 penalty (adam) or decoupled decay (adamw); never applied to biases or BN parameters."},
+    {"beta1", KILN_PARAM_FLOAT, "0.9", nullptr, "Decay of the first moment."},
+    {"beta2", KILN_PARAM_FLOAT, "0.999", nullptr, "Decay of the second moment."},
+    {"eps", KILN_PARAM_FLOAT, "1e-8", nullptr, "Term added to the denominator."},
+};
 
 float positive(const ParamMap& t, const char* key) {
   const double v = t.get_float(key);
@@ -60,6 +56,9 @@ class Sgd final : public Optimizer {
     auto& segs = segments(backend, params, step_.momentum > 0 ? 1 : 0);
     SgdStep s = step_;
     s.lr = lr;
+    // PyTorch starts the momentum buffer as a copy of the first gradient, undamped; with a
+    // zero buffer that is the same as no dampening on the first step.
+    if (steps_ == 0) s.dampening = 0;
     for (auto& seg : segs) {
       s.weight_decay = seg.weight_decay;
       backend.sgd_update(seg.value, seg.state[0], seg.grad, s);
@@ -109,7 +108,11 @@ class Adam final : public Optimizer {
 
 }  // namespace
 
-std::span<const kiln_param_spec_v1> optimizer_schema() { return kOptimizerSchema; }
+std::span<const kiln_param_spec_v1> optimizer_schema(const std::string& type) {
+  if (type == "sgd") return kSgdSchema;
+  if (type == "adam" || type == "adamw") return kAdamSchema;
+  throw ConfigError(fmt::format("optimizer.type = '{}' is not one of sgd, adam, adamw", type));
+}
 
 Optimizer::~Optimizer() = default;
 
@@ -168,12 +171,8 @@ std::vector<Optimizer::Segment>& Optimizer::segments(Backend& backend, std::span
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& type, const ParamMap& table) {
-  if (type == "sgd") {
-    reject_foreign_keys(table, type, {"beta1", "beta2", "eps"});
-    return std::make_unique<Sgd>(table);
-  }
+  if (type == "sgd") return std::make_unique<Sgd>(table);
   if (type == "adam" || type == "adamw") {
-    reject_foreign_keys(table, type, {"momentum", "dampening", "nesterov"});
     return std::make_unique<Adam>(table, type == "adam" ? AdamStep::Decay::coupled : AdamStep::Decay::decoupled);
   }
   throw ConfigError(fmt::format("optimizer.type = '{}' is not one of sgd, adam, adamw", type));

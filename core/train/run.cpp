@@ -65,6 +65,16 @@ data::LoaderOptions loader_options(const ParamMap& loader, const RankInfo& ranks
   return o;
 }
 
+/// A TOML basic string holding `text`.
+std::string toml_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 spdlog::level::level_enum parse_level(const std::string& s) {
   return spdlog::level::from_str(s);  // the schema's choices guarantee a valid name
 }
@@ -76,7 +86,10 @@ RunOutcome run_training(const TrainCommand& command) {
   log::configure(ranks);
 
   // ---- 1. the whole config, validated before anything is written ----
-  config::Config cfg = config::Config::load(command.config, command.overrides);
+  // --run-dir becomes an override, so config.toml records where the run really went.
+  std::vector<std::string> overrides = command.overrides;
+  if (!command.run_dir.empty()) overrides.push_back("run.run_dir=" + toml_string(command.run_dir));
+  config::Config cfg = config::Config::load(command.config, overrides);
   const ParamMap run = cfg.validate("run", run_schema());
   const ParamMap loader = cfg.validate("loader", loader_schema());
   const ParamMap loss = cfg.validate("loss", loss_schema());
@@ -84,7 +97,7 @@ RunOutcome run_training(const TrainCommand& command) {
   log::configure(ranks, parse_level(logt.get_string("level")));
 
   const std::string optimizer_type = cfg.plugin_type("optimizer", "adam");
-  const ParamMap optimizer = cfg.validate("optimizer", optimizer_schema());
+  const ParamMap optimizer = cfg.validate("optimizer", optimizer_schema(optimizer_type));
   const std::string schedule_type = cfg.plugin_type("schedule", "constant");
   const ParamMap schedule = cfg.validate("schedule", schedule_schema());
 
@@ -106,11 +119,15 @@ RunOutcome run_training(const TrainCommand& command) {
   const std::int64_t eval_batch = loader.get_int("eval_batch") > 0 ? loader.get_int("eval_batch") : batch;
   const double smoothing = loss.get_float("label_smoothing");
   if (!(smoothing >= 0 && smoothing < 1)) throw ConfigError(loss.where("label_smoothing") + " must be in [0, 1)");
+  // Build the optimizer and schedule once now, only to check their values before anything is
+  // written; the trainer makes the real ones when it knows the steps per epoch.
+  (void)make_optimizer(optimizer_type, optimizer);
+  (void)LrSchedule(schedule_type, schedule, optimizer.get_float("lr"), 1, epochs);
   const double bucket_mb = run.get_float("grad_bucket_mb");
   if (!(bucket_mb > 0)) throw ConfigError(run.where("grad_bucket_mb") + " must be > 0");
 
   // ---- 2. the run directory (rank 0 creates it; others use the same path) ----
-  std::string requested = command.run_dir.empty() ? run.get_string("run_dir") : command.run_dir;
+  const std::string requested = run.get_string("run_dir");
   RunOutcome outcome;
   outcome.run_dir = ranks.rank == 0 ? io::prepare_run_dir(requested) : std::filesystem::path(requested);
   if (ranks.rank == 0) io::write_file_atomic(outcome.run_dir / "config.toml", cfg.resolved_toml());

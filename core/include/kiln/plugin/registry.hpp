@@ -86,9 +86,9 @@ class Registry {
 
   /// The plugin of `kind` named `name`, or nullptr.
   const PluginInfo* find(std::uint32_t kind, std::string_view name) const;
-  /// Like find(), but throws PluginError: "no model plugin named 'mpl' (did you mean 'mlp'?);
-  /// known: mlp, resnet; searched: ...; N libraries failed to load: ...". `table` is the config
-  /// table that asked ("model") for the message.
+  /// Like find(), but throws PluginError: "no model plugin named 'mpl' (asked for by [model]
+  /// type) (did you mean 'mlp'?); known model plugins: mlp; searched: ...", followed by the
+  /// libraries that failed to load, if any. `table` is the config table that asked ("model").
   const PluginInfo& require(std::uint32_t kind, std::string_view name, std::string_view table) const;
   /// Every plugin named `name`, of any kind (for `kiln plugins show`). Throws PluginError with a
   /// did-you-mean over all names, the searched directories and the load failures if none.

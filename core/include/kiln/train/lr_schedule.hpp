@@ -1,8 +1,8 @@
 // Learning-rate schedules, evaluated per optimizer step.
 //
 //   constant - lr
-//   cosine   - lr * (min_ratio + (1 - min_ratio) * (1 + cos(pi * t)) / 2), t in [0, 1] over the
-//              steps after warmup (min_ratio = min_lr / lr)
+//   cosine   - min_lr + (lr - min_lr) * (1 + cos(pi * t)) / 2, t = (step - warmup) / (total - warmup)
+//              clamped to [0, 1], so min_lr is the rate one step past the last (as PyTorch)
 //   step     - lr * gamma^(number of milestones (in epochs) already passed)
 // Any of them may start with a linear warmup over `warmup_epochs` (fractional allowed) from
 // lr / (warmup steps) up to the schedule's value, as in Goyal et al. (arXiv:1706.02677).

@@ -20,8 +20,9 @@
 
 namespace kiln::train {
 
-/// Keys of the [optimizer] table (besides `type`, which is "sgd", "adam" or "adamw").
-std::span<const kiln_param_spec_v1> optimizer_schema();
+/// Keys of the [optimizer] table for `type` ("sgd", "adam" or "adamw"; `type` itself excluded).
+/// Throws ConfigError for another type.
+std::span<const kiln_param_spec_v1> optimizer_schema(const std::string& type);
 
 class Optimizer {
  public:
@@ -52,7 +53,8 @@ class Optimizer {
 };
 
 /// Makes the optimizer `type` ("sgd" | "adam" | "adamw") from the validated [optimizer] table.
-/// Throws ConfigError for a key that does not apply to `type` (momentum for adam) or a bad value.
+/// `table` must have been validated against optimizer_schema(type). Throws ConfigError for a bad
+/// value (naming the key and where it was set).
 std::unique_ptr<Optimizer> make_optimizer(const std::string& type, const ParamMap& table);
 
 }  // namespace kiln::train

@@ -1,0 +1,31 @@
+// A small strict JSON reader for the integration tests: parses one document (a metrics.jsonl
+// line, `kiln plugins list --json`) into a tree, and throws std::runtime_error with the byte
+// offset on anything that is not JSON. Numbers remember whether they were written as integers.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kiln::test::json {
+
+struct Value {
+  enum class Kind { null, boolean, number, string, array, object } kind = Kind::null;
+  bool boolean = false;
+  double number = 0;
+  bool integer = false;  ///< a number written without fraction or exponent
+  std::string string;
+  std::vector<Value> items;                            ///< array
+  std::vector<std::pair<std::string, Value>> members;  ///< object, in document order
+
+  /// The member named `key`, or nullptr (objects only).
+  const Value* find(std::string_view key) const;
+  /// The member named `key`; throws std::runtime_error naming it if absent.
+  const Value& at(std::string_view key) const;
+};
+
+/// Parses exactly one JSON document (surrounding whitespace allowed).
+Value parse(std::string_view text);
+
+}  // namespace kiln::test::json

@@ -1,0 +1,194 @@
+// GradSync against a recording fake Communicator: bucket boundaries for a small bucket_bytes,
+// each bucket's all-reduce launched the moment its last parameter is reported (before
+// finish()), unreported parameters still reduced at finish(), and every launch waited for.
+//
+// Layout used throughout: five f32 parameters of 10, 20, 30, 5 and 8 elements; each starts on a
+// 16-element (64-byte) boundary, so their element offsets are 0, 16, 48, 80, 96.
+#include <boost/test/unit_test.hpp>
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/communicator.hpp"
+#include "kiln/errors.hpp"
+#include "kiln/nn/parameter_store.hpp"
+#include "kiln/train/grad_sync.hpp"
+#include "train_fixture.hpp"
+
+namespace {
+
+struct Call {
+  std::string op;  // "all_reduce" or "wait"
+  std::int64_t offset = 0, numel = 0;  // in elements of the gradient arena
+  kiln::ReduceOp reduce = kiln::ReduceOp::avg;
+  const kiln::Storage* storage = nullptr;
+};
+
+class RecordingComm final : public kiln::Communicator {
+ public:
+  std::vector<Call> calls;
+
+  class RecordedWork final : public kiln::Work {
+   public:
+    RecordedWork(RecordingComm& comm, Call call) : comm_(comm), call_(std::move(call)) {}
+    void wait() override {
+      Call c = call_;
+      c.op = "wait";
+      comm_.calls.push_back(c);
+    }
+
+   private:
+    RecordingComm& comm_;
+    Call call_;
+  };
+
+  std::string_view name() const override { return "recording"; }
+  void connect(const kiln::CommContext&) override {}
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  bool accepts(kiln::MemoryKind) const override { return true; }
+  std::string describe() const override { return "recording fake"; }
+  std::unique_ptr<kiln::Work> all_reduce(const kiln::Tensor& t, kiln::ReduceOp op) override {
+    Call c{"all_reduce", static_cast<std::int64_t>(t.offset_bytes() / 4), t.numel(), op, t.storage().get()};
+    calls.push_back(c);
+    return std::make_unique<RecordedWork>(*this, c);
+  }
+  std::unique_ptr<kiln::Work> broadcast(const kiln::Tensor&, int) override {
+    throw kiln::CommError("RecordingComm: broadcast is not expected from GradSync");
+  }
+  std::unique_ptr<kiln::Work> all_gather(const kiln::Tensor&, const kiln::Tensor&) override {
+    throw kiln::CommError("RecordingComm: all_gather is not expected from GradSync");
+  }
+  void barrier() override {}
+  void abort() noexcept override {}
+
+  std::size_t count(const std::string& op) const {
+    std::size_t n = 0;
+    for (const auto& c : calls) n += c.op == op;
+    return n;
+  }
+};
+
+struct FiveParams {
+  kiln::nn::ParameterStore store;
+  FiveParams() {
+    const std::vector<std::int64_t> sizes = {10, 20, 30, 5, 8};
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      store.declare(fmt::format("p{}", i), {sizes[i]}, kiln::nn::Init::zeros());
+    }
+    store.allocate(kiln::test::cpu(), kiln::DType::f32, kiln::DType::f32, 1);
+  }
+};
+
+void expect_reduce(const Call& c, std::int64_t offset, std::int64_t numel, const kiln::Storage* storage) {
+  BOOST_TEST(c.op == "all_reduce");
+  BOOST_TEST(c.offset == offset);
+  BOOST_TEST(c.numel == numel);
+  BOOST_TEST((c.reduce == kiln::ReduceOp::sum));  // the loss gradient is already divided
+  BOOST_TEST(c.storage == storage);
+}
+
+BOOST_AUTO_TEST_CASE(buckets_close_in_reverse_order_at_bucket_bytes) {
+  FiveParams fp;
+  const auto* grads = fp.store.grad_arena().storage().get();
+  RecordingComm comm;
+  // From the last parameter: p4 (32 B) + p3 (20 B) < 64, + p2 (120 B) closes bucket {2, 3, 4};
+  // p1 (80 B) >= 64 alone; p0 (40 B) is what is left.
+  kiln::train::GradSync sync(comm, fp.store.parameters(), 64);
+  BOOST_TEST(sync.num_buckets() == 3u);
+
+  sync.begin_step();
+  const kiln::GradReadyFn ready = sync.ready_callback();
+  ready(4);
+  ready(3);
+  BOOST_TEST(comm.calls.empty());
+  ready(2);  // completes {2, 3, 4}: launched now, not at finish()
+  BOOST_TEST_REQUIRE(comm.calls.size() == 1u);
+  expect_reduce(comm.calls[0], 48, 56, grads);  // elements 48 .. 96 + 8
+  ready(2);  // reporting twice is harmless
+  BOOST_TEST(comm.calls.size() == 1u);
+  ready(1);
+  BOOST_TEST_REQUIRE(comm.calls.size() == 2u);
+  expect_reduce(comm.calls[1], 16, 20, grads);
+  ready(0);
+  BOOST_TEST_REQUIRE(comm.calls.size() == 3u);
+  expect_reduce(comm.calls[2], 0, 10, grads);
+  BOOST_TEST(comm.count("wait") == 0u);  // nothing waited for before finish()
+
+  sync.finish();
+  BOOST_TEST(comm.count("all_reduce") == 3u);  // finish() launched nothing more
+  BOOST_TEST(comm.count("wait") == 3u);
+  BOOST_TEST(sync.describe().find("3 bucket(s)") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(unreported_parameters_are_reduced_at_finish) {
+  FiveParams fp;
+  RecordingComm comm;
+  kiln::train::GradSync sync(comm, fp.store.parameters(), 64);
+  for (int step = 0; step < 2; ++step) {  // the second step proves begin_step() resets the marks
+    comm.calls.clear();
+    sync.begin_step();
+    const kiln::GradReadyFn ready = sync.ready_callback();
+    ready(4);
+    ready(2);
+    ready(0);  // bucket {0} complete; {2, 3, 4} waits for p3; {1} for p1
+    BOOST_TEST_REQUIRE(comm.calls.size() == 1u);
+    BOOST_TEST(comm.calls[0].offset == 0);
+    sync.finish();
+    BOOST_TEST(comm.count("all_reduce") == 3u);
+    BOOST_TEST(comm.count("wait") == 3u);
+    // The two incomplete buckets are launched by finish(), before any wait.
+    BOOST_TEST_REQUIRE(comm.calls.size() == 6u);
+    BOOST_TEST(comm.calls[1].op == "all_reduce");
+    BOOST_TEST(comm.calls[2].op == "all_reduce");
+    BOOST_TEST(comm.calls[1].offset + comm.calls[2].offset == 48 + 16);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(one_bucket_when_bucket_bytes_is_large) {
+  FiveParams fp;
+  RecordingComm comm;
+  kiln::train::GradSync sync(comm, fp.store.parameters(), 25'000'000);
+  BOOST_TEST(sync.num_buckets() == 1u);
+  sync.begin_step();
+  const kiln::GradReadyFn ready = sync.ready_callback();
+  for (std::size_t i = 5; i-- > 1;) ready(i);
+  BOOST_TEST(comm.calls.empty());
+  ready(0);
+  BOOST_TEST_REQUIRE(comm.calls.size() == 1u);
+  expect_reduce(comm.calls[0], 0, 104, fp.store.grad_arena().storage().get());
+  sync.finish();
+  BOOST_TEST(comm.count("wait") == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(one_bucket_per_parameter_when_bucket_bytes_is_tiny) {
+  FiveParams fp;
+  RecordingComm comm;
+  kiln::train::GradSync sync(comm, fp.store.parameters(), 1);
+  BOOST_TEST(sync.num_buckets() == 5u);
+  sync.begin_step();
+  const kiln::GradReadyFn ready = sync.ready_callback();
+  const std::vector<std::int64_t> offsets = {0, 16, 48, 80, 96}, sizes = {10, 20, 30, 5, 8};
+  for (std::size_t i = 5; i-- > 0;) {
+    ready(i);
+    BOOST_TEST_REQUIRE(comm.calls.size() == 5 - i);
+    BOOST_TEST(comm.calls.back().offset == offsets[i]);
+    BOOST_TEST(comm.calls.back().numel == sizes[i]);
+  }
+  sync.finish();
+}
+
+BOOST_AUTO_TEST_CASE(gradients_in_two_arenas_are_refused) {
+  FiveParams a, b;
+  std::vector<kiln::Parameter> mixed = {a.store[0], b.store[1]};
+  mixed[1].name = "other.weight";
+  RecordingComm comm;
+  BOOST_TEST(kiln::test::error_text<kiln::BackendError>([&] {
+               kiln::train::GradSync sync(comm, mixed, 64);
+             }) == "GradSync needs every gradient in one arena; parameter 'other.weight' is not");
+}
+
+}  // namespace

@@ -1,0 +1,166 @@
+// metrics.jsonl records (JSON escaping, non-finite numbers as null, integers vs floats, key
+// order, append + flush) and the run directory (refuses an old run, makes fresh default dirs,
+// atomic writes). Every test works in its own temporary directory.
+#include <boost/test/unit_test.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+
+#include "kiln/errors.hpp"
+#include "kiln/io/metrics_writer.hpp"
+#include "kiln/io/run_dir.hpp"
+#include "../nn/nn_fixture.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kiln::io::MetricsRecord;
+
+/// A fresh empty directory under the system temp dir, removed at scope exit.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / fmt::format("kiln-test-train-{}-{}", ::getpid(), counter()++);
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+BOOST_AUTO_TEST_CASE(record_types_and_order) {
+  MetricsRecord r;
+  r.add("epoch", std::int64_t{3}).add("split", std::string("train")).add("loss", 0.25).add("lr", 1e-3)
+      .add("big", std::int64_t{-9007199254740993}).add("tiny", 1.5e-30);
+  BOOST_TEST(r.to_json() ==
+             R"({"epoch": 3, "split": "train", "loss": 0.25, "lr": 0.001, "big": -9007199254740993, "tiny": 1.5e-30})");
+}
+
+// A float field must stay a float when its value is whole (accuracy 1.0, lr 1.0), or readers
+// that type columns from the JSON (Python's json, pandas) see an int in one record and a float
+// in the next; integers are written without a decimal point.
+BOOST_AUTO_TEST_CASE(whole_doubles_keep_a_decimal_point) {
+  MetricsRecord r;
+  r.add("accuracy", 1.0).add("samples", std::int64_t{1});
+  BOOST_TEST(r.to_json() == R"({"accuracy": 1.0, "samples": 1})");
+  BOOST_TEST(MetricsRecord().add("loss", 0.0).to_json() == R"({"loss": 0.0})");
+}
+
+BOOST_AUTO_TEST_CASE(doubles_round_trip) {
+  const double v = 0.1 + 0.2;  // 0.30000000000000004: needs 17 significant digits
+  MetricsRecord r;
+  r.add("x", v);
+  const std::string json = r.to_json();
+  const std::string number = json.substr(json.find(": ") + 2, json.size() - json.find(": ") - 3);
+  BOOST_TEST(std::stod(number) == v);
+}
+
+BOOST_AUTO_TEST_CASE(non_finite_numbers_are_null) {
+  MetricsRecord r;
+  r.add("nan", std::numeric_limits<double>::quiet_NaN())
+      .add("inf", std::numeric_limits<double>::infinity())
+      .add("ninf", -std::numeric_limits<double>::infinity());
+  BOOST_TEST(r.to_json() == R"({"nan": null, "inf": null, "ninf": null})");
+}
+
+BOOST_AUTO_TEST_CASE(strings_and_keys_are_escaped) {
+  MetricsRecord r;
+  r.add("quote\"key", std::string("a\"b\\c\nd\te\rf\x01g/é"));
+  BOOST_TEST(r.to_json() == "{\"quote\\\"key\": \"a\\\"b\\\\c\\nd\\te\\rf\\u0001g/é\"}");
+  BOOST_TEST(MetricsRecord().to_json() == "{}");
+}
+
+BOOST_AUTO_TEST_CASE(writer_appends_one_line_per_record) {
+  TempDir tmp;
+  const fs::path file = tmp.path / "metrics.jsonl";
+  {
+    kiln::io::MetricsWriter w(file);
+    BOOST_TEST(w.path() == file);
+    w.write(MetricsRecord().add("epoch", std::int64_t{1}));
+    // Flushed after every record: readable while the writer is still open.
+    BOOST_TEST(slurp(file) == "{\"epoch\": 1}\n");
+  }
+  {
+    kiln::io::MetricsWriter w(file);  // appends, never truncates
+    w.write(MetricsRecord().add("epoch", std::int64_t{2}));
+  }
+  BOOST_TEST(slurp(file) == "{\"epoch\": 1}\n{\"epoch\": 2}\n");
+  const std::string err = kiln::test::error_text<kiln::IoError>(
+      [&] { kiln::io::MetricsWriter w(tmp.path / "missing" / "metrics.jsonl"); });
+  BOOST_TEST(err.find("cannot open " + (tmp.path / "missing" / "metrics.jsonl").string()) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(run_dir_refuses_an_old_run) {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "run";
+  fs::create_directories(dir);
+  { std::ofstream(dir / "metrics.jsonl") << "{\"epoch\": 1}\n"; }
+  BOOST_TEST(kiln::test::error_text<kiln::IoError>([&] { kiln::io::prepare_run_dir(dir.string()); }) ==
+             "run directory " + dir.string() +
+                 " already holds a run (metrics.jsonl); choose another --run-dir or move the old run away");
+  BOOST_TEST(slurp(dir / "metrics.jsonl") == "{\"epoch\": 1}\n");  // untouched
+  BOOST_TEST(!fs::exists(dir / "logs"));
+}
+
+BOOST_AUTO_TEST_CASE(run_dir_explicit_is_created_or_reused_when_empty) {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "a" / "b";
+  BOOST_TEST(kiln::io::prepare_run_dir(dir.string()) == dir);
+  BOOST_TEST(fs::is_directory(dir / "logs"));
+  BOOST_TEST(kiln::io::prepare_run_dir(dir.string()) == dir);  // no metrics.jsonl yet: fine
+}
+
+BOOST_AUTO_TEST_CASE(run_dir_default_is_fresh_under_runs) {
+  TempDir tmp;
+  const fs::path old_cwd = fs::current_path();
+  fs::current_path(tmp.path);
+  fs::path first, second;
+  try {
+    first = kiln::io::prepare_run_dir("");
+    second = kiln::io::prepare_run_dir("");
+  } catch (...) {
+    fs::current_path(old_cwd);
+    throw;
+  }
+  fs::current_path(old_cwd);
+  BOOST_TEST(first.parent_path() == fs::path("runs"));
+  BOOST_TEST(second.parent_path() == fs::path("runs"));
+  BOOST_TEST(first != second);  // the second gets a -2 suffix if made in the same second
+  // runs/YYYYmmdd-HHMMSS
+  const std::string stamp = first.filename().string();
+  BOOST_TEST(stamp.size() == 15u);
+  BOOST_TEST(stamp[8] == '-');
+  BOOST_TEST(fs::is_directory(tmp.path / first / "logs"));
+  BOOST_TEST(fs::is_directory(tmp.path / second / "logs"));
+}
+
+BOOST_AUTO_TEST_CASE(atomic_write_replaces_whole_file) {
+  TempDir tmp;
+  const fs::path file = tmp.path / "config.toml";
+  kiln::io::write_file_atomic(file, "a = 1\n");
+  kiln::io::write_file_atomic(file, "b = 2\n");
+  BOOST_TEST(slurp(file) == "b = 2\n");
+  BOOST_TEST(!fs::exists(tmp.path / "config.toml.tmp"));
+  BOOST_CHECK_THROW(kiln::io::write_file_atomic(tmp.path / "no" / "such" / "dir.toml", "x"), kiln::IoError);
+}
+
+}  // namespace
