@@ -112,7 +112,8 @@ struct Trainer::Impl {
   struct EpochStats {
     SplitTotals totals;
     double seconds = 0, wait_seconds = 0, global_samples = 0;
-    std::int64_t skipped = 0;
+    double comm_wait_seconds = 0;  // time the trainer blocked in GradSync::finish (not overlapped)
+    std::int64_t steps = 0, skipped = 0;
   };
 
   EpochStats train_epoch(std::int64_t epoch) {
@@ -142,7 +143,10 @@ struct Trainer::Impl {
         model.backward(loss.backward(scale), grad_sync->ready_callback());
         local_samples += static_cast<double>(batch->rows);
       }
+      const auto sync_start = Clock::now();
       grad_sync->finish();
+      st.comm_wait_seconds += seconds_since(sync_start);
+      ++st.steps;
       if (precision.after_allreduce(backend(), params) == StepDecision::apply) {
         optimizer->step(backend(), params, static_cast<float>(lr));
       } else {
@@ -184,7 +188,7 @@ struct Trainer::Impl {
   }
 
   void write(std::int64_t epoch, const char* split, const SplitTotals& t, double samples_per_s, double lr,
-             double seconds, double wait) {
+             double seconds, const EpochStats* train) {
     if (!metrics) return;
     io::MetricsRecord rec;
     rec.add("epoch", epoch + 1)
@@ -196,8 +200,14 @@ struct Trainer::Impl {
         .add("samples_per_s", samples_per_s)
         .add("lr", lr)
         .add("time_s", seconds);
-    if (std::string(split) == "train") {
-      rec.add("data_wait_s", wait);
+    if (train) {
+      rec.add("data_wait_s", train->wait_seconds);
+      // Exposed communication: how long each step waited for gradient all-reduces after
+      // backward finished (what overlap did not hide).
+      rec.add("comm_wait_s", train->comm_wait_seconds);
+      rec.add("exposed_comm_ms_per_step",
+              train->steps > 0 ? 1e3 * train->comm_wait_seconds / static_cast<double>(train->steps) : 0.0);
+      rec.add("skipped_steps_epoch", train->skipped);
       for (const auto& [k, v] : parts.precision->metrics()) rec.add(k, v);
     }
     metrics->write(rec);
@@ -209,7 +219,7 @@ struct Trainer::Impl {
       const EpochStats st = train_epoch(epoch);
       const double lr = schedule->at(std::max<std::int64_t>(0, global_step - 1));
       const double sps = st.global_samples / std::max(1e-9, st.seconds);
-      write(epoch, "train", st.totals, sps, lr, st.seconds, st.wait_seconds);
+      write(epoch, "train", st.totals, sps, lr, st.seconds, &st);
       result.final_train_loss = st.totals.loss();
       result.final_train_accuracy = st.totals.accuracy();
       std::string line = fmt::format("epoch {:>3}/{}  train loss {:.4f} acc {:.4f}", epoch + 1, opt.epochs,
@@ -218,7 +228,7 @@ struct Trainer::Impl {
         const auto te = Clock::now();
         const SplitTotals ev = evaluate(epoch);
         const double eval_s = seconds_since(te);
-        write(epoch, "test", ev, ev.samples / std::max(1e-9, eval_s), lr, eval_s, 0);
+        write(epoch, "test", ev, ev.samples / std::max(1e-9, eval_s), lr, eval_s, nullptr);
         result.final_eval_loss = ev.loss();
         result.final_eval_accuracy = ev.accuracy();
         line += fmt::format("  |  test loss {:.4f} acc {:.4f}", ev.loss(), ev.accuracy());
