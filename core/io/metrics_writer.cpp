@@ -71,6 +71,7 @@ std::string MetricsRecord::to_json() const {
 MetricsWriter::MetricsWriter(const std::filesystem::path& path) : path_(path) {
   file_ = std::fopen(path.c_str(), "a");
   if (!file_) throw IoError(fmt::format("cannot open {} for appending: {}", path.string(), std::strerror(errno)));
+  tensorboard_ = std::make_unique<TensorBoardWriter>(path.parent_path() / "tb");
 }
 
 MetricsWriter::~MetricsWriter() {
@@ -82,6 +83,21 @@ void MetricsWriter::write(const MetricsRecord& record) {
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
     throw IoError(fmt::format("cannot append to {}: {}", path_.string(), std::strerror(errno)));
   }
+  std::string split = "metrics";
+  std::int64_t step = 0;
+  std::vector<std::pair<std::string, double>> scalars;
+  for (const auto& [key, value] : record.fields()) {
+    if (key == "split" && std::holds_alternative<std::string>(value)) split = std::get<std::string>(value);
+    if (key == "step" && std::holds_alternative<std::int64_t>(value)) step = std::get<std::int64_t>(value);
+  }
+  for (const auto& [key, value] : record.fields()) {
+    if (key == "epoch" || key == "step") continue;
+    if (const double* d = std::get_if<double>(&value)) scalars.emplace_back(split + "/" + key, *d);
+    if (const std::int64_t* n = std::get_if<std::int64_t>(&value)) {
+      scalars.emplace_back(split + "/" + key, static_cast<double>(*n));
+    }
+  }
+  tensorboard_->add_scalars(scalars, step);
 }
 
 }  // namespace kiln::io

@@ -1,14 +1,19 @@
 // metrics.jsonl: one JSON object per line, appended and flushed as each record is complete, so
 // the file is always valid up to its last line even if the run dies. Values are numbers or
-// strings; keys keep their insertion order.
+// strings; keys keep their insertion order. The same numbers go to TensorBoard: every numeric
+// field but "epoch" and "step" becomes the scalar "<split>/<key>" at the record's "step", in an
+// event file under tb/ next to metrics.jsonl.
 #pragma once
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include "kiln/io/tensorboard_writer.hpp"
 
 namespace kiln::io {
 
@@ -20,14 +25,16 @@ class MetricsRecord {
   MetricsRecord& add(std::string key, std::string value);
   /// The record as one line of JSON (no newline).
   std::string to_json() const;
+  using Field = std::pair<std::string, std::variant<double, std::int64_t, std::string>>;
+  const std::vector<Field>& fields() const noexcept { return fields_; }
 
  private:
-  std::vector<std::pair<std::string, std::variant<double, std::int64_t, std::string>>> fields_;
+  std::vector<Field> fields_;
 };
 
 class MetricsWriter {
  public:
-  /// Opens `path` for appending. Throws IoError.
+  /// Opens `path` for appending and starts an event file in <dir of path>/tb. Throws IoError.
   explicit MetricsWriter(const std::filesystem::path& path);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
@@ -39,6 +46,7 @@ class MetricsWriter {
  private:
   std::filesystem::path path_;
   std::FILE* file_ = nullptr;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
 };
 
 }  // namespace kiln::io
