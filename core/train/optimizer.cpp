@@ -65,6 +65,10 @@ class Sgd final : public Optimizer {
     }
     ++steps_;
   }
+  std::vector<std::string> state_names() const override {
+    if (step_.momentum > 0) return {"momentum_buffer"};
+    return {};
+  }
   std::string describe() const override {
     return fmt::format("sgd(momentum={}, dampening={}, nesterov={}, weight_decay={})", step_.momentum,
                        step_.dampening, step_.nesterov == SgdStep::Nesterov::yes, weight_decay_);
@@ -96,6 +100,7 @@ class Adam final : public Optimizer {
     }
     ++steps_;
   }
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   std::string describe() const override {
     return fmt::format("{}(beta1={}, beta2={}, eps={}, weight_decay={})",
                        step_.decay == AdamStep::Decay::decoupled ? "adamw" : "adam", step_.beta1,
@@ -168,6 +173,29 @@ std::vector<Optimizer::Segment>& Optimizer::segments(Backend& backend, std::span
     i = j;
   }
   return segments_;
+}
+
+std::vector<std::pair<std::string, Tensor>> Optimizer::state_views(Backend& backend,
+                                                                   std::span<const Parameter> params) {
+  const auto names = state_names();
+  auto& segs = segments(backend, params, static_cast<int>(names.size()));
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    for (const Parameter& p : params) {
+      // The state arenas mirror the parameter storage, so a parameter's state sits at the same
+      // byte offset in the state arena of the segment that covers it.
+      for (const auto& seg : segs) {
+        const std::size_t lo = seg.value.offset_bytes(), hi = lo + seg.value.bytes();
+        if (seg.value.storage() != p.value.storage() || p.value.offset_bytes() < lo || p.value.offset_bytes() >= hi) {
+          continue;
+        }
+        out.emplace_back(names[k] + "." + p.name, Tensor(seg.state[k].storage(), p.value.shape(), p.value.dtype(),
+                                                         p.value.offset_bytes()));
+        break;
+      }
+    }
+  }
+  return out;
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& type, const ParamMap& table) {

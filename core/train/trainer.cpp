@@ -9,6 +9,7 @@
 #include "kiln/log/log.hpp"
 #include "kiln/nn/layers.hpp"
 #include "kiln/rng.hpp"
+#include "kiln/train/checkpoint.hpp"
 #include "kiln/train/grad_sync.hpp"
 #include "kiln/train/param_sync.hpp"
 
@@ -63,6 +64,7 @@ struct Trainer::Impl {
   std::vector<Tensor> grad_zero_views;
   io::Progress progress;
   std::int64_t global_step = 0;
+  std::int64_t start_epoch = 0;
 
   Impl(RunParts p, TrainerOptions o, const RankInfo& r, io::MetricsWriter* m)
       : parts(std::move(p)), opt(std::move(o)), ranks(r), metrics(m), loss(opt.label_smoothing),
@@ -88,10 +90,17 @@ struct Trainer::Impl {
     loss.build(backend(), max_batch, parts.model->input_spec().num_classes);
 
     auto params = parts.model->parameters();
+    optimizer = make_optimizer(opt.optimizer_type, opt.optimizer_table);
+    if (!opt.resume_from.empty()) {
+      const TrainerState st = load_checkpoint(opt.resume_from, backend(), *parts.model, *optimizer);
+      precision.load_state(st.precision);
+      start_epoch = st.epochs_done;
+      global_step = st.global_step;
+      log->info("resumed from {}: {} epochs done, step {}", opt.resume_from.string(), start_epoch, global_step);
+    }
     broadcast_initial_parameters(backend(), *parts.comm, params, parts.model->buffers());
     grad_sync = std::make_unique<GradSync>(*parts.comm, params, opt.bucket_bytes);
     grad_zero_views = grad_arenas(params);
-    optimizer = make_optimizer(opt.optimizer_type, opt.optimizer_table);
     schedule = std::make_unique<LrSchedule>(opt.schedule_type, opt.schedule_table,
                                             opt.optimizer_table.get_float("lr"),
                                             train_loader->steps_per_epoch(), opt.epochs);
@@ -215,7 +224,7 @@ struct Trainer::Impl {
 
   TrainResult run() {
     TrainResult result;
-    for (std::int64_t epoch = 0; epoch < opt.epochs; ++epoch) {
+    for (std::int64_t epoch = start_epoch; epoch < opt.epochs; ++epoch) {
       const EpochStats st = train_epoch(epoch);
       const double lr = schedule->at(std::max<std::int64_t>(0, global_step - 1));
       const double sps = st.global_samples / std::max(1e-9, st.seconds);
@@ -237,6 +246,16 @@ struct Trainer::Impl {
       if (st.skipped) line += fmt::format("  skipped {}", st.skipped);
       progress.line(line);
       log->debug("{}", line);
+      const bool last = epoch + 1 == opt.epochs;
+      if (opt.checkpoint_every > 0 && ((epoch + 1) % opt.checkpoint_every == 0 || last)) {
+        TrainerState st;
+        st.epochs_done = epoch + 1;
+        st.global_step = global_step;
+        st.seed = static_cast<std::int64_t>(opt.seed);
+        st.precision = parts.precision->state();
+        save_checkpoint(opt.checkpoint_dir, opt.checkpoint_keep, backend(), *parts.comm, *parts.model, *optimizer,
+                        *parts.precision, st);
+      }
     }
     result.steps = global_step;
     return result;

@@ -31,8 +31,15 @@ class Optimizer {
   virtual void step(Backend& backend, std::span<const Parameter> params, float lr) = 0;
   /// "adam(beta1=0.9, beta2=0.999, eps=1e-08, weight_decay=0)".
   virtual std::string describe() const = 0;
-  /// Updates applied so far.
+  /// Updates applied so far (restored from checkpoints with set_steps).
   std::int64_t steps() const noexcept { return steps_; }
+  void set_steps(std::int64_t steps) noexcept { steps_ = steps; }
+  /// Names of the per-parameter state tensors, PyTorch's: {"momentum_buffer"} for sgd with
+  /// momentum, {"exp_avg", "exp_avg_sq"} for adam/adamw, {} for plain sgd.
+  virtual std::vector<std::string> state_names() const = 0;
+  /// Views of every parameter's state, named "<state name>.<parameter name>", in parameter order
+  /// (allocating the state on first use). For checkpoints.
+  std::vector<std::pair<std::string, Tensor>> state_views(Backend& backend, std::span<const Parameter> params);
 
  protected:
   /// One contiguous run of parameters sharing weight decay, and its state slices.

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 
 #include "kiln/backend.hpp"
@@ -48,6 +49,13 @@ struct TrainerOptions {
   std::string schedule_type;
   ParamMap schedule_table;
   io::Progress::Mode progress = io::Progress::Mode::automatic;
+  /// Checkpoints: written under checkpoint_dir every `checkpoint_every` epochs and after the
+  /// last (0 = never), newest `checkpoint_keep` kept. `resume_from` (a checkpoint directory)
+  /// restores weights, optimizer, precision state and the position before training starts.
+  std::filesystem::path checkpoint_dir;
+  std::int64_t checkpoint_every = 0;
+  std::int64_t checkpoint_keep = 3;
+  std::filesystem::path resume_from;
 };
 
 /// What the run achieved, for the CLI and tests.

@@ -1,0 +1,29 @@
+// A small, strict JSON reader for the few JSON documents Kiln reads (safetensors headers).
+// Numbers keep their text so integers up to 2^64 stay exact; depth and size are bounded by the
+// caller's input. Errors are DataErrors with the byte offset.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::io {
+
+struct JsonValue {
+  enum class Kind : std::uint8_t { null, boolean, number, string, array, object } kind = Kind::null;
+  bool boolean = false;
+  std::string text;  ///< string contents, or the number's literal text
+  std::vector<JsonValue> array;
+  std::vector<std::pair<std::string, JsonValue>> object;  ///< in document order (duplicates kept)
+
+  /// The number as a non-negative integer; throws DataError (naming `what`) otherwise.
+  std::uint64_t as_uint(const std::string& what) const;
+};
+
+/// Parses one JSON document (surrounding whitespace allowed). `what` names the source in errors.
+JsonValue parse_json(std::string_view text, const std::string& what);
+
+}  // namespace kiln::io

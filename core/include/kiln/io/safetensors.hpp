@@ -1,0 +1,46 @@
+// safetensors files: the format checkpoints use, so weights load in PyTorch/HF tools as they are.
+//
+// Layout (huggingface/safetensors): u64 little-endian header length N; N bytes of JSON
+// {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
+//  "__metadata__": {"key": "value"}} padded with spaces to a multiple of 8; then the data, each
+// tensor's bytes contiguous, row-major, little-endian. The reader checks everything the reference
+// implementation checks: header size limit (100 MB), valid JSON of the expected shape, known
+// dtypes, offsets contiguous from 0 and covering the whole buffer, byte counts equal to
+// numel x dtype size, no duplicate names. Any violation is a DataError naming the file.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/tensor.hpp"
+
+namespace kiln::io {
+
+/// One tensor to write: bytes are read from `data` (host memory, row-major).
+struct TensorRecord {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  const void* data = nullptr;
+};
+
+/// Writes `tensors` (in the given order) and string metadata to `path`. Throws IoError.
+void write_safetensors(const std::filesystem::path& path, const std::vector<TensorRecord>& tensors,
+                       const std::map<std::string, std::string>& metadata);
+
+/// A loaded file: every tensor as a host tensor, plus the metadata.
+struct SafetensorsFile {
+  std::map<std::string, Tensor> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+/// Reads and validates `path`. Throws DataError (corrupt file) or IoError (unreadable).
+SafetensorsFile read_safetensors(const std::filesystem::path& path);
+
+/// "F32", "BF16", ... and back (DataError for a dtype Kiln does not have).
+std::string safetensors_dtype(DType dtype);
+
+}  // namespace kiln::io

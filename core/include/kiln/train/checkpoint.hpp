@@ -1,0 +1,57 @@
+// Checkpoints: everything needed to continue a run exactly where it stopped.
+//
+//   <run_dir>/checkpoints/epoch-0003/model.safetensors    parameters and buffers, PyTorch names
+//                                                         (no wrapper prefixes), f32
+//   <run_dir>/checkpoints/epoch-0003/trainer.safetensors  optimizer state ("exp_avg.<name>", ...)
+//                                                         and, as metadata, epoch, global step,
+//                                                         optimizer steps, precision state, seed
+// A checkpoint is written into "checkpoints/.partial-epoch-0003" and renamed when complete, so a
+// directory named epoch-NNNN is always whole; only the newest `keep` are kept. Rank 0 writes
+// while the others wait at a barrier, so no rank runs ahead into a collective. Resuming at an
+// epoch boundary reproduces the uninterrupted run: the data order, dropout masks and learning
+// rate are functions of (seed, epoch, step), all restored.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "kiln/backend.hpp"
+#include "kiln/communicator.hpp"
+#include "kiln/model.hpp"
+#include "kiln/plugin_abi.h"
+#include "kiln/precision_policy.hpp"
+#include "kiln/train/optimizer.hpp"
+
+namespace kiln::train {
+
+/// Keys of the [checkpoint] table: every_epochs (1; 0 = never), keep (3).
+std::span<const kiln_param_spec_v1> checkpoint_schema();
+
+/// Where the loop stands; saved with every checkpoint.
+struct TrainerState {
+  std::int64_t epochs_done = 0;
+  std::int64_t global_step = 0;
+  std::int64_t seed = 0;
+  std::map<std::string, double> precision;
+};
+
+/// Writes a checkpoint for `state.epochs_done` under `dir` (the run's checkpoints/ directory) and
+/// prunes old ones. Every rank calls it; rank 0 writes. Throws IoError.
+void save_checkpoint(const std::filesystem::path& dir, std::int64_t keep, Backend& backend, Communicator& comm,
+                     const Model& model, Optimizer& optimizer, const PrecisionPolicy& precision,
+                     const TrainerState& state);
+
+/// The newest complete checkpoint under `dir`, if any.
+std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
+
+/// Loads a checkpoint into a built model and an optimizer; returns the saved state (the caller
+/// restores the precision policy from state.precision). Throws DataError when the checkpoint does
+/// not match the model (missing or extra names, shapes), naming the tensor.
+TrainerState load_checkpoint(const std::filesystem::path& checkpoint, Backend& backend, const Model& model,
+                             Optimizer& optimizer);
+
+}  // namespace kiln::train

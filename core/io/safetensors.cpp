@@ -1,0 +1,170 @@
+// safetensors writer and validating reader (see the header for the rules checked).
+#include "kiln/io/safetensors.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "kiln/errors.hpp"
+#include "kiln/io/json.hpp"
+#include "kiln/io/run_dir.hpp"
+
+namespace kiln::io {
+namespace {
+
+constexpr std::uint64_t kMaxHeader = 100'000'000;  // the reference implementation's limit
+
+DType parse_dtype(const std::string& s, const std::string& where) {
+  if (s == "F32") return DType::f32;
+  if (s == "F16") return DType::f16;
+  if (s == "BF16") return DType::bf16;
+  if (s == "F64") return DType::f64;
+  if (s == "I32") return DType::i32;
+  if (s == "I64") return DType::i64;
+  if (s == "U8") return DType::u8;
+  throw DataError(fmt::format("{}: dtype '{}' is not one Kiln reads (F32, F16, BF16, F64, I32, I64, U8)", where, s));
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<int>(c));
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string safetensors_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "F32";
+    case DType::f16: return "F16";
+    case DType::bf16: return "BF16";
+    case DType::f64: return "F64";
+    case DType::i32: return "I32";
+    case DType::i64: return "I64";
+    case DType::u8: return "U8";
+  }
+  return "?";
+}
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<TensorRecord>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::string header = "{";
+  if (!metadata.empty()) {
+    header += "\"__metadata__\":{";
+    bool first = true;
+    for (const auto& [k, v] : metadata) {
+      header += fmt::format("{}\"{}\":\"{}\"", first ? "" : ",", json_escape(k), json_escape(v));
+      first = false;
+    }
+    header += "}";
+  }
+  std::uint64_t offset = 0;
+  std::set<std::string> names;
+  for (const auto& t : tensors) {
+    if (!names.insert(t.name).second) throw IoError(fmt::format("{}: two tensors named '{}'", path.string(), t.name));
+    const std::uint64_t bytes = static_cast<std::uint64_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
+    header += fmt::format("{}\"{}\":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+                          header.size() > 1 ? "," : "", json_escape(t.name), safetensors_dtype(t.dtype),
+                          fmt::join(t.shape, ","), offset, offset + bytes);
+    offset += bytes;
+  }
+  header += "}";
+  header.append((8 - header.size() % 8) % 8, ' ');  // align the data to 8 bytes
+  std::string out;
+  out.reserve(8 + header.size() + offset);
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xFF));
+  out += header;
+  for (const auto& t : tensors) {
+    const std::size_t bytes = static_cast<std::size_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
+    out.append(static_cast<const char*>(t.data), bytes);
+  }
+  write_file_atomic(path, out);
+}
+
+SafetensorsFile read_safetensors(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(fmt::format("cannot open {}", path.string()));
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string where = path.string();
+  if (bytes.size() < 8) throw DataError(fmt::format("{}: {} bytes is too short for a safetensors file", where, bytes.size()));
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  if (n > kMaxHeader || 8 + n > bytes.size()) {
+    throw DataError(fmt::format("{}: header length {} does not fit in the file ({} bytes)", where, n, bytes.size()));
+  }
+  const JsonValue header = parse_json(std::string_view(bytes).substr(8, n), where);
+  if (header.kind != JsonValue::Kind::object) throw DataError(where + ": header is not a JSON object");
+  const std::uint64_t buffer = bytes.size() - 8 - n;
+  const char* data = bytes.data() + 8 + n;
+
+  SafetensorsFile file;
+  struct Range {
+    std::uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Range> ranges;
+  for (const auto& [name, info] : header.object) {
+    if (name == "__metadata__") {
+      if (info.kind != JsonValue::Kind::object) throw DataError(where + ": __metadata__ is not an object");
+      for (const auto& [k, v] : info.object) {
+        if (v.kind != JsonValue::Kind::string) throw DataError(fmt::format("{}: metadata '{}' is not a string", where, k));
+        file.metadata[k] = v.text;
+      }
+      continue;
+    }
+    const std::string t_where = fmt::format("{}: tensor '{}'", where, name);
+    if (file.tensors.count(name)) throw DataError(t_where + " appears twice");
+    if (info.kind != JsonValue::Kind::object) throw DataError(t_where + " is not an object");
+    const JsonValue *dtype = nullptr, *shape = nullptr, *offsets = nullptr;
+    for (const auto& [k, v] : info.object) {
+      if (k == "dtype") dtype = &v;
+      else if (k == "shape") shape = &v;
+      else if (k == "data_offsets") offsets = &v;
+      else throw DataError(fmt::format("{} has an unknown field '{}'", t_where, k));
+    }
+    if (!dtype || dtype->kind != JsonValue::Kind::string || !shape || shape->kind != JsonValue::Kind::array ||
+        !offsets || offsets->kind != JsonValue::Kind::array || offsets->array.size() != 2) {
+      throw DataError(t_where + " needs dtype (string), shape (array) and data_offsets ([begin, end])");
+    }
+    const DType dt = parse_dtype(dtype->text, t_where);
+    Shape s;
+    for (const auto& d : shape->array) s.push_back(static_cast<std::int64_t>(d.as_uint(t_where + " shape")));
+    const std::uint64_t begin = offsets->array[0].as_uint(t_where + " data_offsets");
+    const std::uint64_t end = offsets->array[1].as_uint(t_where + " data_offsets");
+    const std::uint64_t expected = static_cast<std::uint64_t>(shape_numel(s)) * dtype_size(dt);
+    if (end < begin || end - begin != expected) {
+      throw DataError(fmt::format("{}: data_offsets [{}, {}] hold {} bytes but {} {} needs {}", t_where, begin, end,
+                                  end - begin, dtype->text, shape_string(s), expected));
+    }
+    if (end > buffer) throw DataError(fmt::format("{} ends at byte {} of a {}-byte data buffer", t_where, end, buffer));
+    Tensor t = host_tensor(s, dt);
+    std::memcpy(t.data(), data + begin, expected);
+    file.tensors.emplace(name, std::move(t));
+    ranges.push_back({begin, end, name});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  std::uint64_t at = 0;
+  for (const auto& r : ranges) {
+    if (r.begin != at) {
+      throw DataError(fmt::format("{}: tensor '{}' starts at byte {} but the previous one ends at {} (gaps and "
+                                  "overlaps are not allowed)",
+                                  where, r.name, r.begin, at));
+    }
+    at = r.end;
+  }
+  if (at != buffer) throw DataError(fmt::format("{}: tensors cover {} of the {} data bytes", where, at, buffer));
+  return file;
+}
+
+}  // namespace kiln::io

@@ -1,0 +1,165 @@
+// Saving and loading checkpoints (see the header for the layout and guarantees).
+#include "kiln/train/checkpoint.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+#include <vector>
+
+#include "kiln/errors.hpp"
+#include "kiln/io/safetensors.hpp"
+#include "kiln/log/log.hpp"
+
+namespace kiln::train {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr kiln_param_spec_v1 kCheckpointSchema[] = {
+    {"every_epochs", KILN_PARAM_INT, "1", nullptr, "Write a checkpoint every N epochs (and after the last); 0 = never."},
+    {"keep", KILN_PARAM_INT, "3", nullptr, "How many of the newest checkpoints to keep."},
+};
+
+constexpr const char* kPrefix = "epoch-";
+
+/// Host copies of device tensors, kept alive while the records point at them.
+struct HostCopies {
+  std::vector<Tensor> keep;
+  io::TensorRecord add(Backend& backend, const std::string& name, const Tensor& t) {
+    Tensor h = host_tensor(t.shape(), t.dtype());
+    backend.copy(t, h);
+    keep.push_back(h);
+    return io::TensorRecord{name, t.dtype(), t.shape(), h.data()};
+  }
+};
+
+std::string number(double v) { return fmt::format("{}", v); }
+
+double parse_number(const std::map<std::string, std::string>& meta, const std::string& key, const fs::path& file) {
+  auto it = meta.find(key);
+  if (it == meta.end()) throw DataError(fmt::format("{}: metadata has no '{}'", file.string(), key));
+  double v = 0;
+  const auto r = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  if (r.ec != std::errc()) throw DataError(fmt::format("{}: metadata '{}' = '{}' is not a number", file.string(), key, it->second));
+  return v;
+}
+
+/// Copies `src` (host, from the file) into `dst`, checking name, shape and dtype.
+void restore(Backend& backend, const io::SafetensorsFile& file, const std::string& name, const Tensor& dst,
+             const fs::path& path, std::set<std::string>& used) {
+  auto it = file.tensors.find(name);
+  if (it == file.tensors.end()) {
+    throw DataError(fmt::format("{} has no tensor '{}' that this model needs; was it written by another model?",
+                                path.string(), name));
+  }
+  const Tensor& src = it->second;
+  if (src.shape() != dst.shape() || src.dtype() != dst.dtype()) {
+    throw DataError(fmt::format("{}: tensor '{}' is {} but the model's is {}", path.string(), name, src.describe(),
+                                dst.describe()));
+  }
+  backend.copy(src, dst);
+  used.insert(name);
+}
+
+void check_all_used(const io::SafetensorsFile& file, const std::set<std::string>& used, const fs::path& path) {
+  for (const auto& [name, t] : file.tensors) {
+    if (!used.count(name)) {
+      throw DataError(fmt::format("{} has tensor '{}' that this model does not; was it written by another model?",
+                                  path.string(), name));
+    }
+  }
+}
+
+}  // namespace
+
+std::span<const kiln_param_spec_v1> checkpoint_schema() { return kCheckpointSchema; }
+
+void save_checkpoint(const fs::path& dir, std::int64_t keep, Backend& backend, Communicator& comm, const Model& model,
+                     Optimizer& optimizer, const PrecisionPolicy& precision, const TrainerState& state) {
+  auto params = model.parameters();
+  // Every rank builds the optimizer state views (allocation is collective-free but keeps the
+  // optimizer in the same state on every rank).
+  const auto opt_state = optimizer.state_views(backend, params);
+  if (comm.rank() == 0) {
+    const std::string name = fmt::format("{}{:04d}", kPrefix, state.epochs_done);
+    const fs::path partial = dir / (".partial-" + name), final_dir = dir / name;
+    std::error_code ec;
+    fs::remove_all(partial, ec);
+    fs::create_directories(partial, ec);
+    if (ec) throw IoError(fmt::format("cannot create {}: {}", partial.string(), ec.message()));
+
+    HostCopies copies;
+    std::vector<io::TensorRecord> model_records;
+    for (const auto& p : params) model_records.push_back(copies.add(backend, p.name, p.value));
+    for (const auto& b : model.buffers()) model_records.push_back(copies.add(backend, b.name, b.value));
+    io::write_safetensors(partial / "model.safetensors", model_records,
+                          {{"format", "pt"}, {"producer", "kiln"}, {"model", std::string(model.name())},
+                           {"epoch", std::to_string(state.epochs_done)}});
+
+    std::vector<io::TensorRecord> trainer_records;
+    for (const auto& [n, t] : opt_state) trainer_records.push_back(copies.add(backend, n, t));
+    std::map<std::string, std::string> meta = {
+        {"producer", "kiln"},
+        {"epochs_done", std::to_string(state.epochs_done)},
+        {"global_step", std::to_string(state.global_step)},
+        {"optimizer_steps", std::to_string(optimizer.steps())},
+        {"seed", std::to_string(state.seed)},
+    };
+    for (const auto& [k, v] : precision.state()) meta["precision." + k] = number(v);
+    io::write_safetensors(partial / "trainer.safetensors", trainer_records, meta);
+
+    fs::remove_all(final_dir, ec);
+    fs::rename(partial, final_dir, ec);
+    if (ec) throw IoError(fmt::format("cannot rename {} to {}: {}", partial.string(), final_dir.string(), ec.message()));
+    log::get("train")->info("checkpoint written: {}", final_dir.string());
+
+    // Prune: keep the newest `keep` complete checkpoints.
+    std::vector<fs::path> all;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      if (e.is_directory() && e.path().filename().string().rfind(kPrefix, 0) == 0) all.push_back(e.path());
+    }
+    std::sort(all.begin(), all.end());
+    for (std::size_t i = 0; keep > 0 && i + static_cast<std::size_t>(keep) < all.size(); ++i) fs::remove_all(all[i], ec);
+  }
+  comm.barrier();
+}
+
+std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
+  std::error_code ec;
+  std::optional<fs::path> best;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_directory() || n.rfind(kPrefix, 0) != 0) continue;
+    if (!fs::exists(e.path() / "model.safetensors") || !fs::exists(e.path() / "trainer.safetensors")) continue;
+    if (!best || n > best->filename().string()) best = e.path();
+  }
+  return best;
+}
+
+TrainerState load_checkpoint(const fs::path& checkpoint, Backend& backend, const Model& model, Optimizer& optimizer) {
+  const fs::path model_file = checkpoint / "model.safetensors", trainer_file = checkpoint / "trainer.safetensors";
+  const io::SafetensorsFile weights = io::read_safetensors(model_file);
+  const io::SafetensorsFile trainer = io::read_safetensors(trainer_file);
+  auto params = model.parameters();
+  std::set<std::string> used;
+  for (const auto& p : params) restore(backend, weights, p.name, p.value, model_file, used);
+  for (const auto& b : model.buffers()) restore(backend, weights, b.name, b.value, model_file, used);
+  check_all_used(weights, used, model_file);
+
+  used.clear();
+  for (const auto& [n, t] : optimizer.state_views(backend, params)) restore(backend, trainer, n, t, trainer_file, used);
+  check_all_used(trainer, used, trainer_file);
+
+  TrainerState st;
+  st.epochs_done = static_cast<std::int64_t>(parse_number(trainer.metadata, "epochs_done", trainer_file));
+  st.global_step = static_cast<std::int64_t>(parse_number(trainer.metadata, "global_step", trainer_file));
+  st.seed = static_cast<std::int64_t>(parse_number(trainer.metadata, "seed", trainer_file));
+  optimizer.set_steps(static_cast<std::int64_t>(parse_number(trainer.metadata, "optimizer_steps", trainer_file)));
+  for (const auto& [k, v] : trainer.metadata) {
+    if (k.rfind("precision.", 0) == 0) st.precision[k.substr(10)] = parse_number(trainer.metadata, k, trainer_file);
+  }
+  return st;
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,204 @@
+// Checkpoints: safetensors round trip and validation, and the promise that matters — a run
+// resumed from an epoch-1 checkpoint ends with bit-identical weights to the uninterrupted run.
+#include <boost/test/unit_test.hpp>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "kiln/errors.hpp"
+#include "kiln/io/safetensors.hpp"
+#include "kiln/plugin/registry.hpp"
+#include "kiln/train/checkpoint.hpp"
+#include "kiln/train/trainer.hpp"
+#include "train_fixture.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("kiln-ckpt-test-" + std::to_string(::getpid()) + "-" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string data_error(const fs::path& p) {
+  try {
+    kiln::io::read_safetensors(p);
+  } catch (const kiln::DataError& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+kiln::plugin::Registry& registry() {
+  static kiln::plugin::Registry* r = [] {
+    auto* reg = new kiln::plugin::Registry({KILN_TEST_PLUGIN_DIR});
+    reg->scan();
+    return reg;
+  }();
+  return *r;
+}
+
+/// Holds the ParamMaps alive for as long as the plugins may look at them.
+struct Run {
+  std::vector<std::unique_ptr<kiln::ParamMap>> params;
+  kiln::train::RunParts parts;
+  template <class Create>
+  auto make(std::uint32_t kind, const std::string& name, const std::string& body, Create create) {
+    params.push_back(std::make_unique<kiln::ParamMap>(kiln::test::plugin_params(kind, name, body)));
+    kiln::PluginArgs args;
+    args.params = params.back().get();
+    return (registry().*create)(registry().require(kind, name, "test"), args);
+  }
+};
+
+/// Trains the MLP on 640 Fashion-MNIST samples for `epochs`, checkpointing into `ckpt`, resuming
+/// from `resume` if given; returns the final parameter values.
+std::vector<double> train(std::int64_t epochs, const fs::path& ckpt, const fs::path& resume, std::int64_t keep = 3) {
+  Run run;
+  using R = kiln::plugin::Registry;
+  run.parts.backend = run.make(KILN_KIND_BACKEND, "cpu", "threads = 1", &R::create_backend);
+  run.parts.comm = run.make(KILN_KIND_COMMUNICATOR, "local", "", &R::create_communicator);
+  run.parts.precision = run.make(KILN_KIND_PRECISION, "fp32", "", &R::create_precision);
+  run.parts.model = run.make(KILN_KIND_MODEL, "mlp", "hidden = [16]\ndropout = 0.2", &R::create_model);
+  run.parts.train_data = run.make(KILN_KIND_DATA, "mnist", "limit = 640", &R::create_data);
+  kiln::CommContext cc;
+  cc.backend = run.parts.backend.get();
+  run.parts.comm->connect(cc);
+
+  kiln::train::TrainerOptions o;
+  o.epochs = epochs;
+  o.seed = 7;
+  o.train_loader.shard.batch = 32;
+  o.train_loader.shard.seed = 7;
+  o.optimizer_type = "adam";
+  o.optimizer_table = kiln::test::core_table("optimizer", "lr = 0.01", kiln::train::optimizer_schema("adam"));
+  o.schedule_type = "cosine";
+  o.schedule_table = kiln::test::core_table("schedule", "", kiln::train::schedule_schema());
+  o.progress = kiln::io::Progress::Mode::never;
+  o.checkpoint_dir = ckpt;
+  o.checkpoint_every = 1;
+  o.checkpoint_keep = keep;
+  o.resume_from = resume;
+  auto model = run.parts.model;
+  kiln::train::Trainer trainer(run.parts, o, kiln::RankInfo{}, nullptr);
+  trainer.run();
+  std::vector<double> out;
+  for (const auto& p : model->parameters()) {
+    const auto v = kiln::test::read(p.value);
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+BOOST_AUTO_TEST_SUITE(checkpoint)
+
+BOOST_AUTO_TEST_CASE(safetensors_round_trip_keeps_names_shapes_values_metadata) {
+  const fs::path dir = fresh_dir("roundtrip");
+  const std::vector<float> a = {1.5f, -2.0f, 3.25f, 0.0f, 5.0f, 6.0f};
+  const std::vector<std::int32_t> b = {7, 8, 9};
+  kiln::io::write_safetensors(dir / "x.safetensors",
+                              {{"layer.weight", kiln::DType::f32, {2, 3}, a.data()},
+                               {"labels", kiln::DType::i32, {3}, b.data()}},
+                              {{"format", "pt"}});
+  const auto f = kiln::io::read_safetensors(dir / "x.safetensors");
+  BOOST_TEST(f.metadata.at("format") == "pt");
+  const kiln::Tensor& w = f.tensors.at("layer.weight");
+  BOOST_TEST((w.shape() == kiln::Shape{2, 3}));
+  BOOST_TEST(std::memcmp(w.data(), a.data(), a.size() * 4) == 0);
+  BOOST_TEST(f.tensors.at("labels").data_as<std::int32_t>()[2] == 9);
+  // The data section starts 8-byte aligned (header padded with spaces).
+  BOOST_TEST(fs::file_size(dir / "x.safetensors") % 4 == 0u);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(corrupt_safetensors_are_data_errors_naming_the_file) {
+  const fs::path dir = fresh_dir("corrupt");
+  const std::vector<float> a = {1, 2, 3, 4};
+  const fs::path good = dir / "good.safetensors";
+  kiln::io::write_safetensors(good, {{"w", kiln::DType::f32, {4}, a.data()}}, {});
+  std::ifstream in(good, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto write = [&](const std::string& name, const std::string& content) {
+    std::ofstream(dir / name, std::ios::binary) << content;
+    return dir / name;
+  };
+  BOOST_TEST(data_error(write("short.safetensors", bytes.substr(0, 5))).find("too short") != std::string::npos);
+  BOOST_TEST(data_error(write("trunc.safetensors", bytes.substr(0, bytes.size() - 4))).find("data buffer") !=
+             std::string::npos);
+  std::string bad_json = bytes;
+  bad_json[9] = '[';
+  BOOST_TEST(data_error(write("json.safetensors", bad_json)).find("invalid JSON") != std::string::npos);
+  std::string huge = bytes;
+  huge[7] = '\x7f';
+  BOOST_TEST(data_error(write("huge.safetensors", huge)).find("does not fit") != std::string::npos);
+  std::string dtype = bytes;
+  dtype.replace(dtype.find("F32"), 3, "F8X");
+  BOOST_TEST(data_error(write("dtype.safetensors", dtype)).find("dtype 'F8X'") != std::string::npos);
+  std::string extra = bytes + "abcd";
+  BOOST_TEST(data_error(write("extra.safetensors", extra)).find("cover 16 of the 20 data bytes") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(resuming_from_epoch_one_reproduces_the_uninterrupted_run) {
+  const fs::path dir = fresh_dir("resume");
+  // The uninterrupted run keeps every checkpoint; its epoch-1 checkpoint is what an interrupted
+  // run of the same config would have left behind.
+  const auto straight = train(3, dir / "a", {});
+  const auto latest = kiln::train::latest_checkpoint(dir / "a");
+  BOOST_REQUIRE(latest.has_value());
+  BOOST_TEST(latest->filename() == "epoch-0003");
+  const auto resumed = train(3, dir / "b", dir / "a" / "epoch-0001");
+  BOOST_REQUIRE(resumed.size() == straight.size());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < straight.size(); ++i) differ += straight[i] != resumed[i];
+  BOOST_TEST(differ == 0u, differ << " of " << straight.size() << " parameters differ after resuming");
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(only_the_newest_checkpoints_are_kept_and_partials_are_ignored) {
+  const fs::path dir = fresh_dir("keep");
+  (void)train(3, dir, {}, 2);
+  BOOST_TEST(!fs::exists(dir / "epoch-0001"));
+  BOOST_TEST(fs::exists(dir / "epoch-0002" / "trainer.safetensors"));
+  BOOST_TEST(fs::exists(dir / "epoch-0003" / "model.safetensors"));
+  fs::create_directories(dir / ".partial-epoch-0004");
+  fs::create_directories(dir / "epoch-0009");  // incomplete: no files
+  BOOST_TEST(kiln::train::latest_checkpoint(dir)->filename() == "epoch-0003");
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_is_refused_by_name) {
+  const fs::path dir = fresh_dir("mismatch");
+  (void)train(1, dir / "a", {});
+  Run run;
+  using R = kiln::plugin::Registry;
+  run.parts.backend = run.make(KILN_KIND_BACKEND, "cpu", "threads = 1", &R::create_backend);
+  auto model = run.make(KILN_KIND_MODEL, "mlp", "hidden = [32]", &R::create_model);
+  kiln::ModelBuildContext ctx;
+  ctx.backend = run.parts.backend.get();
+  ctx.max_batch = 4;
+  model->build(ctx);
+  auto opt = kiln::train::make_optimizer(
+      "adam", kiln::test::core_table("optimizer", "", kiln::train::optimizer_schema("adam")));
+  std::string msg;
+  try {
+    kiln::train::load_checkpoint(dir / "a" / "epoch-0001", *run.parts.backend, *model, *opt);
+  } catch (const kiln::DataError& e) {
+    msg = e.what();
+  }
+  BOOST_TEST(msg.find("tensor 'layers.0.weight' is f32(16, 784) but the model's is f32(32, 784)") != std::string::npos,
+             msg);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace
