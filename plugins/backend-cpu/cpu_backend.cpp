@@ -46,6 +46,7 @@ CpuBackend::CpuBackend(const PluginArgs& args)
     : threads_(choose_threads(args)),
       info_(describe_host_cpu(threads_)),
       engine_(dnnl::engine::kind::cpu, 0),
+      bf16_primitives_(onednn_has_bf16(engine_)),
       stream_(engine_),
       matmuls_(std::make_unique<MatmulCache>(engine_)),
       done_(std::make_shared<CompleteEvent>()) {
@@ -59,27 +60,44 @@ void CpuBackend::use_our_threads() const {
 }
 
 bool CpuBackend::supports(Op op, DType dtype) const {
+  const bool f32 = dtype == DType::f32;
+  const bool any_float = f32 || dtype == DType::bf16 || dtype == DType::f16;
+  const bool primitive = f32 || (dtype == DType::bf16 && bf16_primitives_);
   switch (op) {
-    case Op::matmul: return dtype == DType::f32 || dtype == DType::bf16;
+    // oneDNN primitives: f32, and bf16 where oneDNN has bf16 kernels (AVX-512 core and up;
+    // native with avx512_bf16, emulated otherwise).
+    case Op::matmul:
+    case Op::conv2d_forward:
+    case Op::conv2d_backward_data:
+    case Op::conv2d_backward_filter:
+    case Op::batchnorm_train_forward:
+    case Op::batchnorm_infer_forward:
+    case Op::batchnorm_backward:
+    case Op::pool2d_forward:
+    case Op::pool2d_backward:
+      return primitive;
+    // Plain loops through elem.hpp: any float storage type, f32 math.
     case Op::cast:
     case Op::check_finite:
-      return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
     case Op::bias_grad:
     case Op::activation_forward:
     case Op::activation_backward:
     case Op::add_relu_forward:
     case Op::dropout_forward:
     case Op::dropout_backward:
-    case Op::softmax_xent_forward:
-    case Op::softmax_xent_backward:
     case Op::add:
     case Op::scale:
+    case Op::global_avgpool_forward:
+    case Op::global_avgpool_backward:
+    case Op::normalize_image:
+      return any_float;
+    case Op::softmax_xent_forward:
+    case Op::softmax_xent_backward:
     case Op::sgd_update:
     case Op::adam_update:
-      return dtype == DType::f32;
-    default:
-      return false;
+      return f32;
   }
+  return false;
 }
 
 Tensor CpuBackend::allocate(const Shape& shape, DType dtype, MemoryKind where) {

@@ -1,10 +1,12 @@
-// CpuBackend: the `cpu` compute backend (host memory, oneDNN matmul, OpenMP element-wise loops).
+// CpuBackend: the `cpu` compute backend (host memory, oneDNN matmul/conv/batch-norm/pooling,
+// OpenMP element-wise loops).
 //
 // Decisions a reader must know: there are no streams on the CPU, so every op has finished when
 // it returns (record_event hands back an already complete event, synchronize does nothing);
 // every MemoryKind is plain 64-byte aligned host memory; all ops run on the calling thread's
 // OpenMP team of `threads_` threads. Op bodies live in ops/*.cpp, one file per concern, as
-// member functions of this class; shape/dtype checks live in validate.hpp.
+// member functions of this class; shape/dtype checks live in validate.hpp. Planned ops (conv2d,
+// batch-norm, pooling) keep their primitives, reorders and workspaces in the OpPlan they return.
 #pragma once
 
 #include <memory>
@@ -65,6 +67,35 @@ class CpuBackend final : public Backend {
   void adam_update(const Tensor& param, const Tensor& m, const Tensor& v, const Tensor& grad,
                    const AdamStep& step) override;
 
+  std::shared_ptr<OpPlan> plan_conv2d(const Conv2dDesc& desc) override;
+  void conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, const Tensor& w) override;
+  void conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Tensor& dy,
+                            const Tensor& w) override;
+  void conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const Tensor& dy, const Tensor& x,
+                              Accumulate acc) override;
+
+  std::shared_ptr<OpPlan> plan_batchnorm(const BatchNormDesc& desc) override;
+  void batchnorm_train_forward(OpPlan& plan, const Tensor& y, const Tensor& save_mean,
+                               const Tensor& save_invstd, const Tensor& x, const Tensor& gamma,
+                               const Tensor& beta, const Tensor& running_mean,
+                               const Tensor& running_var) override;
+  void batchnorm_infer_forward(OpPlan& plan, const Tensor& y, const Tensor& x,
+                               const Tensor& gamma, const Tensor& beta,
+                               const Tensor& running_mean, const Tensor& running_var) override;
+  void batchnorm_backward(OpPlan& plan, const Tensor& dx, const Tensor& dgamma,
+                          const Tensor& dbeta, const Tensor& dy, const Tensor& x,
+                          const Tensor& gamma, const Tensor& save_mean,
+                          const Tensor& save_invstd) override;
+
+  std::shared_ptr<OpPlan> plan_pool2d(const Pool2dDesc& desc) override;
+  void pool2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x) override;
+  void pool2d_backward(OpPlan& plan, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                       const Tensor& y) override;
+  void global_avgpool_forward(const Tensor& y, const Tensor& x) override;
+  void global_avgpool_backward(const Tensor& dx, const Tensor& dy) override;
+
+  void normalize_image(const Tensor& dst, const Tensor& src, const ImageNormalize& norm) override;
+
  private:
   /// oneDNN and `omp parallel` use the calling thread's OpenMP thread count; the trainer thread
   /// may not be the one that built the backend, so each op makes sure it is ours.
@@ -73,6 +104,7 @@ class CpuBackend final : public Backend {
   int threads_ = 1;
   DeviceInfo info_;
   dnnl::engine engine_;
+  bool bf16_primitives_ = false;  // oneDNN can build bf16 primitives here (cpu_info.hpp)
   dnnl::stream stream_;
   std::unique_ptr<MatmulCache> matmuls_;
   std::shared_ptr<Event> done_;  // the one always-complete event record_event returns

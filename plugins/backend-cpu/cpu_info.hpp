@@ -2,6 +2,8 @@
 // Read once at backend construction from /proc/cpuinfo, sysconf and oneDNN.
 #pragma once
 
+#include <oneapi/dnnl/dnnl.hpp>
+
 #include "kiln/backend.hpp"
 
 namespace kiln::cpu {
@@ -10,5 +12,10 @@ namespace kiln::cpu {
 /// "model name" plus "(avx512_bf16)" when the CPU has native bf16 dot products; detail names
 /// the ISA oneDNN dispatches to and the oneDNN version.
 DeviceInfo describe_host_cpu(int threads);
+
+/// Whether oneDNN can build bf16 primitives on this CPU at all (it needs AVX-512 core; with
+/// avx512_bf16 they are native, without it oneDNN emulates the dot products). Probed by building
+/// a tiny bf16 convolution descriptor, so it answers for the oneDNN actually loaded.
+bool onednn_has_bf16(const dnnl::engine& engine);
 
 }  // namespace kiln::cpu

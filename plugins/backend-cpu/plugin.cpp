@@ -14,5 +14,5 @@ constexpr kiln_param_spec_v1 kCpuParams[] = {
 }  // namespace
 
 KILN_PLUGIN_LIBRARY(kiln::sdk::plugin<kiln::Backend, kiln::cpu::CpuBackend>(
-    "cpu", "0.1.0", "CPU compute backend: oneDNN matmul, OpenMP/SIMD element-wise ops (f32, bf16 matmul).",
+    "cpu", "0.1.0", "CPU compute backend: oneDNN matmul/conv2d/batch-norm/pooling (f32, bf16), OpenMP/SIMD element-wise ops (f32, bf16, f16).",
     kCpuParams));

@@ -27,6 +27,10 @@ void OpCheck::fail_dtype(std::string_view name, const Tensor& t, DType want) con
   fail(fmt::format("{} is {} but must be {}", name, t.describe(), dtype_name(want)));
 }
 
+void OpCheck::fail_float_dtype(std::string_view name, const Tensor& t) const {
+  fail(fmt::format("{} is {} but must be f32, bf16 or f16", name, t.describe()));
+}
+
 void OpCheck::fail_shape(std::string_view name, const Tensor& t, const Shape& want) const {
   fail(fmt::format("{} is {} but must have shape {}", name, t.describe(), shape_string(want)));
 }

@@ -33,6 +33,13 @@ class OpCheck {
     if (t.dtype() != want) fail_dtype(name, t, want);
     return *this;
   }
+  /// t is f32, bf16 or f16 (the dtypes of the element-wise loops).
+  const OpCheck& float_dtype(std::string_view name, const Tensor& t) const {
+    if (t.dtype() != DType::f32 && t.dtype() != DType::bf16 && t.dtype() != DType::f16) {
+      fail_float_dtype(name, t);
+    }
+    return *this;
+  }
   const OpCheck& shape(std::string_view name, const Tensor& t, const Shape& want) const {
     if (t.shape() != want) fail_shape(name, t, want);
     return *this;
@@ -57,6 +64,7 @@ class OpCheck {
  private:
   [[noreturn]] void fail_unusable(std::string_view name, const Tensor& t) const;
   [[noreturn]] void fail_dtype(std::string_view name, const Tensor& t, DType want) const;
+  [[noreturn]] void fail_float_dtype(std::string_view name, const Tensor& t) const;
   [[noreturn]] void fail_shape(std::string_view name, const Tensor& t, const Shape& want) const;
   [[noreturn]] void fail_rank(std::string_view name, const Tensor& t, int want) const;
   [[noreturn]] void fail_same_shape(std::string_view name, const Tensor& t,

@@ -3,6 +3,8 @@
 
 #include <boost/dll/shared_library.hpp>
 #include <boost/test/unit_test.hpp>
+#include <malloc.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -95,9 +97,31 @@ std::vector<double> values(const Tensor& t) {
   return std::vector<double>(p, p + t.numel());
 }
 
-void check_close(const Tensor& got, const std::vector<double>& want, double rtol, double atol,
+Tensor to_dtype(const Tensor& t, DType dtype) {
+  if (dtype == DType::f32) return t;
+  Tensor out = host_tensor(t.shape(), dtype);
+  cpu().cast(out, t);
+  return out;
+}
+
+Tensor to_f32(const Tensor& t) {
+  Tensor out = host_tensor(t.shape(), DType::f32);
+  if (t.dtype() == DType::f32) {
+    std::memcpy(out.data(), t.data(), t.bytes());
+  } else {
+    cpu().cast(out, t);
+  }
+  return out;
+}
+
+std::size_t heap_in_use() { return mallinfo2().uordblks; }
+
+Tensor rounded(const Tensor& t, DType dtype) { return to_f32(to_dtype(t, dtype)); }
+
+void check_close(const Tensor& got_any, const std::vector<double>& want, double rtol, double atol,
                  const std::string& what, const std::vector<double>* scale) {
-  BOOST_TEST_REQUIRE(static_cast<std::size_t>(got.numel()) == want.size());
+  BOOST_TEST_REQUIRE(static_cast<std::size_t>(got_any.numel()) == want.size());
+  const Tensor got = got_any.dtype() == DType::f32 ? got_any : to_f32(got_any);
   const float* g = got.data_as<float>();
   int bad = 0;
   std::ostringstream report;

@@ -38,8 +38,20 @@ Tensor f32_tensor(const Shape& shape, const std::vector<float>& values);
 /// The elements of an f32 tensor as doubles.
 std::vector<double> values(const Tensor& t);
 
+/// `t` (f32) converted to `dtype` by the backend's cast (round to nearest even); f32 returns t.
+Tensor to_dtype(const Tensor& t, DType dtype);
+/// `t` (f32, bf16 or f16) converted to a new f32 tensor (exact).
+Tensor to_f32(const Tensor& t);
+/// `t` (f32) rounded through `dtype` and back, so references see exactly what the op reads.
+Tensor rounded(const Tensor& t, DType dtype);
+
+/// Bytes of heap memory in use (glibc mallinfo2): equal before and after a repeated op means the
+/// op's steady state keeps nothing new (temporaries freed again are not seen).
+std::size_t heap_in_use();
+
 /// Checks |got - want| <= atol + rtol * |scale| element-wise (scale defaults to |want|); reports
-/// the first mismatches with index and values. NaN in `got` always fails.
+/// the first mismatches with index and values. NaN in `got` always fails. `got` may be f32, bf16
+/// or f16 (compared after an exact widening).
 void check_close(const Tensor& got, const std::vector<double>& want, double rtol, double atol,
                  const std::string& what, const std::vector<double>* scale = nullptr);
 

@@ -1,5 +1,5 @@
 // The cpu backend's non-op surface: parameters, DeviceInfo, supports(), memory, events, and the
-// base-class refusal for ops it does not implement.
+// base-class refusal for dtypes it does not implement.
 #include <boost/test/unit_test.hpp>
 #include <omp.h>
 
@@ -49,41 +49,50 @@ BOOST_AUTO_TEST_CASE(device_info) {
 }
 
 BOOST_AUTO_TEST_CASE(supports_exactly_what_is_implemented) {
-  const Op f32_only[] = {Op::bias_grad, Op::activation_forward, Op::activation_backward,
-                         Op::add_relu_forward, Op::dropout_forward, Op::dropout_backward,
-                         Op::softmax_xent_forward, Op::softmax_xent_backward, Op::add, Op::scale,
-                         Op::sgd_update, Op::adam_update};
+  const Op f32_only[] = {Op::softmax_xent_forward, Op::softmax_xent_backward, Op::sgd_update,
+                         Op::adam_update};
   for (Op op : f32_only) {
     BOOST_TEST(cpu().supports(op, DType::f32), op_name(op));
     BOOST_TEST(!cpu().supports(op, DType::bf16), op_name(op));
     BOOST_TEST(!cpu().supports(op, DType::f16), op_name(op));
   }
-  BOOST_TEST(cpu().supports(Op::matmul, DType::f32));
-  BOOST_TEST(cpu().supports(Op::matmul, DType::bf16));
-  BOOST_TEST(!cpu().supports(Op::matmul, DType::f16));
-  for (DType d : {DType::f32, DType::bf16, DType::f16}) {
-    BOOST_TEST(cpu().supports(Op::cast, d));
-    BOOST_TEST(cpu().supports(Op::check_finite, d));
+  // oneDNN primitives: f32 and bf16.
+  const Op onednn[] = {Op::matmul, Op::conv2d_forward, Op::conv2d_backward_data,
+                       Op::conv2d_backward_filter, Op::batchnorm_train_forward,
+                       Op::batchnorm_infer_forward, Op::batchnorm_backward, Op::pool2d_forward,
+                       Op::pool2d_backward};
+  for (Op op : onednn) {
+    BOOST_TEST(cpu().supports(op, DType::f32), op_name(op));
+    BOOST_TEST(cpu().supports(op, DType::bf16), op_name(op));
+    BOOST_TEST(!cpu().supports(op, DType::f16), op_name(op));
   }
-  const Op missing[] = {Op::conv2d_forward, Op::conv2d_backward_data, Op::conv2d_backward_filter,
-                        Op::batchnorm_train_forward, Op::batchnorm_infer_forward,
-                        Op::batchnorm_backward, Op::pool2d_forward, Op::pool2d_backward,
-                        Op::global_avgpool_forward, Op::global_avgpool_backward,
-                        Op::normalize_image};
-  for (Op op : missing) BOOST_TEST(!cpu().supports(op, DType::f32), op_name(op));
+  // Plain loops over any float storage type.
+  const Op loops[] = {Op::cast, Op::check_finite, Op::bias_grad, Op::activation_forward,
+                      Op::activation_backward, Op::add_relu_forward, Op::dropout_forward,
+                      Op::dropout_backward, Op::add, Op::scale, Op::global_avgpool_forward,
+                      Op::global_avgpool_backward, Op::normalize_image};
+  for (Op op : loops) {
+    for (DType d : {DType::f32, DType::bf16, DType::f16}) BOOST_TEST(cpu().supports(op, d), op_name(op));
+    BOOST_TEST(!cpu().supports(op, DType::f64), op_name(op));
+  }
   BOOST_TEST(!cpu().supports(Op::add, DType::i32));
 }
 
-BOOST_AUTO_TEST_CASE(unimplemented_ops_throw_the_base_class_error) {
+BOOST_AUTO_TEST_CASE(unsupported_dtypes_throw_the_base_class_error) {
   Conv2dDesc conv;
   conv.n = 1, conv.c = 3, conv.h = 8, conv.w = 8, conv.k = 4, conv.r = 3, conv.s = 3;
-  const std::string msg = test::error_text<UnsupportedError>([&] { cpu().plan_conv2d(conv); });
-  BOOST_TEST(msg.find("backend 'cpu' does not implement conv2d_forward for f32") !=
+  conv.dtype = DType::f16;
+  std::string msg = test::error_text<UnsupportedError>([&] { cpu().plan_conv2d(conv); });
+  BOOST_TEST(msg.find("backend 'cpu' does not implement conv2d_forward for f16") !=
              std::string::npos, msg);
-  Tensor y = host_tensor({2, 3}, DType::f32);
-  const std::string gap =
-      test::error_text<UnsupportedError>([&] { cpu().global_avgpool_forward(y, y); });
-  BOOST_TEST(gap.find("global_avgpool_forward") != std::string::npos, gap);
+  BatchNormDesc bn;
+  bn.n = 2, bn.c = 3, bn.dtype = DType::f16;
+  msg = test::error_text<UnsupportedError>([&] { cpu().plan_batchnorm(bn); });
+  BOOST_TEST(msg.find("batchnorm_train_forward for f16") != std::string::npos, msg);
+  Pool2dDesc pool;
+  pool.n = 1, pool.c = 1, pool.h = 4, pool.w = 4, pool.dtype = DType::f16;
+  msg = test::error_text<UnsupportedError>([&] { cpu().plan_pool2d(pool); });
+  BOOST_TEST(msg.find("pool2d_forward for f16") != std::string::npos, msg);
 }
 
 BOOST_AUTO_TEST_CASE(allocate_is_aligned_host_memory) {

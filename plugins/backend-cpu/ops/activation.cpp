@@ -1,4 +1,5 @@
-// Activations forward/backward (relu, tanh, sigmoid, gelu) and add_relu_forward, f32.
+// Activations forward/backward (relu, tanh, sigmoid, gelu) and add_relu_forward; f32, bf16 and
+// f16 tensors (all operands of one call share the dtype; math in f32, see elem.hpp).
 //
 // gelu is the tanh approximation (PyTorch's gelu(approximate="tanh"), GPT-2's):
 //   gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "cpu_backend.hpp"
+#include "ops/elem.hpp"
 #include "parallel.hpp"
 #include "validate.hpp"
 
@@ -33,12 +35,36 @@ inline float gelu_grad(float x) {
 }
 
 /// dx (+)= dy * grad(i), with the accumulate branch hoisted out of the loop.
-template <class Grad>
-void backward_loop(float* dx, const float* dy, std::int64_t n, Accumulate acc, Grad grad) {
+template <class E, class Grad>
+void backward_loop(typename E::T* dx, const typename E::T* dy, std::int64_t n, Accumulate acc,
+                   Grad grad) {
   if (acc == Accumulate::yes) {
-    parallel_for(n, [&](std::int64_t i) { dx[i] += dy[i] * grad(i); });
+    parallel_for(n, [&](std::int64_t i) { dx[i] = E::store(E::load(dx[i]) + E::load(dy[i]) * grad(i)); });
   } else {
-    parallel_for(n, [&](std::int64_t i) { dx[i] = dy[i] * grad(i); });
+    parallel_for(n, [&](std::int64_t i) { dx[i] = E::store(E::load(dy[i]) * grad(i)); });
+  }
+}
+
+template <class E>
+void forward_loop(typename E::T* out, const typename E::T* in, std::int64_t n, Activation act) {
+  switch (act) {
+    case Activation::relu:
+      parallel_for(n, [&](std::int64_t i) {
+        const float v = E::load(in[i]);
+        out[i] = E::store(v < 0.0f ? 0.0f : v);
+      });
+      return;
+    case Activation::tanh:
+      parallel_for(n, [&](std::int64_t i) { out[i] = E::store(std::tanh(E::load(in[i]))); });
+      return;
+    case Activation::sigmoid:
+      parallel_for(n, [&](std::int64_t i) {
+        out[i] = E::store(1.0f / (1.0f + std::exp(-E::load(in[i]))));
+      });
+      return;
+    case Activation::gelu:
+      parallel_for(n, [&](std::int64_t i) { out[i] = E::store(gelu(E::load(in[i]))); });
+      return;
   }
 }
 
@@ -46,75 +72,81 @@ void backward_loop(float* dx, const float* dy, std::int64_t n, Accumulate acc, G
 
 void CpuBackend::activation_forward(const Tensor& y, const Tensor& x, Activation act) {
   const OpCheck check(Op::activation_forward);
-  check.usable("y", y).usable("x", x).dtype("y", y, DType::f32).dtype("x", x, DType::f32);
+  check.usable("y", y).usable("x", x).float_dtype("x", x).dtype("y", y, x.dtype());
   check.same_shape("y", y, "x", x);
-  float* out = y.data_as<float>();
-  const float* in = x.data_as<float>();
-  const std::int64_t n = x.numel();
-  use_our_threads();
-  switch (act) {
-    case Activation::relu:
-      parallel_for(n, [&](std::int64_t i) { out[i] = in[i] < 0.0f ? 0.0f : in[i]; });
-      return;
-    case Activation::tanh:
-      parallel_for(n, [&](std::int64_t i) { out[i] = std::tanh(in[i]); });
-      return;
-    case Activation::sigmoid:
-      parallel_for(n, [&](std::int64_t i) { out[i] = 1.0f / (1.0f + std::exp(-in[i])); });
-      return;
-    case Activation::gelu:
-      parallel_for(n, [&](std::int64_t i) { out[i] = gelu(in[i]); });
-      return;
+  if (static_cast<int>(act) > static_cast<int>(Activation::gelu)) {
+    check.fail(fmt::format("unknown activation {}", static_cast<int>(act)));
   }
-  check.fail(fmt::format("unknown activation {}", static_cast<int>(act)));
+  use_our_threads();
+  with_float_dtype(x.dtype(), [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    forward_loop<E>(static_cast<T*>(y.data()), static_cast<const T*>(x.data()), x.numel(), act);
+  });
 }
 
 void CpuBackend::activation_backward(const Tensor& dx, const Tensor& dy, const Tensor& x,
                                      const Tensor& y, Activation act, Accumulate acc) {
   const OpCheck check(Op::activation_backward);
-  check.usable("dx", dx).usable("dy", dy).dtype("dx", dx, DType::f32).dtype("dy", dy, DType::f32);
+  check.usable("dx", dx).usable("dy", dy).float_dtype("dy", dy).dtype("dx", dx, dy.dtype());
   check.same_shape("dx", dx, "dy", dy);
+  if (static_cast<int>(act) > static_cast<int>(Activation::gelu)) {
+    check.fail(fmt::format("unknown activation {}", static_cast<int>(act)));
+  }
   const bool needs_x = act == Activation::gelu;
   const Tensor& saved = needs_x ? x : y;
   check.usable(needs_x ? "x (gelu's backward reads x)" : "y (its backward reads y = act(x))", saved)
-      .dtype(needs_x ? "x" : "y", saved, DType::f32)
+      .dtype(needs_x ? "x" : "y", saved, dy.dtype())
       .same_shape(needs_x ? "x" : "y", saved, "dy", dy);
   if (!needs_x && x.defined()) check.same_shape("x", x, "dy", dy);
   if (needs_x && y.defined()) check.same_shape("y", y, "dy", dy);
-  float* out = dx.data_as<float>();
-  const float* g = dy.data_as<float>();
-  const float* s = saved.data_as<float>();
   const std::int64_t n = dy.numel();
   use_our_threads();
-  switch (act) {
-    case Activation::relu:
-      backward_loop(out, g, n, acc, [s](std::int64_t i) { return s[i] > 0.0f ? 1.0f : 0.0f; });
-      return;
-    case Activation::tanh:
-      backward_loop(out, g, n, acc, [s](std::int64_t i) { return 1.0f - s[i] * s[i]; });
-      return;
-    case Activation::sigmoid:
-      backward_loop(out, g, n, acc, [s](std::int64_t i) { return s[i] * (1.0f - s[i]); });
-      return;
-    case Activation::gelu:
-      backward_loop(out, g, n, acc, [s](std::int64_t i) { return gelu_grad(s[i]); });
-      return;
-  }
-  check.fail(fmt::format("unknown activation {}", static_cast<int>(act)));
+  with_float_dtype(dy.dtype(), [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    T* out = static_cast<T*>(dx.data());
+    const T* g = static_cast<const T*>(dy.data());
+    const T* s = static_cast<const T*>(saved.data());
+    switch (act) {
+      case Activation::relu:
+        backward_loop<E>(out, g, n, acc, [s](std::int64_t i) { return E::load(s[i]) > 0.0f ? 1.0f : 0.0f; });
+        return;
+      case Activation::tanh:
+        backward_loop<E>(out, g, n, acc, [s](std::int64_t i) {
+          const float v = E::load(s[i]);
+          return 1.0f - v * v;
+        });
+        return;
+      case Activation::sigmoid:
+        backward_loop<E>(out, g, n, acc, [s](std::int64_t i) {
+          const float v = E::load(s[i]);
+          return v * (1.0f - v);
+        });
+        return;
+      case Activation::gelu:
+        backward_loop<E>(out, g, n, acc, [s](std::int64_t i) { return gelu_grad(E::load(s[i])); });
+        return;
+    }
+  });
 }
 
 void CpuBackend::add_relu_forward(const Tensor& y, const Tensor& x, const Tensor& residual) {
   const OpCheck check(Op::add_relu_forward);
   check.usable("y", y).usable("x", x).usable("residual", residual);
-  check.dtype("y", y, DType::f32).dtype("x", x, DType::f32).dtype("residual", residual, DType::f32);
+  check.float_dtype("y", y).dtype("x", x, y.dtype()).dtype("residual", residual, y.dtype());
   check.same_shape("x", x, "y", y).same_shape("residual", residual, "y", y);
-  float* out = y.data_as<float>();
-  const float* a = x.data_as<float>();
-  const float* r = residual.data_as<float>();
   use_our_threads();
-  parallel_for(y.numel(), [&](std::int64_t i) {
-    const float v = a[i] + r[i];
-    out[i] = v < 0.0f ? 0.0f : v;
+  with_float_dtype(y.dtype(), [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    T* out = static_cast<T*>(y.data());
+    const T* a = static_cast<const T*>(x.data());
+    const T* r = static_cast<const T*>(residual.data());
+    parallel_for(y.numel(), [&](std::int64_t i) {
+      const float v = E::load(a[i]) + E::load(r[i]);
+      out[i] = E::store(v < 0.0f ? 0.0f : v);
+    });
   });
 }
 

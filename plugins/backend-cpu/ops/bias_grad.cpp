@@ -1,10 +1,12 @@
-// bias_grad: db(N) (+)= sum over the M rows of dy(M, N), f32.
+// bias_grad: db(N) f32 (+)= sum over the M rows of dy(M, N) (f32, bf16 or f16: db is a master
+// gradient, so it stays f32 whatever the compute dtype).
 // Rows are summed in order into db (a parameter gradient, so usually Accumulate::yes), which
 // keeps the inner loop a contiguous SIMD add; large problems split the columns among threads so
 // no two threads write the same db element and no scratch buffer is needed.
 #include <algorithm>
 
 #include "cpu_backend.hpp"
+#include "ops/elem.hpp"
 #include "parallel.hpp"
 #include "validate.hpp"
 
@@ -12,29 +14,33 @@ namespace kiln::cpu {
 
 void CpuBackend::bias_grad(const Tensor& db, const Tensor& dy, Accumulate acc) {
   const OpCheck check(Op::bias_grad);
-  check.usable("db", db).usable("dy", dy).dtype("db", db, DType::f32).dtype("dy", dy, DType::f32);
+  check.usable("db", db).usable("dy", dy).dtype("db", db, DType::f32).float_dtype("dy", dy);
   check.rank("dy", dy, 2).shape("db", db, {dy.dim(1)});
   const std::int64_t m = dy.dim(0), n = dy.dim(1);
   float* out = db.data_as<float>();
-  const float* in = dy.data_as<float>();
   if (acc == Accumulate::no) std::fill(out, out + n, 0.0f);
   use_our_threads();
-  constexpr std::int64_t kBlock = 256;  // columns per task: 1 KiB of db, many cache lines of dy
-  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-  const auto sum_block = [&](std::int64_t blk) {
-    const std::int64_t j0 = blk * kBlock, j1 = std::min(n, j0 + kBlock);
-    for (std::int64_t i = 0; i < m; ++i) {
-      const float* row = in + i * n;
+  with_float_dtype(dy.dtype(), [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* in = static_cast<const T*>(dy.data());
+    constexpr std::int64_t kBlock = 256;  // columns per task: 1 KiB of db, many cache lines of dy
+    const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+    const auto sum_block = [&](std::int64_t blk) {
+      const std::int64_t j0 = blk * kBlock, j1 = std::min(n, j0 + kBlock);
+      for (std::int64_t i = 0; i < m; ++i) {
+        const T* row = in + i * n;
 #pragma omp simd
-      for (std::int64_t j = j0; j < j1; ++j) out[j] += row[j];
-    }
-  };
-  if (m * n > kParallelMinElements && blocks > 1) {
+        for (std::int64_t j = j0; j < j1; ++j) out[j] += E::load(row[j]);
+      }
+    };
+    if (m * n > kParallelMinElements && blocks > 1) {
 #pragma omp parallel for schedule(static)
-    for (std::int64_t blk = 0; blk < blocks; ++blk) sum_block(blk);
-  } else {
-    for (std::int64_t blk = 0; blk < blocks; ++blk) sum_block(blk);
-  }
+      for (std::int64_t blk = 0; blk < blocks; ++blk) sum_block(blk);
+    } else {
+      for (std::int64_t blk = 0; blk < blocks; ++blk) sum_block(blk);
+    }
+  });
 }
 
 }  // namespace kiln::cpu

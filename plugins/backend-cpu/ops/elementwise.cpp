@@ -1,4 +1,4 @@
-// Small element-wise ops: add, scale and check_finite.
+// Small element-wise ops: add, scale (f32, bf16, f16; see elem.hpp) and check_finite.
 // check_finite tests the exponent bits instead of calling std::isfinite so the loop is a plain
 // integer OR-reduction that vectorises (and survives -ffast-math); it works on f32, bf16 and f16.
 #include <cstdint>
@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cpu_backend.hpp"
+#include "ops/elem.hpp"
 #include "parallel.hpp"
 #include "validate.hpp"
 
@@ -31,21 +32,29 @@ int any_non_finite(const Bits* p, std::int64_t n, Bits exponent_mask) {
 void CpuBackend::add(const Tensor& c, const Tensor& a, const Tensor& b) {
   const OpCheck check(Op::add);
   check.usable("c", c).usable("a", a).usable("b", b);
-  check.dtype("c", c, DType::f32).dtype("a", a, DType::f32).dtype("b", b, DType::f32);
+  check.float_dtype("c", c).dtype("a", a, c.dtype()).dtype("b", b, c.dtype());
   check.same_shape("a", a, "c", c).same_shape("b", b, "c", c);
-  float* out = c.data_as<float>();
-  const float* x = a.data_as<float>();
-  const float* y = b.data_as<float>();
   use_our_threads();
-  parallel_for(c.numel(), [&](std::int64_t i) { out[i] = x[i] + y[i]; });
+  with_float_dtype(c.dtype(), [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    T* out = static_cast<T*>(c.data());
+    const T* x = static_cast<const T*>(a.data());
+    const T* y = static_cast<const T*>(b.data());
+    parallel_for(c.numel(), [&](std::int64_t i) { out[i] = E::store(E::load(x[i]) + E::load(y[i])); });
+  });
 }
 
 void CpuBackend::scale(const Tensor& t, float factor) {
   const OpCheck check(Op::scale);
-  check.usable("t", t).dtype("t", t, DType::f32);
-  float* p = t.data_as<float>();
+  check.usable("t", t).float_dtype("t", t);
   use_our_threads();
-  parallel_for(t.numel(), [&](std::int64_t i) { p[i] *= factor; });
+  with_float_dtype(t.dtype(), [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    T* p = static_cast<T*>(t.data());
+    parallel_for(t.numel(), [&](std::int64_t i) { p[i] = E::store(E::load(p[i]) * factor); });
+  });
 }
 
 void CpuBackend::check_finite(const Tensor& flag, const Tensor& t) {

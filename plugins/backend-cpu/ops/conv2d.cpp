@@ -1,0 +1,273 @@
+// conv2d forward / backward-data / backward-filter through oneDNN, planned once per layer+shape.
+//
+// Decisions: the three primitives are built with format_tag::any (oneDNN picks blocked layouts)
+// and the backward ones are hinted by a forward_training descriptor in the plan's compute dtype;
+// Edges (dnnl_edge.hpp) reorder the caller's NCHW / OIHW tensors at the boundary. Each primitive
+// is built on first use with the dtypes of the tensors it is called with and rebuilt only if they
+// change: inputs may be f32 or the plan dtype (converted by the edge reorder, so a bf16 plan can
+// read f32 master weights), outputs are produced in their own dtype (bf16 plan: y/dx f32 or bf16,
+// dw f32 for fp32 master gradients). Accumulate::yes on dw is a reorder with a sum post-op.
+// Padding on the far side is the smallest non-negative value giving Conv2dDesc::out_h/out_w.
+#include <algorithm>
+#include <optional>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "cpu_backend.hpp"
+#include "kiln/errors.hpp"
+#include "ops/dnnl_edge.hpp"
+#include "ops/plans.hpp"
+#include "validate.hpp"
+
+namespace kiln::cpu {
+namespace {
+
+using dims = dnnl::memory::dims;
+using tag = dnnl::memory::format_tag;
+
+std::int64_t far_padding(std::int64_t in, std::int64_t pad, std::int64_t extent,
+                         std::int64_t stride, std::int64_t out) {
+  return std::max<std::int64_t>(0, (out - 1) * stride + extent - in - pad);
+}
+
+class ConvPlan final : public OpPlan {
+ public:
+  ConvPlan(const Conv2dDesc& d, const dnnl::engine& engine) : desc(d), engine_(engine) {
+    const std::int64_t p = d.out_h(), q = d.out_w();
+    src_ = {d.n, d.c, d.h, d.w};
+    dst_ = {d.n, d.k, p, q};
+    wei_ = d.groups == 1 ? dims{d.k, d.c, d.r, d.s}
+                         : dims{d.groups, d.k / d.groups, d.c / d.groups, d.r, d.s};
+    strides_ = {d.stride_h, d.stride_w};
+    dilates_ = {d.dilation_h - 1, d.dilation_w - 1};
+    pad_l_ = {d.pad_h, d.pad_w};
+    pad_r_ = {far_padding(d.h, d.pad_h, d.dilation_h * (d.r - 1) + 1, d.stride_h, p),
+              far_padding(d.w, d.pad_w, d.dilation_w * (d.s - 1) + 1, d.stride_w, q)};
+    hint_ = forward_pd(d.dtype);
+  }
+
+  const Conv2dDesc desc;
+
+  struct Forward {
+    DType x, w, y;
+    dnnl::convolution_forward prim;
+    Edge src, wei, dst;
+    std::unordered_map<int, dnnl::memory> args;
+  };
+  struct BackwardData {
+    DType dy, w, dx;
+    dnnl::convolution_backward_data prim;
+    Edge diff_dst, wei, diff_src;
+    std::unordered_map<int, dnnl::memory> args;
+  };
+  struct BackwardFilter {
+    DType x, dy, dw;
+    dnnl::convolution_backward_weights prim;
+    Edge src, diff_dst, diff_wei;
+    std::unordered_map<int, dnnl::memory> args;
+  };
+
+  Forward& forward(DType x, DType w, DType y) {
+    if (fwd_ && fwd_->x == x && fwd_->w == w && fwd_->y == y) return *fwd_;
+    const auto pd = y == desc.dtype ? hint_ : forward_pd(y);
+    fwd_.emplace(Forward{x, w, y, dnnl::convolution_forward(pd),
+                         Edge(engine_, plain_desc(src_, x), pd.src_desc()),
+                         Edge(engine_, plain_desc(wei_, w), pd.weights_desc()),
+                         Edge(engine_, plain_desc(dst_, y), pd.dst_desc()),
+                         {}});
+    fwd_->args = {{DNNL_ARG_SRC, fwd_->src.inner()},
+                  {DNNL_ARG_WEIGHTS, fwd_->wei.inner()},
+                  {DNNL_ARG_DST, fwd_->dst.inner()}};
+    return *fwd_;
+  }
+
+  BackwardData& backward_data(DType dy, DType w, DType dx) {
+    if (bwd_data_ && bwd_data_->dy == dy && bwd_data_->w == w && bwd_data_->dx == dx) {
+      return *bwd_data_;
+    }
+    const dnnl::convolution_backward_data::desc cd(
+        dnnl::algorithm::convolution_direct, any(src_, dx), any(wei_, desc.dtype),
+        any(dst_, desc.dtype), strides_, dilates_, pad_l_, pad_r_);
+    const dnnl::convolution_backward_data::primitive_desc pd(cd, engine_, hint_);
+    bwd_data_.emplace(BackwardData{dy, w, dx, dnnl::convolution_backward_data(pd),
+                                   Edge(engine_, plain_desc(dst_, dy), pd.diff_dst_desc()),
+                                   Edge(engine_, plain_desc(wei_, w), pd.weights_desc()),
+                                   Edge(engine_, plain_desc(src_, dx), pd.diff_src_desc()),
+                                   {}});
+    bwd_data_->args = {{DNNL_ARG_DIFF_DST, bwd_data_->diff_dst.inner()},
+                       {DNNL_ARG_WEIGHTS, bwd_data_->wei.inner()},
+                       {DNNL_ARG_DIFF_SRC, bwd_data_->diff_src.inner()}};
+    return *bwd_data_;
+  }
+
+  BackwardFilter& backward_filter(DType x, DType dy, DType dw) {
+    if (bwd_filter_ && bwd_filter_->x == x && bwd_filter_->dy == dy && bwd_filter_->dw == dw) {
+      return *bwd_filter_;
+    }
+    const dnnl::convolution_backward_weights::desc cd(
+        dnnl::algorithm::convolution_direct, any(src_, desc.dtype), any(wei_, dw),
+        any(dst_, desc.dtype), strides_, dilates_, pad_l_, pad_r_);
+    const dnnl::convolution_backward_weights::primitive_desc pd(cd, engine_, hint_);
+    bwd_filter_.emplace(
+        BackwardFilter{x, dy, dw, dnnl::convolution_backward_weights(pd),
+                       Edge(engine_, plain_desc(src_, x), pd.src_desc()),
+                       Edge(engine_, plain_desc(dst_, dy), pd.diff_dst_desc()),
+                       Edge(engine_, plain_desc(wei_, dw), pd.diff_weights_desc(), EdgeSum::yes),
+                       {}});
+    bwd_filter_->args = {{DNNL_ARG_SRC, bwd_filter_->src.inner()},
+                         {DNNL_ARG_DIFF_DST, bwd_filter_->diff_dst.inner()},
+                         {DNNL_ARG_DIFF_WEIGHTS, bwd_filter_->diff_wei.inner()}};
+    return *bwd_filter_;
+  }
+
+ private:
+  static dnnl::memory::desc any(const dims& shape, DType d) {
+    return dnnl::memory::desc(shape, dnnl_dtype(d), tag::any);
+  }
+  dnnl::convolution_forward::primitive_desc forward_pd(DType y) const {
+    const dnnl::convolution_forward::desc cd(
+        dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+        any(src_, desc.dtype), any(wei_, desc.dtype), any(dst_, y), strides_, dilates_, pad_l_,
+        pad_r_);
+    return dnnl::convolution_forward::primitive_desc(cd, engine_);
+  }
+
+  dnnl::engine engine_;
+  dims src_, wei_, dst_, strides_, dilates_, pad_l_, pad_r_;
+  dnnl::convolution_forward::primitive_desc hint_;
+  std::optional<Forward> fwd_;
+  std::optional<BackwardData> bwd_data_;
+  std::optional<BackwardFilter> bwd_filter_;
+};
+
+/// t is a usable tensor of `shape` in f32 or the plan's dtype.
+void check_operand(const OpCheck& check, const char* name, const Tensor& t, const Shape& shape,
+                   DType plan_dtype) {
+  check.usable(name, t).shape(name, t, shape);
+  if (t.dtype() != DType::f32 && t.dtype() != plan_dtype) {
+    check.fail(fmt::format("{} is {} but must be f32 or the plan's {}", name, t.describe(),
+                           dtype_name(plan_dtype)));
+  }
+}
+
+struct ConvShapes {
+  Shape x, w, y;
+};
+
+ConvShapes tensor_shapes(const Conv2dDesc& d) {
+  return {{d.n, d.c, d.h, d.w}, {d.k, d.c / d.groups, d.r, d.s}, {d.n, d.k, d.out_h(), d.out_w()}};
+}
+
+std::string describe(const Conv2dDesc& d) {
+  return fmt::format("conv2d {} x({}, {}, {}, {}) k={} {}x{} stride {}x{} pad {}x{} dilation {}x{} "
+                     "groups {}",
+                     dtype_name(d.dtype), d.n, d.c, d.h, d.w, d.k, d.r, d.s, d.stride_h,
+                     d.stride_w, d.pad_h, d.pad_w, d.dilation_h, d.dilation_w, d.groups);
+}
+
+}  // namespace
+
+std::shared_ptr<OpPlan> CpuBackend::plan_conv2d(const Conv2dDesc& d) {
+  if (d.dtype != DType::f32 && d.dtype != DType::bf16) unsupported(Op::conv2d_forward, d.dtype);
+  const OpCheck check(Op::conv2d_forward);
+  const bool positive = d.n > 0 && d.c > 0 && d.h > 0 && d.w > 0 && d.k > 0 && d.r > 0 &&
+                        d.s > 0 && d.stride_h > 0 && d.stride_w > 0 && d.pad_h >= 0 &&
+                        d.pad_w >= 0 && d.dilation_h > 0 && d.dilation_w > 0 && d.groups > 0;
+  if (!positive) {
+    check.fail(fmt::format("{} has a non-positive size, stride, dilation or groups, or a negative "
+                           "padding",
+                           describe(d)));
+  }
+  if (d.c % d.groups != 0 || d.k % d.groups != 0) {
+    check.fail(fmt::format("{}: input channels {} and output channels {} must both be divisible "
+                           "by groups {}",
+                           describe(d), d.c, d.k, d.groups));
+  }
+  if (d.out_h() < 1 || d.out_w() < 1) {
+    check.fail(fmt::format("{} gives an empty output ({} x {}); the input is smaller than the "
+                           "dilated filter",
+                           describe(d), d.out_h(), d.out_w()));
+  }
+  try {
+    return std::make_shared<ConvPlan>(d, engine_);
+  } catch (const dnnl::error& e) {
+    check.fail(fmt::format("oneDNN cannot plan {}: {}", describe(d), e.what()));
+  }
+}
+
+void CpuBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, const Tensor& w) {
+  const OpCheck check(Op::conv2d_forward);
+  ConvPlan& p = plan_as<ConvPlan>(check, plan, "plan_conv2d");
+  const ConvShapes s = tensor_shapes(p.desc);
+  check_operand(check, "y", y, s.y, p.desc.dtype);
+  check_operand(check, "x", x, s.x, p.desc.dtype);
+  check_operand(check, "w", w, s.w, p.desc.dtype);
+  use_our_threads();
+  try {
+    auto& f = p.forward(x.dtype(), w.dtype(), y.dtype());
+    f.src.bind(x.data());
+    f.wei.bind(w.data());
+    f.dst.bind(y.data());
+    f.src.pull(stream_);
+    f.wei.pull(stream_);
+    f.prim.execute(stream_, f.args);
+    f.dst.push(stream_);
+    stream_.wait();
+  } catch (const dnnl::error& e) {
+    check.fail(fmt::format("oneDNN failed for {} with y {}, x {}, w {}: {}", describe(p.desc),
+                           y.describe(), x.describe(), w.describe(), e.what()));
+  }
+}
+
+void CpuBackend::conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Tensor& dy,
+                                      const Tensor& w) {
+  const OpCheck check(Op::conv2d_backward_data);
+  ConvPlan& p = plan_as<ConvPlan>(check, plan, "plan_conv2d");
+  const ConvShapes s = tensor_shapes(p.desc);
+  check_operand(check, "dx", dx, s.x, p.desc.dtype);
+  check_operand(check, "dy", dy, s.y, p.desc.dtype);
+  check_operand(check, "w", w, s.w, p.desc.dtype);
+  use_our_threads();
+  try {
+    auto& b = p.backward_data(dy.dtype(), w.dtype(), dx.dtype());
+    b.diff_dst.bind(dy.data());
+    b.wei.bind(w.data());
+    b.diff_src.bind(dx.data());
+    b.diff_dst.pull(stream_);
+    b.wei.pull(stream_);
+    b.prim.execute(stream_, b.args);
+    b.diff_src.push(stream_);
+    stream_.wait();
+  } catch (const dnnl::error& e) {
+    check.fail(fmt::format("oneDNN failed for {} with dx {}, dy {}, w {}: {}", describe(p.desc),
+                           dx.describe(), dy.describe(), w.describe(), e.what()));
+  }
+}
+
+void CpuBackend::conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const Tensor& dy,
+                                        const Tensor& x, Accumulate acc) {
+  const OpCheck check(Op::conv2d_backward_filter);
+  ConvPlan& p = plan_as<ConvPlan>(check, plan, "plan_conv2d");
+  const ConvShapes s = tensor_shapes(p.desc);
+  check_operand(check, "dw", dw, s.w, p.desc.dtype);
+  check_operand(check, "dy", dy, s.y, p.desc.dtype);
+  check_operand(check, "x", x, s.x, p.desc.dtype);
+  use_our_threads();
+  try {
+    auto& b = p.backward_filter(x.dtype(), dy.dtype(), dw.dtype());
+    b.src.bind(x.data());
+    b.diff_dst.bind(dy.data());
+    b.diff_wei.bind(dw.data());
+    b.src.pull(stream_);
+    b.diff_dst.pull(stream_);
+    b.prim.execute(stream_, b.args);
+    b.diff_wei.push(stream_, acc);
+    stream_.wait();
+  } catch (const dnnl::error& e) {
+    check.fail(fmt::format("oneDNN failed for {} with dw {}, dy {}, x {}: {}", describe(p.desc),
+                           dw.describe(), dy.describe(), x.describe(), e.what()));
+  }
+}
+
+}  // namespace kiln::cpu

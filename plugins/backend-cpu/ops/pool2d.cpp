@@ -1,0 +1,143 @@
+// Max / average pooling forward and backward through oneDNN, planned once per layer+shape.
+//
+// Decisions: data stays in the caller's NCHW layout (no reorders); f32 or bf16 per the plan.
+// Max pooling runs forward_training and keeps oneDNN's argmax workspace in the plan, so the
+// backward routes each gradient to the element the LAST forward with this plan picked (x and y
+// are checked but not read). Average pooling counts the padding in the divisor, PyTorch's
+// AvgPool2d default (count_include_pad=True): Pool2dDesc has no field to choose otherwise.
+// Output sizes use floor division (no ceil_mode); padding on the far side is the smallest
+// non-negative value that gives Pool2dDesc::out_h/out_w.
+#include <algorithm>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "cpu_backend.hpp"
+#include "ops/dnnl_edge.hpp"
+#include "ops/plans.hpp"
+#include "validate.hpp"
+
+namespace kiln::cpu {
+namespace {
+
+using dims = dnnl::memory::dims;
+
+class PoolPlan final : public OpPlan {
+ public:
+  PoolPlan(const Pool2dDesc& d, const dnnl::engine& engine) : desc(d) {
+    const std::int64_t p = d.out_h(), q = d.out_w();
+    const auto src = plain_desc({d.n, d.c, d.h, d.w}, d.dtype);
+    const auto dst = plain_desc({d.n, d.c, p, q}, d.dtype);
+    const dims strides{d.stride_h, d.stride_w}, kernel{d.kernel_h, d.kernel_w};
+    const dims pad_l{d.pad_h, d.pad_w};
+    const dims pad_r{std::max<std::int64_t>(0, (p - 1) * d.stride_h + d.kernel_h - d.h - d.pad_h),
+                     std::max<std::int64_t>(0, (q - 1) * d.stride_w + d.kernel_w - d.w - d.pad_w)};
+    const auto algo = d.kind == Pool2dDesc::Kind::max ? dnnl::algorithm::pooling_max
+                                                      : dnnl::algorithm::pooling_avg_include_padding;
+    const dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training, algo, src, dst,
+                                         strides, kernel, pad_l, pad_r);
+    const dnnl::pooling_forward::primitive_desc fpd(fd, engine);
+    const dnnl::pooling_backward::desc bd(algo, src, dst, strides, kernel, pad_l, pad_r);
+    forward = dnnl::pooling_forward(fpd);
+    backward = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(bd, engine, fpd));
+    x = dnnl::memory(src, engine, nullptr);
+    dx = dnnl::memory(src, engine, nullptr);
+    y = dnnl::memory(dst, engine, nullptr);
+    dy = dnnl::memory(dst, engine, nullptr);
+    forward_args = {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}};
+    backward_args = {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_SRC, dx}};
+    if (fpd.workspace_desc().get_size() > 0) {
+      workspace = dnnl::memory(fpd.workspace_desc(), engine);  // lives with the plan
+      forward_args.emplace(DNNL_ARG_WORKSPACE, workspace);
+      backward_args.emplace(DNNL_ARG_WORKSPACE, workspace);
+    }
+  }
+
+  const Pool2dDesc desc;
+  dnnl::pooling_forward forward;
+  dnnl::pooling_backward backward;
+  dnnl::memory x, y, dx, dy, workspace;
+  std::unordered_map<int, dnnl::memory> forward_args, backward_args;
+  bool has_forward = false;  // the max backward needs a forward's workspace
+};
+
+std::string describe(const Pool2dDesc& d) {
+  return fmt::format("{} pool {} ({}, {}, {}, {}) kernel {}x{} stride {}x{} pad {}x{}",
+                     d.kind == Pool2dDesc::Kind::max ? "max" : "average", dtype_name(d.dtype),
+                     d.n, d.c, d.h, d.w, d.kernel_h, d.kernel_w, d.stride_h, d.stride_w, d.pad_h,
+                     d.pad_w);
+}
+
+}  // namespace
+
+std::shared_ptr<OpPlan> CpuBackend::plan_pool2d(const Pool2dDesc& d) {
+  if (d.dtype != DType::f32 && d.dtype != DType::bf16) unsupported(Op::pool2d_forward, d.dtype);
+  const OpCheck check(Op::pool2d_forward);
+  if (d.n <= 0 || d.c <= 0 || d.h <= 0 || d.w <= 0 || d.kernel_h <= 0 || d.kernel_w <= 0 ||
+      d.stride_h <= 0 || d.stride_w <= 0 || d.pad_h < 0 || d.pad_w < 0) {
+    check.fail(fmt::format("{} needs positive sizes, kernel and stride and non-negative padding",
+                           describe(d)));
+  }
+  if (2 * d.pad_h > d.kernel_h || 2 * d.pad_w > d.kernel_w) {
+    check.fail(fmt::format("{}: padding must be at most half the kernel (as PyTorch), or some "
+                           "windows see only padding",
+                           describe(d)));
+  }
+  if (d.out_h() < 1 || d.out_w() < 1) {
+    check.fail(fmt::format("{} gives an empty output; the input is smaller than the kernel",
+                           describe(d)));
+  }
+  try {
+    return std::make_shared<PoolPlan>(d, engine_);
+  } catch (const dnnl::error& e) {
+    check.fail(fmt::format("oneDNN cannot plan {}: {}", describe(d), e.what()));
+  }
+}
+
+void CpuBackend::pool2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x) {
+  const OpCheck check(Op::pool2d_forward);
+  PoolPlan& p = plan_as<PoolPlan>(check, plan, "plan_pool2d");
+  const Pool2dDesc& d = p.desc;
+  check.usable("y", y).dtype("y", y, d.dtype).shape("y", y, {d.n, d.c, d.out_h(), d.out_w()});
+  check.usable("x", x).dtype("x", x, d.dtype).shape("x", x, {d.n, d.c, d.h, d.w});
+  use_our_threads();
+  try {
+    p.x.set_data_handle(x.data());
+    p.y.set_data_handle(y.data());
+    p.forward.execute(stream_, p.forward_args);
+    stream_.wait();
+  } catch (const dnnl::error& e) {
+    check.fail(fmt::format("oneDNN failed for {} with y {}, x {}: {}", describe(d), y.describe(),
+                           x.describe(), e.what()));
+  }
+  p.has_forward = true;
+}
+
+void CpuBackend::pool2d_backward(OpPlan& plan, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                                 const Tensor& y) {
+  const OpCheck check(Op::pool2d_backward);
+  PoolPlan& p = plan_as<PoolPlan>(check, plan, "plan_pool2d");
+  const Pool2dDesc& d = p.desc;
+  const Shape in{d.n, d.c, d.h, d.w}, out{d.n, d.c, d.out_h(), d.out_w()};
+  check.usable("dx", dx).dtype("dx", dx, d.dtype).shape("dx", dx, in);
+  check.usable("dy", dy).dtype("dy", dy, d.dtype).shape("dy", dy, out);
+  if (x.defined()) check.shape("x", x, in);
+  if (y.defined()) check.shape("y", y, out);
+  if (d.kind == Pool2dDesc::Kind::max && !p.has_forward) {
+    check.fail(fmt::format("{}: backward called before any forward with this plan; max pooling "
+                           "routes gradients through the forward's saved argmax",
+                           describe(d)));
+  }
+  use_our_threads();
+  try {
+    p.dy.set_data_handle(dy.data());
+    p.dx.set_data_handle(dx.data());
+    p.backward.execute(stream_, p.backward_args);
+    stream_.wait();
+  } catch (const dnnl::error& e) {
+    check.fail(fmt::format("oneDNN failed for {} with dx {}, dy {}: {}", describe(d),
+                           dx.describe(), dy.describe(), e.what()));
+  }
+}
+
+}  // namespace kiln::cpu

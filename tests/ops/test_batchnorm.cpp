@@ -1,0 +1,205 @@
+// Batch-norm training forward (y, saved mean and inverse std, PyTorch's running-stat update with
+// the unbiased variance), inference forward and backward (dx, accumulated dgamma/dbeta) against
+// a double reference; f32 (1e-4 relative, oneDNN) and bf16 data (2e-2; statistics stay f32; the
+// plugin's own loops).
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu_fixture.hpp"
+#include "kiln/errors.hpp"
+
+using namespace kiln;
+using kiln::test::cpu;
+
+namespace {
+
+struct BnRef {
+  std::vector<double> y, mean, invstd, running_mean, running_var, dx, dgamma, dbeta, y_infer;
+};
+
+BnRef bn_reference(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
+                   const Tensor& beta, const Tensor& rm, const Tensor& rv, const Tensor& dy,
+                   const Tensor& dgamma0, const Tensor& dbeta0) {
+  const std::int64_t hw = d.h * d.w, m = d.n * hw;
+  const float* xs = x.data_as<float>();
+  const float* gs = dy.data_as<float>();
+  BnRef r;
+  r.y.resize(x.numel());
+  r.dx.resize(x.numel());
+  r.y_infer.resize(x.numel());
+  auto at = [&](std::int64_t n, std::int64_t c, std::int64_t i) { return (n * d.c + c) * hw + i; };
+  for (std::int64_t c = 0; c < d.c; ++c) {
+    double sum = 0, sq = 0;
+    for (std::int64_t n = 0; n < d.n; ++n)
+      for (std::int64_t i = 0; i < hw; ++i) sum += xs[at(n, c, i)];
+    const double mean = sum / m;
+    for (std::int64_t n = 0; n < d.n; ++n)
+      for (std::int64_t i = 0; i < hw; ++i) sq += (xs[at(n, c, i)] - mean) * (xs[at(n, c, i)] - mean);
+    const double var = sq / m, invstd = 1.0 / std::sqrt(var + d.eps);
+    const double g = gamma.data_as<float>()[c], b = beta.data_as<float>()[c];
+    r.mean.push_back(mean);
+    r.invstd.push_back(invstd);
+    // PyTorch: running = (1 - momentum) * running + momentum * batch, unbiased variance.
+    r.running_mean.push_back((1 - d.momentum) * rm.data_as<float>()[c] + d.momentum * mean);
+    r.running_var.push_back((1 - d.momentum) * rv.data_as<float>()[c] +
+                            d.momentum * var * m / (m - 1));
+    const double infer_invstd = 1.0 / std::sqrt(rv.data_as<float>()[c] + d.eps);
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (std::int64_t n = 0; n < d.n; ++n)
+      for (std::int64_t i = 0; i < hw; ++i) {
+        const std::int64_t j = at(n, c, i);
+        const double xhat = (xs[j] - mean) * invstd;
+        r.y[j] = g * xhat + b;
+        r.y_infer[j] = g * (xs[j] - rm.data_as<float>()[c]) * infer_invstd + b;
+        sum_dy += gs[j];
+        sum_dy_xhat += gs[j] * xhat;
+      }
+    for (std::int64_t n = 0; n < d.n; ++n)
+      for (std::int64_t i = 0; i < hw; ++i) {
+        const std::int64_t j = at(n, c, i);
+        const double xhat = (xs[j] - mean) * invstd;
+        r.dx[j] = g * invstd * (gs[j] - sum_dy / m - xhat * sum_dy_xhat / m);
+      }
+    r.dgamma.push_back(dgamma0.data_as<float>()[c] + sum_dy_xhat);
+    r.dbeta.push_back(dbeta0.data_as<float>()[c] + sum_dy);
+  }
+  return r;
+}
+
+void check_bn(const BatchNormDesc& d, std::mt19937& rng) {
+  const std::string name = "batchnorm " + std::string(dtype_name(d.dtype)) + " c" +
+                           std::to_string(d.c) + " " + std::to_string(d.h) + "x" +
+                           std::to_string(d.w);
+  const Shape ds{d.n, d.c, d.h, d.w}, cs{d.c};
+  // An offset and a scale per tensor so mean and variance are far from 0 and 1.
+  Tensor x = test::random_f32(ds, rng, 1.0f, 4.0f);
+  x = test::rounded(x, d.dtype);
+  const Tensor dy = test::rounded(test::random_f32(ds, rng), d.dtype);
+  const Tensor gamma = test::random_f32(cs, rng, 0.5f, 1.5f), beta = test::random_f32(cs, rng);
+  Tensor rm = test::random_f32(cs, rng), rv = test::random_f32(cs, rng, 0.5f, 2.0f);
+  Tensor dgamma = test::random_f32(cs, rng), dbeta = test::random_f32(cs, rng);
+  const BnRef ref = bn_reference(d, x, gamma, beta, rm, rv, dy, dgamma, dbeta);
+  const double rtol = d.dtype == DType::f32 ? 1e-4 : 2e-2;
+  const double atol = d.dtype == DType::f32 ? 1e-5 : 2e-2;
+  auto plan = cpu().plan_batchnorm(d);
+
+  Tensor y_infer = test::poisoned(ds, d.dtype);
+  cpu().batchnorm_infer_forward(*plan, y_infer, test::to_dtype(x, d.dtype), gamma, beta, rm, rv);
+  test::check_close(y_infer, ref.y_infer, rtol, atol, name + " inference forward");
+
+  Tensor y = test::poisoned(ds, d.dtype), mean = test::poisoned(cs), invstd = test::poisoned(cs);
+  const Tensor xd = test::to_dtype(x, d.dtype);
+  cpu().batchnorm_train_forward(*plan, y, mean, invstd, xd, gamma, beta, rm, rv);
+  test::check_close(y, ref.y, rtol, atol, name + " training forward");
+  test::check_close(mean, ref.mean, 1e-5, 1e-6, name + " saved mean");
+  test::check_close(invstd, ref.invstd, 1e-4, 1e-6, name + " saved invstd");
+  test::check_close(rm, ref.running_mean, 1e-5, 1e-6, name + " running mean");
+  test::check_close(rv, ref.running_var, 1e-4, 1e-6, name + " running var (unbiased)");
+
+  Tensor dx = test::poisoned(ds, d.dtype);
+  cpu().batchnorm_backward(*plan, dx, dgamma, dbeta, test::to_dtype(dy, d.dtype), xd, gamma, mean,
+                           invstd);
+  std::vector<double> dx_scale(ref.dx.size(), 0.0);
+  for (std::size_t i = 0; i < dx_scale.size(); ++i) {
+    dx_scale[i] = std::abs(ref.dx[i]) + 0.1;  // dx is a difference of O(1) terms
+  }
+  test::check_close(dx, ref.dx, rtol, 0.0, name + " backward dx", &dx_scale);
+  test::check_close(dgamma, ref.dgamma, rtol, atol * 10, name + " dgamma (accumulated)");
+  test::check_close(dbeta, ref.dbeta, rtol, atol * 10, name + " dbeta (accumulated)");
+}
+
+BatchNormDesc bn(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, DType dtype) {
+  BatchNormDesc d;
+  d.n = n, d.c = c, d.h = h, d.w = w, d.dtype = dtype;
+  return d;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(batchnorm)
+
+BOOST_AUTO_TEST_CASE(f32_against_reference) {
+  std::mt19937 rng(41);
+  check_bn(bn(3, 5, 4, 3, DType::f32), rng);
+  check_bn(bn(2, 16, 7, 5, DType::f32), rng);
+  check_bn(bn(4, 32, 12, 12, DType::f32), rng);
+  BatchNormDesc d = bn(4, 3, 1, 1, DType::f32);  // BatchNorm1d-like: H = W = 1
+  d.momentum = 0.25f;
+  d.eps = 1e-3f;
+  check_bn(d, rng);
+}
+
+BOOST_AUTO_TEST_CASE(bf16_against_reference) {
+  std::mt19937 rng(42);
+  check_bn(bn(3, 5, 4, 3, DType::bf16), rng);
+  check_bn(bn(2, 16, 7, 5, DType::bf16), rng);
+  check_bn(bn(4, 32, 12, 12, DType::bf16), rng);  // large enough to split channels across threads
+}
+
+BOOST_AUTO_TEST_CASE(running_stats_follow_pytorch) {
+  // x per channel = {1, 2, 3, 6}: mean 3, biased var 3.5, unbiased var 14/3.
+  // PyTorch, momentum 0.1: running_mean = 0.9 * 0 + 0.1 * 3 = 0.3;
+  // running_var = 0.9 * 1 + 0.1 * 14/3 = 1.3666667.
+  BatchNormDesc d = bn(4, 1, 1, 1, DType::f32);
+  auto plan = cpu().plan_batchnorm(d);
+  Tensor x = test::f32_tensor({4, 1, 1, 1}, {1, 2, 3, 6});
+  Tensor y = test::poisoned({4, 1, 1, 1}), mean = test::poisoned({1}), invstd = test::poisoned({1});
+  Tensor rm = test::f32_tensor({1}, {0}), rv = test::f32_tensor({1}, {1});
+  Tensor gamma = test::f32_tensor({1}, {1}), beta = test::f32_tensor({1}, {0});
+  cpu().batchnorm_train_forward(*plan, y, mean, invstd, x, gamma, beta, rm, rv);
+  BOOST_TEST(rm.data_as<float>()[0] == 0.3f, boost::test_tools::tolerance(1e-6f));
+  BOOST_TEST(rv.data_as<float>()[0] == 1.3666667f, boost::test_tools::tolerance(1e-6f));
+  BOOST_TEST(mean.data_as<float>()[0] == 3.0f, boost::test_tools::tolerance(1e-6f));
+  BOOST_TEST(invstd.data_as<float>()[0] == static_cast<float>(1.0 / std::sqrt(3.5 + 1e-5)),
+             boost::test_tools::tolerance(1e-6f));
+}
+
+BOOST_AUTO_TEST_CASE(plan_reuse_and_errors) {
+  std::mt19937 rng(43);
+  BatchNormDesc d = bn(2, 4, 3, 3, DType::f32);
+  auto plan = cpu().plan_batchnorm(d);
+  const Tensor x = test::random_f32({2, 4, 3, 3}, rng);
+  const Tensor gamma = test::random_f32({4}, rng), beta = test::random_f32({4}, rng);
+  Tensor rm = test::random_f32({4}, rng), rv = test::random_f32({4}, rng, 0.5f, 1.0f);
+  Tensor y1 = test::poisoned({2, 4, 3, 3}), y2 = test::poisoned({2, 4, 3, 3});
+  Tensor mean = test::poisoned({4}), invstd = test::poisoned({4});
+  cpu().batchnorm_train_forward(*plan, y1, mean, invstd, x, gamma, beta, rm, rv);
+  cpu().batchnorm_train_forward(*plan, y2, mean, invstd, x, gamma, beta, rm, rv);
+  BOOST_TEST(std::memcmp(y1.data(), y2.data(), y1.bytes()) == 0);
+  Tensor dx = test::poisoned({2, 4, 3, 3}), dgamma = test::poisoned({4}), dbeta = test::poisoned({4});
+  const auto step = [&] {
+    cpu().batchnorm_train_forward(*plan, y2, mean, invstd, x, gamma, beta, rm, rv);
+    cpu().batchnorm_infer_forward(*plan, y2, x, gamma, beta, rm, rv);
+    cpu().batchnorm_backward(*plan, dx, dgamma, dbeta, y1, x, gamma, mean, invstd);
+  };
+  for (int i = 0; i < 5; ++i) step();  // warm up the OpenMP/oneDNN per-thread state
+  const std::size_t before = test::heap_in_use();
+  for (int i = 0; i < 5; ++i) step();
+  BOOST_TEST(test::heap_in_use() == before);  // steady state keeps no new heap memory
+
+  Tensor bf_gamma = host_tensor({4}, DType::bf16);
+  std::string msg = test::error_text<BackendError>(
+      [&] { cpu().batchnorm_train_forward(*plan, y1, mean, invstd, x, bf_gamma, beta, rm, rv); });
+  BOOST_TEST(msg.find("cpu backend, batchnorm_train_forward: gamma is bf16(4) but must be f32") !=
+                 std::string::npos,
+             msg);
+  Tensor short_rv = host_tensor({3}, DType::f32);
+  msg = test::error_text<BackendError>(
+      [&] { cpu().batchnorm_infer_forward(*plan, y1, x, gamma, beta, rm, short_rv); });
+  BOOST_TEST(msg.find("running_var is f32(3) but must have shape (4)") != std::string::npos, msg);
+
+  BatchNormDesc one = bn(1, 4, 1, 1, DType::f32);
+  auto single = cpu().plan_batchnorm(one);
+  Tensor x1 = test::random_f32({1, 4, 1, 1}, rng), y3 = test::poisoned({1, 4, 1, 1});
+  msg = test::error_text<BackendError>(
+      [&] { cpu().batchnorm_train_forward(*single, y3, mean, invstd, x1, gamma, beta, rm, rv); });
+  BOOST_TEST(msg.find("has 1 value per channel; training needs at least 2") != std::string::npos,
+             msg);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,195 @@
+// Max / average pooling (forward, backward routed to the argmax or spread over the window with
+// PyTorch's count_include_pad=True divisor), global average pooling and normalize_image, against
+// double references; f32 and bf16 (inputs rounded for the reference, 2^-8 relative for outputs).
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu_fixture.hpp"
+#include "kiln/errors.hpp"
+
+using namespace kiln;
+using kiln::test::cpu;
+
+namespace {
+
+Pool2dDesc pool(Pool2dDesc::Kind kind, std::int64_t n, std::int64_t c, std::int64_t h,
+                std::int64_t w, std::int64_t k, std::int64_t stride, std::int64_t pad,
+                DType dtype = DType::f32) {
+  Pool2dDesc d;
+  d.kind = kind, d.n = n, d.c = c, d.h = h, d.w = w;
+  d.kernel_h = d.kernel_w = k, d.stride_h = d.stride_w = stride, d.pad_h = d.pad_w = pad;
+  d.dtype = dtype;
+  return d;
+}
+
+void check_pool(const Pool2dDesc& d, std::mt19937& rng) {
+  const bool is_max = d.kind == Pool2dDesc::Kind::max;
+  const std::string name = std::string(is_max ? "max" : "avg") + " pool " +
+                           std::string(dtype_name(d.dtype)) + " " + std::to_string(d.h) + "x" +
+                           std::to_string(d.w) + " k" + std::to_string(d.kernel_h) + " s" +
+                           std::to_string(d.stride_h) + " p" + std::to_string(d.pad_h);
+  const std::int64_t P = d.out_h(), Q = d.out_w();
+  const Shape xs{d.n, d.c, d.h, d.w}, ys{d.n, d.c, P, Q};
+  const Tensor x = test::rounded(test::random_f32(xs, rng), d.dtype);
+  const Tensor dy = test::rounded(test::random_f32(ys, rng), d.dtype);
+  std::vector<double> y_ref(ys[0] * ys[1] * P * Q), dx_ref(x.numel(), 0.0);
+  const float* xv = x.data_as<float>();
+  const float* gv = dy.data_as<float>();
+  for (std::int64_t nc = 0; nc < d.n * d.c; ++nc)
+    for (std::int64_t p = 0; p < P; ++p)
+      for (std::int64_t q = 0; q < Q; ++q) {
+        double best = -std::numeric_limits<double>::infinity(), sum = 0;
+        std::int64_t arg = -1;
+        for (std::int64_t a = 0; a < d.kernel_h; ++a)
+          for (std::int64_t b = 0; b < d.kernel_w; ++b) {
+            const std::int64_t hi = p * d.stride_h - d.pad_h + a, wi = q * d.stride_w - d.pad_w + b;
+            if (hi < 0 || hi >= d.h || wi < 0 || wi >= d.w) continue;
+            const std::int64_t j = (nc * d.h + hi) * d.w + wi;
+            sum += xv[j];
+            if (xv[j] > best) best = xv[j], arg = j;
+          }
+        const std::int64_t yi = (nc * P + p) * Q + q;
+        const double divisor = static_cast<double>(d.kernel_h * d.kernel_w);
+        y_ref[yi] = is_max ? best : sum / divisor;
+        if (is_max) {
+          dx_ref[arg] += gv[yi];
+          continue;
+        }
+        for (std::int64_t a = 0; a < d.kernel_h; ++a)
+          for (std::int64_t b = 0; b < d.kernel_w; ++b) {
+            const std::int64_t hi = p * d.stride_h - d.pad_h + a, wi = q * d.stride_w - d.pad_w + b;
+            if (hi < 0 || hi >= d.h || wi < 0 || wi >= d.w) continue;
+            dx_ref[(nc * d.h + hi) * d.w + wi] += gv[yi] / divisor;
+          }
+      }
+  const double rtol = d.dtype == DType::f32 ? 1e-6 : 1.0 / 128;
+  auto plan = cpu().plan_pool2d(d);
+  Tensor y = test::poisoned(ys, d.dtype), dx = test::poisoned(xs, d.dtype);
+  const Tensor xd = test::to_dtype(x, d.dtype);
+  cpu().pool2d_forward(*plan, y, xd);
+  test::check_close(y, y_ref, rtol, 1e-7, name + " forward");
+  cpu().pool2d_backward(*plan, dx, test::to_dtype(dy, d.dtype), xd, y);
+  test::check_close(dx, dx_ref, rtol, 1e-6, name + " backward");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(pooling)
+
+BOOST_AUTO_TEST_CASE(max_and_average_against_reference) {
+  std::mt19937 rng(51);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (auto kind : {Pool2dDesc::Kind::max, Pool2dDesc::Kind::average}) {
+      check_pool(pool(kind, 2, 3, 9, 9, 3, 2, 1, dtype), rng);    // ResNet stem: 3x3 s2 p1
+      check_pool(pool(kind, 1, 16, 8, 11, 3, 2, 1, dtype), rng);  // even and odd sides
+      check_pool(pool(kind, 2, 4, 7, 7, 2, 2, 0, dtype), rng);    // drops the last row/column
+      check_pool(pool(kind, 1, 2, 6, 5, 3, 1, 1, dtype), rng);    // stride 1, heavy overlap
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(max_backward_routes_to_the_argmax) {
+  // 2x2 windows, stride 2: each gradient lands on its window's maximum, nowhere else.
+  const Tensor x = test::f32_tensor({1, 1, 4, 4}, {1, 9, 2, 3,    //
+                                                   4, 5, 8, 7,    //
+                                                   6, 0, 1, 1,    //
+                                                   2, 3, 5, 9.5});
+  Pool2dDesc d = pool(Pool2dDesc::Kind::max, 1, 1, 4, 4, 2, 2, 0);
+  auto plan = cpu().plan_pool2d(d);
+  Tensor y = test::poisoned({1, 1, 2, 2}), dx = test::poisoned({1, 1, 4, 4});
+  cpu().pool2d_forward(*plan, y, x);
+  test::check_close(y, {9, 8, 6, 9.5}, 0, 0, "max pool values");
+  const Tensor dy = test::f32_tensor({1, 1, 2, 2}, {10, 20, 30, 40});
+  cpu().pool2d_backward(*plan, dx, dy, x, y);
+  test::check_close(dx, {0, 10, 0, 0, 0, 0, 20, 0, 30, 0, 0, 0, 0, 0, 0, 40}, 0, 0,
+                    "max pool gradient routing");
+
+  const auto step = [&] {
+    cpu().pool2d_forward(*plan, y, x);
+    cpu().pool2d_backward(*plan, dx, dy, x, y);
+  };
+  for (int i = 0; i < 5; ++i) step();  // warm up the OpenMP/oneDNN per-thread state
+  const std::size_t before = test::heap_in_use();
+  for (int i = 0; i < 5; ++i) step();
+  BOOST_TEST(test::heap_in_use() == before);  // the workspace lives in the plan
+  test::check_close(dx, {0, 10, 0, 0, 0, 0, 20, 0, 30, 0, 0, 0, 0, 0, 0, 40}, 0, 0,
+                    "max pool gradient routing, plan reused");
+
+  auto fresh = cpu().plan_pool2d(d);
+  const std::string msg =
+      test::error_text<BackendError>([&] { cpu().pool2d_backward(*fresh, dx, dy, x, y); });
+  BOOST_TEST(msg.find("backward called before any forward with this plan") != std::string::npos,
+             msg);
+}
+
+BOOST_AUTO_TEST_CASE(average_counts_padding_like_pytorch) {
+  // PyTorch AvgPool2d(3, stride=2, padding=1) on a 3x3 of ones: corner windows see 4 ones and
+  // divide by 9 (count_include_pad=True): 4/9.
+  Pool2dDesc d = pool(Pool2dDesc::Kind::average, 1, 1, 3, 3, 3, 2, 1);
+  auto plan = cpu().plan_pool2d(d);
+  const Tensor x = test::f32_tensor({1, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1});
+  Tensor y = test::poisoned({1, 1, 2, 2});
+  cpu().pool2d_forward(*plan, y, x);
+  test::check_close(y, {4.0 / 9, 4.0 / 9, 4.0 / 9, 4.0 / 9}, 1e-6, 0, "avg pool include padding");
+}
+
+BOOST_AUTO_TEST_CASE(global_average_pool) {
+  std::mt19937 rng(52);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (const Shape& s : {Shape{2, 3, 5, 7}, Shape{4, 64, 7, 7}, Shape{3, 5, 1, 1}}) {
+      const Tensor x = test::rounded(test::random_f32(s, rng), dtype);
+      const Tensor dy = test::rounded(test::random_f32({s[0], s[1]}, rng), dtype);
+      const std::int64_t hw = s[2] * s[3];
+      std::vector<double> y_ref(s[0] * s[1], 0.0), dx_ref(x.numel());
+      for (std::int64_t i = 0; i < s[0] * s[1]; ++i) {
+        for (std::int64_t j = 0; j < hw; ++j) y_ref[i] += x.data_as<float>()[i * hw + j] / hw;
+        for (std::int64_t j = 0; j < hw; ++j) dx_ref[i * hw + j] = dy.data_as<float>()[i] / hw;
+      }
+      const double rtol = dtype == DType::f32 ? 1e-5 : 1.0 / 128;
+      Tensor y = test::poisoned({s[0], s[1]}, dtype), dx = test::poisoned(s, dtype);
+      cpu().global_avgpool_forward(y, test::to_dtype(x, dtype));
+      test::check_close(y, y_ref, rtol, 1e-6, "global avgpool forward " + std::string(dtype_name(dtype)));
+      cpu().global_avgpool_backward(dx, test::to_dtype(dy, dtype));
+      test::check_close(dx, dx_ref, rtol, 1e-7, "global avgpool backward " + std::string(dtype_name(dtype)));
+    }
+  }
+  Tensor y = host_tensor({2, 4}, DType::f32), x = host_tensor({2, 3, 5, 5}, DType::f32);
+  const std::string msg = test::error_text<BackendError>([&] { cpu().global_avgpool_forward(y, x); });
+  BOOST_TEST(msg.find("y is f32(2, 4) but must have shape (2, 3)") != std::string::npos, msg);
+}
+
+BOOST_AUTO_TEST_CASE(normalize_image_nhwc_u8_to_nchw) {
+  std::mt19937 rng(53);
+  const std::int64_t n = 2, h = 5, w = 7;
+  Tensor src = host_tensor({n, h, w, 3}, DType::u8);
+  auto* px = src.data_as<std::uint8_t>();
+  for (std::int64_t i = 0; i < src.numel(); ++i) px[i] = static_cast<std::uint8_t>(rng() & 0xff);
+  px[0] = 0, px[1] = 255;
+  ImageNormalize norm;
+  std::vector<double> want(n * 3 * h * w);
+  for (std::int64_t b = 0; b < n; ++b)
+    for (int c = 0; c < 3; ++c)
+      for (std::int64_t i = 0; i < h * w; ++i) {
+        want[(b * 3 + c) * h * w + i] =
+            (px[(b * h * w + i) * 3 + c] / 255.0 - norm.mean[c]) / norm.std[c];
+      }
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    Tensor dst = test::poisoned({n, 3, h, w}, dtype);
+    cpu().normalize_image(dst, src, norm);
+    const double rtol = dtype == DType::f32 ? 1e-6 : dtype == DType::bf16 ? 1.0 / 128 : 1.0 / 1024;
+    test::check_close(dst, want, rtol, 1e-6, "normalize_image " + std::string(dtype_name(dtype)));
+  }
+  Tensor wrong = host_tensor({n, h, w, 3}, DType::f32);
+  const std::string msg = test::error_text<BackendError>(
+      [&] { cpu().normalize_image(wrong, src, norm); });
+  BOOST_TEST(msg.find("dst is f32(2, 5, 7, 3) but must have shape (2, 3, 5, 7)") !=
+                 std::string::npos,
+             msg);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
