@@ -41,6 +41,8 @@ class ParameterStore {
   bool allocated() const noexcept { return value_arena_.defined(); }
 
   std::span<const Parameter> parameters() const noexcept { return params_; }
+  /// Shape parameter i was declared with (valid before allocate(), unlike its tensors).
+  const Shape& declared_shape(std::size_t i) const { return shapes_pending_.at(i); }
   const Parameter& operator[](std::size_t i) const { return params_.at(i); }
   /// Element offset of parameter i in the arenas, and the arena size in elements.
   std::int64_t offset(std::size_t i) const { return offsets_.at(i); }

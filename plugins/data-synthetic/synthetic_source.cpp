@@ -1,0 +1,80 @@
+// SyntheticSource: parameter checks and the allocation-free sample generator.
+#include "synthetic_source.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kiln/errors.hpp"
+#include "kiln/rng.hpp"
+
+namespace kiln::synthetic {
+namespace {
+
+// Stream tags so pixel values and labels never share a hash input.
+constexpr std::uint64_t kPixelStream = 0x5049584Cull;  // "PIXL"
+constexpr std::uint64_t kLabelStream = 0x4C41424Cull;  // "LABL"
+
+// Irwin-Hall(4) of 16-bit uniforms: the sum has mean 4 * 32767.5 and standard deviation
+// ~2^16 / sqrt(3); centred and scaled to mean 0, variance 1.
+constexpr std::int64_t kSumMean = 131070;
+constexpr float kScale = 1.7320508f / 65536.0f;
+
+}  // namespace
+
+SyntheticSource::SyntheticSource(const PluginArgs& args) {
+  if (!args.params) throw ConfigError("synthetic: created without a parameter table");
+  const ParamMap& p = *args.params;
+  const auto& shape = p.get<std::vector<std::int64_t>>("shape");
+  const std::int64_t classes = p.get_int("classes");
+  const std::int64_t count = p.get_int("count");
+  const std::int64_t seed = p.get_int("seed");
+  if (shape.empty()) throw ConfigError(p.where("shape") + " is empty; give the sample shape, e.g. [3, 224, 224]");
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 1) {
+      throw ConfigError(fmt::format("{}: dimension {} is {}; every dimension must be >= 1", p.where("shape"), i,
+                                    shape[i]));
+    }
+  }
+  if (classes < 1 || classes > (std::int64_t{1} << 31) - 1) {
+    throw ConfigError(fmt::format("{} = {} must be in 1..2^31-1", p.where("classes"), classes));
+  }
+  if (count < 1) throw ConfigError(fmt::format("{} = {} must be >= 1", p.where("count"), count));
+  if (seed < 0) throw ConfigError(fmt::format("{} = {} must be >= 0", p.where("seed"), seed));
+  seed_ = static_cast<std::uint64_t>(seed);
+  info_.sample_shape = Shape(shape.begin(), shape.end());
+  info_.sample_dtype = DType::f32;
+  info_.num_classes = classes;
+  info_.count = count;
+  numel_ = shape_numel(info_.sample_shape);
+  info_.description = fmt::format("synthetic {} samples of {} f32, {} classes, seed {}", count,
+                                  shape_string(info_.sample_shape), classes, seed);
+}
+
+std::int32_t SyntheticSource::label_of(std::int64_t index) const noexcept {
+  const std::uint64_t h = derive_seed(seed_, kLabelStream, static_cast<std::uint64_t>(index));
+  return static_cast<std::int32_t>(h % static_cast<std::uint64_t>(info_.num_classes));
+}
+
+void SyntheticSource::read(std::int64_t index, std::uint64_t /*loader_seed*/, const SampleSlot& out) const {
+  if (index < 0 || index >= info_.count) {
+    throw DataError(fmt::format("synthetic: sample index {} is outside [0, {}) (data count)", index, info_.count));
+  }
+  const std::size_t want = static_cast<std::size_t>(numel_) * sizeof(float);
+  if (out.data == nullptr || out.bytes != want || out.label == nullptr) {
+    throw DataError(fmt::format("synthetic: sample {} needs a {}-byte buffer and a label slot, got {} bytes",
+                                index, want, out.bytes));
+  }
+  float* dst = static_cast<float*>(out.data);
+  const std::uint64_t base = derive_seed(seed_, kPixelStream, static_cast<std::uint64_t>(index));
+  for (std::int64_t i = 0; i < numel_; ++i) {
+    const std::uint64_t h = mix64(base + static_cast<std::uint64_t>(i));
+    const std::int64_t sum = static_cast<std::int64_t>(h & 0xFFFF) + static_cast<std::int64_t>((h >> 16) & 0xFFFF) +
+                             static_cast<std::int64_t>((h >> 32) & 0xFFFF) + static_cast<std::int64_t>(h >> 48);
+    dst[i] = static_cast<float>(sum - kSumMean) * kScale;
+  }
+  *out.label = label_of(index);
+}
+
+}  // namespace kiln::synthetic

@@ -1,0 +1,25 @@
+// The `resnet` model plugin library's descriptor: name, version, parameter schema, factory.
+// The schema is validated by the core before the factory runs; ResnetModel checks ranges.
+#include <kiln/sdk/plugin.hpp>
+
+#include "resnet_model.hpp"
+
+namespace {
+
+constexpr kiln_param_spec_v1 kResnetParams[] = {
+    {"depth", KILN_PARAM_INT, "50", nullptr,
+     "Number of layers: 18/34 use basic blocks, 50/101/152 bottlenecks (v1.5: stride on the 3x3)."},
+    {"num_classes", KILN_PARAM_INT, "1000", nullptr, "Number of output classes (logits)."},
+    {"width", KILN_PARAM_FLOAT, "1.0", nullptr,
+     "Multiplier of the stage widths 64, 128, 256, 512 (rounded, at least 1); 1.0 is torchvision's."},
+    {"zero_init_residual", KILN_PARAM_BOOL, "false", nullptr,
+     "Start the last BN gamma of every block at 0, so each block starts as the identity."},
+    {"in_channels", KILN_PARAM_INT, "3", nullptr, "Channels of the input images."},
+    {"image_size", KILN_PARAM_INT, "224", nullptr, "Height = width of the input images (at least 32)."},
+};
+
+}  // namespace
+
+KILN_PLUGIN_LIBRARY(kiln::sdk::plugin<kiln::Model, kiln::resnet::ResnetModel>(
+    "resnet", "0.1.0", "ResNet v1.5 (torchvision names) at depth 18/34/50/101/152 with a width multiplier",
+    kResnetParams));

@@ -1,0 +1,169 @@
+// ResnetModel: stem (7x7/2 conv, BN, ReLU, 3x3/2 max-pool) -> 4 stages of residual blocks
+// (the first block of stages 2-4 has stride 2) -> global average pool -> Linear.
+//
+// The stem conv skips its input gradient (nobody needs d(images)). backward() reports each
+// parameter ready as soon as its layer's backward has run, fc first, conv1 last, so GradSync can
+// reduce the late stages while the early ones are still computing.
+#include "resnet_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include <kiln/errors.hpp>
+
+namespace kiln::resnet {
+
+Architecture architecture_for(std::int64_t depth, const std::string& where) {
+  using B = Architecture::Block;
+  switch (depth) {
+    case 18: return Architecture{B::basic, {2, 2, 2, 2}};
+    case 34: return Architecture{B::basic, {3, 4, 6, 3}};
+    case 50: return Architecture{B::bottleneck, {3, 4, 6, 3}};
+    case 101: return Architecture{B::bottleneck, {3, 4, 23, 3}};
+    case 152: return Architecture{B::bottleneck, {3, 8, 36, 3}};
+    default:
+      throw ConfigError(fmt::format("{} = {} is not a ResNet depth; use 18, 34, 50, 101 or 152", where, depth));
+  }
+}
+
+std::int64_t scaled_width(std::int64_t base, double width) {
+  return std::max<std::int64_t>(1, std::llround(static_cast<double>(base) * width));
+}
+
+ResnetModel::ResnetModel(const PluginArgs& args) {
+  if (!args.params) throw ConfigError("resnet: created without a parameter table");
+  const ParamMap& p = *args.params;
+  depth_ = p.get_int("depth");
+  classes_ = p.get_int("num_classes");
+  width_ = p.get_float("width");
+  in_channels_ = p.get_int("in_channels");
+  image_size_ = p.get_int("image_size");
+  const bool zero_init = p.get_bool("zero_init_residual");
+  const Architecture arch = architecture_for(depth_, p.where("depth"));
+  if (classes_ < 2) throw ConfigError(fmt::format("{} = {} must be at least 2", p.where("num_classes"), classes_));
+  if (!(width_ > 0) || !std::isfinite(width_) || width_ > 64) {
+    throw ConfigError(fmt::format("{} = {} must be a multiplier in (0, 64] of the base widths 64..512",
+                                  p.where("width"), width_));
+  }
+  if (in_channels_ < 1) {
+    throw ConfigError(fmt::format("{} = {} must be at least 1", p.where("in_channels"), in_channels_));
+  }
+  if (image_size_ < 32) {
+    throw ConfigError(fmt::format("{} = {} is too small: ResNet downsamples by 32, use at least 32",
+                                  p.where("image_size"), image_size_));
+  }
+
+  const nn::GammaInit last_gamma = zero_init ? nn::GammaInit::zeros : nn::GammaInit::ones;
+  const std::int64_t stem = scaled_width(64, width_);
+  conv1_ = std::make_unique<nn::Conv2d>(store_, "conv1", in_channels_, stem, nn::Window{7, 2, 3},
+                                        nn::InputGrad::skip);
+  bn1_ = std::make_unique<nn::BatchNorm2d>(store_, "bn1", stem);
+  std::int64_t channels = stem;
+  const std::int64_t base[4] = {64, 128, 256, 512};
+  for (int stage = 0; stage < 4; ++stage) {
+    const std::int64_t planes = scaled_width(base[stage], width_);
+    for (std::int64_t j = 0; j < arch.blocks[stage]; ++j) {
+      const std::int64_t stride = (stage > 0 && j == 0) ? 2 : 1;
+      const std::string prefix = fmt::format("layer{}.{}", stage + 1, j);
+      if (arch.block == Architecture::Block::bottleneck) {
+        blocks_.push_back(std::make_unique<nn::Bottleneck>(store_, prefix, channels, planes, stride, last_gamma));
+      } else {
+        blocks_.push_back(std::make_unique<nn::BasicBlock>(store_, prefix, channels, planes, stride, last_gamma));
+      }
+      channels = blocks_.back()->out_channels();
+    }
+  }
+  fc_ = std::make_unique<nn::Linear>(store_, "fc", channels, classes_);
+}
+
+InputSpec ResnetModel::input_spec() const {
+  return InputSpec{{in_channels_, image_size_, image_size_}, DType::f32, classes_};
+}
+
+void ResnetModel::build(const ModelBuildContext& ctx) {
+  if (backend_ != nullptr) throw BackendError("resnet: build() called twice");
+  if (ctx.backend == nullptr || ctx.max_batch < 1) {
+    throw BackendError("resnet: build() needs a backend and max_batch >= 1");
+  }
+  Backend& backend = *ctx.backend;
+  const std::int64_t n = ctx.max_batch;
+  const DType dt = ctx.compute_dtype;
+  if (dt != DType::f32) nn::require_op(backend, Op::cast, dt, "resnet (input and logits casts)");
+  store_.allocate(backend, ctx.param_dtype, dt, ctx.seed);
+
+  nn::ImageShape s = conv1_->build(backend, n, nn::ImageShape{in_channels_, image_size_, image_size_}, dt);
+  bn1_->build(backend, n, s, dt);
+  relu_.build(backend, n, s, dt);
+  s = maxpool_.build(backend, n, s, dt);
+  for (auto& block : blocks_) s = block->build(backend, n, s, dt);
+  avgpool_.build(backend, n, s, dt);
+  fc_->build(backend, n, dt);
+
+  buffers_.clear();
+  buffers_.insert(buffers_.end(), bn1_->buffers().begin(), bn1_->buffers().end());
+  for (const auto& block : blocks_) block->append_buffers(buffers_);
+
+  compute_dtype_ = dt;
+  if (dt != DType::f32) {
+    x_compute_ = backend.allocate({n, in_channels_, image_size_, image_size_}, dt, MemoryKind::device);
+    logits_f32_ = backend.allocate({n, classes_}, DType::f32, MemoryKind::device);
+    dlogits_compute_ = backend.allocate({n, classes_}, dt, MemoryKind::device);
+  }
+  backend_ = &backend;
+}
+
+Tensor ResnetModel::forward(const Tensor& x, Mode mode, std::uint64_t /*step_seed: no dropout*/) {
+  if (backend_ == nullptr) throw BackendError("resnet: forward() before build()");
+  const std::int64_t b = x.dim(0);
+  const Shape want{b, in_channels_, image_size_, image_size_};
+  if (x.numel() != shape_numel(want)) {
+    throw BackendError(fmt::format("resnet: input {} does not hold {} images of {}x{}x{}; set "
+                                   "model.in_channels / model.image_size to the data's sample shape",
+                                   x.describe(), b, in_channels_, image_size_, image_size_));
+  }
+  rows_ = b;
+  Tensor h = x.reshape(want);
+  if (compute_dtype_ != DType::f32) {
+    Tensor xc = x_compute_.rows(0, b);
+    backend_->cast(xc, h);
+    h = xc;
+  }
+  h = maxpool_.forward(relu_.forward(bn1_->forward(conv1_->forward(h), mode)));
+  for (auto& block : blocks_) h = block->forward(h, mode);
+  Tensor logits = fc_->forward(avgpool_.forward(h));
+  if (compute_dtype_ == DType::f32) return logits;
+  Tensor out = logits_f32_.rows(0, b);
+  backend_->cast(out, logits);
+  return out;
+}
+
+void ResnetModel::backward(const Tensor& dlogits, const GradReadyFn& ready) {
+  if (rows_ == 0) throw BackendError("resnet: backward() before forward()");
+  if (dlogits.rank() != 2 || dlogits.dim(0) != rows_ || dlogits.dim(1) != classes_) {
+    throw BackendError(fmt::format("resnet: dlogits is {}, expected ({}, {}) from the last forward",
+                                   dlogits.describe(), rows_, classes_));
+  }
+  Tensor d = dlogits;
+  if (compute_dtype_ != DType::f32) {
+    d = dlogits_compute_.rows(0, rows_);
+    backend_->cast(d, dlogits);
+  }
+  d = fc_->backward(d);
+  if (ready) {
+    ready(fc_->weight_index());
+    ready(fc_->bias_index());
+  }
+  d = avgpool_.backward(d);
+  for (std::size_t i = blocks_.size(); i-- > 0;) d = blocks_[i]->backward(d, ready);
+  d = bn1_->backward(relu_.backward(maxpool_.backward(d)));
+  conv1_->backward(d);
+  if (ready) {
+    ready(bn1_->weight_index());
+    ready(bn1_->bias_index());
+    ready(conv1_->weight_index());
+  }
+}
+
+}  // namespace kiln::resnet

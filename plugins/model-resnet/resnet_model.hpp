@@ -1,0 +1,70 @@
+// ResnetModel: the `resnet` model plugin, torchvision's ResNet v1.5 (stride on the 3x3 conv of
+// a Bottleneck) at depth 18/34/50/101/152, built from the core CNN layers.
+//
+// Decisions: parameter and buffer names are torchvision's state_dict names, so checkpoints map
+// one to one ("layer1.0.downsample.0.weight"); `width` scales every stage's base width (64, 128,
+// 256, 512) and is rounded to the nearest integer (at least 1), so width 1.0 is torchvision's
+// network exactly. Inputs and logits are f32 at the model boundary; with a lower compute dtype
+// the model casts the input in and the logits out itself.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <kiln/nn/cnn_layers.hpp>
+#include <kiln/nn/layers.hpp>
+#include <kiln/nn/parameter_store.hpp>
+#include <kiln/plugin_args.hpp>
+
+namespace kiln::resnet {
+
+/// Blocks per stage and block kind for a supported depth.
+struct Architecture {
+  enum class Block : std::uint8_t { basic, bottleneck } block = Block::bottleneck;
+  std::int64_t blocks[4] = {3, 4, 6, 3};
+};
+
+/// The architecture of `depth`; throws ConfigError (naming `where`) for other depths.
+Architecture architecture_for(std::int64_t depth, const std::string& where);
+
+/// round(base * width), at least 1.
+std::int64_t scaled_width(std::int64_t base, double width);
+
+class ResnetModel final : public Model {
+ public:
+  /// Reads depth, num_classes, width, zero_init_residual, in_channels, image_size.
+  /// Throws ConfigError for out-of-range values.
+  explicit ResnetModel(const PluginArgs& args);
+
+  std::string_view name() const override { return "resnet"; }
+  InputSpec input_spec() const override;
+  void build(const ModelBuildContext& ctx) override;
+  std::span<const Parameter> parameters() const override { return store_.parameters(); }
+  std::span<const ModelBuffer> buffers() const override { return buffers_; }
+  Tensor forward(const Tensor& x, Mode mode, std::uint64_t step_seed) override;
+  void backward(const Tensor& dlogits, const GradReadyFn& ready) override;
+
+  /// The declared parameters (names, shapes, flags) before build(), for tests and tools.
+  const nn::ParameterStore& store() const noexcept { return store_; }
+
+ private:
+  std::int64_t depth_, classes_, in_channels_, image_size_;
+  double width_;
+  nn::ParameterStore store_;
+  std::unique_ptr<nn::Conv2d> conv1_;
+  std::unique_ptr<nn::BatchNorm2d> bn1_;
+  nn::ReluInPlace relu_;
+  nn::MaxPool2d maxpool_{nn::Window{3, 2, 1}};
+  std::vector<std::unique_ptr<nn::ResidualBlock>> blocks_;
+  nn::GlobalAvgPool avgpool_;
+  std::unique_ptr<nn::Linear> fc_;
+  std::vector<ModelBuffer> buffers_;
+
+  Backend* backend_ = nullptr;
+  DType compute_dtype_ = DType::f32;
+  Tensor x_compute_, logits_f32_, dlogits_compute_;  // only when compute dtype != f32
+  std::int64_t rows_ = 0;
+};
+
+}  // namespace kiln::resnet
