@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Benchmark: images/s per core of the ImageNet train transform, Kiln vs torchvision.
+
+Generates ~200 JPEGs of ImageNet-like sizes (300-640 px per side, quality 90, smooth shapes plus
+texture so they compress to ImageNet-like bits/pixel), builds kiln_driver.cpp against the build
+tree, then times, in one invocation and pinned to one CPU:
+  Kiln:        `imagenet` plugin read() (RandomResizedCrop 224, flip, normalise) on one thread
+  torchvision: RandomResizedCrop(224), RandomHorizontalFlip, ToTensor, Normalize with PIL,
+               one process, torch.set_num_threads(1)
+and prints both rates and their ratio (goal: Kiln >= 2x). Rates are images per CPU-second of
+the timed loop (process CPU time), so other load on the machine does not skew the ratio much. Usage, from the repo root after the
+build (scripts/build.sh) and `apt-get install python3-torchvision python3-pil`:
+    /usr/bin/python3 bench/imagenet_transform/run.py [--build build] [--images 2000]
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFilter
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+
+def make_dataset(root, count, rng):
+    """count JPEGs in root/train/nXXX/ (10 classes); returns mean bytes per pixel."""
+    total_bytes = total_pixels = 0
+    for i in range(count):
+        w, h = int(rng.integers(300, 641)), int(rng.integers(300, 641))
+        base = Image.fromarray(rng.integers(0, 256, (h // 16 + 2, w // 16 + 2, 3), dtype=np.uint8))
+        img = base.resize((w, h), Image.BICUBIC)
+        draw = ImageDraw.Draw(img)
+        for _ in range(12):
+            x0, y0 = int(rng.integers(0, w)), int(rng.integers(0, h))
+            x1, y1 = x0 + int(rng.integers(20, 200)), y0 + int(rng.integers(20, 200))
+            draw.ellipse([x0, y0, x1, y1], fill=tuple(int(v) for v in rng.integers(0, 256, 3)))
+        img = img.filter(ImageFilter.GaussianBlur(1.0))
+        noise = rng.normal(0, 10, (h, w, 3))
+        arr = np.clip(np.asarray(img, dtype=np.float32) + noise, 0, 255).astype(np.uint8)
+        path = root / "train" / f"n{i % 10:03d}" / f"img_{i:04d}.JPEG"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(arr).save(path, quality=90)
+        total_bytes += path.stat().st_size
+        total_pixels += w * h
+    return total_bytes / total_pixels
+
+
+def build_driver(build, out):
+    cmd = ["g++", "-O2", "-std=c++20", f"-I{ROOT / 'interfaces'}", f"-I{ROOT / 'core/include'}",
+           str(HERE / "kiln_driver.cpp"), "-o", str(out), f"-L{build / 'lib'}",
+           f"-Wl,-rpath,{build / 'lib'}", "-lkiln_core"]
+    subprocess.run(cmd, check=True)
+
+
+def rate(cmd):
+    """(images per CPU-second, images per wall-second) of one driver run."""
+    result = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    return result["images"] / result["cpu_seconds"], result["images"] / result["seconds"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default=str(ROOT / "build"), help="build tree with lib/ and plugins")
+    parser.add_argument("--images", type=int, default=2000, help="timed images per side")
+    parser.add_argument("--count", type=int, default=200, help="generated JPEGs")
+    parser.add_argument("--cpu", type=int, default=0, help="CPU to pin both sides to")
+    args = parser.parse_args()
+    build = Path(args.build).resolve()
+    load = os.getloadavg()[0]
+    os.sched_setaffinity(0, {args.cpu})  # children inherit the single-CPU mask
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    with tempfile.TemporaryDirectory(prefix="kiln-imagenet-bench-") as tmp:
+        tmp = Path(tmp)
+        bpp = make_dataset(tmp / "data", args.count, np.random.default_rng(0))
+        driver = tmp / "kiln_driver"
+        build_driver(build, driver)
+        kiln = rate([str(driver), str(build / "lib/kiln/plugins"), str(tmp / "data"), str(args.images)])
+        torch = rate([sys.executable, str(HERE / "torchvision_driver.py"), str(tmp / "data"),
+                      str(args.images)])
+    print(f"machine: {platform.processor() or platform.machine()}, pinned to CPU {args.cpu}")
+    print(f"data: {args.count} JPEGs, 300-640 px per side, quality 90, {bpp:.2f} bytes/pixel")
+    print(f"load average before the run   : {load:.1f} ({os.cpu_count()} CPUs)")
+    print("images per CPU-second (per core; wall-clock rate in brackets, lower when CPUs are shared)")
+    print(f"kiln imagenet train transform : {kiln[0]:8.1f}   ({kiln[1]:.1f} wall)")
+    print(f"torchvision + PIL             : {torch[0]:8.1f}   ({torch[1]:.1f} wall)")
+    print(f"ratio kiln / torchvision      : {kiln[0] / torch[0]:8.2f}x (goal >= 2x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+// Crop planning and the separable antialiased-bilinear resampler (see transform.hpp).
+//
+// The resampler precomputes per-axis tap tables (first source index, weights normalised to 1),
+// runs the vertical pass first (contiguous bytes, vectorised) over only the crop's columns, then
+// the horizontal pass on exactly `size` rows with one 4-float vector per tap, writing CHW with
+// the normalisation folded into one multiply-add.
+// Scratch is thread_local: read() runs on several loader threads at once.
+#include "transform.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace kiln::imagenet {
+namespace {
+
+struct Taps {
+  int max_taps = 0;
+  std::vector<int> first;       // per output pixel
+  std::vector<int> count;       // per output pixel
+  std::vector<float> weights;   // out * max_taps
+};
+
+// PIL's bilinear with antialiasing: support 1 widened by the downscale factor; taps clamped to
+// [lo, hi) so no pixel outside the crop box (or the image) contributes.
+void make_taps(double start, double length, int out_size, int lo, int hi, Taps& taps) {
+  const double scale = length / out_size;
+  const double filter_scale = std::max(scale, 1.0);
+  const double support = filter_scale;  // bilinear support 1.0
+  taps.max_taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  taps.first.resize(static_cast<std::size_t>(out_size));
+  taps.count.resize(static_cast<std::size_t>(out_size));
+  taps.weights.assign(static_cast<std::size_t>(out_size) * taps.max_taps, 0.0f);
+  for (int o = 0; o < out_size; ++o) {
+    const double centre = start + (o + 0.5) * scale;
+    int x0 = static_cast<int>(std::floor(centre - support + 0.5));
+    int x1 = static_cast<int>(std::floor(centre + support + 0.5));
+    x0 = std::max(x0, lo);
+    x1 = std::min(x1, hi);
+    if (x1 <= x0) {  // degenerate: nearest valid pixel
+      x0 = std::clamp(static_cast<int>(centre), lo, hi - 1);
+      x1 = x0 + 1;
+    }
+    x1 = std::min(x1, x0 + taps.max_taps);
+    float* w = &taps.weights[static_cast<std::size_t>(o) * taps.max_taps];
+    double total = 0;
+    for (int x = x0; x < x1; ++x) {
+      const double d = std::abs((x + 0.5 - centre) / filter_scale);
+      const double v = d < 1.0 ? 1.0 - d : 0.0;
+      w[x - x0] = static_cast<float>(v);
+      total += v;
+    }
+    if (total <= 0) {
+      w[0] = 1.0f;
+      x1 = x0 + 1;
+      total = 1.0;
+    }
+    for (int k = 0; k < x1 - x0; ++k) w[k] = static_cast<float>(w[k] / total);
+    taps.first[static_cast<std::size_t>(o)] = x0;
+    taps.count[static_cast<std::size_t>(o)] = x1 - x0;
+  }
+}
+
+struct Scratch {
+  Taps horizontal, vertical;
+  std::vector<float> rows;  // size rows of the crop's columns, interleaved RGB (+1 pad)
+};
+
+}  // namespace
+
+CropPlan plan_crop(const TransformOptions& o, int width, int height, SampleRng& rng) {
+  CropPlan plan;
+  if (o.kind == TransformKind::eval) {
+    // torchvision Resize(int): the shorter side becomes exactly `resize`, the longer one
+    // int(resize * long / short).
+    double resized_w = o.resize, resized_h = o.resize;
+    if (width > height) {
+      resized_w = std::floor(static_cast<double>(o.resize) * width / height);
+    } else if (height > width) {
+      resized_h = std::floor(static_cast<double>(o.resize) * height / width);
+    }
+    const double crop = std::min({static_cast<double>(o.size), resized_w, resized_h});
+    // CenterCrop's int(round(d / 2.0)) with Python's round-half-to-even.
+    const double left = std::nearbyint((resized_w - crop) / 2.0);
+    const double top = std::nearbyint((resized_h - crop) / 2.0);
+    const double sx = width / resized_w, sy = height / resized_h;
+    plan.rect = CropRect{left * sx, top * sy, crop * sx, crop * sy};
+    return plan;
+  }
+  // torchvision RandomResizedCrop.get_params.
+  const double area = static_cast<double>(width) * height;
+  const double log_lo = std::log(o.ratio_min), log_hi = std::log(o.ratio_max);
+  bool found = false;
+  for (int attempt = 0; attempt < 10 && !found; ++attempt) {
+    const double target = area * rng.uniform(static_cast<float>(o.scale_min), static_cast<float>(o.scale_max));
+    const double ratio = std::exp(rng.uniform(static_cast<float>(log_lo), static_cast<float>(log_hi)));
+    const int w = static_cast<int>(std::lround(std::sqrt(target * ratio)));
+    const int h = static_cast<int>(std::lround(std::sqrt(target / ratio)));
+    if (w > 0 && h > 0 && w <= width && h <= height) {
+      const int top = static_cast<int>(rng.below(static_cast<std::uint64_t>(height - h + 1)));
+      const int left = static_cast<int>(rng.below(static_cast<std::uint64_t>(width - w + 1)));
+      plan.rect = CropRect{static_cast<double>(left), static_cast<double>(top),
+                           static_cast<double>(w), static_cast<double>(h)};
+      found = true;
+    }
+  }
+  if (!found) {
+    const double in_ratio = static_cast<double>(width) / height;
+    int w = width, h = height;
+    if (in_ratio < o.ratio_min) {
+      h = static_cast<int>(std::lround(w / o.ratio_min));
+    } else if (in_ratio > o.ratio_max) {
+      w = static_cast<int>(std::lround(h * o.ratio_max));
+    }
+    w = std::clamp(w, 1, width);
+    h = std::clamp(h, 1, height);
+    plan.rect = CropRect{static_cast<double>((width - w) / 2), static_cast<double>((height - h) / 2),
+                         static_cast<double>(w), static_cast<double>(h)};
+  }
+  // Drawn even when flip is off, so turning flip off does not change the crops.
+  const bool coin = rng.uniform() < 0.5f;
+  plan.flip = o.flip && coin;
+  return plan;
+}
+
+// Cloned for AVX2 (picked at load time by an ifunc) so the vertical pass converts and
+// multiplies 8 lanes at a time; the default clone keeps the library loadable everywhere.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+void resample_normalise(const unsigned char* rgb, int width, int height, const CropRect& rect,
+                        bool flip, const TransformOptions& options, float* out) {
+  thread_local Scratch scratch;
+  const int size = options.size;
+  const int x_lo = std::max(0, static_cast<int>(std::floor(rect.x)));
+  const int x_hi = std::max(x_lo + 1, std::min(width, static_cast<int>(std::ceil(rect.x + rect.w))));
+  const int y_lo = std::max(0, static_cast<int>(std::floor(rect.y)));
+  const int y_hi = std::max(y_lo + 1, std::min(height, static_cast<int>(std::ceil(rect.y + rect.h))));
+  make_taps(rect.x, rect.w, size, x_lo, x_hi, scratch.horizontal);
+  make_taps(rect.y, rect.h, size, y_lo, y_hi, scratch.vertical);
+  const Taps& th = scratch.horizontal;
+  const Taps& tv = scratch.vertical;
+
+  // Pass 1, vertical: `size` rows of the crop's columns, still interleaved RGB, as f32. Runs
+  // over contiguous bytes, so it vectorises; the +1 pads the 4-wide loads of pass 2.
+  const int columns = x_hi - x_lo;
+  const std::size_t row_floats = static_cast<std::size_t>(columns) * 3 + 1;
+  scratch.rows.resize(row_floats * static_cast<std::size_t>(size));
+  const std::size_t src_stride = static_cast<std::size_t>(width) * 3;
+  for (int oy = 0; oy < size; ++oy) {
+    float* dst = scratch.rows.data() + row_floats * static_cast<std::size_t>(oy);
+    const int first = tv.first[static_cast<std::size_t>(oy)];
+    const int n = tv.count[static_cast<std::size_t>(oy)];
+    const float* w = &tv.weights[static_cast<std::size_t>(oy) * tv.max_taps];
+    const unsigned char* s0 = rgb + static_cast<std::size_t>(first) * src_stride + static_cast<std::size_t>(x_lo) * 3;
+    const std::size_t len = row_floats - 1;
+    for (std::size_t i = 0; i < len; ++i) dst[i] = w[0] * static_cast<float>(s0[i]);
+    for (int k = 1; k < n; ++k) {
+      const float wk = w[k];
+      const unsigned char* sk = s0 + static_cast<std::size_t>(k) * src_stride;
+      for (std::size_t i = 0; i < len; ++i) dst[i] += wk * static_cast<float>(sk[i]);
+    }
+    dst[len] = 0.0f;
+  }
+
+  // Pass 2, horizontal: one 4-float vector (R, G, B, unused) per tap, then normalise into CHW.
+  typedef float v4f __attribute__((vector_size(16)));
+  v4f a{}, b{};
+  for (int c = 0; c < 3; ++c) {
+    a[c] = 1.0f / (255.0f * options.std[static_cast<std::size_t>(c)]);
+    b[c] = -options.mean[static_cast<std::size_t>(c)] / options.std[static_cast<std::size_t>(c)];
+  }
+  const std::size_t plane = static_cast<std::size_t>(size) * size;
+  for (int oy = 0; oy < size; ++oy) {
+    const float* row = scratch.rows.data() + row_floats * static_cast<std::size_t>(oy);
+    float* out_r = out + static_cast<std::size_t>(oy) * size;
+    float* out_g = out_r + plane;
+    float* out_b = out_g + plane;
+    for (int ox = 0; ox < size; ++ox) {
+      const int first = th.first[static_cast<std::size_t>(ox)] - x_lo;
+      const int n = th.count[static_cast<std::size_t>(ox)];
+      const float* w = &th.weights[static_cast<std::size_t>(ox) * th.max_taps];
+      const float* p = row + static_cast<std::size_t>(first) * 3;
+      v4f acc{};
+      for (int k = 0; k < n; ++k) {
+        v4f px;
+        std::memcpy(&px, p + 3 * k, sizeof(px));
+        acc += w[k] * px;
+      }
+      acc = acc * a + b;
+      const int d = flip ? size - 1 - ox : ox;
+      out_r[d] = acc[0];
+      out_g[d] = acc[1];
+      out_b[d] = acc[2];
+    }
+  }
+}
+
+}  // namespace kiln::imagenet
