@@ -1,0 +1,236 @@
+// GlooCommunicator: rendezvous, queueing and error wording (see gloo_communicator.hpp).
+#include "gloo_communicator.hpp"
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <fmt/format.h>
+
+#include <exception>
+
+#include <unistd.h>
+
+#include "kiln/errors.hpp"
+#include "kiln/log/log.hpp"
+#include "kiln/store.hpp"
+#include "store_adapter.hpp"
+
+namespace kiln::gloo_comm {
+namespace {
+
+Algorithm parse_algorithm(const ParamMap& params) {
+  const std::string& text = params.get_string("algorithm");
+  if (text == "ring") return Algorithm::ring;
+  if (text == "ring_chunked") return Algorithm::ring_chunked;
+  if (text == "halving_doubling") return Algorithm::halving_doubling;
+  if (text == "bcube") return Algorithm::bcube;
+  throw ConfigError(fmt::format("{} = \"{}\" is not a gloo algorithm; choose ring, ring_chunked, "
+                                "halving_doubling or bcube", params.where("algorithm"), text));
+}
+
+bool is_power_of(int n, int base) {
+  while (n > 1 && n % base == 0) n /= base;
+  return n == 1;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "?";
+  return name;
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  if (ms.count() % 1000 == 0) return fmt::format("{} s", ms.count() / 1000);
+  return fmt::format("{:.3g} s", static_cast<double>(ms.count()) / 1000.0);
+}
+
+}  // namespace
+
+GlooCommunicator::GlooCommunicator(const PluginArgs& args) : ranks_(args.ranks) {
+  static const ParamMap empty("comm");
+  const ParamMap& params = args.params ? *args.params : empty;
+  algorithm_ = parse_algorithm(params);
+  interface_ = params.get_string("interface");
+  const std::int64_t base = params.get_int("bcube_base");
+  if (base < 2 || base > 64) {
+    throw ConfigError(fmt::format("{} = {} is out of range; bcube groups at least 2 and at most "
+                                  "64 ranks per step", params.where("bcube_base"), base));
+  }
+  bcube_base_ = static_cast<int>(base);
+}
+
+GlooCommunicator::~GlooCommunicator() {
+  // The queue first: its thread may still be inside a collective that uses the engine.
+  queue_.reset();
+}
+
+std::string GlooCommunicator::timeout_text() const { return seconds_text(timeout_); }
+
+void GlooCommunicator::connect(const CommContext& ctx) {
+  if (engine_) throw CommError("gloo communicator connect() called twice; connect once per run");
+  if (ctx.store == nullptr) {
+    throw CommError("gloo connect() needs a rendezvous store (CommContext::store is null)");
+  }
+  ranks_ = ctx.ranks;
+  timeout_ = ctx.timeout;
+  const int world = ranks_.world_size;
+  if (algorithm_ == Algorithm::bcube && !is_power_of(world, bcube_base_)) {
+    throw ConfigError(fmt::format(
+        "comm.algorithm = \"bcube\" with bcube_base = {} needs a world size that is a power of "
+        "{} (Gloo's bcube exchanges within groups of bcube_base ranks at every step), but the "
+        "world has {} ranks; use ring, ring_chunked or halving_doubling, or change bcube_base",
+        bcube_base_, bcube_base_, world));
+  }
+  auto logger = log::get("gloo");
+
+  // Every rank announces itself first, so a missing peer is reported with all the others
+  // ("waiting for ranks 3, 5 of 8") instead of whichever one Gloo happens to ask for first.
+  const std::string prefix = "gloo";
+  ctx.store->set(fmt::format("{}/arrive/rank{}", prefix, ranks_.rank), {1});
+  std::vector<std::string> arrivals;
+  for (int r = 0; r < world; ++r) arrivals.push_back(fmt::format("{}/arrive/rank{}", prefix, r));
+  ctx.store->wait(arrivals, timeout_);
+
+  ::gloo::transport::tcp::attr attr;
+  if (!interface_.empty()) attr.iface = interface_;
+  std::shared_ptr<::gloo::transport::Device> device;
+  try {
+    device = ::gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format(
+        "gloo could not open a TCP device on {}: {}; set comm.interface to an existing network "
+        "interface (\"lo\" for one machine)",
+        interface_.empty() ? std::string("this host's name") : "interface '" + interface_ + "'", e.what()));
+  }
+  device_text_ = interface_.empty() ? "host " + host_name() : interface_;
+
+  auto context = std::make_shared<::gloo::rendezvous::Context>(ranks_.rank, world, bcube_base_);
+  context->setTimeout(timeout_);
+  StoreAdapter store(*ctx.store, prefix, timeout_);
+  try {
+    context->connectFullMesh(store, device);
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format(
+        "gloo rendezvous failed on rank {} of {}: {}; a peer may have died, or its address is not "
+        "reachable from here (check comm.interface; timeout {})",
+        ranks_.rank, world, e.what(), timeout_text()));
+  }
+  engine_ = std::make_shared<Engine>(std::move(context), algorithm_, timeout_);
+  queue_ = std::make_unique<CommQueue>();
+  logger->info("gloo connected: rank {} of {} (from {}), {} over tcp ({}), timeout {}", ranks_.rank,
+               world, ranks_.source, algorithm_name(algorithm_), device_text_, timeout_text());
+}
+
+std::string GlooCommunicator::describe() const {
+  std::string text = fmt::format("gloo {} over tcp ({})", algorithm_name(algorithm_),
+                                 device_text_.empty() ? (interface_.empty() ? "hostname" : interface_)
+                                                      : device_text_);
+  if (algorithm_ == Algorithm::bcube) text += fmt::format(", base {}", bcube_base_);
+  return text;
+}
+
+void GlooCommunicator::require_connected(std::string_view op) const {
+  if (!engine_) {
+    throw CommError(fmt::format("gloo {} called before connect(); connect the communicator first", op));
+  }
+}
+
+void GlooCommunicator::require_host(std::string_view op, std::uint64_t seq, const Tensor& t) const {
+  if (!t.defined()) throw CommError(fmt::format("gloo {} #{}: the tensor is undefined", op, seq));
+  if (t.memory() == MemoryKind::device) {
+    throw CommError(fmt::format("gloo {} #{}: {} is in device memory, but gloo works on host "
+                                "memory; copy it to the host or use an nccl communicator",
+                                op, seq, t.describe()));
+  }
+  if (t.layout() == Layout::opaque) {
+    throw CommError(fmt::format("gloo {} #{}: {} has a backend-private layout; communicate a "
+                                "row-major tensor", op, seq, t.describe()));
+  }
+}
+
+std::unique_ptr<Work> GlooCommunicator::enqueue(std::string_view op, std::uint64_t seq,
+                                                std::string what, std::function<void(Engine&)> body) {
+  const std::string label = fmt::format("{} #{} ({})", op, seq, what);
+  // The task owns what it touches (engine, tensors) so that an abandoned thread stays safe.
+  auto engine = engine_;
+  const int rank = ranks_.rank;
+  const int world = ranks_.world_size;
+  const std::string timeout = timeout_text();
+  auto run = [engine, body = std::move(body), label, rank, world, timeout] {
+    try {
+      body(*engine);
+    } catch (const CommError& e) {
+      throw CommError(fmt::format("gloo {} failed on rank {} of {}: {}", label, rank, world, e.what()));
+    } catch (const std::exception& e) {
+      throw CommError(fmt::format("gloo {} failed on rank {} of {}: {}; a peer may have died or "
+                                  "timed out (timeout {})", label, rank, world, e.what(), timeout));
+    }
+  };
+  return std::make_unique<QueuedWork>(queue_->submit(std::move(run), label));
+}
+
+std::unique_ptr<Work> GlooCommunicator::all_reduce(const Tensor& t, ReduceOp op) {
+  require_connected("all_reduce");
+  const std::uint64_t seq = next_seq_++;
+  require_host("all_reduce", seq, t);
+  const DType dtype = t.dtype();
+  if (dtype != DType::f32 && dtype != DType::f64 && dtype != DType::f16 && dtype != DType::bf16) {
+    throw CommError(fmt::format("gloo all_reduce #{}: {} is not supported; gloo reduces f32, f64, "
+                                "f16 and bf16", seq, t.describe()));
+  }
+  const auto count = static_cast<std::size_t>(t.numel());
+  const auto tag = static_cast<std::uint32_t>(seq);
+  return enqueue("all_reduce", seq,
+                 fmt::format("{} x {}, {}", dtype_name(dtype), count, algorithm_name(algorithm_)),
+                 [t, dtype, count, op, tag](Engine& e) { e.all_reduce(t.data(), dtype, count, op, tag); });
+}
+
+std::unique_ptr<Work> GlooCommunicator::broadcast(const Tensor& t, int root) {
+  require_connected("broadcast");
+  const std::uint64_t seq = next_seq_++;
+  require_host("broadcast", seq, t);
+  if (root < 0 || root >= ranks_.world_size) {
+    throw CommError(fmt::format("gloo broadcast #{}: root {} is not a rank of a world of {}", seq,
+                                root, ranks_.world_size));
+  }
+  const auto tag = static_cast<std::uint32_t>(seq);
+  return enqueue("broadcast", seq,
+                 fmt::format("{} x {}, root {}", dtype_name(t.dtype()), t.numel(), root),
+                 [t, root, tag](Engine& e) { e.broadcast(t.data(), t.bytes(), root, tag); });
+}
+
+std::unique_ptr<Work> GlooCommunicator::all_gather(const Tensor& out, const Tensor& in) {
+  require_connected("all_gather");
+  const std::uint64_t seq = next_seq_++;
+  require_host("all_gather", seq, out);
+  require_host("all_gather", seq, in);
+  if (out.dtype() != in.dtype() || out.numel() != in.numel() * ranks_.world_size) {
+    throw CommError(fmt::format("gloo all_gather #{}: out {} must hold {} x {} (world size x in "
+                                "{})", seq, out.describe(), ranks_.world_size, in.numel(),
+                                in.describe()));
+  }
+  const auto tag = static_cast<std::uint32_t>(seq);
+  return enqueue("all_gather", seq, fmt::format("{} x {}", dtype_name(in.dtype()), in.numel()),
+                 [out, in, tag](Engine& e) { e.all_gather(out.data(), in.data(), in.bytes(), tag); });
+}
+
+void GlooCommunicator::barrier() {
+  require_connected("barrier");
+  const std::uint64_t seq = next_seq_++;
+  const auto tag = static_cast<std::uint32_t>(seq);
+  enqueue("barrier", seq, "no data", [tag](Engine& e) { e.barrier(tag); })->wait();
+}
+
+void GlooCommunicator::abort() noexcept {
+  if (!queue_) return;
+  auto engine = engine_;
+  if (!queue_->abort([engine] { engine->close_connections(); })) return;
+  try {
+    log::get("gloo")->warn("gloo communicator aborted on rank {} of {}", ranks_.rank, ranks_.world_size);
+  } catch (...) {
+  }
+}
+
+}  // namespace kiln::gloo_comm

@@ -1,0 +1,318 @@
+// The communicator conformance suite (see comm_conformance.hpp).
+#include "comm_conformance.hpp"
+
+#include <boost/test/unit_test.hpp>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+
+#include "comm_fixture.hpp"
+#include "kiln/dist/memory_store.hpp"
+
+namespace kiln::test {
+namespace {
+
+constexpr std::int64_t kMultiSegment = 1000003;  // > 1 MiB segments for every dtype, and odd
+
+std::string_view op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+  }
+  return "?";
+}
+
+/// Small integers in [-5, 5]; every partial sum over <= 8 ranks is exact in f16/bf16.
+double small_int(std::int64_t i, int rank) { return static_cast<double>((i * 7 + rank * 3 + 1) % 11) - 5.0; }
+
+using Comms = std::vector<std::shared_ptr<Communicator>>;
+
+/// Counts mismatches of `got` against `want` for one rank, keeping the first as `detail`.
+void tally(CaseResult& result, int rank, const std::vector<double>& got, const std::vector<double>& want) {
+  result.checked += static_cast<std::int64_t>(want.size());
+  if (got.size() != want.size()) {
+    result.wrong += static_cast<std::int64_t>(want.size());
+    if (result.detail.empty()) {
+      result.detail = fmt::format("rank {}: {} elements, want {}", rank, got.size(), want.size());
+    }
+    return;
+  }
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const bool same = got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i]));
+    if (!same) {
+      if (result.wrong == 0 && result.detail.empty()) {
+        result.detail = fmt::format("rank {} [{}]: got {}, want {}", rank, i, got[i], want[i]);
+      }
+      ++result.wrong;
+    }
+  }
+}
+
+void record_errors(CaseResult& result, const std::vector<std::string>& errors) {
+  for (std::size_t r = 0; r < errors.size(); ++r) {
+    if (!errors[r].empty() && result.detail.empty()) {
+      result.detail = fmt::format("rank {} threw: {}", r, errors[r]);
+    }
+  }
+}
+
+class Suite {
+ public:
+  Suite(const CommSpec& spec, int world, Comms comms) : spec_(spec), world_(world), comms_(std::move(comms)) {}
+
+  CaseResult all_reduce(DType dtype, std::int64_t count, ReduceOp op) {
+    CaseResult result{fmt::format("all_reduce {} x {} {}", dtype_name(dtype), count, op_name(op))};
+    // avg: inputs are multiples of the world size, so the mean is an exact small integer.
+    const double scale = op == ReduceOp::avg ? world_ : 1.0;
+    std::vector<Tensor> tensors;
+    for (int r = 0; r < world_; ++r) {
+      std::vector<double> v(static_cast<std::size_t>(count));
+      for (std::int64_t i = 0; i < count; ++i) v[static_cast<std::size_t>(i)] = scale * small_int(i, r);
+      tensors.push_back(make_tensor(v, dtype));
+    }
+    std::vector<double> want(static_cast<std::size_t>(count));
+    for (std::int64_t i = 0; i < count; ++i) {
+      double acc = op == ReduceOp::max ? -1e30 : op == ReduceOp::min ? 1e30 : 0.0;
+      for (int r = 0; r < world_; ++r) {
+        const double x = small_int(i, r);
+        if (op == ReduceOp::max) acc = std::max(acc, x);
+        else if (op == ReduceOp::min) acc = std::min(acc, x);
+        else acc += x;
+      }
+      want[static_cast<std::size_t>(i)] = acc;
+    }
+    record_errors(result, run_ranks(world_, [&](int r) {
+      comms_[static_cast<std::size_t>(r)]->all_reduce(tensors[static_cast<std::size_t>(r)], op)->wait();
+    }));
+    for (int r = 0; r < world_; ++r) tally(result, r, read_values(tensors[static_cast<std::size_t>(r)]), want);
+    return result;
+  }
+
+  /// Non-integer inputs: the sums are rounded, but every rank must hold the same bits, and
+  /// they must be close to the exact sum.
+  CaseResult identical_sums(DType dtype, std::int64_t count) {
+    CaseResult result{fmt::format("all_reduce {} x {} sum, bit-identical on every rank", dtype_name(dtype), count)};
+    std::vector<Tensor> tensors;
+    std::vector<double> exact(static_cast<std::size_t>(count), 0.0);
+    for (int r = 0; r < world_; ++r) {
+      std::vector<double> v(static_cast<std::size_t>(count));
+      for (std::int64_t i = 0; i < count; ++i) v[static_cast<std::size_t>(i)] = std::sin(0.37 * i + 1.3 * r + 0.1) * 3.1;
+      tensors.push_back(make_tensor(v, dtype));
+      const auto stored = read_values(tensors.back());
+      for (std::size_t i = 0; i < stored.size(); ++i) exact[i] += stored[i];
+    }
+    record_errors(result, run_ranks(world_, [&](int r) {
+      comms_[static_cast<std::size_t>(r)]->all_reduce(tensors[static_cast<std::size_t>(r)], ReduceOp::sum)->wait();
+    }));
+    const auto first = read_values(tensors[0]);
+    for (int r = 1; r < world_; ++r) tally(result, r, read_values(tensors[static_cast<std::size_t>(r)]), first);
+    // Closeness to the exact sum (f32: a few ulps of the largest partial sum; half types: 2^-6).
+    const double tol = dtype == DType::f64 ? 1e-12 : dtype == DType::f32 ? 1e-5 : 0.08;
+    const double bound = tol * 3.1 * world_ + 1e-300;
+    for (std::size_t i = 0; i < first.size(); ++i) {
+      result.checked += 1;
+      if (!(std::abs(first[i] - exact[i]) <= bound)) {
+        if (result.detail.empty()) {
+          result.detail = fmt::format("[{}]: got {}, exact sum {} (tolerance {})", i, first[i], exact[i], bound);
+        }
+        ++result.wrong;
+      }
+    }
+    return result;
+  }
+
+  CaseResult broadcast(DType dtype, std::int64_t count, int root) {
+    CaseResult result{fmt::format("broadcast {} x {} root {}", dtype_name(dtype), count, root)};
+    std::vector<double> payload(static_cast<std::size_t>(count));
+    for (std::int64_t i = 0; i < count; ++i) payload[static_cast<std::size_t>(i)] = static_cast<double>((i * 5 + root) % 13) - 6.0;
+    std::vector<Tensor> tensors;
+    for (int r = 0; r < world_; ++r) {
+      tensors.push_back(r == root ? make_tensor(payload, dtype)
+                                  : make_tensor(std::vector<double>(static_cast<std::size_t>(count), 99.0), dtype));
+    }
+    record_errors(result, run_ranks(world_, [&](int r) {
+      comms_[static_cast<std::size_t>(r)]->broadcast(tensors[static_cast<std::size_t>(r)], root)->wait();
+    }));
+    for (int r = 0; r < world_; ++r) tally(result, r, read_values(tensors[static_cast<std::size_t>(r)]), payload);
+    return result;
+  }
+
+  CaseResult all_gather(DType dtype, std::int64_t count) {
+    CaseResult result{fmt::format("all_gather {} x {}", dtype_name(dtype), count)};
+    std::vector<Tensor> ins;
+    std::vector<Tensor> outs;
+    std::vector<double> want;
+    for (int r = 0; r < world_; ++r) {
+      std::vector<double> v(static_cast<std::size_t>(count));
+      for (std::int64_t i = 0; i < count; ++i) v[static_cast<std::size_t>(i)] = static_cast<double>((i * 3 + r * 7) % 17);  // >= 0: u8 too
+      want.insert(want.end(), v.begin(), v.end());
+      ins.push_back(make_tensor(v, dtype));
+      outs.push_back(make_tensor(std::vector<double>(static_cast<std::size_t>(count * world_), 99.0), dtype));
+    }
+    record_errors(result, run_ranks(world_, [&](int r) {
+      const auto i = static_cast<std::size_t>(r);
+      comms_[i]->all_gather(outs[i], ins[i])->wait();
+    }));
+    for (int r = 0; r < world_; ++r) tally(result, r, read_values(outs[static_cast<std::size_t>(r)]), want);
+    return result;
+  }
+
+  /// Each rank counts itself in before every barrier; after barrier k everyone must see at
+  /// least world x (k + 1) arrivals. Values, not timings.
+  CaseResult barrier(int rounds) {
+    CaseResult result{fmt::format("barrier x {}", rounds)};
+    std::atomic<int> arrived{0};
+    std::vector<std::vector<double>> seen(static_cast<std::size_t>(world_));
+    record_errors(result, run_ranks(world_, [&](int r) {
+      for (int k = 0; k < rounds; ++k) {
+        arrived.fetch_add(1);
+        comms_[static_cast<std::size_t>(r)]->barrier();
+        seen[static_cast<std::size_t>(r)].push_back(arrived.load() >= world_ * (k + 1) ? 1.0 : 0.0);
+      }
+    }));
+    for (int r = 0; r < world_; ++r) {
+      tally(result, r, seen[static_cast<std::size_t>(r)], std::vector<double>(static_cast<std::size_t>(rounds), 1.0));
+    }
+    return result;
+  }
+
+  /// Three all_reduces issued back to back and waited last-first: they must run in issue order
+  /// on every rank and each must hold its own result.
+  CaseResult in_flight() {
+    CaseResult result{"3 all_reduces in flight"};
+    const DType half = spec_.dtypes.back();
+    struct Op {
+      DType dtype;
+      std::int64_t count;
+      ReduceOp op;
+    };
+    const Op plan[3] = {{DType::f32, 7, ReduceOp::sum}, {half, 1000, ReduceOp::max}, {DType::f32, 100003, ReduceOp::sum}};
+    std::vector<std::vector<Tensor>> tensors(3);
+    std::vector<std::vector<double>> want(3);
+    for (int k = 0; k < 3; ++k) {
+      want[k].resize(static_cast<std::size_t>(plan[k].count));
+      for (int r = 0; r < world_; ++r) {
+        std::vector<double> v(static_cast<std::size_t>(plan[k].count));
+        for (std::int64_t i = 0; i < plan[k].count; ++i) {
+          const double x = small_int(i + k, r);
+          v[static_cast<std::size_t>(i)] = x;
+          double& w = want[k][static_cast<std::size_t>(i)];
+          w = plan[k].op == ReduceOp::max ? (r == 0 ? x : std::max(w, x)) : (r == 0 ? x : w + x);
+        }
+        tensors[k].push_back(make_tensor(v, plan[k].dtype));
+      }
+    }
+    record_errors(result, run_ranks(world_, [&](int r) {
+      const auto i = static_cast<std::size_t>(r);
+      auto a = comms_[i]->all_reduce(tensors[0][i], plan[0].op);
+      auto b = comms_[i]->all_reduce(tensors[1][i], plan[1].op);
+      auto c = comms_[i]->all_reduce(tensors[2][i], plan[2].op);
+      c->wait();
+      a->wait();
+      b->wait();
+    }));
+    for (int k = 0; k < 3; ++k) {
+      for (int r = 0; r < world_; ++r) tally(result, r, read_values(tensors[k][static_cast<std::size_t>(r)]), want[k]);
+    }
+    return result;
+  }
+
+  std::vector<CaseResult> run_all() {
+    std::vector<CaseResult> results;
+    for (const DType dtype : spec_.dtypes) {
+      for (const ReduceOp op : spec_.ops) {
+        for (const std::int64_t count : {std::int64_t{0}, std::int64_t{1}, std::int64_t{7}}) {
+          results.push_back(all_reduce(dtype, count, op));
+        }
+      }
+      // Multi-segment: sum for every dtype, and avg once (f32) -- the big cases dominate runtime.
+      results.push_back(all_reduce(dtype, kMultiSegment, ReduceOp::sum));
+      if (dtype == DType::f32) results.push_back(all_reduce(dtype, kMultiSegment, ReduceOp::avg));
+      results.push_back(identical_sums(dtype, 4099));
+    }
+    for (const int root : {0, world_ - 1}) {
+      for (const std::int64_t count : {std::int64_t{0}, std::int64_t{1}, std::int64_t{7}, kMultiSegment}) {
+        results.push_back(broadcast(DType::f32, count, root));
+      }
+      results.push_back(broadcast(DType::bf16, 7, root));
+      results.push_back(broadcast(DType::i64, 7, root));
+      if (world_ == 1) break;
+    }
+    for (const std::int64_t count : {std::int64_t{0}, std::int64_t{1}, std::int64_t{7}, std::int64_t{100003}}) {
+      results.push_back(all_gather(DType::f32, count));
+    }
+    results.push_back(all_gather(DType::f16, 7));
+    results.push_back(all_gather(DType::u8, 7));
+    results.push_back(barrier(3));
+    results.push_back(in_flight());
+    return results;
+  }
+
+ private:
+  const CommSpec& spec_;
+  int world_;
+  Comms comms_;
+};
+
+}  // namespace
+
+std::vector<CaseResult> run_conformance(const CommSpec& spec, int world, std::chrono::milliseconds timeout) {
+  kiln::dist::MemoryStore store(world);
+  Comms comms;
+  for (int r = 0; r < world; ++r) {
+    RankInfo ranks;
+    ranks.rank = r;
+    ranks.world_size = world;
+    ranks.local_rank = r;
+    ranks.local_world_size = world;
+    ranks.source = "test threads";
+    comms.push_back(make_communicator(spec.plugin, spec.params, ranks));
+  }
+  CaseResult connect{fmt::format("connect {} ranks", world)};
+  record_errors(connect, run_ranks(world, [&](int r) {
+    CommContext ctx;
+    ctx.ranks.rank = r;
+    ctx.ranks.world_size = world;
+    ctx.ranks.local_rank = r;
+    ctx.ranks.local_world_size = world;
+    ctx.ranks.source = "test threads";
+    ctx.store = &store;
+    ctx.backend = &cpu();
+    ctx.timeout = timeout;
+    comms[static_cast<std::size_t>(r)]->connect(ctx);
+  }));
+  if (!connect.ok()) return {connect};
+  for (int r = 0; r < world; ++r) {
+    const auto& c = *comms[static_cast<std::size_t>(r)];
+    if (c.rank() != r || c.size() != world) {
+      connect.detail = fmt::format("rank {} reports rank {} of {}", r, c.rank(), c.size());
+      return {connect};
+    }
+  }
+  Suite suite(spec, world, comms);
+  auto results = suite.run_all();
+  results.insert(results.begin(), connect);
+  return results;
+}
+
+void check_conformance(const CommSpec& spec, int world) {
+  const auto results = run_conformance(spec, world);
+  std::int64_t checked = 0;
+  std::int64_t wrong = 0;
+  for (const auto& r : results) {
+    BOOST_CHECK_MESSAGE(r.ok(), fmt::format("{} world {}: {}: #wrong {} of {}; {}", spec.label, world,
+                                            r.name, r.wrong, r.checked, r.detail));
+    checked += r.checked;
+    wrong += r.wrong;
+  }
+  BOOST_TEST_MESSAGE(fmt::format("{} world {}: {} cases, {} elements checked, #wrong {}", spec.label,
+                                 world, results.size(), checked, wrong));
+}
+
+}  // namespace kiln::test
