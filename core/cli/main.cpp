@@ -12,6 +12,7 @@
 #include "kiln/errors.hpp"
 #include "kiln/log/log.hpp"
 #include "kiln/version.hpp"
+#include "bench_comm_command.hpp"
 #include "plugins_command.hpp"
 #include "train_command.hpp"
 
@@ -22,6 +23,8 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  train --config FILE [--set key=value]... [--run-dir DIR]   train a model\n"
+    "        [--nproc N]                                         ... on N local ranks (docs/distributed.md)\n"
+    "  bench-comm --comm NAME [-b 8 -e 64M -f 2] [--nproc N]     all-reduce bandwidth as an nccl-tests table\n"
     "  plugins list [--json]                                     list plugins (and libraries that failed)\n"
     "  plugins show NAME                                         a plugin's kind, version, ABI and parameters\n"
     "  --version                                                 print the version\n"
@@ -61,6 +64,10 @@ int dispatch(std::vector<std::string> args) {
     return 0;
   }
   if (command == "train") return kiln::cli::run_train_command(args);
+  if (command == "bench-comm") {
+    auto dirs = take_plugin_paths(args);
+    return kiln::cli::run_bench_comm_command(args, dirs, std::cout);
+  }
   if (command == "plugins") {
     auto dirs = take_plugin_paths(args);
     return kiln::cli::run_plugins_command(args, dirs, std::cout);

@@ -1,42 +1,137 @@
-// Options of `kiln train`.
+// Options of `kiln train`, and the --nproc path.
+//
+// With --nproc the process is only a supervisor: it resolves the run directory (--run-dir, else
+// run.run_dir, else runs/<timestamp>) from the config without loading any plugin, creates it and
+// a private rendezvous directory, and re-executes itself N times with the same arguments minus
+// --nproc plus --run-dir. Option abbreviations are off so the arguments removed for the ranks
+// are exactly the ones parsed here.
 #include "train_command.hpp"
 
 #include <boost/program_options.hpp>
 
+#include <fmt/format.h>
+#include <stdlib.h>
+
+#include <filesystem>
 #include <iostream>
 
+#include "kiln/config/config.hpp"
 #include "kiln/errors.hpp"
+#include "kiln/io/run_dir.hpp"
+#include "kiln/launch/supervisor.hpp"
+#include "kiln/train/core_tables.hpp"
 #include "kiln/train/run.hpp"
 
 namespace kiln::cli {
 namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// `args` without every "--NAME VALUE" and "--NAME=VALUE".
+std::vector<std::string> without_option(const std::vector<std::string>& args, const std::string& name) {
+  std::vector<std::string> out;
+  const std::string flag = "--" + name;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag) {
+      ++i;  // and its value
+    } else if (args[i].rfind(flag + "=", 0) != 0) {
+      out.push_back(args[i]);
+    }
+  }
+  return out;
+}
+
+/// A fresh private directory for the ranks' file store; removed when the job ends.
+class RendezvousDir {
+ public:
+  RendezvousDir() {
+    std::string pattern = (fs::temp_directory_path() / "kiln-rendezvous-XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) {
+      throw IoError(fmt::format("cannot create a rendezvous directory {}: set TMPDIR to a writable directory",
+                                pattern));
+    }
+    path_ = pattern;
+  }
+  ~RendezvousDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  RendezvousDir(const RendezvousDir&) = delete;
+  RendezvousDir& operator=(const RendezvousDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+int run_supervised(const std::vector<std::string>& args, int nproc, const std::string& config,
+                   const std::vector<std::string>& sets, std::string run_dir, io::RunDirMode mode) {
+  if (nproc < 1) throw ConfigError(fmt::format("--nproc {} must be at least 1", nproc));
+  if (run_dir.empty()) {
+    // Only the [run] table is read here; the ranks validate the whole config themselves.
+    config::Config cfg = config::Config::load(config, sets);
+    run_dir = cfg.validate("run", train::run_schema()).get_string("run_dir");
+  }
+  const fs::path dir = fs::absolute(io::prepare_run_dir(run_dir, mode));
+  RendezvousDir rendezvous;
+
+  launch::SuperviseOptions o;
+  o.program = fs::read_symlink("/proc/self/exe");
+  o.args = {"train"};
+  for (const auto& a : without_option(without_option(args, "nproc"), "run-dir")) o.args.push_back(a);
+  o.args.push_back("--run-dir");
+  o.args.push_back(dir.string());
+  o.nproc = nproc;
+  o.rendezvous = "file:" + rendezvous.path().string();
+  const launch::SuperviseOutcome outcome = launch::supervise(o);
+  if (outcome.exit_code != 0) std::cerr << "kiln: error: " << outcome.message << std::endl;
+  return outcome.exit_code;
+}
+
+}  // namespace
 
 int run_train_command(const std::vector<std::string>& args) {
   po::options_description opts("kiln train options");
   std::string config;
   std::vector<std::string> sets, plugin_paths;
-  std::string run_dir;
-  int rank = -1, world = -1;
+  std::string run_dir, dump_params, resume;
+  int rank = -1, world = -1, nproc = 0;
   opts.add_options()
       ("help,h", "show this help")
       ("config,c", po::value(&config)->required(), "TOML file describing the run")
       ("set,s", po::value(&sets)->composing(), "override a config key: --set optimizer.lr=0.01 (repeatable)")
       ("run-dir", po::value(&run_dir), "output directory (default: run.run_dir or runs/<timestamp>)")
       ("plugin-path", po::value(&plugin_paths)->composing(), "extra plugin directory, searched first (repeatable)")
+      ("nproc", po::value(&nproc), "start N local ranks and supervise them (like torchrun --nproc-per-node)")
       ("rank", po::value(&rank), "this process's rank (with --world-size; overrides launcher variables)")
-      ("world-size", po::value(&world), "number of ranks (with --rank)");
+      ("world-size", po::value(&world), "number of ranks (with --rank)")
+      ("resume", po::value(&resume),
+       "continue the run in --run-dir from its newest checkpoint (auto) or from a checkpoint directory")
+      ("dump-params", po::value(&dump_params), "after training, rank 0 writes the parameters here as raw f32");
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
+  const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+  po::store(po::command_line_parser(args).options(opts).style(style).run(), vm);
   if (vm.count("help")) {
-    std::cout << "usage: kiln train --config FILE [--set key=value]... [--run-dir DIR]\n\n" << opts << "\n";
+    std::cout << "usage: kiln train --config FILE [--set key=value]... [--run-dir DIR] [--nproc N]\n\n" << opts << "\n";
     return 0;
   }
   po::notify(vm);
+
+  if (vm.count("nproc")) {
+    if (vm.count("rank") || vm.count("world-size")) {
+      throw po::error("--nproc starts its own ranks; it cannot be combined with --rank/--world-size");
+    }
+    return run_supervised(args, nproc, config, sets, run_dir,
+                          resume.empty() ? io::RunDirMode::fresh : io::RunDirMode::resume);
+  }
 
   train::TrainCommand cmd;
   cmd.config = config;
   cmd.overrides = sets;
   cmd.run_dir = run_dir;
+  cmd.dump_params = dump_params;
+  cmd.resume = resume;
   for (const auto& p : plugin_paths) cmd.plugin_dirs.emplace_back(p);
   if (vm.count("rank")) cmd.ranks.rank = rank;
   if (vm.count("world-size")) cmd.ranks.world_size = world;

@@ -1,4 +1,5 @@
-// `kiln train`: command-line options -> kiln::train::run_training.
+// `kiln train`: command-line options -> kiln::train::run_training, or, with --nproc N, the
+// supervisor that starts N ranks of this same command (kiln::launch::supervise).
 #pragma once
 
 #include <string>

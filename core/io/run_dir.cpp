@@ -12,10 +12,18 @@
 namespace kiln::io {
 namespace fs = std::filesystem;
 
-fs::path prepare_run_dir(const std::string& requested) {
+fs::path prepare_run_dir(const std::string& requested, RunDirMode mode) {
   std::error_code ec;
   fs::path dir;
-  if (!requested.empty()) {
+  if (mode == RunDirMode::resume) {
+    if (requested.empty()) {
+      throw IoError("--resume continues an existing run: name its directory with --run-dir (or run.run_dir)");
+    }
+    if (!fs::is_directory(requested, ec)) {
+      throw IoError(fmt::format("--resume: run directory {} does not exist", requested));
+    }
+    dir = requested;
+  } else if (!requested.empty()) {
     dir = requested;
     if (fs::exists(dir / "metrics.jsonl", ec)) {
       throw IoError(fmt::format("run directory {} already holds a run (metrics.jsonl); choose another "

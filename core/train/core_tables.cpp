@@ -36,11 +36,20 @@ constexpr kiln_param_spec_v1 kLog[] = {
      "Live progress line: auto shows it only on a terminal."},
 };
 
+constexpr kiln_param_spec_v1 kDist[] = {
+    {"timeout_s", KILN_PARAM_FLOAT, "300.0", nullptr,
+     "Seconds every collective and the rendezvous may take before the rank gives up and exits."},
+    {"rendezvous", KILN_PARAM_STRING, "\"\"", nullptr,
+     "Store the ranks meet through: \"file:<dir>\" on a path every rank sees. Empty: none for one "
+     "rank, the supervisor's under --nproc, else the KILN_RENDEZVOUS environment variable."},
+};
+
 }  // namespace
 
 std::span<const kiln_param_spec_v1> run_schema() { return kRun; }
 std::span<const kiln_param_spec_v1> loader_schema() { return kLoader; }
 std::span<const kiln_param_spec_v1> loss_schema() { return kLoss; }
 std::span<const kiln_param_spec_v1> log_schema() { return kLog; }
+std::span<const kiln_param_spec_v1> dist_schema() { return kDist; }
 
 }  // namespace kiln::train

@@ -1,13 +1,23 @@
-// Wiring a run from its config: validation, plugins, run directory, banner, trainer.
+// Wiring a run from its config: validation, plugins, run directory, rendezvous, banner, trainer.
+//
+// Multi-rank decisions made here: the rendezvous store comes from dist.rendezvous, else
+// KILN_RENDEZVOUS (what `kiln train --nproc` sets), and is required only for more than one rank;
+// every rank writes into one run directory that must be named explicitly, because ranks started
+// by mpirun/srun cannot agree on a timestamped default.
 #include "kiln/train/run.hpp"
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <fstream>
+
 #include "kiln/config/config.hpp"
+#include "kiln/dist/stores.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/io/run_dir.hpp"
 #include "kiln/log/log.hpp"
 #include "kiln/plugin/registry.hpp"
+#include "kiln/train/checkpoint.hpp"
 #include "kiln/train/core_tables.hpp"
 #include "kiln/version.hpp"
 
@@ -75,6 +85,47 @@ std::string toml_string(const std::string& text) {
   return out + "\"";
 }
 
+/// The rendezvous spec for this rank: dist.rendezvous, else KILN_RENDEZVOUS, else none (only
+/// valid for a world of one). Returns {spec, where it came from}.
+std::pair<std::string, std::string> rendezvous_spec(const ParamMap& dist, const RankInfo& ranks) {
+  if (const std::string& key = dist.get_string("rendezvous"); !key.empty()) return {key, dist.where("rendezvous")};
+  if (auto env = launch::process_env()("KILN_RENDEZVOUS"); env && !env->empty()) {
+    return {*env, "environment variable KILN_RENDEZVOUS"};
+  }
+  if (ranks.world_size > 1) {
+    throw ConfigError(fmt::format(
+        "rank {} of {} (ranks from {}) has no rendezvous store to meet the other ranks through: set "
+        "dist.rendezvous = \"file:<dir>\" (or export KILN_RENDEZVOUS=file:<dir>) with a directory every rank "
+        "can see, or start the ranks with `kiln train --nproc N`",
+        ranks.rank, ranks.world_size, ranks.source));
+  }
+  return {"", "none (one rank)"};
+}
+
+std::chrono::milliseconds collective_timeout(const ParamMap& dist) {
+  const double s = dist.get_float("timeout_s");
+  // A week bounds it: a timeout is there to turn a hang into an error, never to be infinite.
+  if (!(s > 0 && s <= 604800)) {
+    throw ConfigError(fmt::format("{} = {} must be > 0 and at most 604800 (one week)", dist.where("timeout_s"), s));
+  }
+  return std::chrono::milliseconds(std::max<std::int64_t>(1, std::llround(s * 1000)));
+}
+
+/// Writes the master values of every parameter as raw f32, in parameter order (--dump-params).
+void dump_parameters(const std::filesystem::path& file, Backend& backend, const Model& model) {
+  backend.synchronize();
+  std::string bytes;
+  for (const Parameter& p : model.parameters()) {
+    if (p.value.dtype() != DType::f32) {
+      throw IoError(fmt::format("--dump-params writes f32, but parameter {} is {}", p.name, dtype_name(p.value.dtype())));
+    }
+    Tensor host = host_tensor(p.value.shape(), DType::f32);
+    backend.copy(p.value, host);
+    bytes.append(static_cast<const char*>(host.data()), host.bytes());
+  }
+  io::write_file_atomic(file, bytes);
+}
+
 spdlog::level::level_enum parse_level(const std::string& s) {
   return spdlog::level::from_str(s);  // the schema's choices guarantee a valid name
 }
@@ -94,6 +145,8 @@ RunOutcome run_training(const TrainCommand& command) {
   const ParamMap loader = cfg.validate("loader", loader_schema());
   const ParamMap loss = cfg.validate("loss", loss_schema());
   const ParamMap logt = cfg.validate("log", log_schema());
+  const ParamMap dist = cfg.validate("dist", dist_schema());
+  const ParamMap checkpoint = cfg.validate("checkpoint", checkpoint_schema());
   log::configure(ranks, parse_level(logt.get_string("level")));
 
   const std::string optimizer_type = cfg.plugin_type("optimizer", "adam");
@@ -125,12 +178,48 @@ RunOutcome run_training(const TrainCommand& command) {
   (void)LrSchedule(schedule_type, schedule, optimizer.get_float("lr"), 1, epochs);
   const double bucket_mb = run.get_float("grad_bucket_mb");
   if (!(bucket_mb > 0)) throw ConfigError(run.where("grad_bucket_mb") + " must be > 0");
+  const std::chrono::milliseconds timeout = collective_timeout(dist);
+  const auto [rendezvous, rendezvous_from] = rendezvous_spec(dist, ranks);
+  const std::string requested = run.get_string("run_dir");
+  if (ranks.world_size > 1 && requested.empty()) {
+    throw ConfigError(fmt::format("with {} ranks every rank writes into one run directory, so it must be named: "
+                                  "pass --run-dir DIR (on a path every rank sees) or set run.run_dir "
+                                  "(`kiln train --nproc N` does this for you)",
+                                  ranks.world_size));
+  }
+
+  const std::int64_t checkpoint_every = checkpoint.get_int("every_epochs");
+  const std::int64_t checkpoint_keep = checkpoint.get_int("keep");
+  if (checkpoint_every < 0) throw ConfigError(checkpoint.where("every_epochs") + " must be >= 0");
+  if (checkpoint_keep < 1) throw ConfigError(checkpoint.where("keep") + " must be at least 1");
+  const io::RunDirMode dir_mode = command.resume.empty() ? io::RunDirMode::fresh : io::RunDirMode::resume;
+  std::filesystem::path resume_from;
+  if (!command.resume.empty() && command.resume != "auto") {
+    resume_from = command.resume;
+    if (!std::filesystem::exists(resume_from / "model.safetensors")) {
+      throw IoError(fmt::format("--resume {}: not a checkpoint directory (no model.safetensors)", command.resume));
+    }
+  }
 
   // ---- 2. the run directory (rank 0 creates it; others use the same path) ----
-  const std::string requested = run.get_string("run_dir");
   RunOutcome outcome;
-  outcome.run_dir = ranks.rank == 0 ? io::prepare_run_dir(requested) : std::filesystem::path(requested);
-  if (ranks.rank == 0) io::write_file_atomic(outcome.run_dir / "config.toml", cfg.resolved_toml());
+  outcome.run_dir = ranks.rank == 0 ? io::prepare_run_dir(requested, dir_mode) : std::filesystem::path(requested);
+  if (command.resume == "auto") {
+    const auto latest = latest_checkpoint(outcome.run_dir / "checkpoints");
+    if (!latest) {
+      throw IoError(fmt::format("--resume auto: no complete checkpoint in {}; start a fresh run instead",
+                                (outcome.run_dir / "checkpoints").string()));
+    }
+    resume_from = *latest;
+  }
+  if (ranks.rank == 0) {
+    // A resumed run keeps the original config.toml and records its own next to it.
+    std::filesystem::path config_file = outcome.run_dir / "config.toml";
+    for (int i = 1; std::filesystem::exists(config_file); ++i) {
+      config_file = outcome.run_dir / fmt::format("config.resume-{}.toml", i);
+    }
+    io::write_file_atomic(config_file, cfg.resolved_toml());
+  }
   if (!outcome.run_dir.empty()) log::attach_log_dir(outcome.run_dir / "logs");
   auto log = log::get("kiln");
 
@@ -142,6 +231,7 @@ RunOutcome run_training(const TrainCommand& command) {
     a.run_dir = outcome.run_dir.string();
     return a;
   };
+  std::unique_ptr<Store> store;  // declared before the parts: it must outlive the communicator
   RunParts parts;
   parts.backend = registry.create_backend(*backend_c.info, args_for(backend_c));
   parts.comm = registry.create_communicator(*comm_c.info, args_for(comm_c));
@@ -159,13 +249,25 @@ RunOutcome run_training(const TrainCommand& command) {
     check_model_data(spec, eval_info, "data.eval");
   }
 
+  const DeviceInfo dev = parts.backend->device();
+  if (!parts.comm->accepts(dev.memory)) {
+    throw ConfigError(fmt::format(
+        "communicator '{}' ([comm] type) cannot reduce tensors in {} memory, which is where backend '{}' keeps "
+        "parameters and gradients; choose a communicator for that memory (gloo or local for host memory, "
+        "nccl-ring or nccl-tree for CUDA device memory)",
+        comm_c.info->name, dev.memory == MemoryKind::device ? "device" : "host", backend_c.info->name));
+  }
+
+  // ---- 4. rendezvous and connect ----
+  if (!rendezvous.empty()) store = dist::make_store(rendezvous, ranks);
   CommContext cc;
   cc.ranks = ranks;
+  cc.store = store.get();
   cc.backend = parts.backend.get();
+  cc.timeout = timeout;
   parts.comm->connect(cc);
 
-  // ---- 4. banner ----
-  const DeviceInfo dev = parts.backend->device();
+  // ---- 5. banner ----
   log->info("kiln {} | world {} | rank {} -> {} (local rank {}/{}; ranks from {})", kVersion, ranks.world_size,
             ranks.rank, dev.name, ranks.local_rank, ranks.local_world_size, ranks.source);
   log->info("backend   {} {} ({} threads) {}", backend_c.info->name, backend_c.info->version, dev.threads, dev.detail);
@@ -174,11 +276,13 @@ RunOutcome run_training(const TrainCommand& command) {
   log->info("data      train: {}", train_info.description);
   if (parts.eval_data) log->info("data      eval: {}", eval_info.description);
   log->info("comm      {} {}: {}", comm_c.info->name, comm_c.info->version, parts.comm->describe());
+  log->info("dist      rendezvous {} (from {}); timeout {} s per collective", rendezvous.empty() ? "-" : rendezvous,
+            rendezvous_from, static_cast<double>(timeout.count()) / 1000.0);
   log->info("precision {} {}: params {}, compute {}", precision_c.info->name, precision_c.info->version,
             dtype_name(parts.precision->param_dtype()), dtype_name(parts.precision->compute_dtype()));
   log->info("run dir   {}", outcome.run_dir.string());
 
-  // ---- 5. train ----
+  // ---- 6. train ----
   TrainerOptions to;
   to.epochs = epochs;
   to.seed = static_cast<std::uint64_t>(run.get_int("seed"));
@@ -195,11 +299,22 @@ RunOutcome run_training(const TrainCommand& command) {
   to.schedule_type = schedule_type;
   to.schedule_table = schedule;
   to.progress = io::parse_progress_mode(logt.get_string("progress"), logt.where("progress"));
+  to.checkpoint_dir = outcome.run_dir / "checkpoints";
+  to.checkpoint_every = checkpoint_every;
+  to.checkpoint_keep = checkpoint_keep;
+  to.resume_from = resume_from;
 
   std::unique_ptr<io::MetricsWriter> metrics;
   if (ranks.rank == 0) metrics = std::make_unique<io::MetricsWriter>(outcome.run_dir / "metrics.jsonl");
+  // Kept for --dump-params; the backend reference is taken first so it is released last.
+  const std::shared_ptr<Backend> backend_ref = parts.backend;
+  const std::shared_ptr<Model> model_ref = parts.model;
   Trainer trainer(std::move(parts), std::move(to), ranks, metrics.get());
   outcome.result = trainer.run();
+  if (ranks.rank == 0 && !command.dump_params.empty()) {
+    dump_parameters(command.dump_params, *backend_ref, *model_ref);
+    log->info("parameters written to {}", command.dump_params.string());
+  }
   log->info("done: {} steps; final test accuracy {:.4f}; outputs in {}", outcome.result.steps,
             outcome.result.final_eval_accuracy, outcome.run_dir.string());
   log::flush();

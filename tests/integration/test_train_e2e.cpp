@@ -257,7 +257,8 @@ BOOST_AUTO_TEST_CASE(foreign_optimizer_key_fails_before_the_run_starts) {
 BOOST_AUTO_TEST_CASE(unknown_model_plugin_suggests_the_close_name) {
   const std::string msg = one_line_error(kiln({"train", "--config", kSample, "--set", "model.type=mpl"}));
   BOOST_TEST(msg.rfind("no model plugin named 'mpl' (asked for by [model] type) (did you mean 'mlp'?); "
-                       "known model plugins: mlp;", 0) == 0u, msg);
+                       "known model plugins: ", 0) == 0u, msg);
+  BOOST_TEST(msg.find("mlp") != std::string::npos, msg);
 }
 
 BOOST_AUTO_TEST_CASE(corrupt_data_file_is_named) {

@@ -4,18 +4,23 @@
 //   <run_dir>/metrics.jsonl    one JSON object per epoch and split (MetricsWriter)
 //   <run_dir>/logs/rank<N>.log every rank's full log
 // Nothing already written is overwritten: an explicit directory that already holds a
-// metrics.jsonl is refused; the default runs/<YYYYmmdd-HHMMSS> gets a -2, -3 ... suffix when
+// metrics.jsonl is refused (unless the run is being resumed, which appends); the default runs/<YYYYmmdd-HHMMSS> gets a -2, -3 ... suffix when
 // taken. Files are written to a temporary name and renamed, so a crash never leaves half a file.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
 namespace kiln::io {
 
+/// fresh: a new run (an existing run there is refused); resume: continue the run in an existing
+/// directory (--resume), whose outputs are appended to.
+enum class RunDirMode : std::uint8_t { fresh, resume };
+
 /// Creates (or validates) the run directory. `requested` empty -> runs/<timestamp> under the
-/// current directory. Throws IoError naming the path.
-std::filesystem::path prepare_run_dir(const std::string& requested);
+/// current directory (fresh only). Throws IoError naming the path.
+std::filesystem::path prepare_run_dir(const std::string& requested, RunDirMode mode = RunDirMode::fresh);
 
 /// Writes `contents` to `path` atomically (temp file + rename). Throws IoError.
 void write_file_atomic(const std::filesystem::path& path, const std::string& contents);

@@ -3,8 +3,11 @@
 // Order: resolve ranks -> parse and validate the whole config (every table, every plugin's
 // parameters, unknown tables) -> create the run directory, write config.toml and attach the
 // per-rank log -> create the plugins -> check that model and data agree (input shape, dtype,
-// classes) -> connect the communicator -> print the banner -> train. Config mistakes therefore
-// fail before anything is written.
+// classes) and that the communicator takes the backend's memory -> open the rendezvous store
+// ([dist]) and connect the communicator -> print the banner -> train. Config mistakes therefore
+// fail before anything is written. With more than one rank every rank uses the same run
+// directory (--run-dir or run.run_dir is then required): rank 0 writes config.toml and
+// metrics.jsonl, every rank its logs/rank<N>.log.
 #pragma once
 
 #include <filesystem>
@@ -22,6 +25,12 @@ struct TrainCommand {
   std::string run_dir;                                ///< --run-dir (wins over run.run_dir)
   std::vector<std::filesystem::path> plugin_dirs;     ///< --plugin-path entries
   launch::ExplicitRanks ranks;
+  /// --dump-params: after training rank 0 writes every parameter's master values here, raw
+  /// little-endian f32 in parameter order, no header (for equivalence tests). Empty: none.
+  std::filesystem::path dump_params;
+  /// --resume: "" (a fresh run), "auto" (the newest complete checkpoint in the run directory's
+  /// checkpoints/) or a checkpoint directory. Resuming appends to the run directory.
+  std::string resume;
 };
 
 struct RunOutcome {

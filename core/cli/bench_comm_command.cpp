@@ -1,0 +1,609 @@
+// `kiln bench-comm` (see bench_comm_command.hpp). Decisions a reader must know:
+// - The Communicator contract has an in-place all_reduce only, so "out-of-place" copies the
+//   input into the output buffer and reduces the output in place; its time includes that copy.
+//   The header says so.
+// - Each collective is waited for (Work::wait) before the next is issued, like nccl-tests -z 1;
+//   ranks meet at a barrier before each timed loop; the time is the mean over ranks (-a 1).
+// - Checking fills the input with small rank-dependent integers (1 + (rank + i) % 4), exact in
+//   every dtype for the sums of up to 512 ranks, and counts elements that differ (#wrong).
+#include "bench_comm_command.hpp"
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <memory>
+
+#include "kiln/config/config.hpp"
+#include "kiln/dist/stores.hpp"
+#include "kiln/errors.hpp"
+#include "kiln/launch/ranks.hpp"
+#include "kiln/launch/supervisor.hpp"
+#include "kiln/log/log.hpp"
+#include "kiln/plugin/registry.hpp"
+#include "kiln/store.hpp"
+
+namespace kiln::cli {
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchOptions {
+  std::int64_t min_bytes = 32 << 20;
+  std::int64_t max_bytes = 32 << 20;
+  std::int64_t step_factor = 0;  // 0: step by step_bytes
+  std::int64_t step_bytes = 1 << 20;
+  int iters = 20;
+  int warmup = 5;
+  int check = 1;
+  DType dtype = DType::f32;
+  std::string dtype_label = "float";
+  ReduceOp op = ReduceOp::sum;
+  std::string op_label = "sum";
+  std::string comm;
+  std::string backend = "cpu";
+  std::vector<std::string> sets;
+  bool json = false;
+  std::chrono::milliseconds timeout{300000};
+};
+
+/// One half of a row (out-of-place or in-place), averaged over ranks.
+struct Half {
+  double time_us = 0;
+  double algbw = 0;
+  double busbw = 0;
+  std::int64_t wrong = 0;
+};
+
+struct Row {
+  std::int64_t bytes = 0;
+  std::int64_t count = 0;
+  Half out_of_place, in_place;
+};
+
+DType parse_dtype(const std::string& s, std::string& label) {
+  if (s == "float" || s == "float32" || s == "f32" || s == "fp32") { label = "float"; return DType::f32; }
+  if (s == "half" || s == "float16" || s == "f16" || s == "fp16") { label = "half"; return DType::f16; }
+  if (s == "bfloat16" || s == "bf16") { label = "bfloat16"; return DType::bf16; }
+  if (s == "double" || s == "float64" || s == "f64" || s == "fp64") { label = "double"; return DType::f64; }
+  throw ConfigError(fmt::format("-d/--datatype '{}' is not one of float, half, bfloat16, double", s));
+}
+
+ReduceOp parse_op(const std::string& s) {
+  if (s == "sum") return ReduceOp::sum;
+  if (s == "avg") return ReduceOp::avg;
+  if (s == "max") return ReduceOp::max;
+  if (s == "min") return ReduceOp::min;
+  throw ConfigError(fmt::format("-o/--op '{}' is not one of sum, avg, max, min (prod and all are not offered: the "
+                                "Communicator interface has no product)",
+                                s));
+}
+
+/// The byte sizes to run, as nccl-tests walks them.
+std::vector<std::int64_t> sizes_of(const BenchOptions& o) {
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t s = o.min_bytes; s <= o.max_bytes;) {
+    sizes.push_back(s);
+    const std::int64_t next = o.step_factor > 1 ? s * o.step_factor : s + o.step_bytes;
+    if (next <= s) break;
+    s = next;
+  }
+  return sizes;
+}
+
+// ---- host values in every dtype (the check only stores small integers) ----------------------
+
+std::uint16_t to_half(float f) {
+  // Round to nearest even for normal numbers; the check's integers are always exact.
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t sign = (u >> 16) & 0x8000u;
+  const std::uint32_t a = u & 0x7fffffffu;
+  if (a == 0) return static_cast<std::uint16_t>(sign);
+  if (a >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);
+  std::uint32_t r = a + (static_cast<std::uint32_t>(15 - 127) << 23) + 0xfffu + ((a >> 13) & 1u);
+  return static_cast<std::uint16_t>(sign | (r >> 13));
+}
+
+double from_half(std::uint16_t h) {
+  const int exponent = (h >> 10) & 0x1f;
+  const int mantissa = h & 0x3ff;
+  double v;
+  if (exponent == 0) v = std::ldexp(mantissa, -24);
+  else if (exponent == 31) v = mantissa ? NAN : INFINITY;
+  else v = std::ldexp(1024 + mantissa, exponent - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+void store_value(const Tensor& t, std::int64_t i, double v) {
+  switch (t.dtype()) {
+    case DType::f32: static_cast<float*>(t.data())[i] = static_cast<float>(v); break;
+    case DType::f64: static_cast<double*>(t.data())[i] = v; break;
+    case DType::f16: static_cast<std::uint16_t*>(t.data())[i] = to_half(static_cast<float>(v)); break;
+    case DType::bf16: {
+      const std::uint32_t u = std::bit_cast<std::uint32_t>(static_cast<float>(v));
+      static_cast<std::uint16_t*>(t.data())[i] = static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+      break;
+    }
+    default: throw ConfigError("bench-comm: unsupported dtype");
+  }
+}
+
+double load_value(const Tensor& t, std::int64_t i) {
+  switch (t.dtype()) {
+    case DType::f32: return static_cast<const float*>(t.data())[i];
+    case DType::f64: return static_cast<const double*>(t.data())[i];
+    case DType::f16: return from_half(static_cast<const std::uint16_t*>(t.data())[i]);
+    case DType::bf16:
+      return std::bit_cast<float>(static_cast<std::uint32_t>(static_cast<const std::uint16_t*>(t.data())[i]) << 16);
+    default: throw ConfigError("bench-comm: unsupported dtype");
+  }
+}
+
+double pattern(int rank, std::int64_t i) { return 1.0 + static_cast<double>((rank + i) % 4); }
+
+double expected(ReduceOp op, int world, std::int64_t i) {
+  double sum = 0, hi = -1e300, lo = 1e300;
+  for (int r = 0; r < world; ++r) {
+    const double v = pattern(r, i);
+    sum += v;
+    hi = std::max(hi, v);
+    lo = std::min(lo, v);
+  }
+  switch (op) {
+    case ReduceOp::sum: return sum;
+    case ReduceOp::avg: return sum / world;
+    case ReduceOp::max: return hi;
+    case ReduceOp::min: return lo;
+  }
+  return sum;
+}
+
+double tolerance(DType d) {
+  switch (d) {
+    case DType::f16: return 1e-3;
+    case DType::bf16: return 8e-3;
+    case DType::f32: return 1e-6;
+    default: return 1e-12;
+  }
+}
+
+/// The parts of one benchmark run. Declaration order makes destruction order: buffers, then
+/// the communicator, then the store and backend it was connected with (they must outlive it).
+struct Bench {
+  BenchOptions o;
+  RankInfo ranks;
+  std::shared_ptr<Backend> backend;
+  std::unique_ptr<Store> store;
+  std::shared_ptr<Communicator> comm;
+  MemoryKind where = MemoryKind::host;
+  Tensor input, output, host;
+
+  void fill_pattern(const Tensor& dst, std::int64_t count) {
+    const Tensor h = host.view(0, {count});
+    for (std::int64_t i = 0; i < count; ++i) store_value(h, i, pattern(ranks.rank, i));
+    backend->copy(h, dst);
+  }
+
+  /// One all-reduce of `count` elements, waited for.
+  void step(std::int64_t count, bool in_place) {
+    const Tensor in = input.view(0, {count});
+    const Tensor target = in_place ? in : output.view(0, {count});
+    if (!in_place) {
+      backend->copy(in, target);
+      // The copy runs on the compute stream, the collective on the communication stream.
+      const auto ready = backend->record_event(StreamKind::compute);
+      backend->wait_event(StreamKind::communication, *ready);
+    }
+    comm->all_reduce(target, o.op)->wait();
+  }
+
+  double timed_us(std::int64_t count, bool in_place) {
+    for (int i = 0; i < o.warmup; ++i) step(count, in_place);
+    comm->barrier();
+    const auto start = Clock::now();
+    for (int i = 0; i < o.iters; ++i) step(count, in_place);
+    const auto end = Clock::now();
+    return std::chrono::duration<double, std::micro>(end - start).count() / std::max(1, o.iters);
+  }
+
+  std::int64_t wrong_elements(std::int64_t count, bool in_place) {
+    std::int64_t wrong = 0;
+    for (int c = 0; c < o.check; ++c) {
+      fill_pattern(input.view(0, {count}), count);
+      step(count, in_place);
+      const Tensor result = (in_place ? input : output).view(0, {count});
+      const Tensor h = host.view(0, {count});
+      backend->copy(result, h);
+      const double tol = tolerance(o.dtype);
+      for (std::int64_t i = 0; i < count; ++i) {
+        const double want = expected(o.op, ranks.world_size, i);
+        const double got = load_value(h, i);
+        if (!(std::fabs(got - want) <= tol * std::fabs(want))) ++wrong;
+      }
+    }
+    return wrong;
+  }
+
+  /// Sums `values` over ranks (f32 through the communicator itself, in its memory kind).
+  std::vector<double> sum_over_ranks(const std::vector<double>& values) {
+    const auto n = static_cast<std::int64_t>(values.size());
+    Tensor h = host_tensor({n}, DType::f32);
+    for (std::int64_t i = 0; i < n; ++i) h.data_as<float>()[i] = static_cast<float>(values[i]);
+    Tensor d = backend->allocate({n}, DType::f32, where);
+    backend->copy(h, d);
+    comm->all_reduce(d, ReduceOp::sum)->wait();
+    backend->copy(d, h);
+    std::vector<double> out(values.size());
+    for (std::int64_t i = 0; i < n; ++i) out[i] = h.data_as<float>()[i];
+    return out;
+  }
+
+  Half finish(std::int64_t bytes, double time_sum, double wrong_sum) const {
+    Half h;
+    h.time_us = time_sum / ranks.world_size;
+    h.algbw = h.time_us > 0 ? static_cast<double>(bytes) / (h.time_us * 1e-6) / 1e9 : 0.0;
+    const int n = ranks.world_size;
+    h.busbw = h.algbw * (2.0 * (n - 1) / n);
+    h.wrong = o.check > 0 ? static_cast<std::int64_t>(std::llround(wrong_sum)) : -1;
+    return h;
+  }
+
+  Row run_size(std::int64_t size) {
+    Row row;
+    row.count = size / static_cast<std::int64_t>(dtype_size(o.dtype));
+    row.bytes = row.count * static_cast<std::int64_t>(dtype_size(o.dtype));
+    fill_pattern(input.view(0, {std::max<std::int64_t>(row.count, 1)}), std::max<std::int64_t>(row.count, 1));
+    const double oop_time = timed_us(row.count, false);
+    const double oop_wrong = o.check > 0 ? static_cast<double>(wrong_elements(row.count, false)) : 0.0;
+    fill_pattern(input.view(0, {std::max<std::int64_t>(row.count, 1)}), std::max<std::int64_t>(row.count, 1));
+    const double ip_time = timed_us(row.count, true);
+    const double ip_wrong = o.check > 0 ? static_cast<double>(wrong_elements(row.count, true)) : 0.0;
+    const auto sums = sum_over_ranks({oop_time, ip_time, oop_wrong, ip_wrong});
+    row.out_of_place = finish(row.bytes, sums[0], sums[2]);
+    row.in_place = finish(row.bytes, sums[1], sums[3]);
+    return row;
+  }
+};
+
+// ---- output -------------------------------------------------------------------------------
+
+std::string time_text(double us) {
+  if (us >= 10000.0) return fmt::format("{:7.0f}", us);
+  if (us >= 100.0) return fmt::format("{:7.1f}", us);
+  return fmt::format("{:7.2f}", us);
+}
+
+std::string half_text(const Half& h) {
+  const std::string wrong = h.wrong < 0 ? std::string("N/A") : std::to_string(h.wrong);
+  return fmt::format("  {}  {:6.2f}  {:6.2f}  {:>5}", time_text(h.time_us), h.algbw, h.busbw, wrong);
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_half(const Half& h) {
+  return fmt::format("{{\"time_us\": {:.3f}, \"algbw_gbs\": {:.4f}, \"busbw_gbs\": {:.4f}, \"wrong\": {}}}", h.time_us,
+                     h.algbw, h.busbw, h.wrong < 0 ? std::string("null") : std::to_string(h.wrong));
+}
+
+/// "pid|host|device index|device name" for one rank, shared through the store.
+std::string rank_line_payload(const Backend& backend) {
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  const DeviceInfo dev = backend.device();
+  return fmt::format("{}|{}|{}|{}|{}", ::getpid(), host, dev.index, backend.name(), dev.name);
+}
+
+std::vector<std::string> split(const std::string& s, char sep, std::size_t parts) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (out.size() + 1 < parts) {
+    const std::size_t p = s.find(sep, start);
+    if (p == std::string::npos) break;
+    out.push_back(s.substr(start, p - start));
+    start = p + 1;
+  }
+  out.push_back(s.substr(start));
+  while (out.size() < parts) out.emplace_back();
+  return out;
+}
+
+/// `args` without every "--NAME VALUE" and "--NAME=VALUE".
+std::vector<std::string> without_option(const std::vector<std::string>& args, const std::string& name) {
+  std::vector<std::string> out;
+  const std::string flag = "--" + name;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag) {
+      ++i;
+    } else if (args[i].rfind(flag + "=", 0) != 0) {
+      out.push_back(args[i]);
+    }
+  }
+  return out;
+}
+
+/// --nproc N: a private rendezvous directory and N supervised copies of this program.
+int run_supervised(const std::vector<std::string>& args, const std::vector<fs::path>& plugin_dirs, int nproc) {
+  if (nproc < 1) throw ConfigError(fmt::format("--nproc {} must be at least 1", nproc));
+  std::string pattern = (fs::temp_directory_path() / "kiln-bench-comm-XXXXXX").string();
+  if (!::mkdtemp(pattern.data())) {
+    throw IoError(fmt::format("cannot create a rendezvous directory {}: set TMPDIR to a writable directory", pattern));
+  }
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{pattern};
+  launch::SuperviseOptions so;
+  so.program = fs::read_symlink("/proc/self/exe");
+  so.args = {"bench-comm"};
+  for (const auto& d : plugin_dirs) {
+    so.args.push_back("--plugin-path");
+    so.args.push_back(fs::absolute(d).string());
+  }
+  for (const auto& a : without_option(args, "nproc")) so.args.push_back(a);
+  so.nproc = nproc;
+  so.rendezvous = "file:" + pattern;
+  const launch::SuperviseOutcome outcome = launch::supervise(so);
+  if (outcome.exit_code != 0) std::cerr << "kiln: error: " << outcome.message << std::endl;
+  return outcome.exit_code;
+}
+
+}  // namespace
+
+std::int64_t parse_byte_size(const std::string& text, const std::string& flag) {
+  std::string s = text;
+  if (!s.empty() && (s.back() == 'B' || s.back() == 'b') && s.size() > 1 && !std::isdigit(static_cast<unsigned char>(s[s.size() - 2]))) {
+    s.pop_back();
+  }
+  std::int64_t mult = 1;
+  if (!s.empty()) {
+    switch (s.back()) {
+      case 'K': case 'k': mult = 1LL << 10; s.pop_back(); break;
+      case 'M': case 'm': mult = 1LL << 20; s.pop_back(); break;
+      case 'G': case 'g': mult = 1LL << 30; s.pop_back(); break;
+      default: break;
+    }
+  }
+  std::size_t used = 0;
+  long long v = -1;
+  try {
+    v = std::stoll(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (s.empty() || used != s.size() || v < 0) {
+    throw ConfigError(fmt::format("{} '{}' is not a size: write bytes as a number with an optional K, M or G suffix "
+                                  "(powers of 1024), e.g. 8, 64K, 32M",
+                                  flag, text));
+  }
+  return static_cast<std::int64_t>(v) * mult;
+}
+
+int run_bench_comm_command(const std::vector<std::string>& args, const std::vector<fs::path>& plugin_dirs,
+                           std::ostream& out) {
+  BenchOptions o;
+  std::string minb = "32M", maxb = "32M", stepb = "1M", dtype = "float", op = "sum";
+  std::vector<std::string> extra_paths;
+  int rank = -1, world = -1, nproc = 0;
+  double timeout_s = 300;
+  po::options_description opts("kiln bench-comm options (nccl-tests flags, plus plugin choice)");
+  opts.add_options()
+      ("help,h", "show this help")
+      ("comm", po::value(&o.comm)->required(), "communicator plugin to measure (gloo, nccl-ring, nccl-tree, local)")
+      ("backend", po::value(&o.backend), "compute backend plugin whose memory is reduced (default cpu)")
+      ("set", po::value(&o.sets)->composing(), "plugin parameter: --set comm.algorithm=ring_chunked (repeatable)")
+      ("minbytes,b", po::value(&minb), "smallest size in bytes, K/M/G suffixes (default 32M)")
+      ("maxbytes,e", po::value(&maxb), "largest size in bytes (default 32M)")
+      ("stepfactor,f", po::value(&o.step_factor), "multiply the size by this factor between rows")
+      ("stepbytes,i", po::value(&stepb), "add this many bytes between rows when -f is not given (default 1M)")
+      ("iters,n", po::value(&o.iters), "timed iterations per size (default 20)")
+      ("warmup_iters,w", po::value(&o.warmup), "warm-up iterations per size (default 5)")
+      ("check,c", po::value(&o.check), "check iterations per size; 0 disables #wrong (default 1)")
+      ("datatype,d", po::value(&dtype), "float, half, bfloat16 or double (default float)")
+      ("op,o", po::value(&op), "sum, avg, max or min (default sum)")
+      ("json", po::bool_switch(&o.json), "print JSON instead of the table")
+      ("nproc", po::value(&nproc), "start N local ranks and supervise them (like torchrun --nproc-per-node)")
+      ("rank", po::value(&rank), "this process's rank (with --world-size; overrides launcher variables)")
+      ("world-size", po::value(&world), "number of ranks (with --rank)")
+      ("timeout", po::value(&timeout_s), "seconds a rendezvous or collective may take before failing (default 300)")
+      ("plugin-path", po::value(&extra_paths)->composing(), "extra plugin directory, searched first (repeatable)");
+  po::variables_map vm;
+  const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+  po::store(po::command_line_parser(args).options(opts).style(style).run(), vm);
+  if (vm.count("help")) {
+    out << "usage: kiln bench-comm --comm NAME [--backend NAME] [-b 8 -e 64M -f 2] [-n 20 -w 5 -c 1]\n"
+           "                       [-d float|half|bfloat16|double] [-o sum|avg|max|min] [--json] [--nproc N]\n\n"
+        << opts << "\n";
+    return 0;
+  }
+  po::notify(vm);
+
+  std::vector<fs::path> dirs = plugin_dirs;
+  for (const auto& p : extra_paths) dirs.emplace_back(p);
+  if (nproc > 0) return run_supervised(args, plugin_dirs, nproc);
+
+  o.min_bytes = parse_byte_size(minb, "-b/--minbytes");
+  o.max_bytes = parse_byte_size(maxb, "-e/--maxbytes");
+  o.step_bytes = parse_byte_size(stepb, "-i/--stepbytes");
+  o.dtype = parse_dtype(dtype, o.dtype_label);
+  o.op = parse_op(op);
+  o.op_label = op;
+  if (o.max_bytes < o.min_bytes) {
+    throw ConfigError(fmt::format("-e/--maxbytes {} is below -b/--minbytes {}", o.max_bytes, o.min_bytes));
+  }
+  if (vm.count("stepfactor") && o.step_factor < 2) {
+    throw ConfigError(fmt::format("-f/--stepfactor {} must be at least 2", o.step_factor));
+  }
+  if (!vm.count("stepfactor") && o.step_bytes < 1 && o.max_bytes > o.min_bytes) {
+    throw ConfigError("-i/--stepbytes must be at least 1 when -b and -e differ");
+  }
+  if (o.iters < 1) throw ConfigError(fmt::format("-n/--iters {} must be at least 1", o.iters));
+  if (o.warmup < 0) throw ConfigError(fmt::format("-w/--warmup_iters {} must be >= 0", o.warmup));
+  if (o.check < 0) throw ConfigError(fmt::format("-c/--check {} must be >= 0", o.check));
+  if (!(timeout_s > 0)) throw ConfigError(fmt::format("--timeout {} must be > 0 seconds", timeout_s));
+  o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
+
+  Bench b;
+  b.o = o;
+  launch::ExplicitRanks explicit_ranks;
+  if (vm.count("rank")) explicit_ranks.rank = rank;
+  if (vm.count("world-size")) explicit_ranks.world_size = world;
+  b.ranks = launch::resolve_ranks(explicit_ranks);
+  log::configure(b.ranks);
+
+  // The plugins' tables go through the same validation as a training config, so --set
+  // comm.algorithm=... is checked against the plugin's schema with the usual messages.
+  const std::string toml = fmt::format("[backend]\ntype = \"{}\"\n[comm]\ntype = \"{}\"\n", o.backend, o.comm);
+  config::Config cfg = config::Config::parse(toml, "bench-comm", o.sets);
+  plugin::Registry registry(plugin::default_search_path(dirs));
+  registry.scan();
+  const auto& backend_info = registry.require(KILN_KIND_BACKEND, cfg.plugin_type("backend"), "backend (--backend)");
+  const ParamMap backend_params = cfg.validate("backend", backend_info.params);
+  const auto& comm_info = registry.require(KILN_KIND_COMMUNICATOR, cfg.plugin_type("comm"), "comm (--comm)");
+  const ParamMap comm_params = cfg.validate("comm", comm_info.params);
+  cfg.check_all_consumed();
+
+  PluginArgs backend_args{&backend_params, b.ranks, {}};
+  PluginArgs comm_args{&comm_params, b.ranks, {}};
+  b.backend = registry.create_backend(backend_info, backend_args);
+  b.comm = registry.create_communicator(comm_info, comm_args);
+
+  std::string rendezvous = "memory";
+  if (b.ranks.world_size > 1) {
+    const auto env = launch::process_env()("KILN_RENDEZVOUS");
+    if (!env || env->empty()) {
+      throw ConfigError(fmt::format(
+          "rank {} of {} (from {}) needs a rendezvous: export KILN_RENDEZVOUS=file:<dir> with a directory every "
+          "rank can see, or let `kiln bench-comm --nproc {}` start the ranks",
+          b.ranks.rank, b.ranks.world_size, b.ranks.source, b.ranks.world_size));
+    }
+    rendezvous = *env;
+  }
+  b.store = dist::make_store(rendezvous, b.ranks);
+  CommContext ctx;
+  ctx.ranks = b.ranks;
+  ctx.store = b.store.get();
+  ctx.backend = b.backend.get();
+  ctx.timeout = o.timeout;
+  b.comm->connect(ctx);
+
+  b.where = b.backend->device().memory;
+  if (!b.comm->accepts(b.where)) {
+    if (b.comm->accepts(MemoryKind::host)) {
+      b.where = MemoryKind::host;
+    } else {
+      throw ConfigError(fmt::format("communicator '{}' accepts neither the memory of backend '{}' nor host memory; "
+                                    "pick a matching pair (nccl-* with backend cuda, gloo with cpu)",
+                                    o.comm, o.backend));
+    }
+  }
+  const std::int64_t max_count = std::max<std::int64_t>(1, o.max_bytes / static_cast<std::int64_t>(dtype_size(o.dtype)));
+  b.input = b.backend->allocate({max_count}, o.dtype, b.where);
+  b.output = b.backend->allocate({max_count}, o.dtype, b.where);
+  b.host = host_tensor({max_count}, o.dtype);
+
+  // Who is where: every rank publishes one line; rank 0 prints them in rank order.
+  const std::string payload = rank_line_payload(*b.backend);
+  b.store->set(fmt::format("kiln/bench-comm/rank{}", b.ranks.rank), std::vector<std::uint8_t>(payload.begin(), payload.end()));
+  std::vector<std::string> rank_lines;
+  if (b.ranks.rank == 0) {
+    for (int r = 0; r < b.ranks.world_size; ++r) {
+      const auto v = b.store->get(fmt::format("kiln/bench-comm/rank{}", r), o.timeout);
+      const auto f = split(std::string(v.begin(), v.end()), '|', 5);
+      rank_lines.push_back(fmt::format("#  Rank {:2} Group  0 Pid {:>6} on {:>10} device {:>2} [{}] {}", r, f[0], f[1],
+                                       f[2], f[3], f[4]));
+    }
+  }
+
+  const std::string describe = b.comm->describe();
+  if (b.ranks.rank == 0 && !o.json) {
+    const std::string step = vm.count("stepfactor") ? fmt::format("{}(factor)", o.step_factor)
+                                                    : fmt::format("{}(bytes)", o.step_bytes);
+    out << fmt::format("# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {} warmup iters: {} iters: {} agg iters: 1 "
+                       "validation: {} graph: 0\n",
+                       o.min_bytes, o.max_bytes, step, o.warmup, o.iters, o.check > 0 ? 1 : 0);
+    out << fmt::format("# kiln bench-comm: all_reduce, comm {} ({}), backend {}, {} rank(s) (ranks from {})\n", o.comm,
+                       describe, o.backend, b.ranks.world_size, b.ranks.source);
+    out << "# out-of-place = copy input to output, then in-place all_reduce of output (its time includes the copy);\n"
+           "# every collective is waited for before the next (blocking); times are averaged over ranks\n";
+    out << "#\n# Using devices\n";
+    for (const auto& l : rank_lines) out << l << "\n";
+    out << "#\n";
+    out << fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place          \n",
+                       "", "", "", "", "");
+    out << fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6} {:>6}  {:>7}  {:>6}  {:>6} {:>6}\n",
+                       "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+                       "busbw", "#wrong");
+    out << fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>5}  {:>7}  {:>6}  {:>6}  {:>5}\n",
+                       "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    out.flush();
+  }
+
+  std::vector<Row> rows;
+  double bw_sum = 0;
+  std::int64_t wrong_total = 0;
+  for (const std::int64_t size : sizes_of(o)) {
+    const Row row = b.run_size(size);
+    rows.push_back(row);
+    bw_sum += row.out_of_place.busbw + row.in_place.busbw;
+    wrong_total += std::max<std::int64_t>(0, row.out_of_place.wrong) + std::max<std::int64_t>(0, row.in_place.wrong);
+    if (b.ranks.rank == 0 && !o.json) {
+      out << fmt::format("{:12}  {:12}  {:>8}  {:>6}  {:6}", row.bytes, row.count, o.dtype_label, o.op_label, -1)
+          << half_text(row.out_of_place) << half_text(row.in_place) << "\n";
+      out.flush();
+    }
+  }
+  const double avg_bw = rows.empty() ? 0.0 : bw_sum / static_cast<double>(2 * rows.size());
+  b.comm->barrier();
+
+  if (b.ranks.rank == 0) {
+    if (o.json) {
+      out << "{\"command\": \"bench-comm\", \"collective\": \"all_reduce\", \"comm\": " << json_string(o.comm)
+          << ", \"comm_describe\": " << json_string(describe) << ", \"backend\": " << json_string(o.backend)
+          << ", \"world_size\": " << b.ranks.world_size << ", \"datatype\": " << json_string(o.dtype_label)
+          << ", \"op\": " << json_string(o.op_label) << ", \"iters\": " << o.iters << ", \"warmup_iters\": " << o.warmup
+          << ", \"check\": " << o.check << ", \"results\": [";
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        out << (i ? ", " : "") << "{\"size\": " << rows[i].bytes << ", \"count\": " << rows[i].count
+            << ", \"out_of_place\": " << json_half(rows[i].out_of_place)
+            << ", \"in_place\": " << json_half(rows[i].in_place) << "}";
+      }
+      out << "], \"out_of_bounds\": " << wrong_total << ", \"avg_busbw_gbs\": " << fmt::format("{:.4f}", avg_bw)
+          << "}\n";
+    } else {
+      out << fmt::format("# Out of bounds values : {} {}\n", wrong_total, wrong_total ? "FAILED" : "OK");
+      out << fmt::format("# Avg bus bandwidth    : {:g}\n", avg_bw);
+      out << "#\n";
+    }
+    out.flush();
+  }
+  return wrong_total > 0 ? 1 : 0;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,303 @@
+// The --nproc supervisor (contract in supervisor.hpp).
+//
+// Signals: SIGCHLD, SIGINT and SIGTERM are blocked while supervising and taken synchronously
+// with sigtimedwait, so there are no handlers, no races with waitpid and no global state; the
+// children get the original mask and default dispositions back before exec. Children are forked
+// (not posix_spawn) so each can ask for PR_SET_PDEATHSIG before exec. Between fork and exec the
+// child calls only async-signal-safe functions on arrays prepared beforehand.
+// Which failure is reported: the first reaped; among children reaped together, a rank killed by
+// a signal wins over one that exited non-zero, since a peer's death makes the others fail too.
+#include "kiln/launch/supervisor.hpp"
+
+#include <fmt/format.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <optional>
+
+#include "kiln/errors.hpp"
+
+extern char** environ;
+
+namespace kiln::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Child {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = true;
+  int status = 0;  ///< waitpid status once reaped
+};
+
+bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return fmt::format("was killed by signal {} ({})", sig, signal_name(sig));
+  }
+  return fmt::format("exited with status {}", WEXITSTATUS(status));
+}
+
+std::string ranks_phrase(int n) { return fmt::format("{} rank{}", n, n == 1 ? "" : "s"); }
+
+/// The environment of one child: the supervisor's, with `vars` replacing same-named entries.
+std::vector<std::string> child_env(const std::map<std::string, std::string>& vars) {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry(*e);
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos && vars.count(entry.substr(0, eq))) continue;
+    out.push_back(entry);
+  }
+  for (const auto& [k, v] : vars) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+/// Blocks the supervisor's signals for its lifetime; drains what is pending before restoring
+/// the old mask, so a late SIGCHLD never reaches a handler the host program installed.
+class BlockedSignals {
+ public:
+  BlockedSignals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGCHLD);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    sigprocmask(SIG_BLOCK, &set_, &old_);
+  }
+  ~BlockedSignals() {
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    const timespec zero{0, 0};
+    while (sigtimedwait(&chld, nullptr, &zero) > 0) {
+    }
+    sigprocmask(SIG_SETMASK, &old_, nullptr);
+  }
+  BlockedSignals(const BlockedSignals&) = delete;
+  BlockedSignals& operator=(const BlockedSignals&) = delete;
+  const sigset_t& set() const { return set_; }
+  const sigset_t& old() const { return old_; }
+
+  /// Waits for one of the blocked signals until `deadline` (forever if none). Returns the
+  /// signal, or 0 on timeout.
+  int wait(std::optional<Clock::time_point> deadline) const {
+    for (;;) {
+      int sig;
+      if (deadline) {
+        const auto left = std::max(Clock::duration::zero(), *deadline - Clock::now());
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+        const timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+        sig = sigtimedwait(&set_, nullptr, &ts);
+      } else {
+        sig = sigwaitinfo(&set_, nullptr);
+      }
+      if (sig > 0) return sig;
+      if (errno == EAGAIN) return 0;
+      // EINTR: another signal (e.g. SIGSTOP/SIGCONT) interrupted the wait; wait again.
+    }
+  }
+
+ private:
+  sigset_t set_{};
+  sigset_t old_{};
+};
+
+class Supervisor {
+ public:
+  Supervisor(const SuperviseOptions& o, const BlockedSignals& signals) : o_(o), signals_(signals) {}
+
+  SuperviseOutcome run() {
+    start_all();
+    std::optional<Clock::time_point> kill_at;  // set once the remaining ranks were sent SIGTERM
+    while (running_count() > 0) {
+      const int sig = signals_.wait(kill_at);
+      if (sig == SIGINT || sig == SIGTERM) {
+        if (!interrupted_ && failure_ < 0) {
+          interrupted_ = sig;
+          stopped_ = running_count();
+        }
+        send_all(sig);  // forwarded as is; a second Ctrl-C is forwarded too
+        if (!kill_at) kill_at = Clock::now() + o_.grace;
+      } else if (sig == 0 && kill_at) {
+        send_all(SIGKILL);
+        kill_at.reset();
+      }
+      if (reap() && !kill_at && running_count() > 0) {
+        stopped_ = running_count();
+        send_all(SIGTERM);
+        kill_at = Clock::now() + o_.grace;
+      }
+    }
+    return outcome();
+  }
+
+ private:
+  void start_all() {
+    const int cores = usable_cores();
+    for (int r = 0; r < o_.nproc; ++r) {
+      try {
+        start(r, cores);
+      } catch (...) {
+        send_all(SIGKILL);
+        while (running_count() > 0) reap_blocking();
+        throw;
+      }
+    }
+  }
+
+  void start(int rank, int cores) {
+    std::vector<std::string> argv_s;
+    argv_s.push_back(o_.program.string());
+    argv_s.insert(argv_s.end(), o_.args.begin(), o_.args.end());
+    std::vector<std::string> env_s = child_env(rank_environment(rank, o_.nproc, cores, o_.rendezvous));
+    std::vector<char*> argv = c_strings(argv_s);
+    std::vector<char*> envp = c_strings(env_s);
+    const std::string program = o_.program.string();
+    const pid_t parent = ::getpid();
+    const sigset_t child_mask = signals_.old();
+
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      throw IoError(fmt::format("cannot start rank {} of {}: fork failed: {}", rank, o_.nproc, ::strerror(errno)));
+    }
+    if (pid == 0) {
+      // Child: async-signal-safe calls only.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);  // the supervisor died before prctl took effect
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      ::signal(SIGCHLD, SIG_DFL);
+      ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);
+      ::execve(program.c_str(), argv.data(), envp.data());
+      static const char kMsg[] = "kiln: error: the supervisor could not execute the rank's program\n";
+      [[maybe_unused]] const auto n = ::write(2, kMsg, sizeof kMsg - 1);
+      ::_exit(127);
+    }
+    children_.push_back(Child{rank, pid, true, 0});
+  }
+
+  int running_count() const {
+    return static_cast<int>(std::count_if(children_.begin(), children_.end(), [](const Child& c) { return c.running; }));
+  }
+
+  void send_all(int sig) {
+    for (const Child& c : children_) {
+      if (c.running) ::kill(c.pid, sig);
+    }
+  }
+
+  /// Reaps every child that has ended; returns true if this produced the first failure.
+  bool reap() {
+    std::vector<Child*> ended;
+    for (Child& c : children_) {
+      if (!c.running) continue;
+      int status = 0;
+      const pid_t r = ::waitpid(c.pid, &status, WNOHANG);
+      if (r == c.pid) {
+        c.running = false;
+        c.status = status;
+        ended.push_back(&c);
+      }
+    }
+    return note_failures(ended);
+  }
+
+  void reap_blocking() {
+    for (Child& c : children_) {
+      if (!c.running) continue;
+      int status = 0;
+      while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      c.running = false;
+      c.status = status;
+    }
+  }
+
+  bool note_failures(const std::vector<Child*>& ended) {
+    if (failure_ >= 0 || interrupted_) return false;
+    const Child* pick = nullptr;
+    for (const Child* c : ended) {
+      if (!failed(c->status)) continue;
+      if (!pick || (WIFSIGNALED(c->status) && !WIFSIGNALED(pick->status))) pick = c;
+    }
+    if (!pick) return false;
+    failure_ = static_cast<int>(pick - children_.data());
+    return true;
+  }
+
+  SuperviseOutcome outcome() const {
+    SuperviseOutcome out;
+    if (failure_ >= 0) {
+      const Child& f = children_[static_cast<std::size_t>(failure_)];
+      out.exit_code = 1;
+      out.failed_rank = f.rank;
+      out.message = fmt::format("rank {} (pid {}) {}; {}", f.rank, f.pid, describe_status(f.status),
+                                stopped_ == 0   ? std::string("no other rank was running")
+                                : stopped_ == 1 ? std::string("stopped the other rank")
+                                                : fmt::format("stopped the other {} ranks", stopped_));
+    } else if (interrupted_) {
+      out.exit_code = 128 + interrupted_;
+      out.message = fmt::format("interrupted by {}; stopped {}", signal_name(interrupted_), ranks_phrase(stopped_));
+    }
+    return out;
+  }
+
+  const SuperviseOptions& o_;
+  const BlockedSignals& signals_;
+  std::vector<Child> children_;
+  int failure_ = -1;  ///< index in children_ of the failure reported
+  int interrupted_ = 0;
+  int stopped_ = 0;  ///< ranks still running when the supervisor started stopping them
+};
+
+}  // namespace
+
+std::map<std::string, std::string> rank_environment(int rank, int nproc, int cores, const std::string& rendezvous,
+                                                    const EnvLookup& env) {
+  std::map<std::string, std::string> vars{
+      {"RANK", std::to_string(rank)},
+      {"WORLD_SIZE", std::to_string(nproc)},
+      {"LOCAL_RANK", std::to_string(rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
+  };
+  if (!rendezvous.empty()) vars["KILN_RENDEZVOUS"] = rendezvous;
+  if (!env("OMP_NUM_THREADS")) vars["OMP_NUM_THREADS"] = std::to_string(std::max(1, cores / std::max(1, nproc)));
+  return vars;
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+std::string signal_name(int signo) {
+  const char* abbrev = ::sigabbrev_np(signo);
+  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", signo);
+}
+
+SuperviseOutcome supervise(const SuperviseOptions& options) {
+  if (options.nproc < 1) throw ConfigError(fmt::format("--nproc {} must be at least 1", options.nproc));
+  BlockedSignals signals;
+  Supervisor s(options, signals);
+  return s.run();
+}
+
+}  // namespace kiln::launch

@@ -1,0 +1,255 @@
+// Real multi-process training with the gloo communicator:
+//   - data-parallel equivalence: `--nproc 4` x batch 16 ends with the same parameters as one
+//     rank x batch 64 after 20 steps (dropout 0), and reports the same train metrics;
+//   - a rank killed with SIGKILL mid-epoch under `--nproc`: kiln names it and stops the others;
+//   - the same without a supervisor (ranks started like mpirun would): the survivors exit
+//     non-zero on their own within 2 x timeout + 5 s;
+//   - a rank that exits 1 before the rendezvous: the others time out naming it.
+// The Sharder's order does not depend on the world size (global step s covers positions
+// [s*W*B, (s+1)*W*B) of the same per-epoch order), so 4 x 16 and 1 x 64 see the same samples.
+// Every process runs under a hard wall clock; a hang fails the test and kills the whole tree.
+#define BOOST_TEST_MODULE test_multirank
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include "../integration/json_lite.hpp"
+#include "../launch/process.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kiln::test::Process;
+using kiln::test::slurp;
+using Env = std::map<std::string, std::optional<std::string>>;
+
+const std::string kKiln = std::string(KILN_BINARY_DIR) + "/bin/kiln";
+const std::string kSample = std::string(KILN_SOURCE_DIR) + "/samples/fashion-mnist-mlp.toml";
+constexpr int kTimeoutS = 5;                                          // dist.timeout_s in the failure tests
+constexpr std::chrono::seconds kFailureLimit{2 * kTimeoutS + 5};     // what the issue allows
+constexpr std::chrono::seconds kWallClock{300};                      // any run that should succeed
+
+const fs::path& scratch() {
+  static const struct Scratch {
+    fs::path path = kiln::test::scratch_dir("multirank");
+    ~Scratch() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } s;
+  return s.path;
+}
+
+/// The environment every kiln gets: only the build tree's plugins, no launcher variables.
+Env clean_env() {
+  Env env{{"KILN_PLUGIN_PATH", std::nullopt}, {"KILN_RENDEZVOUS", std::nullopt}, {"OMP_NUM_THREADS", std::nullopt}};
+  for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                        "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"}) {
+    env.emplace(v, std::nullopt);
+  }
+  return env;
+}
+
+std::vector<std::string> kiln_train(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {kKiln, "train", "--config", kSample, "--set", "log.progress=never"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+std::unique_ptr<Process> start(const std::string& name, const std::vector<std::string>& args, Env env = clean_env()) {
+  return std::make_unique<Process>(kiln_train(args), env, scratch(), scratch() / (name + ".out"),
+                                   scratch() / (name + ".err"));
+}
+
+std::string err_of(const std::string& name) { return slurp(scratch() / (name + ".err")); }
+
+/// The last line of `text` that starts with "kiln: error: ".
+std::string error_line(const std::string& text) {
+  const auto at = text.rfind("kiln: error: ");
+  if (at == std::string::npos) return "";
+  return text.substr(at, text.find('\n', at) - at);
+}
+
+std::vector<float> read_f32(const fs::path& file) {
+  const std::string bytes = slurp(file);
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  return v;
+}
+
+kiln::test::json::Value train_record(const fs::path& run_dir) {
+  std::istringstream in(slurp(run_dir / "metrics.jsonl"));
+  std::string line;
+  while (std::getline(in, line)) {
+    auto v = kiln::test::json::parse(line);
+    if (v.at("split").string == "train") return v;
+  }
+  throw std::runtime_error("no train record in " + (run_dir / "metrics.jsonl").string());
+}
+
+/// Waits until `file` contains `text` (or the wall clock passes: test failure).
+void wait_for_text(const fs::path& file, const std::string& text, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (slurp(file).find(text) == std::string::npos) {
+    BOOST_TEST_REQUIRE((std::chrono::steady_clock::now() < deadline), "'" << text << "' never appeared in " << file);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+/// The pid of the child of `parent` whose RANK is `rank`.
+pid_t rank_pid(pid_t parent, int rank) {
+  for (pid_t p : kiln::test::children_of(parent)) {
+    if (kiln::test::environ_of(p, "RANK") == std::to_string(rank)) return p;
+  }
+  return -1;
+}
+
+// Flags shared by the failure tests: a full epoch of 60000 samples (937 steps of 4 x 16, many
+// seconds), so a kill one second after training starts lands mid-epoch.
+const std::vector<std::string> kLongRun = {"--set", "run.epochs=3",  "--set", "comm.type=\"gloo\"",
+                                           "--set", "loader.batch=16", "--set", fmt::format("dist.timeout_s={}", kTimeoutS)};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(four_ranks_equal_one_rank) {
+  const std::vector<std::string> common = {"--set", "run.epochs=1", "--set", "data.train.limit=1280",
+                                           "--set", "model.dropout=0"};
+  const fs::path one = scratch() / "eq-1", four = scratch() / "eq-4";
+  auto p1 = start("eq-1", with(common, {"--run-dir", one.string(), "--dump-params", (scratch() / "eq-1.bin").string()}));
+  BOOST_TEST_REQUIRE(p1->wait_for(kWallClock).value_or(-1) == 0, err_of("eq-1"));
+  auto p4 = start("eq-4", with(common, {"--nproc", "4", "--set", "comm.type=\"gloo\"", "--set", "loader.batch=16",
+                                        "--run-dir", four.string(), "--dump-params", (scratch() / "eq-4.bin").string()}));
+  BOOST_TEST_REQUIRE(p4->wait_for(kWallClock).value_or(-1) == 0, err_of("eq-4"));
+
+  // The banner of every rank names the world, its device and the communicator.
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string log = slurp(four / fmt::format("logs/rank{}.log", rank));
+    BOOST_TEST(log.find(fmt::format("| world 4 | rank {} -> ", rank)) != std::string::npos, "rank " << rank);
+    BOOST_TEST(log.find("comm      gloo") != std::string::npos, "rank " << rank);
+  }
+  BOOST_TEST(slurp(four / "logs/rank0.log").find("20 steps per epoch, per-rank batch 16, global batch 64") !=
+             std::string::npos);
+
+  const auto a = read_f32(scratch() / "eq-1.bin"), b = read_f32(scratch() / "eq-4.bin");
+  BOOST_TEST_REQUIRE(a.size() == 101770u);
+  BOOST_TEST_REQUIRE(b.size() == a.size());
+  // Bit equality is not expected: 4 partial sums of 16 rows are added in another order than one
+  // GEMM over 64. Relative error per element, against the larger of the element and the RMS of
+  // all parameters, so that weights that happen to sit near zero are not judged by their own
+  // tiny magnitude (measured here: largest difference 5e-8, RMS 0.03).
+  double sum_sq = 0;
+  for (float x : a) sum_sq += static_cast<double>(x) * x;
+  const double rms = std::sqrt(sum_sq / static_cast<double>(a.size()));
+  double worst = 0;
+  std::size_t worst_at = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double scale = std::max({std::fabs(static_cast<double>(a[i])), std::fabs(static_cast<double>(b[i])), rms});
+    const double rel = std::fabs(static_cast<double>(a[i]) - b[i]) / scale;
+    if (rel > worst) worst = rel, worst_at = i;
+  }
+  BOOST_TEST(worst <= 1e-5, "element " << worst_at << ": " << a[worst_at] << " vs " << b[worst_at]);
+
+  const auto r1 = train_record(one), r4 = train_record(four);
+  BOOST_TEST(r4.at("step").number == 20.0);
+  BOOST_TEST(r4.at("samples").number == r1.at("samples").number);
+  BOOST_TEST(r4.at("accuracy").number == r1.at("accuracy").number);
+  BOOST_TEST(std::fabs(r4.at("loss").number - r1.at("loss").number) <= 1e-5 * r1.at("loss").number);
+}
+
+BOOST_AUTO_TEST_CASE(sigkill_under_nproc) {
+  const fs::path dir = scratch() / "kill-nproc";
+  auto sup = start("kill-nproc", with(kLongRun, {"--nproc", "4", "--run-dir", dir.string()}));
+  // Rank 0's console (stderr, flushed per line; the log files are buffered) says when training starts.
+  wait_for_text(scratch() / "kill-nproc.err", "steps per epoch", kWallClock);
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // into the epoch
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(rank_pid(sup->pid(), r));
+  for (int r = 0; r < 4; ++r) BOOST_TEST_REQUIRE(ranks[static_cast<std::size_t>(r)] > 0, "rank " << r << " not found");
+  BOOST_TEST_REQUIRE(slurp(dir / "metrics.jsonl").empty(), "the first epoch ended before the kill");
+  ::kill(ranks[2], SIGKILL);
+
+  const auto status = sup->wait_for(kFailureLimit);
+  BOOST_TEST_REQUIRE(status.has_value(), "kiln did not exit within " << kFailureLimit.count() << " s");
+  BOOST_TEST(*status == 1);
+  const std::string line = error_line(err_of("kill-nproc"));
+  const std::string want = fmt::format("kiln: error: rank 2 (pid {}) was killed by signal 9 (SIGKILL); ", ranks[2]);
+  BOOST_TEST(line.rfind(want, 0) == 0u, line);
+  for (int r = 0; r < 4; ++r) {
+    BOOST_TEST(!kiln::test::process_alive(ranks[static_cast<std::size_t>(r)]), "rank " << r << " was left behind");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sigkill_without_supervisor) {
+  // Four ranks started the way mpirun/srun would start them: no one stops the survivors, the
+  // communicator must notice the dead peer itself.
+  const fs::path dir = scratch() / "kill-free", rdzv = scratch() / "kill-free-rdzv";
+  fs::create_directories(rdzv);
+  std::vector<std::unique_ptr<Process>> ranks;
+  for (int r = 0; r < 4; ++r) {
+    Env env = clean_env();
+    env["RANK"] = std::to_string(r);
+    env["WORLD_SIZE"] = "4";
+    env["OMP_NUM_THREADS"] = "1";
+    env["KILN_RENDEZVOUS"] = "file:" + rdzv.string();
+    ranks.push_back(start(fmt::format("kill-free-{}", r), with(kLongRun, {"--run-dir", dir.string()}), env));
+  }
+  wait_for_text(scratch() / "kill-free-0.err", "steps per epoch", kWallClock);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  BOOST_TEST_REQUIRE(slurp(dir / "metrics.jsonl").empty(), "the first epoch ended before the kill");
+  ::kill(ranks[2]->pid(), SIGKILL);
+  BOOST_TEST(ranks[2]->wait_for(kWallClock).value_or(-1) == 128 + SIGKILL);
+  const auto deadline = std::chrono::steady_clock::now() + kFailureLimit;
+  for (int r : {0, 1, 3}) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto status = ranks[static_cast<std::size_t>(r)]->wait_for(std::max(left, std::chrono::milliseconds(0)));
+    BOOST_TEST_REQUIRE(status.has_value(), "rank " << r << " did not exit within " << kFailureLimit.count() << " s");
+    BOOST_TEST(*status == 1, "rank " << r);
+    const std::string line = error_line(err_of(fmt::format("kill-free-{}", r)));
+    // The surviving rank names itself and the collective that failed.
+    BOOST_TEST(line.find(fmt::format("rank {} of 4", r)) != std::string::npos, line);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rank_exiting_before_rendezvous) {
+  // exit(1)-style death: rank 2 has a broken data path, reports it and exits 1 before it
+  // reaches the rendezvous; the others give up after dist.timeout_s naming rank 2.
+  const fs::path dir = scratch() / "exit-free", rdzv = scratch() / "exit-free-rdzv";
+  fs::create_directories(rdzv);
+  std::vector<std::unique_ptr<Process>> ranks;
+  for (int r = 0; r < 4; ++r) {
+    Env env = clean_env();
+    env["RANK"] = std::to_string(r);
+    env["WORLD_SIZE"] = "4";
+    env["OMP_NUM_THREADS"] = "1";
+    env["KILN_RENDEZVOUS"] = "file:" + rdzv.string();
+    auto args = with(kLongRun, {"--run-dir", dir.string()});
+    if (r == 2) args = with(args, {"--set", "data.train.path=\"" + (scratch() / "no-such-dir").string() + "\""});
+    ranks.push_back(start(fmt::format("exit-free-{}", r), args, env));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kFailureLimit;
+  for (int r = 0; r < 4; ++r) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto status = ranks[static_cast<std::size_t>(r)]->wait_for(std::max(left, std::chrono::milliseconds(0)));
+    BOOST_TEST_REQUIRE(status.has_value(), "rank " << r << " did not exit within " << kFailureLimit.count() << " s");
+    BOOST_TEST(*status == 1, "rank " << r);
+    const std::string line = error_line(err_of(fmt::format("exit-free-{}", r)));
+    if (r == 2) {
+      BOOST_TEST(line.find("is not a directory") != std::string::npos, line);
+    } else {
+      BOOST_TEST(line.find(fmt::format("timed out after {} s waiting for rank 2 of 4", kTimeoutS)) != std::string::npos,
+                 line);
+    }
+  }
+}
