@@ -23,6 +23,7 @@ Communicator::~Communicator() = default;
 PrecisionPolicy::~PrecisionPolicy() = default;
 
 std::span<const ModelBuffer> Model::buffers() const { return {}; }
+std::map<std::string, double> DataSource::counters() const { return {}; }
 
 void Backend::unsupported(Op op, DType dtype) const {
   throw UnsupportedError(fmt::format(

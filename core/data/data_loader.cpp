@@ -78,6 +78,9 @@ struct DataLoader::Impl {
   std::int64_t next_step = 0;        // the step next() returns next
   std::int64_t oldest_live = 0;      // oldest step whose slot may not be reused yet
   std::int64_t claim_step = 0;       // next rows to hand to a worker
+  std::int64_t decoded_samples = 0;  // totals for stats()
+  double decode_seconds = 0;
+  int num_workers = 0;
   std::int64_t claim_row = 0;
   int in_flight = 0;                 // chunks being decoded outside the lock
   std::exception_ptr failure;        // sticky error of this epoch, rethrown by next()
@@ -139,6 +142,7 @@ Tensor DataLoader::Impl::staging(Backend* backend, const Shape& shape, DType dty
 }
 
 void DataLoader::Impl::start_workers(int count) {
+  num_workers = count;
   threads.reserve(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) {
     threads.emplace_back([this] { worker_loop(); });
@@ -185,6 +189,7 @@ void DataLoader::Impl::worker_loop() {
     // Outside the lock: this slot's rows [row0, row0 + n) belong to this worker alone until it
     // reports back, and the slot cannot be reassigned before that (see start_epoch).
     std::exception_ptr error;
+    const auto decode_start = std::chrono::steady_clock::now();
     try {
       auto* inputs = static_cast<std::byte*>(slot.inputs.data());
       auto* labels = slot.labels.data_as<std::int32_t>();
@@ -201,7 +206,10 @@ void DataLoader::Impl::worker_loop() {
       error = std::current_exception();
     }
 
+    const double busy = std::chrono::duration<double>(std::chrono::steady_clock::now() - decode_start).count();
     lock.lock();
+    decoded_samples += n;
+    decode_seconds += busy;
     --in_flight;
     if (active) {  // not abandoned by start_epoch() or the destructor
       if (error && !slot.error) slot.error = error;
@@ -295,5 +303,12 @@ std::optional<Batch> DataLoader::next() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return batch;
 }
+
+DataLoader::Stats DataLoader::stats() const {
+  std::lock_guard lock(impl_->mu);
+  return Stats{impl_->decoded_samples, impl_->decode_seconds};
+}
+
+int DataLoader::workers() const noexcept { return impl_->num_workers; }
 
 }  // namespace kiln::data

@@ -42,6 +42,9 @@ constexpr kiln_param_spec_v1 kDist[] = {
     {"rendezvous", KILN_PARAM_STRING, "\"\"", nullptr,
      "Store the ranks meet through: \"file:<dir>\" on a path every rank sees. Empty: none for one "
      "rank, the supervisor's under --nproc, else the KILN_RENDEZVOUS environment variable."},
+    {"fingerprint", KILN_PARAM_BOOL, "false", nullptr,
+     "Debug: before every collective, compare (sequence, op, dtype, count) across ranks and stop with both "
+     "sides shown when they differ, instead of hanging."},
 };
 
 }  // namespace

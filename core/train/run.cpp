@@ -19,6 +19,7 @@
 #include "kiln/plugin/registry.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/core_tables.hpp"
+#include "kiln/train/fingerprint_communicator.hpp"
 #include "kiln/version.hpp"
 
 namespace kiln::train {
@@ -235,6 +236,7 @@ RunOutcome run_training(const TrainCommand& command) {
   RunParts parts;
   parts.backend = registry.create_backend(*backend_c.info, args_for(backend_c));
   parts.comm = registry.create_communicator(*comm_c.info, args_for(comm_c));
+  if (dist.get_bool("fingerprint")) parts.comm = std::make_shared<FingerprintCommunicator>(parts.comm);
   parts.precision = registry.create_precision(*precision_c.info, args_for(precision_c));
   parts.model = registry.create_model(*model_c.info, args_for(model_c));
   parts.train_data = registry.create_data(*train_c.info, args_for(train_c));

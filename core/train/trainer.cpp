@@ -122,6 +122,7 @@ struct Trainer::Impl {
     SplitTotals totals;
     double seconds = 0, wait_seconds = 0, global_samples = 0;
     double comm_wait_seconds = 0;  // time the trainer blocked in GradSync::finish (not overlapped)
+    data::DataLoader::Stats loader;  // decoded samples and worker seconds during this epoch
     std::int64_t steps = 0, skipped = 0;
   };
 
@@ -133,6 +134,7 @@ struct Trainer::Impl {
     loss.reset_totals();
     double local_samples = 0;
     train_loader->start_epoch(epoch);
+    const auto loader_before = train_loader->stats();
     const auto t0 = Clock::now();
     const std::int64_t steps = train_loader->steps_per_epoch();
     while (auto batch = train_loader->next()) {
@@ -175,6 +177,9 @@ struct Trainer::Impl {
     }
     backend().synchronize();
     st.seconds = seconds_since(t0);
+    const auto loader_after = train_loader->stats();
+    st.loader.samples = loader_after.samples - loader_before.samples;
+    st.loader.busy_seconds = loader_after.busy_seconds - loader_before.busy_seconds;
     const auto [loss_sum, correct] = loss.totals();
     st.totals = reduce(loss_sum, correct, local_samples);
     return st;
@@ -211,6 +216,15 @@ struct Trainer::Impl {
         .add("time_s", seconds);
     if (train) {
       rec.add("data_wait_s", train->wait_seconds);
+      rec.add("data_wait_ms_per_step",
+              train->steps > 0 ? 1e3 * train->wait_seconds / static_cast<double>(train->steps) : 0.0);
+      // What the input pipeline could deliver on its own: samples per second of worker time,
+      // times the workers. Far above samples_per_s means input is not the bottleneck.
+      const double per_worker = train->loader.busy_seconds > 0
+                                    ? static_cast<double>(train->loader.samples) / train->loader.busy_seconds
+                                    : 0.0;
+      rec.add("data_capacity_samples_per_s", per_worker * train_loader->workers());
+      for (const auto& [k, v] : parts.train_data->counters()) rec.add("data_" + k, v);
       // Exposed communication: how long each step waited for gradient all-reduces after
       // backward finished (what overlap did not hide).
       rec.add("comm_wait_s", train->comm_wait_seconds);

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "kiln/tensor.hpp"
@@ -45,6 +46,11 @@ class DataSource {
   /// kiln::SampleRng) so results do not depend on worker count. Throws DataError naming the file
   /// and index for bad data.
   virtual void read(std::int64_t index, std::uint64_t seed, const SampleSlot& out) const = 0;
+  /// Running totals the source wants reported, e.g. {"skipped_samples": 3} for a reader that
+  /// replaces bad samples; the trainer writes each into metrics.jsonl as "data_<name>" at every
+  /// epoch end. Called from the trainer thread while workers read: must be thread-safe.
+  /// Default: none.
+  virtual std::map<std::string, double> counters() const;
 };
 
 }  // namespace kiln

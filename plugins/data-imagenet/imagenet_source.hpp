@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,6 +39,10 @@ class ImagenetSource final : public DataSource {
 
   /// Samples replaced so far under on_error = "skip".
   std::int64_t skipped() const noexcept { return skipped_.load(); }
+  /// {"skipped_samples": n}: the trainer writes it into metrics.jsonl as data_skipped_samples.
+  std::map<std::string, double> counters() const override {
+    return {{"skipped_samples", static_cast<double>(skipped_.load())}};
+  }
 
  private:
   /// Reads one sample; throws DataError for a bad one.

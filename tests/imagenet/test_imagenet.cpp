@@ -155,6 +155,8 @@ BOOST_AUTO_TEST_CASE(skip_replaces_bad_samples_by_the_next_good_one) {
   BOOST_TEST(label == 0);
   std::int32_t label0 = -1;
   BOOST_TEST(pixels == read_sample(*source, 0, 1, label0));
+  // Both bad files were skipped once; the count reaches metrics.jsonl through counters().
+  BOOST_TEST(source->counters().at("skipped_samples") == 2.0);
 }
 
 BOOST_AUTO_TEST_CASE(oversized_dimensions_are_rejected_before_decoding) {

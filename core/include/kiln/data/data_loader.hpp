@@ -116,6 +116,15 @@ class DataLoader {
   /// The next batch of the current epoch, or nullopt after the last. Rethrows worker errors.
   std::optional<Batch> next();
 
+  /// Totals since construction: samples decoded and the seconds workers spent in
+  /// DataSource::read, summed over workers (samples / busy_seconds = one worker's throughput).
+  struct Stats {
+    std::int64_t samples = 0;
+    double busy_seconds = 0;
+  };
+  Stats stats() const;
+  int workers() const noexcept;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
