@@ -1,4 +1,4 @@
-// A small strict JSON reader for the integration tests: parses one document (a metrics.jsonl
+// The integration tests' JSON tree: parses one document (a metrics.jsonl
 // line, `kiln plugins list --json`) into a tree, and throws std::runtime_error with the byte
 // offset on anything that is not JSON. Numbers remember whether they were written as integers.
 #pragma once
