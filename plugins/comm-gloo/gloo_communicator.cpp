@@ -3,16 +3,19 @@
 
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/tcp/address.h>
 
 #include <fmt/format.h>
 
 #include <exception>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include "kiln/errors.hpp"
 #include "kiln/log/log.hpp"
 #include "kiln/store.hpp"
+#include "peer_directory.hpp"
 #include "store_adapter.hpp"
 
 namespace kiln::gloo_comm {
@@ -44,6 +47,53 @@ std::string seconds_text(std::chrono::milliseconds ms) {
   return fmt::format("{:.3g} s", static_cast<double>(ms.count()) / 1000.0);
 }
 
+/// Blocks SIGPIPE in the calling thread for its lifetime. connect() holds one, so Gloo's
+/// socket threads and the communication thread, all started inside connect(), inherit the
+/// blocked mask: a write to a peer that died then fails with EPIPE (and becomes a CommError
+/// naming it) instead of killing this rank silently with SIGPIPE. Other threads are untouched.
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked() {
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    ::pthread_sigmask(SIG_BLOCK, &pipe, &saved_);
+  }
+  ~SigpipeBlocked() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+ private:
+  sigset_t saved_{};
+};
+
+/// Rank r's listening address for its pair with us, as Gloo prints it in socket errors
+/// ("[ip]:port"; "" if unknown). Read back from Gloo's full-mesh rendezvous value: rank r
+/// publishes one fixed-size address per peer in rank order, skipping itself (Gloo's
+/// Context::extractAddress). tcp/pair.h cannot be included (Debian lacks a header it needs),
+/// so the pairs' own peer() cannot be asked.
+std::vector<std::string> pair_addresses(kiln::Store& store, const std::string& prefix, int self, int world,
+                                        std::chrono::milliseconds timeout) {
+  std::vector<std::string> out(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    if (r == self) continue;
+    try {
+      const auto all = store.get(fmt::format("{}/rank{}", prefix, r), timeout);
+      if (all.empty() || all.size() % static_cast<std::size_t>(world - 1) != 0) continue;
+      const std::size_t size = all.size() / static_cast<std::size_t>(world - 1);
+      const std::size_t at = static_cast<std::size_t>(self > r ? self - 1 : self) * size;
+      const ::gloo::transport::tcp::Address address(std::vector<char>(all.begin() + static_cast<std::ptrdiff_t>(at),
+                                                                       all.begin() + static_cast<std::ptrdiff_t>(at + size)));
+      std::string text = address.str();
+      if (const auto dollar = text.find('$'); dollar != std::string::npos) text.resize(dollar);
+      out[static_cast<std::size_t>(r)] = text;
+    } catch (const std::exception&) {
+      // Only a second signal for error messages; without it a dead peer is still found by pid.
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 GlooCommunicator::GlooCommunicator(const PluginArgs& args) : ranks_(args.ranks) {
@@ -71,6 +121,7 @@ void GlooCommunicator::connect(const CommContext& ctx) {
   if (ctx.store == nullptr) {
     throw CommError("gloo connect() needs a rendezvous store (CommContext::store is null)");
   }
+  const SigpipeBlocked sigpipe_blocked;
   ranks_ = ctx.ranks;
   timeout_ = ctx.timeout;
   const int world = ranks_.world_size;
@@ -85,11 +136,18 @@ void GlooCommunicator::connect(const CommContext& ctx) {
 
   // Every rank announces itself first, so a missing peer is reported with all the others
   // ("waiting for ranks 3, 5 of 8") instead of whichever one Gloo happens to ask for first.
+  // Each rank's process identity goes in first, so that once everyone has arrived a failed
+  // collective can later tell which peer's process is gone (PeerDirectory).
   const std::string prefix = "gloo";
+  ctx.store->set(fmt::format("{}/process/rank{}", prefix, ranks_.rank), ProcessIdentity::self().encode());
   ctx.store->set(fmt::format("{}/arrive/rank{}", prefix, ranks_.rank), {1});
   std::vector<std::string> arrivals;
   for (int r = 0; r < world; ++r) arrivals.push_back(fmt::format("{}/arrive/rank{}", prefix, r));
   ctx.store->wait(arrivals, timeout_);
+  std::vector<ProcessIdentity> processes;
+  for (int r = 0; r < world; ++r) {
+    processes.push_back(ProcessIdentity::decode(ctx.store->get(fmt::format("{}/process/rank{}", prefix, r), timeout_)));
+  }
 
   ::gloo::transport::tcp::attr attr;
   if (!interface_.empty()) attr.iface = interface_;
@@ -117,6 +175,7 @@ void GlooCommunicator::connect(const CommContext& ctx) {
         "reachable from here (check comm.interface; timeout {})",
         ranks_.rank, world, e.what(), timeout_text()));
   }
+  peers_ = std::make_shared<const PeerDirectory>(ranks_.rank, std::move(processes), pair_addresses(*ctx.store, prefix, ranks_.rank, world, timeout_));
   engine_ = std::make_shared<Engine>(std::move(context), algorithm_, timeout_);
   queue_ = std::make_unique<CommQueue>();
   logger->info("gloo connected: rank {} of {} (from {}), {} over tcp ({}), timeout {}", ranks_.rank,
@@ -158,14 +217,24 @@ std::unique_ptr<Work> GlooCommunicator::enqueue(std::string_view op, std::uint64
   const int rank = ranks_.rank;
   const int world = ranks_.world_size;
   const std::string timeout = timeout_text();
-  auto run = [engine, body = std::move(body), label, rank, world, timeout] {
+  auto peers = peers_;
+  // A failure names the rank(s) found gone (or whose connection failed) ahead of Gloo's text.
+  auto run = [engine, peers, body = std::move(body), label, rank, world, timeout] {
+    const auto fail = [&](std::string_view gloo_text, std::string_view tail) {
+      const std::string culprits = peers ? peers->explain(gloo_text) : std::string();
+      if (culprits.empty()) {
+        return CommError(fmt::format("gloo {} failed on rank {} of {}: {}{}{}", label, rank, world, gloo_text, tail,
+                                     tail.empty() ? "" : " (could not tell which peer)"));
+      }
+      return CommError(fmt::format("gloo {} failed on rank {} of {}: {}: {}{}", label, rank, world, culprits,
+                                   gloo_text, tail));
+    };
     try {
       body(*engine);
     } catch (const CommError& e) {
-      throw CommError(fmt::format("gloo {} failed on rank {} of {}: {}", label, rank, world, e.what()));
+      throw fail(e.what(), "");
     } catch (const std::exception& e) {
-      throw CommError(fmt::format("gloo {} failed on rank {} of {}: {}; a peer may have died or "
-                                  "timed out (timeout {})", label, rank, world, e.what(), timeout));
+      throw fail(e.what(), fmt::format("; a peer may have died or timed out (timeout {})", timeout));
     }
   };
   return std::make_unique<QueuedWork>(queue_->submit(std::move(run), label));

@@ -4,7 +4,9 @@
 // missing peer is named with every other missing one, then Gloo's full-mesh address exchange)
 // and starts one communication thread. Collectives are numbered in issue order (#0, #1, ...
 // shared by all ops), queued to that thread and run FIFO; a failure becomes a CommError naming
-// op, number, dtype x count, algorithm, rank and the timeout, and poisons the communicator.
+// op, number, dtype x count, algorithm, rank and the timeout, names the peer rank(s) found gone
+// (PeerDirectory: process identities published at connect, Gloo pair addresses), and poisons
+// the communicator.
 #pragma once
 
 #include <atomic>
@@ -15,6 +17,7 @@
 
 #include "comm_queue.hpp"
 #include "engine.hpp"
+#include "peer_directory.hpp"
 #include "kiln/communicator.hpp"
 #include "kiln/plugin_args.hpp"
 
@@ -53,6 +56,7 @@ class GlooCommunicator final : public Communicator {
   RankInfo ranks_;
   std::chrono::milliseconds timeout_{300000};
   std::string device_text_;
+  std::shared_ptr<const PeerDirectory> peers_;  // read by the communication thread on failure
   std::shared_ptr<Engine> engine_;
   std::unique_ptr<CommQueue> queue_;
   std::atomic<std::uint64_t> next_seq_{0};

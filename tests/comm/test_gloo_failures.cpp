@@ -1,11 +1,18 @@
 // gloo failure paths and set-up: a peer that never joins a collective (CommError within the
 // timeout, naming op, sequence number, dtype x count, algorithm and rank), a rank that never
 // connects (the rendezvous names the missing ranks), abort() unblocking a stuck collective,
-// refused tensors and parameters, describe(), and a world connected through a FileStore.
+// refused tensors and parameters, describe(), a world connected through a FileStore, and a
+// SIGKILLed rank named by the survivors (ranks as forked processes, messages sent back by pipe).
 #include <boost/test/unit_test.hpp>
 
+#include <fmt/format.h>
+
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <poll.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "comm_fixture.hpp"

@@ -3,7 +3,7 @@
 //     rank x batch 64 after 20 steps (dropout 0), and reports the same train metrics;
 //   - a rank killed with SIGKILL mid-epoch under `--nproc`: kiln names it and stops the others;
 //   - the same without a supervisor (ranks started like mpirun would): the survivors exit
-//     non-zero on their own within 2 x timeout + 5 s;
+//     non-zero on their own within 2 x timeout + 5 s, naming the killed rank;
 //   - a rank that exits 1 before the rendezvous: the others time out naming it.
 // The Sharder's order does not depend on the world size (global step s covers positions
 // [s*W*B, (s+1)*W*B) of the same per-epoch order), so 4 x 16 and 1 x 64 see the same samples.
@@ -217,8 +217,10 @@ BOOST_AUTO_TEST_CASE(sigkill_without_supervisor) {
     BOOST_TEST_REQUIRE(status.has_value(), "rank " << r << " did not exit within " << kFailureLimit.count() << " s");
     BOOST_TEST(*status == 1, "rank " << r);
     const std::string line = error_line(err_of(fmt::format("kill-free-{}", r)));
-    // The surviving rank names itself and the collective that failed.
+    // The surviving rank names itself, the collective that failed and the rank that is gone
+    // (the gloo communicator finds rank 2's process missing on this host).
     BOOST_TEST(line.find(fmt::format("rank {} of 4", r)) != std::string::npos, line);
+    BOOST_TEST(line.find(fmt::format("rank 2 is gone (its process {} on host ", ranks[2]->pid())) != std::string::npos, line);
   }
 }
 
