@@ -46,13 +46,24 @@ __attribute__((target("sse4.2"))) std::uint32_t crc_hw(std::uint32_t crc, const 
 
 }  // namespace
 
-std::uint32_t crc32c(const void* data, std::size_t n) noexcept {
-  const auto* p = static_cast<const unsigned char*>(data);
+bool crc32c_hardware() noexcept {
 #if defined(__x86_64__)
   static const bool has_sse42 = __builtin_cpu_supports("sse4.2");
-  if (has_sse42) return crc_hw(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
+  return has_sse42;
+#else
+  return false;
 #endif
-  return crc_table(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
+}
+
+std::uint32_t crc32c_portable(const void* data, std::size_t n) noexcept {
+  return crc_table(0xFFFFFFFFu, static_cast<const unsigned char*>(data), n) ^ 0xFFFFFFFFu;
+}
+
+std::uint32_t crc32c(const void* data, std::size_t n) noexcept {
+#if defined(__x86_64__)
+  if (crc32c_hardware()) return crc_hw(0xFFFFFFFFu, static_cast<const unsigned char*>(data), n) ^ 0xFFFFFFFFu;
+#endif
+  return crc32c_portable(data, n);
 }
 
 std::uint32_t masked_crc32c(const void* data, std::size_t n) noexcept {

@@ -11,6 +11,7 @@
 #include "kiln/rng.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/grad_sync.hpp"
+#include "kiln/train/param_runs.hpp"
 #include "kiln/train/param_sync.hpp"
 
 namespace kiln::train {
@@ -20,19 +21,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-/// Whole-arena views of the gradient storages, to zero them with one fill each.
-std::vector<Tensor> grad_arenas(std::span<const Parameter> params) {
-  std::vector<Tensor> out;
-  for (const auto& p : params) {
-    bool seen = false;
-    for (const auto& t : out) seen = seen || t.storage() == p.grad.storage();
-    if (seen) continue;
-    const auto elems = static_cast<std::int64_t>(p.grad.storage()->bytes() / dtype_size(p.grad.dtype()));
-    out.emplace_back(p.grad.storage(), Shape{elems}, p.grad.dtype());
-  }
-  return out;
 }
 
 std::string si(double v) {
@@ -100,7 +88,7 @@ struct Trainer::Impl {
     }
     broadcast_initial_parameters(backend(), *parts.comm, params, parts.model->buffers());
     grad_sync = std::make_unique<GradSync>(*parts.comm, params, opt.bucket_bytes);
-    grad_zero_views = grad_arenas(params);
+    grad_zero_views = grad_runs(params);  // one fill per contiguous gradient run
     schedule = std::make_unique<LrSchedule>(opt.schedule_type, opt.schedule_table,
                                             opt.optimizer_table.get_float("lr"),
                                             train_loader->steps_per_epoch(), opt.epochs);

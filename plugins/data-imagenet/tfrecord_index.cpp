@@ -10,12 +10,14 @@
 #include <cstring>
 #include <map>
 
-#include "crc32c.hpp"
 #include "kiln/errors.hpp"
+#include "kiln/io/crc32c.hpp"
 #include "kiln/log/log.hpp"
 
 namespace kiln::imagenet {
 namespace {
+
+using io::masked_crc32c;  // the core's CRC-32C, shared with TensorBoard event files
 
 namespace fs = std::filesystem;
 

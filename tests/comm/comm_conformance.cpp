@@ -266,22 +266,12 @@ std::vector<CaseResult> run_conformance(const CommSpec& spec, int world, std::ch
   kiln::dist::MemoryStore store(world);
   Comms comms;
   for (int r = 0; r < world; ++r) {
-    RankInfo ranks;
-    ranks.rank = r;
-    ranks.world_size = world;
-    ranks.local_rank = r;
-    ranks.local_world_size = world;
-    ranks.source = "test threads";
-    comms.push_back(make_communicator(spec.plugin, spec.params, ranks));
+    comms.push_back(make_communicator(spec.plugin, spec.params, rank_of(r, world)));
   }
   CaseResult connect{fmt::format("connect {} ranks", world)};
   record_errors(connect, run_ranks(world, [&](int r) {
     CommContext ctx;
-    ctx.ranks.rank = r;
-    ctx.ranks.world_size = world;
-    ctx.ranks.local_rank = r;
-    ctx.ranks.local_world_size = world;
-    ctx.ranks.source = "test threads";
+    ctx.ranks = rank_of(r, world);
     ctx.store = &store;
     ctx.backend = &cpu();
     ctx.timeout = timeout;

@@ -153,4 +153,14 @@ double round_to(double x, DType dtype) {
   return read_values(make_tensor({x}, dtype))[0];
 }
 
+RankInfo rank_of(int r, int world) {
+  RankInfo ranks;
+  ranks.rank = r;
+  ranks.world_size = world;
+  ranks.local_rank = r;
+  ranks.local_world_size = world;
+  ranks.source = "test";
+  return ranks;
+}
+
 }  // namespace kiln::test

@@ -53,4 +53,7 @@ std::vector<double> read_values(const Tensor& t);
 /// The value `x` rounded to `dtype` exactly as make_tensor stores it.
 double round_to(double x, DType dtype);
 
+/// Rank `r` of `world` on one host (local rank = rank), as the tests' threads or processes are.
+RankInfo rank_of(int r, int world);
+
 }  // namespace kiln::test

@@ -25,16 +25,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-RankInfo rank_of(int r, int world) {
-  RankInfo ranks;
-  ranks.rank = r;
-  ranks.world_size = world;
-  ranks.local_rank = r;
-  ranks.local_world_size = world;
-  ranks.source = "test threads";
-  return ranks;
-}
-
 /// `world` connected gloo communicators (connect() on one thread per rank).
 std::vector<std::shared_ptr<Communicator>> gloo_world(int world, Store& store, milliseconds timeout,
                                                       const std::string& algorithm = "ring") {

@@ -25,16 +25,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-RankInfo rank_of(int r, int world) {
-  RankInfo ranks;
-  ranks.rank = r;
-  ranks.world_size = world;
-  ranks.local_rank = r;
-  ranks.local_world_size = world;
-  ranks.source = "test processes";
-  return ranks;
-}
-
 /// Writes all of `text` to `fd` (a child's report to the parent).
 void write_all(int fd, const std::string& text) {
   std::size_t done = 0;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "golden_file.hpp"
 #include "kiln/config/config.hpp"
 #include "kiln/nn/layers.hpp"
 #include "kiln/train/optimizer.hpp"
@@ -28,47 +29,9 @@ namespace {
 
 using kiln::test::cpu;
 
-struct GoldenArray {
-  kiln::Shape shape;
-  std::vector<double> values;
-};
+using kiln::test::GoldenArray;
 
-template <class T>
-T take(const std::string& bytes, std::size_t& pos) {
-  BOOST_TEST_REQUIRE(pos + sizeof(T) <= bytes.size(), "mlp_golden.bin is truncated at byte " << pos);
-  T v;
-  std::memcpy(&v, bytes.data() + pos, sizeof(T));
-  pos += sizeof(T);
-  return v;
-}
-
-std::map<std::string, GoldenArray> load_golden() {
-  const std::string path = std::string(KILN_SOURCE_DIR) + "/tests/golden/mlp_golden.bin";
-  std::ifstream in(path, std::ios::binary);
-  BOOST_TEST_REQUIRE(in.good(), "cannot open " << path << "; run tests/golden/make_mlp_golden.py");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  BOOST_TEST_REQUIRE(bytes.compare(0, 8, "KILNGLD1") == 0,
-                     path << " does not start with KILNGLD1; HINT: rerun make_mlp_golden.py");
-  std::size_t pos = 8;
-  const auto version = take<std::uint32_t>(bytes, pos);
-  BOOST_TEST_REQUIRE(version == 1u, path << " is format version " << version << ", this test reads 1");
-  const auto count = take<std::uint32_t>(bytes, pos);
-  std::map<std::string, GoldenArray> out;
-  for (std::uint32_t a = 0; a < count; ++a) {
-    const auto len = take<std::uint32_t>(bytes, pos);
-    BOOST_TEST_REQUIRE(pos + len <= bytes.size());
-    std::string name = bytes.substr(pos, len);
-    pos += len;
-    GoldenArray arr;
-    const auto rank = take<std::uint32_t>(bytes, pos);
-    for (std::uint32_t d = 0; d < rank; ++d) arr.shape.push_back(take<std::int64_t>(bytes, pos));
-    const std::int64_t n = kiln::shape_numel(arr.shape);
-    for (std::int64_t i = 0; i < n; ++i) arr.values.push_back(take<float>(bytes, pos));
-    out.emplace(std::move(name), std::move(arr));
-  }
-  BOOST_TEST_REQUIRE(pos == bytes.size(), path << " has " << bytes.size() - pos << " trailing bytes");
-  return out;
-}
+std::map<std::string, GoldenArray> load_golden() { return kiln::test::load_golden("mlp_golden.bin", "make_mlp_golden.py"); }
 
 void compare(const std::string& what, const std::vector<double>& got, const GoldenArray& want) {
   BOOST_TEST_REQUIRE(got.size() == want.values.size(), what << ": size differs");

@@ -1,5 +1,5 @@
 // Implementation of the test data writers (see fixtures.hpp). The TFRecord CRC uses the
-// plugin's own crc32c.cpp, which test_crc32c checks against the published vector.
+// core's CRC-32C (kiln/io/crc32c.hpp), which test_crc32c checks against the published vector.
 #include "fixtures.hpp"
 
 #include <turbojpeg.h>
@@ -8,7 +8,7 @@
 #include <iterator>
 #include <stdexcept>
 
-#include "crc32c.hpp"
+#include "kiln/io/crc32c.hpp"
 #include "kiln/config/config.hpp"
 #include "kiln/plugin/registry.hpp"
 
@@ -162,9 +162,9 @@ void append_record(Bytes& out, const Bytes& data) {
   const std::uint64_t length = data.size();
   for (int i = 0; i < 8; ++i) header.push_back(static_cast<unsigned char>(length >> (8 * i)));
   out.insert(out.end(), header.begin(), header.end());
-  put_u32(out, kiln::imagenet::masked_crc32c(header.data(), header.size()));
+  put_u32(out, kiln::io::masked_crc32c(header.data(), header.size()));
   out.insert(out.end(), data.begin(), data.end());
-  put_u32(out, kiln::imagenet::masked_crc32c(data.data(), data.size()));
+  put_u32(out, kiln::io::masked_crc32c(data.data(), data.size()));
 }
 
 void write_file(const std::filesystem::path& path, const Bytes& bytes) {

@@ -1,4 +1,4 @@
-// Unit tests of the plugin's CRC-32C (both paths, the published vector, the TFRecord mask) and
+// Unit tests of the CRC-32C TFRecord framing uses (the core's) (both paths, the published vector, the TFRecord mask) and
 // of the hand-written tf.train.Example parser's bounds checks.
 #define BOOST_TEST_MODULE test_imagenet_crc32c
 #include <boost/test/unit_test.hpp>
@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "crc32c.hpp"
 #include "example_proto.hpp"
 #include "fixtures.hpp"
 #include "kiln/errors.hpp"
+#include "kiln/io/crc32c.hpp"
 
-using kiln::imagenet::crc32c;
-using kiln::imagenet::crc32c_portable;
+using kiln::io::crc32c;
+using kiln::io::crc32c_portable;
 
 BOOST_AUTO_TEST_CASE(known_vector_both_paths) {
   const char* text = "123456789";
@@ -34,8 +34,8 @@ BOOST_AUTO_TEST_CASE(hardware_and_table_agree_on_all_lengths_and_alignments) {
 
 BOOST_AUTO_TEST_CASE(mask_matches_tensorflow) {
   // TensorFlow: ((crc >> 15) | (crc << 17)) + 0xa282ead8.
-  BOOST_TEST(kiln::imagenet::mask_crc(0u) == 0xa282ead8u);
-  BOOST_TEST(kiln::imagenet::mask_crc(0xE3069283u) ==
+  BOOST_TEST(kiln::io::masked_crc32c("", 0) == 0xa282ead8u);  // crc32c("") == 0
+  BOOST_TEST(kiln::io::masked_crc32c("123456789", 9) ==
              static_cast<std::uint32_t>(((0xE3069283u >> 15) | (0xE3069283u << 17)) + 0xa282ead8u));
 }
 

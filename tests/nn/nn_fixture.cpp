@@ -7,10 +7,9 @@
 #include "kiln/plugin/registry.hpp"
 
 namespace kiln::test {
-namespace {
 
 // Never destroyed: objects made by plugin code must not outlive that code.
-plugin::Registry& registry() {
+const plugin::Registry& registry() {
   static plugin::Registry* reg = [] {
     // As in `kiln`'s main: oneDNN's OpenMP threads must not spin on the 2 shared cores of a
     // parallel ctest run. libgomp reads this when the cpu plugin loads it, during scan().
@@ -21,6 +20,8 @@ plugin::Registry& registry() {
   }();
   return *reg;
 }
+
+namespace {
 
 const char* table_of(std::uint32_t kind) {
   switch (kind) {
@@ -61,8 +62,13 @@ std::shared_ptr<Model> make_mlp(const std::string& toml_body) {
 }
 
 std::vector<double> read(const Tensor& t) {
+  Tensor f32 = t;
+  if (t.dtype() != DType::f32) {
+    f32 = cpu().allocate(t.shape(), DType::f32, MemoryKind::device);
+    cpu().cast(f32, t);  // f16/bf16 -> f32 is exact
+  }
   Tensor host = host_tensor(t.shape(), DType::f32);
-  cpu().copy(t, host);
+  cpu().copy(f32, host);
   const float* p = host.data_as<float>();
   return std::vector<double>(p, p + host.numel());
 }

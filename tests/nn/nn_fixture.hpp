@@ -15,8 +15,12 @@
 #include "kiln/backend.hpp"
 #include "kiln/model.hpp"
 #include "kiln/params.hpp"
+#include "kiln/plugin/registry.hpp"
 
 namespace kiln::test {
+
+/// The process-wide plugin registry over the build tree's plugins (never destroyed).
+const plugin::Registry& registry();
 
 /// The process-wide cpu backend (defaults: threads = 0).
 Backend& cpu();
@@ -28,7 +32,7 @@ ParamMap plugin_params(std::uint32_t kind, const std::string& name, const std::s
 /// A new `mlp` model with the [model] keys in `toml_body` (not yet built).
 std::shared_ptr<Model> make_mlp(const std::string& toml_body);
 
-/// Device (or host) f32 tensor -> doubles.
+/// Device (or host) f32/f16/bf16 tensor -> doubles (16-bit types through an exact cast).
 std::vector<double> read(const Tensor& t);
 /// Doubles -> an existing f32 tensor (device or host).
 void write(const Tensor& t, const std::vector<double>& v);

@@ -15,11 +15,9 @@
 #include "kiln/backend.hpp"
 #include "kiln/nn/parameter_store.hpp"
 #include "kiln/precision_policy.hpp"
+#include "nn_fixture.hpp"  // registry(), cpu(), read(), write(), error_text<E>()
 
 namespace kiln::test {
-
-/// The process-wide cpu backend (defaults).
-Backend& cpu();
 
 /// A precision plugin `name` with the [precision] keys in `toml_body` (validated, defaults filled).
 std::shared_ptr<PrecisionPolicy> make_policy(const std::string& name, const std::string& toml_body);
@@ -68,25 +66,9 @@ class ForwardingBackend final : public Backend {
 /// and (for compute != f32) one compute arena, allocated on the cpu backend.
 std::unique_ptr<nn::ParameterStore> make_store(DType compute_dtype);
 
-/// Any f32/f16/bf16 tensor on the cpu backend -> doubles (16-bit types through an exact cast).
-std::vector<double> read(const Tensor& t);
-/// Doubles -> an f32 tensor on the cpu backend.
-void write(const Tensor& t, const std::vector<double>& v);
-
 /// x rounded to the nearest value with `bits` significant bits (ties to even): 11 for f16,
 /// 8 for bf16. For normal-range inputs this is the f32 -> f16/bf16 conversion, computed in
 /// double independently of the backend's bit tricks.
 double round_to_bits(double x, int bits);
-
-/// Runs f, requires it to throw E, and returns what(); "<no exception thrown>" otherwise.
-template <class E>
-std::string error_text(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no exception thrown>";
-}
 
 }  // namespace kiln::test
