@@ -25,6 +25,9 @@ PrecisionPolicy::~PrecisionPolicy() = default;
 std::span<const ModelBuffer> Model::buffers() const { return {}; }
 std::map<std::string, double> DataSource::counters() const { return {}; }
 
+Layout Backend::activation_layout(DType) const { return Layout::row_major; }
+std::map<std::string, double> Backend::counters() const { return {}; }
+
 void Backend::unsupported(Op op, DType dtype) const {
   throw UnsupportedError(fmt::format(
       "backend '{}' does not implement {} for {}; choose a backend that does "

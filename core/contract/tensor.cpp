@@ -112,14 +112,25 @@ Tensor Tensor::view(std::int64_t offset, Shape shape) const {
 }
 
 Tensor Tensor::reshape(Shape shape) const {
+  if (layout_ != Layout::row_major && shape != shape_) {
+    throw BackendError(fmt::format("cannot reshape tensor {} to {}: only row-major tensors can be reshaped",
+                                   describe(), shape_string(shape)));
+  }
   if (shape_numel(shape) != numel()) {
     throw BackendError(fmt::format("cannot reshape tensor {} to {}", describe(), shape_string(shape)));
   }
   return Tensor(storage_, std::move(shape), dtype_, offset_, layout_);
 }
 
+Tensor Tensor::with_layout(Layout layout) const {
+  if (layout == Layout::opaque || layout_ == Layout::opaque) {
+    throw BackendError("with_layout() cannot tag or untag an opaque-layout tensor " + describe());
+  }
+  return Tensor(storage_, shape_, dtype_, offset_, layout);
+}
+
 std::string Tensor::describe() const {
-  return fmt::format("{}{}", dtype_name(dtype_), shape_string(shape_));
+  return fmt::format("{}{}{}", dtype_name(dtype_), shape_string(shape_), layout_ == Layout::nhwc ? " nhwc" : "");
 }
 
 Tensor host_tensor(Shape shape, DType dtype) {

@@ -67,7 +67,7 @@ Tensor BatchNorm2d::forward(const Tensor& x, Mode mode) {
   plan_ = &plans_.get(b, [&](std::int64_t n) { return backend_->plan_batchnorm(desc(n)); });
   last_mode_ = mode;
   x_saved_ = x;
-  Tensor y = y_.rows(0, b);
+  Tensor y = y_.rows(0, b).with_layout(x.layout());  // same bytes, the input's layout
   const Parameter& gamma = store_[gamma_];
   const Parameter& beta = store_[beta_];
   if (mode == Mode::train) {
@@ -88,7 +88,7 @@ Tensor BatchNorm2d::backward(const Tensor& dy) {
   detail::check_image(dy, in_, x_saved_.dim(0), "BatchNorm2d", prefix_, "output gradient");
   const Parameter& gamma = store_[gamma_];
   const Parameter& beta = store_[beta_];
-  Tensor dx = dx_.rows(0, dy.dim(0));
+  Tensor dx = dx_.rows(0, dy.dim(0)).with_layout(x_saved_.layout());
   backend_->batchnorm_backward(*plan_, dx, gamma.grad, beta.grad, dy, x_saved_, gamma.value, save_mean_,
                                save_invstd_);
   return dx;

@@ -60,7 +60,9 @@ ImageShape Conv2d::build(Backend& backend, std::int64_t max_batch, ImageShape in
   }
   out_ = ImageShape{out_c_, d.out_h(), d.out_w()};
   backend_ = &backend;
-  y_ = backend.allocate({max_batch, out_.c, out_.h, out_.w}, dtype, MemoryKind::device);
+  // Outputs in the layout the backend's convolutions read and write without reordering.
+  y_ = backend.allocate({max_batch, out_.c, out_.h, out_.w}, dtype, MemoryKind::device)
+           .with_layout(backend.activation_layout(dtype));
   if (input_grad_ == InputGrad::compute) {
     dx_ = backend.allocate({max_batch, in.c, in.h, in.w}, dtype, MemoryKind::device);
   }
@@ -85,7 +87,7 @@ Tensor Conv2d::backward(const Tensor& dy) {
   const Parameter& w = store_[weight_];
   backend_->conv2d_backward_filter(*plan_, w.grad, dy, x_saved_, Accumulate::yes);
   if (input_grad_ == InputGrad::skip) return Tensor();
-  Tensor dx = dx_.rows(0, dy.dim(0));
+  Tensor dx = dx_.rows(0, dy.dim(0)).with_layout(x_saved_.layout());  // as the forward's input
   backend_->conv2d_backward_data(*plan_, dx, dy, w.compute);
   return dx;
 }

@@ -49,7 +49,7 @@ Tensor MaxPool2d::forward(const Tensor& x) {
   detail::check_image(x, in_, max_batch_, "MaxPool2d", "maxpool", "input");
   const std::int64_t b = x.dim(0);
   plan_ = &plans_.get(b, [&](std::int64_t n) { return backend_->plan_pool2d(desc(n)); });
-  Tensor y = y_.rows(0, b);
+  Tensor y = y_.rows(0, b).with_layout(x.layout());  // same bytes, the input's layout
   backend_->pool2d_forward(*plan_, y, x);
   x_saved_ = x;
   y_saved_ = y;
@@ -60,7 +60,7 @@ Tensor MaxPool2d::backward(const Tensor& dy) {
   if (plan_ == nullptr) throw BackendError("MaxPool2d: backward() before forward()");
   detail::check_same_batch(dy, x_saved_, "MaxPool2d", "maxpool");
   detail::check_image(dy, out_, x_saved_.dim(0), "MaxPool2d", "maxpool", "output gradient");
-  Tensor dx = dx_.rows(0, dy.dim(0));
+  Tensor dx = dx_.rows(0, dy.dim(0)).with_layout(x_saved_.layout());
   backend_->pool2d_backward(*plan_, dx, dy, x_saved_, y_saved_);
   return dx;
 }
@@ -80,6 +80,7 @@ Tensor GlobalAvgPool::forward(const Tensor& x) {
   detail::check_built(backend_, "GlobalAvgPool", "avgpool");
   detail::check_image(x, in_, max_batch_, "GlobalAvgPool", "avgpool", "input");
   Tensor y = y_.rows(0, x.dim(0));
+  in_layout_ = x.layout();
   backend_->global_avgpool_forward(y, x);
   return y;
 }
@@ -89,7 +90,7 @@ Tensor GlobalAvgPool::backward(const Tensor& dy) {
   if (dy.rank() != 2 || dy.dim(1) != in_.c || dy.dim(0) < 1 || dy.dim(0) > max_batch_) {
     throw BackendError(fmt::format("GlobalAvgPool: output gradient is {}, expected (B, {})", dy.describe(), in_.c));
   }
-  Tensor dx = dx_.rows(0, dy.dim(0));
+  Tensor dx = dx_.rows(0, dy.dim(0)).with_layout(in_layout_);  // as the forward's input
   backend_->global_avgpool_backward(dx, dy);
   return dx;
 }

@@ -25,7 +25,7 @@ Tensor ReluInPlace::forward(const Tensor& x) {
 
 Tensor ReluInPlace::backward(const Tensor& dy) {
   detail::check_image(dy, in_, max_batch_, "ReLU", "relu", "output gradient");
-  Tensor dx = dx_.rows(0, dy.dim(0));
+  Tensor dx = dx_.rows(0, dy.dim(0)).with_layout(dy.layout());
   // relu' is read from y (y > 0), so the overwritten input is not needed; y stands in for x.
   backend_->activation_backward(dx, dy, y_saved_, y_saved_, Activation::relu, Accumulate::no);
   return dx;

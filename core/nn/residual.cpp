@@ -30,6 +30,17 @@ void require_residual_ops(const Backend& backend, DType dtype, const char* block
   require_op(backend, Op::add, dtype, block);
 }
 
+/// The residual add walks both operands in memory order, so the shortcut (the block's input or
+/// the downsample's output) must be in the layout the branch's convolutions produced.
+void check_shortcut_layout(const Tensor& shortcut, const Tensor& branch, const char* block) {
+  if (shortcut.layout() != branch.layout()) {
+    throw BackendError(fmt::format("{}: the input {} is not in the layout its convolutions produce "
+                                   "({}); feed residual blocks activations in the backend's "
+                                   "activation_layout(), as the layer before a block does in a model",
+                                   block, shortcut.describe(), branch.describe()));
+  }
+}
+
 }  // namespace
 
 ResidualBlock::~ResidualBlock() = default;
@@ -84,14 +95,15 @@ Tensor Bottleneck::forward(const Tensor& x, Mode mode) {
   h = relu2_.forward(bn2_.forward(conv2_.forward(h), mode));
   h = bn3_.forward(conv3_.forward(h), mode);
   const Tensor shortcut = downsample_ ? downsample_->bn.forward(downsample_->conv.forward(x), mode) : x;
-  y_saved_ = y_.rows(0, x.dim(0));
+  check_shortcut_layout(shortcut, h, "Bottleneck");
+  y_saved_ = y_.rows(0, x.dim(0)).with_layout(h.layout());
   backend_->add_relu_forward(y_saved_, h, shortcut);
   return y_saved_;
 }
 
 Tensor Bottleneck::backward(const Tensor& dy, const GradReadyFn& ready) {
   if (!y_saved_.defined()) throw BackendError("Bottleneck: backward() before forward()");
-  Tensor dsum = dsum_.rows(0, dy.dim(0));
+  Tensor dsum = dsum_.rows(0, dy.dim(0)).with_layout(dy.layout());
   backend_->activation_backward(dsum, dy, y_saved_, y_saved_, Activation::relu, Accumulate::no);
   Tensor dshort = dsum;
   if (downsample_) {
@@ -152,14 +164,15 @@ Tensor BasicBlock::forward(const Tensor& x, Mode mode) {
   Tensor h = relu1_.forward(bn1_.forward(conv1_.forward(x), mode));
   h = bn2_.forward(conv2_.forward(h), mode);
   const Tensor shortcut = downsample_ ? downsample_->bn.forward(downsample_->conv.forward(x), mode) : x;
-  y_saved_ = y_.rows(0, x.dim(0));
+  check_shortcut_layout(shortcut, h, "BasicBlock");
+  y_saved_ = y_.rows(0, x.dim(0)).with_layout(h.layout());
   backend_->add_relu_forward(y_saved_, h, shortcut);
   return y_saved_;
 }
 
 Tensor BasicBlock::backward(const Tensor& dy, const GradReadyFn& ready) {
   if (!y_saved_.defined()) throw BackendError("BasicBlock: backward() before forward()");
-  Tensor dsum = dsum_.rows(0, dy.dim(0));
+  Tensor dsum = dsum_.rows(0, dy.dim(0)).with_layout(dy.layout());
   backend_->activation_backward(dsum, dy, y_saved_, y_saved_, Activation::relu, Accumulate::no);
   Tensor dshort = dsum;
   if (downsample_) {

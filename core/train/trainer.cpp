@@ -213,6 +213,7 @@ struct Trainer::Impl {
                                     : 0.0;
       rec.add("data_capacity_samples_per_s", per_worker * train_loader->workers());
       for (const auto& [k, v] : parts.train_data->counters()) rec.add("data_" + k, v);
+      for (const auto& [k, v] : backend().counters()) rec.add("device_" + k, v);
       // Exposed communication: how long each step waited for gradient all-reduces after
       // backward finished (what overlap did not hide).
       rec.add("comm_wait_s", train->comm_wait_seconds);

@@ -8,6 +8,13 @@
 // nothing. Convolution, batch-norm and pooling take an OpPlan made once per layer and shape,
 // which also keeps forward workspaces for backward.
 //
+// Image activations (4-D, logical N, C, H, W) may sit in memory as Layout::row_major (NCHW) or
+// Layout::nhwc (channels-last); every op that takes one honours its layout tag. Convolution
+// accepts each operand in either layout (the first layer of a model reads NCHW input and writes
+// the backend's activation_layout()); batch-norm, pooling and the element-wise ops need all their
+// image operands of one call in one layout and say so otherwise. copy() moves bytes as they are
+// (no layout conversion). Weights are always OIHW row-major, the checkpoint layout.
+//
 // Every op has a default implementation that throws UnsupportedError naming the backend and the
 // op; a backend overrides what it implements and reports it through supports(). Models call
 // supports() in build() so a missing op is an error before training, never a silent fallback.
@@ -19,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -66,6 +74,15 @@ class Backend {
   virtual DeviceInfo device() const = 0;
   /// Whether `op` is implemented for `dtype` (the compute dtype of its main operands).
   virtual bool supports(Op op, DType dtype) const = 0;
+  /// The layout layers should give image activations computed in `dtype` so the backend's
+  /// convolutions read and write them without reordering (cpu: nhwc; cuda: nhwc for f16/bf16).
+  /// Default: row_major.
+  virtual Layout activation_layout(DType dtype) const;
+
+  /// Device readings to log with each metrics record (utilisation_pct, memory_used_mib, ...); the
+  /// trainer writes each as "device_<name>" into metrics.jsonl. Called from the trainer thread
+  /// between steps; cheap (a cached sample). Default: none.
+  virtual std::map<std::string, double> counters() const;
 
   // ---- memory ------------------------------------------------------------------------------
   /// Allocates an uninitialised tensor in `where` (device memory, or pinned/plain host memory for

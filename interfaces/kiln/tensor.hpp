@@ -99,13 +99,17 @@ class Tensor {
     return static_cast<T*>(data());
   }
 
-  /// `count` rows starting at `begin` along dimension 0 (same storage). Row-major only.
+  /// `count` rows starting at `begin` along dimension 0 (same storage, same layout). Row-major
+  /// or nhwc (the batch dimension is outermost in both).
   Tensor rows(std::int64_t begin, std::int64_t count) const;
   /// `numel(shape)` elements starting at element `offset` of this tensor, reinterpreted with
   /// `shape` (same storage). Row-major only.
   Tensor view(std::int64_t offset, Shape shape) const;
   /// Same elements, new shape with equal numel. Row-major only.
   Tensor reshape(Shape shape) const;
+  /// The same bytes tagged with another layout (no data moves): how a layer turns a buffer from
+  /// Backend::allocate() into a channels-last activation. Throws BackendError for opaque.
+  Tensor with_layout(Layout layout) const;
 
   /// "f32(64, 784)".
   std::string describe() const;

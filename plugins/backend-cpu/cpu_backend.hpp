@@ -30,6 +30,7 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return "cpu"; }
   DeviceInfo device() const override { return info_; }
   bool supports(Op op, DType dtype) const override;
+  Layout activation_layout(DType dtype) const override;
 
   Tensor allocate(const Shape& shape, DType dtype, MemoryKind where) override;
   void copy(const Tensor& src, const Tensor& dst) override;

@@ -19,8 +19,19 @@ void OpCheck::fail_unusable(std::string_view name, const Tensor& t) const {
     fail(fmt::format("{} {} is in device memory, which the cpu backend cannot read", name,
                      t.describe()));
   }
-  fail(fmt::format("{} {} has a non-row-major layout, which the cpu backend does not use", name,
-                   t.describe()));
+  if (t.layout() == Layout::nhwc) {
+    fail(fmt::format("{} {} is channels-last (nhwc), which this op accepts only for 4-D image "
+                     "activations", name, t.describe()));
+  }
+  fail(fmt::format("{} {} has another backend's opaque layout, which the cpu backend cannot read",
+                   name, t.describe()));
+}
+
+void OpCheck::fail_same_layout(std::string_view name, const Tensor& t, std::string_view ref_name,
+                               const Tensor& ref) const {
+  const auto layout = [](const Tensor& x) { return x.layout() == Layout::nhwc ? "nhwc" : "row-major"; };
+  fail(fmt::format("{} {} is {} but {} {} is {}; element-wise ops need one layout for all operands",
+                   name, t.describe(), layout(t), ref_name, ref.describe(), layout(ref)));
 }
 
 void OpCheck::fail_dtype(std::string_view name, const Tensor& t, DType want) const {

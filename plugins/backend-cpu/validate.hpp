@@ -22,11 +22,25 @@ class OpCheck {
   /// Throws BackendError "cpu backend, <op>: <what>; <what to do>".
   [[noreturn]] void fail(const std::string& what) const;
 
-  /// t is defined, in host memory and row-major (the only layout this backend makes).
+  /// t is defined, in host memory and row-major (matrices, vectors, flat buffers).
   const OpCheck& usable(std::string_view name, const Tensor& t) const {
     if (!t.defined() || t.memory() == MemoryKind::device || t.layout() != Layout::row_major) {
       fail_unusable(name, t);
     }
+    return *this;
+  }
+  /// Like usable(), but a 4-D image activation may also be channels-last (Layout::nhwc).
+  const OpCheck& usable_image(std::string_view name, const Tensor& t) const {
+    if (!t.defined() || t.memory() == MemoryKind::device || t.layout() == Layout::opaque ||
+        (t.layout() == Layout::nhwc && t.rank() != 4)) {
+      fail_unusable(name, t);
+    }
+    return *this;
+  }
+  /// Element-wise ops walk memory in order, so all their operands must share one layout.
+  const OpCheck& same_layout(std::string_view name, const Tensor& t, std::string_view ref_name,
+                             const Tensor& ref) const {
+    if (t.layout() != ref.layout()) fail_same_layout(name, t, ref_name, ref);
     return *this;
   }
   const OpCheck& dtype(std::string_view name, const Tensor& t, DType want) const {
@@ -63,6 +77,8 @@ class OpCheck {
 
  private:
   [[noreturn]] void fail_unusable(std::string_view name, const Tensor& t) const;
+  [[noreturn]] void fail_same_layout(std::string_view name, const Tensor& t,
+                                     std::string_view ref_name, const Tensor& ref) const;
   [[noreturn]] void fail_dtype(std::string_view name, const Tensor& t, DType want) const;
   [[noreturn]] void fail_float_dtype(std::string_view name, const Tensor& t) const;
   [[noreturn]] void fail_shape(std::string_view name, const Tensor& t, const Shape& want) const;

@@ -64,25 +64,37 @@ std::shared_ptr<Model> make_mlp(const std::string& toml_body) {
 std::vector<double> read(const Tensor& t) {
   Tensor f32 = t;
   if (t.dtype() != DType::f32) {
-    f32 = cpu().allocate(t.shape(), DType::f32, MemoryKind::device);
+    f32 = cpu().allocate(t.shape(), DType::f32, MemoryKind::device).with_layout(t.layout());
     cpu().cast(f32, t);  // f16/bf16 -> f32 is exact
   }
   Tensor host = host_tensor(t.shape(), DType::f32);
   cpu().copy(f32, host);
   const float* p = host.data_as<float>();
-  return std::vector<double>(p, p + host.numel());
+  std::vector<double> out(p, p + host.numel());
+  if (t.layout() == kiln::Layout::nhwc) {  // back to logical NCHW order
+    const std::int64_t n = t.dim(0), c = t.dim(1), hw = t.dim(2) * t.dim(3);
+    for (std::int64_t b = 0; b < n; ++b)
+      for (std::int64_t k = 0; k < c; ++k)
+        for (std::int64_t j = 0; j < hw; ++j) out[static_cast<std::size_t>((b * c + k) * hw + j)] = p[(b * hw + j) * c + k];
+  }
+  return out;
 }
-
 void write(const Tensor& t, const std::vector<double>& v) {
   Tensor host = host_tensor(t.shape(), DType::f32);
   float* p = host.data_as<float>();
   for (std::int64_t i = 0; i < host.numel(); ++i) p[i] = static_cast<float>(v.at(static_cast<std::size_t>(i)));
+  if (t.layout() == kiln::Layout::nhwc) {  // v is in logical NCHW order
+    const std::int64_t n = t.dim(0), c = t.dim(1), hw = t.dim(2) * t.dim(3);
+    for (std::int64_t b = 0; b < n; ++b)
+      for (std::int64_t k = 0; k < c; ++k)
+        for (std::int64_t j = 0; j < hw; ++j) p[(b * hw + j) * c + k] = static_cast<float>(v.at(static_cast<std::size_t>((b * c + k) * hw + j)));
+  }
   cpu().copy(host, t);
   cpu().synchronize();
 }
 
-Tensor device_f32(const Shape& shape, const std::vector<double>& v) {
-  Tensor t = cpu().allocate(shape, DType::f32, MemoryKind::device);
+Tensor device_f32(const Shape& shape, const std::vector<double>& v, kiln::Layout layout) {
+  Tensor t = cpu().allocate(shape, DType::f32, MemoryKind::device).with_layout(layout);
   write(t, v);
   return t;
 }

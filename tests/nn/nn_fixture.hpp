@@ -37,7 +37,8 @@ std::vector<double> read(const Tensor& t);
 /// Doubles -> an existing f32 tensor (device or host).
 void write(const Tensor& t, const std::vector<double>& v);
 /// A device f32 tensor of `shape` holding `v`.
-Tensor device_f32(const Shape& shape, const std::vector<double>& v);
+/// A cpu tensor holding v (given in logical order) in `layout`.
+Tensor device_f32(const Shape& shape, const std::vector<double>& v, kiln::Layout layout = kiln::Layout::row_major);
 /// `n` uniform values in [lo, hi).
 std::vector<double> uniform(std::size_t n, std::mt19937& rng, double lo = -1.0, double hi = 1.0);
 

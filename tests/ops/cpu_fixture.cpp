@@ -99,13 +99,13 @@ std::vector<double> values(const Tensor& t) {
 
 Tensor to_dtype(const Tensor& t, DType dtype) {
   if (dtype == DType::f32) return t;
-  Tensor out = host_tensor(t.shape(), dtype);
+  Tensor out = host_tensor(t.shape(), dtype).with_layout(t.layout());
   cpu().cast(out, t);
   return out;
 }
 
 Tensor to_f32(const Tensor& t) {
-  Tensor out = host_tensor(t.shape(), DType::f32);
+  Tensor out = host_tensor(t.shape(), DType::f32).with_layout(t.layout());
   if (t.dtype() == DType::f32) {
     std::memcpy(out.data(), t.data(), t.bytes());
   } else {

@@ -38,9 +38,10 @@ Tensor f32_tensor(const Shape& shape, const std::vector<float>& values);
 /// The elements of an f32 tensor as doubles.
 std::vector<double> values(const Tensor& t);
 
-/// `t` (f32) converted to `dtype` by the backend's cast (round to nearest even); f32 returns t.
+/// `t` (f32) converted to `dtype` by the backend's cast (round to nearest even), same layout;
+/// f32 returns t.
 Tensor to_dtype(const Tensor& t, DType dtype);
-/// `t` (f32, bf16 or f16) converted to a new f32 tensor (exact).
+/// `t` (f32, bf16 or f16) converted to a new f32 tensor in the same layout (exact).
 Tensor to_f32(const Tensor& t);
 /// `t` (f32) rounded through `dtype` and back, so references see exactly what the op reads.
 Tensor rounded(const Tensor& t, DType dtype);

@@ -56,7 +56,7 @@ BOOST_AUTO_TEST_CASE(supports_exactly_what_is_implemented) {
     BOOST_TEST(!cpu().supports(op, DType::bf16), op_name(op));
     BOOST_TEST(!cpu().supports(op, DType::f16), op_name(op));
   }
-  // oneDNN primitives: f32 and bf16.
+  // oneDNN primitives: f32, bf16, and f16 stored but computed in f32.
   const Op onednn[] = {Op::matmul, Op::conv2d_forward, Op::conv2d_backward_data,
                        Op::conv2d_backward_filter, Op::batchnorm_train_forward,
                        Op::batchnorm_infer_forward, Op::batchnorm_backward, Op::pool2d_forward,
@@ -64,8 +64,10 @@ BOOST_AUTO_TEST_CASE(supports_exactly_what_is_implemented) {
   for (Op op : onednn) {
     BOOST_TEST(cpu().supports(op, DType::f32), op_name(op));
     BOOST_TEST(cpu().supports(op, DType::bf16), op_name(op));
-    BOOST_TEST(!cpu().supports(op, DType::f16), op_name(op));
+    BOOST_TEST(cpu().supports(op, DType::f16), op_name(op));
+    BOOST_TEST(!cpu().supports(op, DType::i32), op_name(op));
   }
+  BOOST_TEST((cpu().activation_layout(DType::f32) == kiln::Layout::nhwc));
   // Plain loops over any float storage type.
   const Op loops[] = {Op::cast, Op::check_finite, Op::bias_grad, Op::activation_forward,
                       Op::activation_backward, Op::add_relu_forward, Op::dropout_forward,
@@ -81,18 +83,18 @@ BOOST_AUTO_TEST_CASE(supports_exactly_what_is_implemented) {
 BOOST_AUTO_TEST_CASE(unsupported_dtypes_throw_the_base_class_error) {
   Conv2dDesc conv;
   conv.n = 1, conv.c = 3, conv.h = 8, conv.w = 8, conv.k = 4, conv.r = 3, conv.s = 3;
-  conv.dtype = DType::f16;
+  conv.dtype = DType::f64;
   std::string msg = test::error_text<UnsupportedError>([&] { cpu().plan_conv2d(conv); });
-  BOOST_TEST(msg.find("backend 'cpu' does not implement conv2d_forward for f16") !=
+  BOOST_TEST(msg.find("backend 'cpu' does not implement conv2d_forward for f64") !=
              std::string::npos, msg);
   BatchNormDesc bn;
-  bn.n = 2, bn.c = 3, bn.dtype = DType::f16;
+  bn.n = 2, bn.c = 3, bn.dtype = DType::f64;
   msg = test::error_text<UnsupportedError>([&] { cpu().plan_batchnorm(bn); });
-  BOOST_TEST(msg.find("batchnorm_train_forward for f16") != std::string::npos, msg);
+  BOOST_TEST(msg.find("batchnorm_train_forward for f64") != std::string::npos, msg);
   Pool2dDesc pool;
-  pool.n = 1, pool.c = 1, pool.h = 4, pool.w = 4, pool.dtype = DType::f16;
+  pool.n = 1, pool.c = 1, pool.h = 4, pool.w = 4, pool.dtype = DType::f64;
   msg = test::error_text<UnsupportedError>([&] { cpu().plan_pool2d(pool); });
-  BOOST_TEST(msg.find("pool2d_forward for f16") != std::string::npos, msg);
+  BOOST_TEST(msg.find("pool2d_forward for f64") != std::string::npos, msg);
 }
 
 BOOST_AUTO_TEST_CASE(allocate_is_aligned_host_memory) {

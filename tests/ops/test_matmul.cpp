@@ -153,7 +153,7 @@ BOOST_AUTO_TEST_CASE(shape_and_dtype_errors) {
   Tensor ai = host_tensor({3, 4}, DType::i32);
   msg = test::error_text<BackendError>(
       [&] { cpu().matmul(c, ai, Transpose::no, b2, Transpose::no, 1, 0, Tensor()); });
-  BOOST_TEST(msg.find("a is i32(3, 4) but must be f32 or bf16") != std::string::npos, msg);
+  BOOST_TEST(msg.find("a is i32(3, 4) but must be f32, bf16 or f16") != std::string::npos, msg);
 
   Tensor bb = host_tensor({4, 6}, DType::bf16);
   msg = test::error_text<BackendError>(

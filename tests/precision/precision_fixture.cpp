@@ -15,6 +15,9 @@ std::shared_ptr<PrecisionPolicy> make_policy(const std::string& name, const std:
 }
 
 bool ForwardingBackend::supports(Op op, DType dtype) const {
+  for (const auto& [o, d] : unsupported) {
+    if (o == op && d == dtype) return false;
+  }
   for (const auto& [o, d] : extra_supported) {
     if (o == op && d == dtype) return true;
   }

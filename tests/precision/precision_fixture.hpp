@@ -23,13 +23,14 @@ namespace kiln::test {
 std::shared_ptr<PrecisionPolicy> make_policy(const std::string& name, const std::string& toml_body);
 
 /// Delegates memory and the ops precision policies use to an inner backend; can report another
-/// DeviceInfo and extra supported (op, dtype) pairs, and counts cast/check_finite/scale calls.
+/// DeviceInfo, extra supported and withdrawn (op, dtype) pairs, and counts cast/check_finite/scale calls.
 class ForwardingBackend final : public Backend {
  public:
   explicit ForwardingBackend(Backend& inner) : inner_(inner) {}
 
   std::optional<DeviceInfo> device_override;
   std::vector<std::pair<Op, DType>> extra_supported;
+  std::vector<std::pair<Op, DType>> unsupported;  // reported as not supported
   int casts = 0, finite_checks = 0, scales = 0;
 
   std::string_view name() const override { return inner_.name(); }

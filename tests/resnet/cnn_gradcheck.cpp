@@ -218,9 +218,11 @@ namespace {
 void check_block(kiln::nn::ResidualBlock& block, kiln::nn::ParameterStore& store, ImageShape in,
                  std::int64_t batch, const std::string& what) {
   const ImageShape out = block.build(cpu(), batch, in, kiln::DType::f32);
-  const Tensor x = device_f32({batch, in.c, in.h, in.w}, random_values(batch * in.c * in.h * in.w, 12, -2, 2));
+  // A block is fed what the layer before it gives in a model: the backend's activation layout.
+  const kiln::Layout layout = cpu().activation_layout(kiln::DType::f32);
+  const Tensor x = device_f32({batch, in.c, in.h, in.w}, random_values(batch * in.c * in.h * in.w, 12, -2, 2), layout);
   const std::vector<double> r = random_values(batch * out.c * out.h * out.w, 13);
-  const Tensor dy = device_f32({batch, out.c, out.h, out.w}, r);
+  const Tensor dy = device_f32({batch, out.c, out.h, out.w}, r, layout);
   auto loss = [&] { return dot(read(block.forward(x, kiln::Mode::train)), r); };
 
   // Non-trivial BN affine parameters so every path carries gradient.

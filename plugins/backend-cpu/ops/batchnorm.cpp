@@ -1,17 +1,21 @@
 // Batch normalisation (training forward, inference forward, backward) through oneDNN.
 //
-// Decisions: data stays in the caller's NCHW layout (oneDNN's ncsp kernels; no reorders), f32 or
-// bf16 per the plan; statistics and gamma/beta are always f32 (C). oneDNN reports the biased
-// batch variance: the training forward writes the mean straight into save_mean, keeps the
-// variance in plan scratch, and derives save_invstd = 1/sqrt(var + eps) and the running-stat
-// update (PyTorch: running = (1 - m) running + m batch, with the UNBIASED variance var * n/(n-1),
-// n = N*H*W). The backward takes the saved invstd, so it turns it back into var = 1/invstd^2 - eps
-// (exact enough in f32: relative error ~1e-6 of var) and adds oneDNN's dgamma/dbeta, computed into
-// plan scratch, into the parameter gradients (they accumulate, ops.hpp). bf16 data runs the plain
-// loops of batchnorm_loops.cpp instead (oneDNN's NCHW bf16 batch-norm is 3-4x slower than its f32
-// one); the statistics and gradient bookkeeping around them are the same.
+// Decisions: statistics and gamma/beta are always f32 (C). Who computes depends on the layout
+// and dtype the plan is called with (all data operands of one call share one layout):
+// channels-last (nhwc, what layers use) runs the loops of batchnorm_nhwc.cpp in any float dtype
+// (f16 and bf16 read into f32 lanes); row-major NCHW f32 runs oneDNN's `ncsp` kernels, and NCHW
+// bf16/f16 the loops of batchnorm_loops.cpp (oneDNN 2.6 has no JIT NCHW batch-norm and its
+// fallback is 3-4x slower in bf16: 44 ms forward + backward at 8x256x56x56 on 2 threads, against
+// 12 ms in f32). oneDNN's own nhwc kernels are fast (3.3-3.7 ms there) but lose accuracy on
+// narrow channels (batchnorm_nhwc.cpp says how much). oneDNN reports the biased batch variance: the training forward writes the
+// mean straight into save_mean, keeps the variance in plan scratch, and derives save_invstd =
+// 1/sqrt(var + eps) and the running-stat update (PyTorch: running = (1 - m) running + m batch,
+// with the UNBIASED variance var * n/(n-1), n = N*H*W). The backward takes the saved invstd, so
+// it turns it back into var = 1/invstd^2 - eps (relative error ~1e-6 of var in f32) and adds the
+// dgamma/dbeta computed into plan scratch into the parameter gradients (they accumulate, ops.hpp).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -27,63 +31,89 @@ namespace {
 
 using flags = dnnl::normalization_flags;
 
-/// Who computes: oneDNN's primitives (f32) or batchnorm_loops.cpp (bf16).
-enum class BnKernels : std::uint8_t { onednn, loops };
+/// Who computes: oneDNN's primitives (NCHW f32), batchnorm_loops.cpp (NCHW bf16/f16) or
+/// batchnorm_nhwc.cpp (channels-last).
+enum class BnKernels : std::uint8_t { onednn, loops, nhwc_loops };
 
 float* floats(const dnnl::memory& m) { return static_cast<float*>(m.get_data_handle()); }
 
+/// The primitives and edges for one (layout, dtype) of the data; a plan builds one on first use
+/// and rebuilds it only if a call brings another layout or dtype.
+struct BnVariant {
+  Layout layout;
+  DType dtype;
+  BnKernels kernels;
+  dnnl::batch_normalization_forward train, infer;
+  dnnl::batch_normalization_backward back;
+  Edge x, y, dx, dy;  // caller's data <-> what the primitive reads/writes
+  std::unordered_map<int, dnnl::memory> train_args, infer_args, back_args;
+};
+
 class BatchNormPlan final : public OpPlan {
  public:
-  BatchNormPlan(const BatchNormDesc& d, const dnnl::engine& engine)
-      : desc(d), kernels(d.dtype == DType::f32 ? BnKernels::onednn : BnKernels::loops) {
-    const auto data = plain_desc({d.n, d.c, d.h, d.w}, d.dtype);
+  BatchNormPlan(const BatchNormDesc& d, const dnnl::engine& engine) : desc(d), engine_(engine) {
     const auto stat = plain_desc({d.c}, DType::f32);
-    if (kernels == BnKernels::onednn) build_primitives(d, data, engine);
-    for (dnnl::memory* m : {&x, &y, &dx, &dy}) *m = dnnl::memory(data, engine, nullptr);
-    for (dnnl::memory* m : {&mean, &scale, &shift}) *m = dnnl::memory(stat, engine, nullptr);
+    for (dnnl::memory* m : {&mean, &scale, &shift, &running_var}) *m = dnnl::memory(stat, engine, nullptr);
     for (dnnl::memory* m : {&variance, &dscale, &dshift, &zero_shift}) *m = dnnl::memory(stat, engine);
     std::fill_n(floats(zero_shift), d.c, 0.0f);
-    running_var = dnnl::memory(stat, engine, nullptr);
-    train_args = {{DNNL_ARG_SRC, x},       {DNNL_ARG_DST, y},       {DNNL_ARG_MEAN, mean},
-                  {DNNL_ARG_VARIANCE, variance}, {DNNL_ARG_SCALE, scale}, {DNNL_ARG_SHIFT, shift}};
-    infer_args = {{DNNL_ARG_SRC, x},       {DNNL_ARG_DST, y},          {DNNL_ARG_MEAN, mean},
-                  {DNNL_ARG_VARIANCE, running_var}, {DNNL_ARG_SCALE, scale}, {DNNL_ARG_SHIFT, shift}};
-    back_args = {{DNNL_ARG_SRC, x},           {DNNL_ARG_DIFF_DST, dy},       {DNNL_ARG_MEAN, mean},
-                 {DNNL_ARG_VARIANCE, variance}, {DNNL_ARG_SCALE, scale},    {DNNL_ARG_DIFF_SRC, dx},
-                 {DNNL_ARG_SHIFT, zero_shift},
-                 {DNNL_ARG_DIFF_SCALE, dscale}, {DNNL_ARG_DIFF_SHIFT, dshift}};
   }
 
-  void build_primitives(const BatchNormDesc& d, const dnnl::memory::desc& data,
-                        const dnnl::engine& engine) {
+  /// The variant for data of `layout` and `dtype` (built, or rebuilt, on first use).
+  BnVariant& variant(Layout layout, DType dtype) {
+    if (variant_ && variant_->layout == layout && variant_->dtype == dtype) return *variant_;
+    const BatchNormDesc& d = desc;
+    const dnnl::memory::dims data_dims{d.n, d.c, d.h, d.w};
+    const auto user = user_desc(data_dims, dtype, layout);
+    const BnKernels kernels = layout == Layout::nhwc  ? BnKernels::nhwc_loops
+                              : dtype == DType::f32 ? BnKernels::onednn
+                                                    : BnKernels::loops;
+    variant_.emplace(BnVariant{layout, dtype, kernels, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}});
+    BnVariant& v = *variant_;
+    if (kernels != BnKernels::onednn) return v;
+    const auto inner = user;  // NCHW f32: the primitive reads and writes the caller's memory
     const dnnl::batch_normalization_forward::desc train_desc(
-        dnnl::prop_kind::forward_training, data, d.eps, flags::use_scale | flags::use_shift);
-    const dnnl::batch_normalization_forward::primitive_desc train_pd(train_desc, engine);
+        dnnl::prop_kind::forward_training, inner, d.eps, flags::use_scale | flags::use_shift);
+    const dnnl::batch_normalization_forward::primitive_desc train_pd(train_desc, engine_);
     const dnnl::batch_normalization_forward::desc infer_desc(
-        dnnl::prop_kind::forward_inference, data, d.eps,
+        dnnl::prop_kind::forward_inference, inner, d.eps,
         flags::use_scale | flags::use_shift | flags::use_global_stats);
     const dnnl::batch_normalization_backward::desc back_desc(
-        dnnl::prop_kind::backward, data, data, d.eps, flags::use_scale | flags::use_shift);
-    train = dnnl::batch_normalization_forward(train_pd);
-    infer = dnnl::batch_normalization_forward(
-        dnnl::batch_normalization_forward::primitive_desc(infer_desc, engine));
-    back = dnnl::batch_normalization_backward(
-        dnnl::batch_normalization_backward::primitive_desc(back_desc, engine, train_pd));
+        dnnl::prop_kind::backward, inner, inner, d.eps, flags::use_scale | flags::use_shift);
+    v.train = dnnl::batch_normalization_forward(train_pd);
+    v.infer = dnnl::batch_normalization_forward(
+        dnnl::batch_normalization_forward::primitive_desc(infer_desc, engine_));
+    v.back = dnnl::batch_normalization_backward(
+        dnnl::batch_normalization_backward::primitive_desc(back_desc, engine_, train_pd));
+    v.x = Edge(engine_, user, inner);
+    v.y = Edge(engine_, user, inner);
+    v.dx = Edge(engine_, user, inner);
+    v.dy = Edge(engine_, user, inner);
+    v.train_args = {{DNNL_ARG_SRC, v.x.inner()},  {DNNL_ARG_DST, v.y.inner()},
+                    {DNNL_ARG_MEAN, mean},        {DNNL_ARG_VARIANCE, variance},
+                    {DNNL_ARG_SCALE, scale},      {DNNL_ARG_SHIFT, shift}};
+    v.infer_args = {{DNNL_ARG_SRC, v.x.inner()},  {DNNL_ARG_DST, v.y.inner()},
+                    {DNNL_ARG_MEAN, mean},        {DNNL_ARG_VARIANCE, running_var},
+                    {DNNL_ARG_SCALE, scale},      {DNNL_ARG_SHIFT, shift}};
+    v.back_args = {{DNNL_ARG_SRC, v.x.inner()},      {DNNL_ARG_DIFF_DST, v.dy.inner()},
+                   {DNNL_ARG_MEAN, mean},            {DNNL_ARG_VARIANCE, variance},
+                   {DNNL_ARG_SCALE, scale},          {DNNL_ARG_DIFF_SRC, v.dx.inner()},
+                   {DNNL_ARG_SHIFT, zero_shift},     {DNNL_ARG_DIFF_SCALE, dscale},
+                   {DNNL_ARG_DIFF_SHIFT, dshift}};
+    return v;
   }
 
   const BatchNormDesc desc;
-  const BnKernels kernels;  // loops (bf16): the primitives below stay empty
-  dnnl::batch_normalization_forward train, infer;
-  dnnl::batch_normalization_backward back;
-  // Caller memories (data handle swapped per call) and plan-owned scratch (variance, dscale,
-  // dshift: C floats each, allocated above and reused every call).
-  dnnl::memory x, y, dx, dy, mean, scale, shift, running_var;
+  // Caller statistics (data handle swapped per call) and plan-owned scratch (variance, dscale,
+  // dshift: C floats each, allocated once and reused every call).
+  dnnl::memory mean, scale, shift, running_var;
   dnnl::memory variance, dscale, dshift;
   // oneDNN 2.6 refuses to execute the backward without a shift argument although the gradient
   // does not depend on it (the backward signature has no beta): a zero vector stands in.
   dnnl::memory zero_shift;
-  // Built once: executing with a fresh std::unordered_map would allocate every call.
-  std::unordered_map<int, dnnl::memory> train_args, infer_args, back_args;
+
+ private:
+  dnnl::engine engine_;
+  std::optional<BnVariant> variant_;
 };
 
 std::string describe(const BatchNormDesc& d) {
@@ -94,18 +124,30 @@ std::string describe(const BatchNormDesc& d) {
 struct BnChecks {
   const OpCheck& check;
   const BatchNormDesc& d;
-  void data(const char* name, const Tensor& t) const {
-    check.usable(name, t).dtype(name, t, d.dtype).shape(name, t, {d.n, d.c, d.h, d.w});
+  /// A data operand: the plan's dtype and shape, in the layout of `ref` (x).
+  void data(const char* name, const Tensor& t, const Tensor& ref) const {
+    check.usable_image(name, t).dtype(name, t, d.dtype).shape(name, t, {d.n, d.c, d.h, d.w});
+    check.same_layout(name, t, "x", ref);
   }
   void stat(const char* name, const Tensor& t) const {
     check.usable(name, t).dtype(name, t, DType::f32).shape(name, t, {d.c});
   }
 };
 
+BnVariant& variant_of(const OpCheck& check, BatchNormPlan& p, const Tensor& x) {
+  try {
+    return p.variant(x.layout(), x.dtype());
+  } catch (const dnnl::error& e) {
+    check.fail(fmt::format("oneDNN cannot build {} for x {}: {}", describe(p.desc), x.describe(), e.what()));
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<OpPlan> CpuBackend::plan_batchnorm(const BatchNormDesc& d) {
-  if (d.dtype != DType::f32 && d.dtype != DType::bf16) unsupported(Op::batchnorm_train_forward, d.dtype);
+  if (d.dtype != DType::f32 && d.dtype != DType::bf16 && d.dtype != DType::f16) {
+    unsupported(Op::batchnorm_train_forward, d.dtype);
+  }
   const OpCheck check(Op::batchnorm_train_forward);
   if (d.n <= 0 || d.c <= 0 || d.h <= 0 || d.w <= 0 || !(d.eps > 0.0f) ||
       !(d.momentum >= 0.0f && d.momentum <= 1.0f)) {
@@ -126,8 +168,8 @@ void CpuBackend::batchnorm_train_forward(OpPlan& plan, const Tensor& y, const Te
   BatchNormPlan& p = plan_as<BatchNormPlan>(check, plan, "plan_batchnorm");
   const BatchNormDesc& d = p.desc;
   const BnChecks bn{check, d};
-  bn.data("y", y);
-  bn.data("x", x);
+  bn.data("y", y, x);
+  bn.data("x", x, x);
   bn.stat("save_mean", save_mean);
   bn.stat("save_invstd", save_invstd);
   bn.stat("gamma", gamma);
@@ -140,17 +182,23 @@ void CpuBackend::batchnorm_train_forward(OpPlan& plan, const Tensor& y, const Te
                            describe(d), count));
   }
   use_our_threads();
-  if (p.kernels == BnKernels::loops) {
+  BnVariant& v = variant_of(check, p, x);
+  if (v.kernels == BnKernels::loops) {
     bn_loops_train_forward(d, y, save_mean.data_as<float>(), floats(p.variance), x,
                            gamma.data_as<float>(), beta.data_as<float>());
+  } else if (v.kernels == BnKernels::nhwc_loops) {
+    bn_nhwc_train_forward(d, y, save_mean.data_as<float>(), floats(p.variance), x,
+                          gamma.data_as<float>(), beta.data_as<float>());
   } else {
     try {
-      p.x.set_data_handle(x.data());
-      p.y.set_data_handle(y.data());
+      v.x.bind(x.data());
+      v.y.bind(y.data());
       p.mean.set_data_handle(save_mean.data());
       p.scale.set_data_handle(gamma.data());
       p.shift.set_data_handle(beta.data());
-      p.train.execute(stream_, p.train_args);
+      v.x.pull(stream_);
+      v.train.execute(stream_, v.train_args);
+      v.y.push(stream_);
       stream_.wait();
     } catch (const dnnl::error& e) {
       check.fail(fmt::format("oneDNN failed for {} with y {}, x {}: {}", describe(d), y.describe(),
@@ -177,26 +225,34 @@ void CpuBackend::batchnorm_infer_forward(OpPlan& plan, const Tensor& y, const Te
   const OpCheck check(Op::batchnorm_infer_forward);
   BatchNormPlan& p = plan_as<BatchNormPlan>(check, plan, "plan_batchnorm");
   const BnChecks bn{check, p.desc};
-  bn.data("y", y);
-  bn.data("x", x);
+  bn.data("y", y, x);
+  bn.data("x", x, x);
   bn.stat("gamma", gamma);
   bn.stat("beta", beta);
   bn.stat("running_mean", running_mean);
   bn.stat("running_var", running_var);
   use_our_threads();
-  if (p.kernels == BnKernels::loops) {
+  BnVariant& v = variant_of(check, p, x);
+  if (v.kernels == BnKernels::loops) {
     bn_loops_infer_forward(p.desc, y, x, gamma.data_as<float>(), beta.data_as<float>(),
                            running_mean.data_as<float>(), running_var.data_as<float>());
     return;
   }
+  if (v.kernels == BnKernels::nhwc_loops) {
+    bn_nhwc_infer_forward(p.desc, y, x, gamma.data_as<float>(), beta.data_as<float>(),
+                          running_mean.data_as<float>(), running_var.data_as<float>());
+    return;
+  }
   try {
-    p.x.set_data_handle(x.data());
-    p.y.set_data_handle(y.data());
+    v.x.bind(x.data());
+    v.y.bind(y.data());
     p.mean.set_data_handle(running_mean.data());
     p.running_var.set_data_handle(running_var.data());
     p.scale.set_data_handle(gamma.data());
     p.shift.set_data_handle(beta.data());
-    p.infer.execute(stream_, p.infer_args);
+    v.x.pull(stream_);
+    v.infer.execute(stream_, v.infer_args);
+    v.y.push(stream_);
     stream_.wait();
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN failed for {} with y {}, x {}: {}", describe(p.desc),
@@ -212,9 +268,9 @@ void CpuBackend::batchnorm_backward(OpPlan& plan, const Tensor& dx, const Tensor
   BatchNormPlan& p = plan_as<BatchNormPlan>(check, plan, "plan_batchnorm");
   const BatchNormDesc& d = p.desc;
   const BnChecks bn{check, d};
-  bn.data("dx", dx);
-  bn.data("dy", dy);
-  bn.data("x", x);
+  bn.data("dx", dx, x);
+  bn.data("dy", dy, x);
+  bn.data("x", x, x);
   bn.stat("dgamma", dgamma);
   bn.stat("dbeta", dbeta);
   bn.stat("gamma", gamma);
@@ -224,17 +280,24 @@ void CpuBackend::batchnorm_backward(OpPlan& plan, const Tensor& dx, const Tensor
   float* var = floats(p.variance);
   for (std::int64_t c = 0; c < d.c; ++c) var[c] = 1.0f / (invstd[c] * invstd[c]) - d.eps;
   use_our_threads();
-  if (p.kernels == BnKernels::loops) {
+  BnVariant& v = variant_of(check, p, x);
+  if (v.kernels == BnKernels::loops) {
     bn_loops_backward(d, dx, floats(p.dscale), floats(p.dshift), dy, x, gamma.data_as<float>(),
                       save_mean.data_as<float>(), invstd);
+  } else if (v.kernels == BnKernels::nhwc_loops) {
+    bn_nhwc_backward(d, dx, floats(p.dscale), floats(p.dshift), dy, x, gamma.data_as<float>(),
+                     save_mean.data_as<float>(), invstd);
   } else {
     try {
-      p.x.set_data_handle(x.data());
-      p.dy.set_data_handle(dy.data());
-      p.dx.set_data_handle(dx.data());
+      v.x.bind(x.data());
+      v.dy.bind(dy.data());
+      v.dx.bind(dx.data());
       p.mean.set_data_handle(save_mean.data());
       p.scale.set_data_handle(gamma.data());
-      p.back.execute(stream_, p.back_args);
+      v.x.pull(stream_);
+      v.dy.pull(stream_);
+      v.back.execute(stream_, v.back_args);
+      v.dx.push(stream_);
       stream_.wait();
     } catch (const dnnl::error& e) {
       check.fail(fmt::format("oneDNN failed for {} with dx {}, dy {}, x {}: {}", describe(d),

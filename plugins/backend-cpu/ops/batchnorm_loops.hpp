@@ -1,4 +1,5 @@
-// Plain-loop batch normalisation over NCHW data (see batchnorm_loops.cpp for why it exists).
+// Plain-loop batch normalisation over NCHW data (batchnorm_loops.cpp) and over channels-last
+// data (batchnorm_nhwc.cpp); each file says why it exists.
 // Same arithmetic contract as the oneDNN path in batchnorm.cpp: the training forward produces the
 // batch mean and the biased variance; the backward OVERWRITES dgamma/dbeta (the caller adds them
 // into the parameter gradients). Arguments are validated by the caller.
@@ -17,5 +18,14 @@ void bn_loops_infer_forward(const BatchNormDesc& d, const Tensor& y, const Tenso
 void bn_loops_backward(const BatchNormDesc& d, const Tensor& dx, float* dgamma, float* dbeta,
                        const Tensor& dy, const Tensor& x, const float* gamma, const float* mean,
                        const float* invstd);
+
+void bn_nhwc_train_forward(const BatchNormDesc& d, const Tensor& y, float* mean, float* var,
+                           const Tensor& x, const float* gamma, const float* beta);
+void bn_nhwc_infer_forward(const BatchNormDesc& d, const Tensor& y, const Tensor& x,
+                           const float* gamma, const float* beta, const float* running_mean,
+                           const float* running_var);
+void bn_nhwc_backward(const BatchNormDesc& d, const Tensor& dx, float* dgamma, float* dbeta,
+                      const Tensor& dy, const Tensor& x, const float* gamma, const float* mean,
+                      const float* invstd);
 
 }  // namespace kiln::cpu

@@ -14,7 +14,8 @@ namespace kiln::cpu {
 
 void CpuBackend::cast(const Tensor& dst, const Tensor& src) {
   const OpCheck check(Op::cast);
-  check.usable("dst", dst).usable("src", src).same_numel("dst", dst, "src", src);
+  check.usable_image("dst", dst).usable_image("src", src).same_numel("dst", dst, "src", src);
+  check.same_layout("dst", dst, "src", src);
   const auto castable = [](DType d) { return d == DType::f32 || d == DType::bf16 || d == DType::f16; };
   if (!castable(dst.dtype()) || !castable(src.dtype()) ||
       (dst.dtype() != DType::f32 && src.dtype() != DType::f32 && dst.dtype() != src.dtype())) {

@@ -25,6 +25,13 @@ dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims, DType d) {
   }
 }
 
+dnnl::memory::desc user_desc(const dnnl::memory::dims& dims, DType d, Layout layout) {
+  if (layout == Layout::nhwc && dims.size() == 4) return dnnl::memory::desc(dims, dnnl_dtype(d), tag::nhwc);
+  return plain_desc(dims, d);
+}
+
+DType compute_dtype(DType d) { return d == DType::f16 ? DType::f32 : d; }
+
 Edge::Edge(const dnnl::engine& engine, const dnnl::memory::desc& user,
            const dnnl::memory::desc& inner, EdgeSum sum)
     : direct_(user == inner && sum == EdgeSum::no), user_(user, engine, nullptr) {

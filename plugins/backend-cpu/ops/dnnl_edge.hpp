@@ -1,8 +1,9 @@
 // Helpers for the planned oneDNN ops (conv2d, batch-norm, pooling): dtype mapping, plain
 // descriptors of the caller's row-major tensors, and Edge, one operand at a primitive's boundary.
 //
-// Decisions: the caller's tensors are always row-major NCHW/OIHW; a primitive built with
-// format_tag::any may want a blocked layout (or, for inputs, another dtype). An Edge owns that
+// Decisions: the caller's activations are NCHW (row-major) or NHWC (Layout::nhwc), weights OIHW;
+// a primitive may want another layout (weights: oneDNN's blocked one) or another dtype (f16
+// operands are computed in f32: this CPU has no f16 arithmetic, so f16 is storage only). An Edge owns that
 // inner memory and the cached reorder between it and the caller's memory, both made once when the
 // plan builds the primitive; each call only swaps the caller's data pointer. When the layouts and
 // dtypes already agree the primitive reads/writes the caller's memory directly (no copy). An
@@ -24,6 +25,10 @@ dnnl::memory::data_type dnnl_dtype(DType d);
 
 /// Plain row-major descriptor of `dims` in `d` (nchw for 4-D, oihw for 4-D weights, goihw for 5-D).
 dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims, DType d);
+/// Descriptor of a caller's tensor: plain_desc, or channels-last for a 4-D Layout::nhwc tensor.
+dnnl::memory::desc user_desc(const dnnl::memory::dims& dims, DType d, Layout layout);
+/// The dtype a primitive computes a `d` operand in: f16 is stored, not computed (f32 inside).
+DType compute_dtype(DType d);
 
 /// Whether an output edge must support accumulation into the caller's memory.
 enum class EdgeSum : std::uint8_t { no, yes };

@@ -29,7 +29,8 @@ void check_probability(const OpCheck& check, float p) {
 void CpuBackend::dropout_forward(const Tensor& y, const Tensor& mask, const Tensor& x, float p,
                                  std::uint64_t seed) {
   const OpCheck check(Op::dropout_forward);
-  check.usable("y", y).usable("mask", mask).usable("x", x);
+  check.usable_image("y", y).usable_image("mask", mask).usable_image("x", x);
+  check.same_layout("y", y, "x", x).same_layout("mask", mask, "x", x);
   check.float_dtype("x", x).dtype("y", y, x.dtype()).dtype("mask", mask, DType::u8);
   check.same_shape("y", y, "x", x).same_numel("mask", mask, "x", x);
   check_probability(check, p);
@@ -57,7 +58,8 @@ void CpuBackend::dropout_forward(const Tensor& y, const Tensor& mask, const Tens
 
 void CpuBackend::dropout_backward(const Tensor& dx, const Tensor& dy, const Tensor& mask, float p) {
   const OpCheck check(Op::dropout_backward);
-  check.usable("dx", dx).usable("dy", dy).usable("mask", mask);
+  check.usable_image("dx", dx).usable_image("dy", dy).usable_image("mask", mask);
+  check.same_layout("dx", dx, "dy", dy).same_layout("mask", mask, "dy", dy);
   check.float_dtype("dy", dy).dtype("dx", dx, dy.dtype()).dtype("mask", mask, DType::u8);
   check.same_shape("dx", dx, "dy", dy).same_numel("mask", mask, "dy", dy);
   check_probability(check, p);

@@ -31,7 +31,8 @@ int any_non_finite(const Bits* p, std::int64_t n, Bits exponent_mask) {
 
 void CpuBackend::add(const Tensor& c, const Tensor& a, const Tensor& b) {
   const OpCheck check(Op::add);
-  check.usable("c", c).usable("a", a).usable("b", b);
+  check.usable_image("c", c).usable_image("a", a).usable_image("b", b);
+  check.same_layout("a", a, "c", c).same_layout("b", b, "c", c);
   check.float_dtype("c", c).dtype("a", a, c.dtype()).dtype("b", b, c.dtype());
   check.same_shape("a", a, "c", c).same_shape("b", b, "c", c);
   use_our_threads();
@@ -47,7 +48,7 @@ void CpuBackend::add(const Tensor& c, const Tensor& a, const Tensor& b) {
 
 void CpuBackend::scale(const Tensor& t, float factor) {
   const OpCheck check(Op::scale);
-  check.usable("t", t).float_dtype("t", t);
+  check.usable_image("t", t).float_dtype("t", t);
   use_our_threads();
   with_float_dtype(t.dtype(), [&](auto e) {
     using E = decltype(e);
@@ -59,7 +60,7 @@ void CpuBackend::scale(const Tensor& t, float factor) {
 
 void CpuBackend::check_finite(const Tensor& flag, const Tensor& t) {
   const OpCheck check(Op::check_finite);
-  check.usable("flag", flag).usable("t", t).dtype("flag", flag, DType::i32);
+  check.usable("flag", flag).usable_image("t", t).dtype("flag", flag, DType::i32);
   if (flag.numel() != 1) check.fail(fmt::format("flag is {} but must have one element", flag.describe()));
   int found = 0;
   use_our_threads();

@@ -1,6 +1,11 @@
 // Global average pooling y (N, C) = mean over (H, W) of x (N, C, H, W), and its backward
-// dx = dy / (H W) broadcast; f32, bf16 or f16 (elem.hpp; sums in f32). Plain loops: one (n, c)
-// plane per iteration, split across threads when the tensor is large; no plan, nothing cached.
+// dx = dy / (H W) broadcast; f32, bf16 or f16 (elem.hpp; sums in f32). Plain loops, no plan:
+// NCHW walks one contiguous (n, c) plane per iteration; channels-last walks one image per
+// iteration, adding its H*W rows of C channels into a per-image f32 accumulator (contiguous,
+// vectorised over channels). Split across threads when the tensor is large.
+#include <algorithm>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "cpu_backend.hpp"
@@ -22,12 +27,54 @@ void for_each_plane(std::int64_t planes, std::int64_t plane_size, Plane&& plane)
   }
 }
 
+void forward_channels_last(const Tensor& y, const Tensor& x) {
+  const std::int64_t n = x.dim(0), c = x.dim(1), hw = x.dim(2) * x.dim(3);
+  const float inv = 1.0f / static_cast<float>(hw);
+  with_float_dtype(x.dtype(), [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* in = static_cast<const T*>(x.data());
+    T* out = static_cast<T*>(y.data());
+    for_each_plane(n, hw * c, [&](std::int64_t i) {
+      std::vector<float> acc(static_cast<std::size_t>(c), 0.0f);
+      float* a = acc.data();
+      for (std::int64_t j = 0; j < hw; ++j) {
+        const T* row = in + (i * hw + j) * c;
+#pragma omp simd
+        for (std::int64_t k = 0; k < c; ++k) a[k] += E::load(row[k]);
+      }
+      for (std::int64_t k = 0; k < c; ++k) out[i * c + k] = E::store(a[k] * inv);
+    });
+  });
+}
+
+void backward_channels_last(const Tensor& dx, const Tensor& dy) {
+  const std::int64_t n = dx.dim(0), c = dx.dim(1), hw = dx.dim(2) * dx.dim(3);
+  const float inv = hw > 0 ? 1.0f / static_cast<float>(hw) : 0.0f;
+  with_float_dtype(dy.dtype(), [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* in = static_cast<const T*>(dy.data());
+    T* out = static_cast<T*>(dx.data());
+    for_each_plane(n, hw * c, [&](std::int64_t i) {
+      std::vector<T> row(static_cast<std::size_t>(c));
+      for (std::int64_t k = 0; k < c; ++k) row[static_cast<std::size_t>(k)] = E::store(E::load(in[i * c + k]) * inv);
+      for (std::int64_t j = 0; j < hw; ++j) std::copy(row.begin(), row.end(), out + (i * hw + j) * c);
+    });
+  });
+}
+
 }  // namespace
 
 void CpuBackend::global_avgpool_forward(const Tensor& y, const Tensor& x) {
   const OpCheck check(Op::global_avgpool_forward);
-  check.usable("y", y).usable("x", x).float_dtype("x", x).rank("x", x, 4).dtype("y", y, x.dtype());
+  check.usable("y", y).usable_image("x", x).float_dtype("x", x).rank("x", x, 4).dtype("y", y, x.dtype());
   check.shape("y", y, {x.dim(0), x.dim(1)});
+  if (x.layout() == Layout::nhwc) {
+    use_our_threads();
+    forward_channels_last(y, x);
+    return;
+  }
   const std::int64_t hw = x.dim(2) * x.dim(3);
   if (hw == 0) check.fail(fmt::format("x {} has an empty spatial extent", x.describe()));
   const float inv = 1.0f / static_cast<float>(hw);
@@ -49,8 +96,13 @@ void CpuBackend::global_avgpool_forward(const Tensor& y, const Tensor& x) {
 
 void CpuBackend::global_avgpool_backward(const Tensor& dx, const Tensor& dy) {
   const OpCheck check(Op::global_avgpool_backward);
-  check.usable("dx", dx).usable("dy", dy).float_dtype("dy", dy).rank("dx", dx, 4);
+  check.usable_image("dx", dx).usable("dy", dy).float_dtype("dy", dy).rank("dx", dx, 4);
   check.dtype("dx", dx, dy.dtype()).shape("dy", dy, {dx.dim(0), dx.dim(1)});
+  if (dx.layout() == Layout::nhwc) {
+    use_our_threads();
+    backward_channels_last(dx, dy);
+    return;
+  }
   const std::int64_t hw = dx.dim(2) * dx.dim(3);
   const float inv = hw > 0 ? 1.0f / static_cast<float>(hw) : 0.0f;
   use_our_threads();

@@ -1,6 +1,6 @@
 // matmul: c(M, N) = alpha * op(a) op(b) + beta * c [+ bias(N)] through a cached oneDNN primitive.
-// f32 x f32 -> f32, and bf16 x bf16 -> f32 or bf16 (oneDNN uses avx512_bf16 where present and
-// emulates it on plain AVX-512). See matmul.hpp for how alpha, beta, bias and transposes map
+// f32 x f32 -> f32, bf16 x bf16 -> f32 or bf16 (oneDNN uses avx512_bf16 where present and
+// emulates it on plain AVX-512), and f16 x f16 -> f32 or f16 computed in f32 (matmul.hpp). See matmul.hpp for how alpha, beta, bias and transposes map
 // onto oneDNN.
 #include "ops/matmul.hpp"
 
@@ -11,6 +11,8 @@
 
 #include "cpu_backend.hpp"
 #include "kiln/errors.hpp"
+#include "ops/half.hpp"
+#include "parallel.hpp"
 #include "validate.hpp"
 
 namespace kiln::cpu {
@@ -18,13 +20,23 @@ namespace {
 
 using dt = dnnl::memory::data_type;
 
+/// The dtype the primitive computes in: f16 operands are widened to f32 first.
 dt dnnl_type(DType d) {
   switch (d) {
     case DType::f32: return dt::f32;
     case DType::bf16: return dt::bf16;
-    case DType::f16: return dt::f16;
+    case DType::f16: return dt::f32;
     default: return dt::undef;  // unreachable: matmul() validated the dtypes
   }
+}
+
+/// Widens an f16 tensor into `out` (resized) and returns its data.
+float* widen(const Tensor& t, std::vector<float>& out) {
+  const auto* in = static_cast<const std::uint16_t*>(t.data());
+  out.resize(static_cast<std::size_t>(t.numel()));
+  float* o = out.data();
+  parallel_for(t.numel(), [&](std::int64_t i) { o[i] = f16_to_f32(in[i]); });
+  return o;
 }
 
 /// Logical (rows, cols) matrix stored row-major, or its transpose stored row-major.
@@ -85,20 +97,36 @@ void MatmulCache::run(dnnl::stream& stream, const MatmulKey& key, const Tensor& 
   auto it = cache_.find(key);
   if (it == cache_.end()) it = cache_.emplace(key, build(key)).first;
   Entry& e = it->second;
-  e.a.set_data_handle(a.data());
-  e.b.set_data_handle(b.data());
-  e.c.set_data_handle(c.data());
-  if (key.bias != MatmulBias::none) e.bias.set_data_handle(bias.data());
+  const bool wide_c = key.c == DType::f16;
+  e.a.set_data_handle(key.ab == DType::f16 ? widen(a, e.a32) : a.data());
+  e.b.set_data_handle(key.ab == DType::f16 ? widen(b, e.b32) : b.data());
+  if (wide_c) {
+    // beta == 0 never reads c, so only a summing product needs the old c widened.
+    if (key.beta_bits != 0) {
+      widen(c, e.c32);
+    } else {
+      e.c32.resize(static_cast<std::size_t>(c.numel()));
+    }
+  }
+  e.c.set_data_handle(wide_c ? e.c32.data() : c.data());
+  if (key.bias != MatmulBias::none) {
+    e.bias.set_data_handle(key.bias_dtype == DType::f16 ? widen(bias, e.bias32) : bias.data());
+  }
   e.primitive.execute(stream, e.args);
   stream.wait();
+  if (wide_c) {
+    auto* out = static_cast<std::uint16_t*>(c.data());
+    const float* in = e.c32.data();
+    parallel_for(c.numel(), [&](std::int64_t i) { out[i] = f32_to_f16(in[i]); });
+  }
 }
 
 void CpuBackend::matmul(const Tensor& c, const Tensor& a, Transpose ta, const Tensor& b,
                         Transpose tb, float alpha, float beta, const Tensor& bias) {
   const OpCheck check(Op::matmul);
   check.usable("c", c).usable("a", a).usable("b", b).rank("c", c, 2).rank("a", a, 2).rank("b", b, 2);
-  if (a.dtype() != DType::f32 && a.dtype() != DType::bf16) {
-    check.fail(fmt::format("a is {} but must be f32 or bf16", a.describe()));
+  if (a.dtype() != DType::f32 && a.dtype() != DType::bf16 && a.dtype() != DType::f16) {
+    check.fail(fmt::format("a is {} but must be f32, bf16 or f16", a.describe()));
   }
   check.dtype("b", b, a.dtype());
   if (c.dtype() != DType::f32 && c.dtype() != a.dtype()) {

@@ -6,11 +6,14 @@
 // the `sum` post-op (scale beta); alpha is a static output scale. oneDNN applies output scales
 // after the bias argument, so with alpha != 1 the bias becomes a binary-add post-op after the sum
 // instead, keeping c = alpha * op(a) op(b) + beta * c + bias. alpha and beta are part of the key:
-// a training run uses one or two values, and static scales are the fastest oneDNN path.
+// a training run uses one or two values, and static scales are the fastest oneDNN path. f16
+// operands are storage only (this CPU has no f16 arithmetic): they are widened into f32 scratch
+// owned by the cache entry, the primitive runs in f32, and an f16 c is rounded back once.
 #pragma once
 
 #include <cstdint>
 #include <unordered_map>
+#include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -52,6 +55,7 @@ class MatmulCache {
     dnnl::matmul primitive;
     dnnl::memory a, b, c, bias;
     std::unordered_map<int, dnnl::memory> args;
+    std::vector<float> a32, b32, c32, bias32;  // f16 operands widened (empty otherwise)
   };
   Entry build(const MatmulKey& key) const;
 

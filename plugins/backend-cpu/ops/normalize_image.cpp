@@ -1,7 +1,8 @@
 // normalize_image: dst (N, 3, H, W) f32/bf16/f16 = (src / 255 - mean[c]) / std[c] for u8 images
 // src (N, H, W, 3) (the channels-last bytes image decoders produce). Computed as
 // src * a[c] + b[c] with a = 1 / (255 std), b = -mean / std, which differs from the literal
-// formula by at most a few f32 ulps. A std of 0 is refused rather than producing inf.
+// formula by at most a few f32 ulps. A std of 0 is refused rather than producing inf. A
+// channels-last dst is the same walk as src (pixel by pixel), an NCHW one is written plane by plane.
 #include <fmt/format.h>
 
 #include "cpu_backend.hpp"
@@ -13,7 +14,7 @@ namespace kiln::cpu {
 
 void CpuBackend::normalize_image(const Tensor& dst, const Tensor& src, const ImageNormalize& norm) {
   const OpCheck check(Op::normalize_image);
-  check.usable("dst", dst).usable("src", src).float_dtype("dst", dst).dtype("src", src, DType::u8);
+  check.usable_image("dst", dst).usable("src", src).float_dtype("dst", dst).dtype("src", src, DType::u8);
   check.rank("src", src, 4);
   if (src.dim(3) != 3) check.fail(fmt::format("src is {} but must be (N, H, W, 3)", src.describe()));
   const std::int64_t n = src.dim(0), h = src.dim(1), w = src.dim(2);
@@ -33,8 +34,16 @@ void CpuBackend::normalize_image(const Tensor& dst, const Tensor& src, const Ima
     using E = decltype(e);
     using T = typename E::T;
     T* out = static_cast<T*>(dst.data());
+    const bool channels_last = dst.layout() == Layout::nhwc;
     const auto image = [&](std::int64_t i) {
       const std::uint8_t* pix = in + i * hw * 3;
+      if (channels_last) {
+        T* px = out + i * hw * 3;
+        for (std::int64_t j = 0; j < hw; ++j) {
+          for (int c = 0; c < 3; ++c) px[j * 3 + c] = E::store(static_cast<float>(pix[j * 3 + c]) * a[c] + b[c]);
+        }
+        return;
+      }
       for (int c = 0; c < 3; ++c) {
         T* plane = out + (i * 3 + c) * hw;
         const float ac = a[c], bc = b[c];

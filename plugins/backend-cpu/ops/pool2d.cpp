@@ -1,7 +1,9 @@
 // Max / average pooling forward and backward through oneDNN, planned once per layer+shape.
 //
-// Decisions: data stays in the caller's NCHW layout (no reorders); f32 or bf16 per the plan.
-// Max pooling runs forward_training and keeps oneDNN's argmax workspace in the plan, so the
+// Decisions: the primitives work in the caller's layout (NCHW or channels-last; all operands of
+// one call share it) and are built on first use for that layout and rebuilt if it changes; f32
+// or bf16 data is read directly, f16 data is converted to f32 at the edges (stored f16, computed
+// f32). Max pooling runs forward_training and keeps oneDNN's argmax workspace in the plan, so the
 // backward routes each gradient to the element the LAST forward with this plan picked (x and y
 // are checked but not read). Average pooling counts the padding in the divisor, PyTorch's
 // AvgPool2d default (count_include_pad=True): Pool2dDesc has no field to choose otherwise.
@@ -24,10 +26,32 @@ using dims = dnnl::memory::dims;
 
 class PoolPlan final : public OpPlan {
  public:
-  PoolPlan(const Pool2dDesc& d, const dnnl::engine& engine) : desc(d) {
+  PoolPlan(const Pool2dDesc& d, const dnnl::engine& engine) : desc(d), engine_(engine) {
+    build(Layout::row_major);  // validates the geometry with oneDNN at plan time
+  }
+
+  Layout forward_layout() const noexcept { return layout_; }
+  /// Makes sure the primitives are built for data in `layout`.
+  void use_layout(Layout layout) {
+    if (layout != layout_) build(layout);
+  }
+
+  const Pool2dDesc desc;
+  dnnl::pooling_forward forward;
+  dnnl::pooling_backward backward;
+  Edge x, y, dx, dy;
+  dnnl::memory workspace;
+  std::unordered_map<int, dnnl::memory> forward_args, backward_args;
+  bool has_forward = false;  // the max backward needs a forward's workspace
+
+ private:
+  void build(Layout layout) {
+    const Pool2dDesc& d = desc;
     const std::int64_t p = d.out_h(), q = d.out_w();
-    const auto src = plain_desc({d.n, d.c, d.h, d.w}, d.dtype);
-    const auto dst = plain_desc({d.n, d.c, p, q}, d.dtype);
+    const dims src_dims{d.n, d.c, d.h, d.w}, dst_dims{d.n, d.c, p, q};
+    const DType compute = compute_dtype(d.dtype);
+    const auto src = user_desc(src_dims, compute, layout);
+    const auto dst = user_desc(dst_dims, compute, layout);
     const dims strides{d.stride_h, d.stride_w}, kernel{d.kernel_h, d.kernel_w};
     const dims pad_l{d.pad_h, d.pad_w};
     const dims pad_r{std::max<std::int64_t>(0, (p - 1) * d.stride_h + d.kernel_h - d.h - d.pad_h),
@@ -36,29 +60,28 @@ class PoolPlan final : public OpPlan {
                                                       : dnnl::algorithm::pooling_avg_include_padding;
     const dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training, algo, src, dst,
                                          strides, kernel, pad_l, pad_r);
-    const dnnl::pooling_forward::primitive_desc fpd(fd, engine);
+    const dnnl::pooling_forward::primitive_desc fpd(fd, engine_);
     const dnnl::pooling_backward::desc bd(algo, src, dst, strides, kernel, pad_l, pad_r);
     forward = dnnl::pooling_forward(fpd);
-    backward = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(bd, engine, fpd));
-    x = dnnl::memory(src, engine, nullptr);
-    dx = dnnl::memory(src, engine, nullptr);
-    y = dnnl::memory(dst, engine, nullptr);
-    dy = dnnl::memory(dst, engine, nullptr);
-    forward_args = {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}};
-    backward_args = {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_SRC, dx}};
+    backward = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(bd, engine_, fpd));
+    x = Edge(engine_, user_desc(src_dims, d.dtype, layout), src);
+    dx = Edge(engine_, user_desc(src_dims, d.dtype, layout), src);
+    y = Edge(engine_, user_desc(dst_dims, d.dtype, layout), dst);
+    dy = Edge(engine_, user_desc(dst_dims, d.dtype, layout), dst);
+    forward_args = {{DNNL_ARG_SRC, x.inner()}, {DNNL_ARG_DST, y.inner()}};
+    backward_args = {{DNNL_ARG_DIFF_DST, dy.inner()}, {DNNL_ARG_DIFF_SRC, dx.inner()}};
+    workspace = dnnl::memory();
     if (fpd.workspace_desc().get_size() > 0) {
-      workspace = dnnl::memory(fpd.workspace_desc(), engine);  // lives with the plan
+      workspace = dnnl::memory(fpd.workspace_desc(), engine_);  // lives with the plan
       forward_args.emplace(DNNL_ARG_WORKSPACE, workspace);
       backward_args.emplace(DNNL_ARG_WORKSPACE, workspace);
     }
+    layout_ = layout;
+    has_forward = false;  // a rebuilt plan has a fresh (empty) workspace
   }
 
-  const Pool2dDesc desc;
-  dnnl::pooling_forward forward;
-  dnnl::pooling_backward backward;
-  dnnl::memory x, y, dx, dy, workspace;
-  std::unordered_map<int, dnnl::memory> forward_args, backward_args;
-  bool has_forward = false;  // the max backward needs a forward's workspace
+  dnnl::engine engine_;
+  Layout layout_ = Layout::row_major;
 };
 
 std::string describe(const Pool2dDesc& d) {
@@ -71,7 +94,9 @@ std::string describe(const Pool2dDesc& d) {
 }  // namespace
 
 std::shared_ptr<OpPlan> CpuBackend::plan_pool2d(const Pool2dDesc& d) {
-  if (d.dtype != DType::f32 && d.dtype != DType::bf16) unsupported(Op::pool2d_forward, d.dtype);
+  if (d.dtype != DType::f32 && d.dtype != DType::bf16 && d.dtype != DType::f16) {
+    unsupported(Op::pool2d_forward, d.dtype);
+  }
   const OpCheck check(Op::pool2d_forward);
   if (d.n <= 0 || d.c <= 0 || d.h <= 0 || d.w <= 0 || d.kernel_h <= 0 || d.kernel_w <= 0 ||
       d.stride_h <= 0 || d.stride_w <= 0 || d.pad_h < 0 || d.pad_w < 0) {
@@ -98,13 +123,17 @@ void CpuBackend::pool2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x) 
   const OpCheck check(Op::pool2d_forward);
   PoolPlan& p = plan_as<PoolPlan>(check, plan, "plan_pool2d");
   const Pool2dDesc& d = p.desc;
-  check.usable("y", y).dtype("y", y, d.dtype).shape("y", y, {d.n, d.c, d.out_h(), d.out_w()});
-  check.usable("x", x).dtype("x", x, d.dtype).shape("x", x, {d.n, d.c, d.h, d.w});
+  check.usable_image("y", y).dtype("y", y, d.dtype).shape("y", y, {d.n, d.c, d.out_h(), d.out_w()});
+  check.usable_image("x", x).dtype("x", x, d.dtype).shape("x", x, {d.n, d.c, d.h, d.w});
+  check.same_layout("y", y, "x", x);
   use_our_threads();
   try {
-    p.x.set_data_handle(x.data());
-    p.y.set_data_handle(y.data());
+    p.use_layout(x.layout());
+    p.x.bind(x.data());
+    p.y.bind(y.data());
+    p.x.pull(stream_);
     p.forward.execute(stream_, p.forward_args);
+    p.y.push(stream_);
     stream_.wait();
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN failed for {} with y {}, x {}: {}", describe(d), y.describe(),
@@ -119,20 +148,24 @@ void CpuBackend::pool2d_backward(OpPlan& plan, const Tensor& dx, const Tensor& d
   PoolPlan& p = plan_as<PoolPlan>(check, plan, "plan_pool2d");
   const Pool2dDesc& d = p.desc;
   const Shape in{d.n, d.c, d.h, d.w}, out{d.n, d.c, d.out_h(), d.out_w()};
-  check.usable("dx", dx).dtype("dx", dx, d.dtype).shape("dx", dx, in);
-  check.usable("dy", dy).dtype("dy", dy, d.dtype).shape("dy", dy, out);
+  check.usable_image("dx", dx).dtype("dx", dx, d.dtype).shape("dx", dx, in);
+  check.usable_image("dy", dy).dtype("dy", dy, d.dtype).shape("dy", dy, out);
+  check.same_layout("dy", dy, "dx", dx);
   if (x.defined()) check.shape("x", x, in);
   if (y.defined()) check.shape("y", y, out);
-  if (d.kind == Pool2dDesc::Kind::max && !p.has_forward) {
-    check.fail(fmt::format("{}: backward called before any forward with this plan; max pooling "
+  if (d.kind == Pool2dDesc::Kind::max && (!p.has_forward || p.forward_layout() != dx.layout())) {
+    check.fail(fmt::format("{}: backward called before any forward with this plan in this layout; max pooling "
                            "routes gradients through the forward's saved argmax",
                            describe(d)));
   }
   use_our_threads();
   try {
-    p.dy.set_data_handle(dy.data());
-    p.dx.set_data_handle(dx.data());
+    p.use_layout(dx.layout());
+    p.dy.bind(dy.data());
+    p.dx.bind(dx.data());
+    p.dy.pull(stream_);
     p.backward.execute(stream_, p.backward_args);
+    p.dx.push(stream_);
     stream_.wait();
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN failed for {} with dx {}, dy {}: {}", describe(d),

@@ -3,7 +3,11 @@
 // Same rules as layers.hpp: parameters are declared at construction, build() allocates outputs
 // and input-gradient buffers for max_batch once, forward()/backward() use the first B rows,
 // parameter gradients accumulate (+=), input gradients are overwritten (=). Activations are
-// logical NCHW row-major tensors, conv weights OIHW. Backend plans (OpPlan) are made per batch
+// logical NCHW tensors, conv weights OIHW. A Conv2d writes its output in the backend's
+// activation_layout() (nhwc on the cpu backend) and accepts either layout; batch-norm, ReLU and
+// pooling give their outputs and input gradients the layout of what they are given (their
+// buffers are plain bytes, retagged per call); a residual block needs its input in the layout its
+// convolutions produce (what the layer before it gives in a model). Backend plans (OpPlan) are made per batch
 // size on first use and kept, so a partial last batch costs one extra plan, not one per step.
 // Batch-norm parameters and statistics stay f32 whatever the compute dtype (they are read from
 // the master copy, Parameter::value).
@@ -161,6 +165,7 @@ class GlobalAvgPool {
   ImageShape in_{};
   std::int64_t max_batch_ = 0;
   Backend* backend_ = nullptr;
+  Layout in_layout_ = Layout::row_major;  // of the last forward's input; dx is given the same
   Tensor y_, dx_;
 };
 
