@@ -103,8 +103,9 @@ def check_against_torchvision():
             assert torch.allclose(ref(x), ours(x), rtol=1e-5, atol=1e-5), f"logits differ ({mode} mode)"
 
 
-def main():
-    check_against_torchvision()
+def make_case():
+    """The golden case: the float64 model with its initial weights, the input batch and labels
+    (also used by measure_resnet_mixed.py, so both scripts see the same numbers)."""
     torch.manual_seed(20240612)
     model = ResNet50(WIDTH, CLASSES).double()
     with torch.no_grad():
@@ -116,10 +117,24 @@ def main():
                     p.uniform_(-0.5, 0.5)
         for p in model.parameters():
             p.copy_(p.float().double())  # start from values Kiln's f32 weights hold exactly
-    params = dict(model.named_parameters())
-    initial = {n: p.detach().clone() for n, p in params.items()}
     x = torch.randn(BATCH, 3, SIZE, SIZE).float().double()  # exactly representable in f32
     labels = torch.tensor([3, 7, 0, 7])
+    return model, x, labels
+
+
+def sgd(params):
+    """Kiln's optimizer rule: weight decay 1e-4 on conv and fc weights only."""
+    decay = [p for n, p in params.items() if p.dim() > 1]
+    no_decay = [p for n, p in params.items() if p.dim() <= 1]
+    return torch.optim.SGD([{"params": decay, "weight_decay": 1e-4}, {"params": no_decay, "weight_decay": 0.0}],
+                           lr=0.1, momentum=0.9)
+
+
+def main():
+    check_against_torchvision()
+    model, x, labels = make_case()
+    params = dict(model.named_parameters())
+    initial = {n: p.detach().clone() for n, p in params.items()}
 
     model.train()
     logits = model(x)
@@ -128,11 +143,7 @@ def main():
     grads = {n: p.grad.detach().clone() for n, p in params.items()}
     stats = {n: b.detach().clone() for n, b in model.named_buffers() if not n.endswith("num_batches_tracked")}
 
-    decay = [p for n, p in params.items() if p.dim() > 1]
-    no_decay = [p for n, p in params.items() if p.dim() <= 1]
-    opt = torch.optim.SGD([{"params": decay, "weight_decay": 1e-4}, {"params": no_decay, "weight_decay": 0.0}],
-                          lr=0.1, momentum=0.9)
-    opt.step()
+    sgd(params).step()
 
     arrays = [("input", x), ("labels", labels.to(torch.float32)), ("logits", logits.detach()),
               ("loss", loss.detach().reshape(1))]
