@@ -120,6 +120,14 @@ Tensor Bottleneck::backward(const Tensor& dy, const GradReadyFn& ready) {
   return dx;
 }
 
+std::vector<Tensor*> Bottleneck::gradient_buffers() {
+  return {&conv1_.input_grad_buffer(), &bn1_.input_grad_buffer(), &relu1_.input_grad_buffer(),
+          &conv2_.input_grad_buffer(), &bn2_.input_grad_buffer(), &relu2_.input_grad_buffer(),
+          &conv3_.input_grad_buffer(), &bn3_.input_grad_buffer(), &dsum_,
+          downsample_ ? &downsample_->conv.input_grad_buffer() : nullptr,
+          downsample_ ? &downsample_->bn.input_grad_buffer() : nullptr};
+}
+
 void Bottleneck::append_buffers(std::vector<ModelBuffer>& out) const {
   for (const BatchNorm2d* bn : {&bn1_, &bn2_, &bn3_}) out.insert(out.end(), bn->buffers().begin(), bn->buffers().end());
   if (downsample_) out.insert(out.end(), downsample_->bn.buffers().begin(), downsample_->bn.buffers().end());
@@ -185,6 +193,13 @@ Tensor BasicBlock::backward(const Tensor& dy, const GradReadyFn& ready) {
   report(ready, conv1_, bn1_);
   backend_->add(dx, dx, dshort);
   return dx;
+}
+
+std::vector<Tensor*> BasicBlock::gradient_buffers() {
+  return {&conv1_.input_grad_buffer(), &bn1_.input_grad_buffer(), &relu1_.input_grad_buffer(),
+          &conv2_.input_grad_buffer(), &bn2_.input_grad_buffer(), &dsum_,
+          downsample_ ? &downsample_->conv.input_grad_buffer() : nullptr,
+          downsample_ ? &downsample_->bn.input_grad_buffer() : nullptr};
 }
 
 void BasicBlock::append_buffers(std::vector<ModelBuffer>& out) const {

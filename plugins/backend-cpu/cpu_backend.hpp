@@ -16,6 +16,7 @@
 
 #include "kiln/backend.hpp"
 #include "kiln/plugin_args.hpp"
+#include "ops/dnnl_edge.hpp"
 #include "ops/matmul.hpp"
 
 namespace kiln::cpu {
@@ -108,6 +109,7 @@ class CpuBackend final : public Backend {
   bool bf16_primitives_ = false;  // oneDNN can build bf16 primitives here (cpu_info.hpp)
   dnnl::stream stream_;
   std::unique_ptr<MatmulCache> matmuls_;
+  std::shared_ptr<EdgeScratch> edge_scratch_ = std::make_shared<EdgeScratch>();  // ops/dnnl_edge.hpp
   std::shared_ptr<Event> done_;  // the one always-complete event record_event returns
 };
 

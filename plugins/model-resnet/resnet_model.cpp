@@ -98,6 +98,10 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
   relu_.build(backend, n, s, dt);
   s = maxpool_.build(backend, n, s, dt);
   for (auto& block : blocks_) s = block->build(backend, n, s, dt);
+  // Blocks run backward one after another, so one set of activation-gradient buffers serves all.
+  std::vector<nn::ResidualBlock*> blocks;
+  for (auto& block : blocks_) blocks.push_back(block.get());
+  nn::share_gradient_buffers(backend, blocks);
   avgpool_.build(backend, n, s, dt);
   fc_->build(backend, n, dt);
 

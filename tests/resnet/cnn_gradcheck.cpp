@@ -289,4 +289,43 @@ BOOST_AUTO_TEST_CASE(basic_block_with_downsample_gradients) {
   check_block(block, store, ImageShape{3, 5, 5}, 2, "basic block");
 }
 
+// share_gradient_buffers: a chain of blocks (downsample, identity, basic) gives bit-identical
+// input and parameter gradients with shared and with private gradient buffers, and the shared
+// buffers really are one allocation per slot.
+BOOST_AUTO_TEST_CASE(shared_gradient_buffers_change_no_result) {
+  struct Chain {
+    kiln::nn::ParameterStore store;
+    kiln::nn::Bottleneck a{store, "layer1.0", 4, 2, 2};
+    kiln::nn::Bottleneck b{store, "layer1.1", 8, 2, 1};
+    kiln::nn::BasicBlock c{store, "layer2.0", 8, 4, 1};
+  };
+  const kiln::Layout layout = cpu().activation_layout(kiln::DType::f32);
+  const Tensor x = device_f32({2, 4, 6, 6}, random_values(2 * 4 * 36, 31, -2, 2), layout);
+  const auto run = [&](Chain& chain, bool share) {
+    chain.store.allocate(cpu(), kiln::DType::f32, kiln::DType::f32, 8);
+    ImageShape s = chain.a.build(cpu(), 2, ImageShape{4, 6, 6}, kiln::DType::f32);
+    s = chain.b.build(cpu(), 2, s, kiln::DType::f32);
+    s = chain.c.build(cpu(), 2, s, kiln::DType::f32);
+    if (share) kiln::nn::share_gradient_buffers(cpu(), {&chain.a, &chain.b, &chain.c});
+    chain.store.zero_grads(cpu());
+    const Tensor y = chain.c.forward(chain.b.forward(chain.a.forward(x, kiln::Mode::train), kiln::Mode::train),
+                                     kiln::Mode::train);
+    const Tensor dy = device_f32(y.shape(), random_values(static_cast<std::size_t>(y.numel()), 32), y.layout());
+    std::vector<std::vector<double>> out{read(y)};
+    out.push_back(read(chain.a.backward(chain.b.backward(chain.c.backward(dy, {}), {}), {})));
+    for (std::size_t i = 0; i < chain.store.parameters().size(); ++i) out.push_back(grad_of(chain.store, i));
+    return out;
+  };
+  Chain own, shared;
+  const auto want = run(own, false);
+  const auto got = run(shared, true);
+  BOOST_TEST_REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) BOOST_TEST(got[i] == want[i], "result " << i);
+  // One storage per slot: slot 8 (dsum) of the two bottlenecks and slot 5 (dsum) of the basic
+  // block are different slots, but slot 0 (conv1's input gradient) is one for all three.
+  BOOST_TEST(shared.a.gradient_buffers()[0]->storage() == shared.b.gradient_buffers()[0]->storage());
+  BOOST_TEST(shared.a.gradient_buffers()[0]->storage() == shared.c.gradient_buffers()[0]->storage());
+  BOOST_TEST(own.a.gradient_buffers()[0]->storage() != own.b.gradient_buffers()[0]->storage());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

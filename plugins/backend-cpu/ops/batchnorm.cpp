@@ -51,7 +51,8 @@ struct BnVariant {
 
 class BatchNormPlan final : public OpPlan {
  public:
-  BatchNormPlan(const BatchNormDesc& d, const dnnl::engine& engine) : desc(d), engine_(engine) {
+  BatchNormPlan(const BatchNormDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch)
+      : desc(d), engine_(engine), scratch_(std::move(scratch)) {
     const auto stat = plain_desc({d.c}, DType::f32);
     for (dnnl::memory* m : {&mean, &scale, &shift, &running_var}) *m = dnnl::memory(stat, engine, nullptr);
     for (dnnl::memory* m : {&variance, &dscale, &dshift, &zero_shift}) *m = dnnl::memory(stat, engine);
@@ -84,10 +85,10 @@ class BatchNormPlan final : public OpPlan {
         dnnl::batch_normalization_forward::primitive_desc(infer_desc, engine_));
     v.back = dnnl::batch_normalization_backward(
         dnnl::batch_normalization_backward::primitive_desc(back_desc, engine_, train_pd));
-    v.x = Edge(engine_, user, inner);
-    v.y = Edge(engine_, user, inner);
-    v.dx = Edge(engine_, user, inner);
-    v.dy = Edge(engine_, user, inner);
+    v.x = Edge(engine_, user, inner, scratch_, 0);
+    v.y = Edge(engine_, user, inner, scratch_, 1);
+    v.dx = Edge(engine_, user, inner, scratch_, 2);
+    v.dy = Edge(engine_, user, inner, scratch_, 3);
     v.train_args = {{DNNL_ARG_SRC, v.x.inner()},  {DNNL_ARG_DST, v.y.inner()},
                     {DNNL_ARG_MEAN, mean},        {DNNL_ARG_VARIANCE, variance},
                     {DNNL_ARG_SCALE, scale},      {DNNL_ARG_SHIFT, shift}};
@@ -113,6 +114,7 @@ class BatchNormPlan final : public OpPlan {
 
  private:
   dnnl::engine engine_;
+  std::shared_ptr<EdgeScratch> scratch_;
   std::optional<BnVariant> variant_;
 };
 
@@ -154,7 +156,7 @@ std::shared_ptr<OpPlan> CpuBackend::plan_batchnorm(const BatchNormDesc& d) {
     check.fail(fmt::format("{} needs positive sizes, eps > 0 and momentum in [0, 1]", describe(d)));
   }
   try {
-    return std::make_shared<BatchNormPlan>(d, engine_);
+    return std::make_shared<BatchNormPlan>(d, engine_, edge_scratch_);
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN cannot plan {}: {}", describe(d), e.what()));
   }

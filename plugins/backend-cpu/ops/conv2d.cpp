@@ -45,8 +45,8 @@ Operand operand(const Tensor& t) { return {t.dtype(), t.layout()}; }
 
 class ConvPlan final : public OpPlan {
  public:
-  ConvPlan(const Conv2dDesc& d, const dnnl::engine& engine)
-      : desc(d), compute(compute_dtype(d.dtype)), engine_(engine) {
+  ConvPlan(const Conv2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch)
+      : desc(d), compute(compute_dtype(d.dtype)), engine_(engine), scratch_(std::move(scratch)) {
     const std::int64_t p = d.out_h(), q = d.out_w();
     src_ = {d.n, d.c, d.h, d.w};
     dst_ = {d.n, d.k, p, q};
@@ -88,9 +88,9 @@ class ConvPlan final : public OpPlan {
     const DType out = compute_dtype(y.dtype());
     const auto pd = out == compute ? hint_ : forward_pd(out);
     fwd_.emplace(Forward{ox, ow, oy, dnnl::convolution_forward(pd),
-                         Edge(engine_, user(src_, ox), pd.src_desc()),
-                         Edge(engine_, user(wei_, ow), pd.weights_desc()),
-                         Edge(engine_, user(dst_, oy), pd.dst_desc()),
+                         Edge(engine_, user(src_, ox), pd.src_desc(), scratch_, 0),
+                         Edge(engine_, user(wei_, ow), pd.weights_desc(), scratch_, 1),
+                         Edge(engine_, user(dst_, oy), pd.dst_desc(), scratch_, 2),
                          {}});
     fwd_->args = {{DNNL_ARG_SRC, fwd_->src.inner()},
                   {DNNL_ARG_WEIGHTS, fwd_->wei.inner()},
@@ -108,9 +108,9 @@ class ConvPlan final : public OpPlan {
         any(wei_, compute), channels_last(dst_, compute), strides_, dilates_, pad_l_, pad_r_);
     const dnnl::convolution_backward_data::primitive_desc pd(cd, engine_, hint_);
     bwd_data_.emplace(BackwardData{ody, ow, odx, dnnl::convolution_backward_data(pd),
-                                   Edge(engine_, user(dst_, ody), pd.diff_dst_desc()),
-                                   Edge(engine_, user(wei_, ow), pd.weights_desc()),
-                                   Edge(engine_, user(src_, odx), pd.diff_src_desc()),
+                                   Edge(engine_, user(dst_, ody), pd.diff_dst_desc(), scratch_, 0),
+                                   Edge(engine_, user(wei_, ow), pd.weights_desc(), scratch_, 1),
+                                   Edge(engine_, user(src_, odx), pd.diff_src_desc(), scratch_, 2),
                                    {}});
     bwd_data_->args = {{DNNL_ARG_DIFF_DST, bwd_data_->diff_dst.inner()},
                        {DNNL_ARG_WEIGHTS, bwd_data_->wei.inner()},
@@ -130,9 +130,9 @@ class ConvPlan final : public OpPlan {
     const dnnl::convolution_backward_weights::primitive_desc pd(cd, engine_, hint_);
     bwd_filter_.emplace(
         BackwardFilter{ox, ody, odw, dnnl::convolution_backward_weights(pd),
-                       Edge(engine_, user(src_, ox), pd.src_desc()),
-                       Edge(engine_, user(dst_, ody), pd.diff_dst_desc()),
-                       Edge(engine_, user(wei_, odw), pd.diff_weights_desc(), EdgeSum::yes),
+                       Edge(engine_, user(src_, ox), pd.src_desc(), scratch_, 0),
+                       Edge(engine_, user(dst_, ody), pd.diff_dst_desc(), scratch_, 1),
+                       Edge(engine_, user(wei_, odw), pd.diff_weights_desc(), scratch_, 2, EdgeSum::yes),
                        {}});
     bwd_filter_->args = {{DNNL_ARG_SRC, bwd_filter_->src.inner()},
                          {DNNL_ARG_DIFF_DST, bwd_filter_->diff_dst.inner()},
@@ -159,6 +159,7 @@ class ConvPlan final : public OpPlan {
   }
 
   dnnl::engine engine_;
+  std::shared_ptr<EdgeScratch> scratch_;
   dims src_, wei_, dst_, strides_, dilates_, pad_l_, pad_r_;
   dnnl::convolution_forward::primitive_desc hint_;
   std::optional<Forward> fwd_;
@@ -217,7 +218,7 @@ std::shared_ptr<OpPlan> CpuBackend::plan_conv2d(const Conv2dDesc& d) {
                            describe(d), d.out_h(), d.out_w()));
   }
   try {
-    return std::make_shared<ConvPlan>(d, engine_);
+    return std::make_shared<ConvPlan>(d, engine_, edge_scratch_);
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN cannot plan {}: {}", describe(d), e.what()));
   }

@@ -2,6 +2,10 @@
 // of a non-direct edge is allocated here, once, when the plan builds its primitive.
 #include "ops/dnnl_edge.hpp"
 
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+
 namespace kiln::cpu {
 
 using dt = dnnl::memory::data_type;
@@ -32,14 +36,32 @@ dnnl::memory::desc user_desc(const dnnl::memory::dims& dims, DType d, Layout lay
 
 DType compute_dtype(DType d) { return d == DType::f16 ? DType::f32 : d; }
 
+void EdgeScratch::Free::operator()(void* p) const noexcept { std::free(p); }
+
+void* EdgeScratch::get(int slot, std::size_t bytes) {
+  if (slot < 0) throw std::invalid_argument("EdgeScratch slot must be >= 0");
+  if (static_cast<std::size_t>(slot) >= slots_.size()) slots_.resize(static_cast<std::size_t>(slot) + 1);
+  Block& b = slots_[static_cast<std::size_t>(slot)];
+  if (b.bytes < bytes) {
+    const std::size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (p == nullptr) throw std::bad_alloc();
+    b.data.reset(p);
+    b.bytes = rounded;
+  }
+  return b.data.get();
+}
+
 Edge::Edge(const dnnl::engine& engine, const dnnl::memory::desc& user,
-           const dnnl::memory::desc& inner, EdgeSum sum)
-    : direct_(user == inner && sum == EdgeSum::no), user_(user, engine, nullptr) {
+           const dnnl::memory::desc& inner, std::shared_ptr<EdgeScratch> scratch, int slot,
+           EdgeSum sum)
+    : direct_(user == inner && sum == EdgeSum::no), user_(user, engine, nullptr),
+      scratch_(std::move(scratch)), slot_(slot) {
   if (direct_) {
     inner_ = user_;
     return;
   }
-  inner_ = dnnl::memory(inner, engine);  // owned scratch, lives as long as the plan
+  inner_ = dnnl::memory(inner, engine, nullptr);  // bound to scratch_ at each bind()
   to_inner_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, user, engine, inner));
   to_user_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, inner, engine, user));
   if (sum == EdgeSum::yes) {
@@ -54,6 +76,7 @@ Edge::Edge(const dnnl::engine& engine, const dnnl::memory::desc& user,
 void Edge::bind(void* data) {
   user_.set_data_handle(data);
   // A direct edge shares one dnnl::memory handle object between user_ and inner_.
+  if (!direct_) inner_.set_data_handle(scratch_->get(slot_, inner_.get_desc().get_size()));
 }
 
 void Edge::pull(dnnl::stream& stream) {

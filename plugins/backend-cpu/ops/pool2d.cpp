@@ -26,7 +26,8 @@ using dims = dnnl::memory::dims;
 
 class PoolPlan final : public OpPlan {
  public:
-  PoolPlan(const Pool2dDesc& d, const dnnl::engine& engine) : desc(d), engine_(engine) {
+  PoolPlan(const Pool2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch)
+      : desc(d), engine_(engine), scratch_(std::move(scratch)) {
     build(Layout::row_major);  // validates the geometry with oneDNN at plan time
   }
 
@@ -64,10 +65,10 @@ class PoolPlan final : public OpPlan {
     const dnnl::pooling_backward::desc bd(algo, src, dst, strides, kernel, pad_l, pad_r);
     forward = dnnl::pooling_forward(fpd);
     backward = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(bd, engine_, fpd));
-    x = Edge(engine_, user_desc(src_dims, d.dtype, layout), src);
-    dx = Edge(engine_, user_desc(src_dims, d.dtype, layout), src);
-    y = Edge(engine_, user_desc(dst_dims, d.dtype, layout), dst);
-    dy = Edge(engine_, user_desc(dst_dims, d.dtype, layout), dst);
+    x = Edge(engine_, user_desc(src_dims, d.dtype, layout), src, scratch_, 0);
+    y = Edge(engine_, user_desc(dst_dims, d.dtype, layout), dst, scratch_, 1);
+    dx = Edge(engine_, user_desc(src_dims, d.dtype, layout), src, scratch_, 2);
+    dy = Edge(engine_, user_desc(dst_dims, d.dtype, layout), dst, scratch_, 3);
     forward_args = {{DNNL_ARG_SRC, x.inner()}, {DNNL_ARG_DST, y.inner()}};
     backward_args = {{DNNL_ARG_DIFF_DST, dy.inner()}, {DNNL_ARG_DIFF_SRC, dx.inner()}};
     workspace = dnnl::memory();
@@ -81,6 +82,7 @@ class PoolPlan final : public OpPlan {
   }
 
   dnnl::engine engine_;
+  std::shared_ptr<EdgeScratch> scratch_;
   Layout layout_ = Layout::row_major;
 };
 
@@ -113,7 +115,7 @@ std::shared_ptr<OpPlan> CpuBackend::plan_pool2d(const Pool2dDesc& d) {
                            describe(d)));
   }
   try {
-    return std::make_shared<PoolPlan>(d, engine_);
+    return std::make_shared<PoolPlan>(d, engine_, edge_scratch_);
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN cannot plan {}: {}", describe(d), e.what()));
   }
