@@ -15,6 +15,12 @@ if(NOT KILN_WITH_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES "75;80;86;89;90")
     endif()
     enable_language(CUDA)
+    # Kiln::interfaces requires cxx_std_20, which reaches .cu files as CUDA20; CMake 3.25 does not
+    # know nvcc's flag for it (nvcc >= 12 accepts -std=c++20), so name it once for every target.
+    if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
     find_package(CUDAToolkit REQUIRED)
     find_path(KILN_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
     find_library(KILN_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)

@@ -1,0 +1,284 @@
+// CudaBackend construction and teardown, the capability table, memory, copies, fill and stream
+// ordering. The op bodies live in ops/*.cpp.
+//
+// Decisions: the device is chosen (device/device_select.cpp) before any other CUDA call; both
+// streams are non-blocking (never serialised with the legacy default stream) and the
+// communication stream gets the highest priority so NCCL's all-reduce kernels are scheduled
+// promptly while backward fills the GPU. Copies into host memory synchronise the compute stream
+// before returning (the contract); every other operation only enqueues.
+#include "cuda_backend.hpp"
+
+#include <cstring>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "cuda_check.hpp"
+#include "device/cuda_event.hpp"
+#include "device/device_select.hpp"
+#include "kiln/errors.hpp"
+#include "kiln/log/log.hpp"
+#include "ops/kernel_validate.hpp"
+#include "memory/device_allocator.hpp"
+#include "memory/fill_kernel.hpp"
+#include "nvml/nvml_sampler.hpp"
+
+namespace kiln::cuda {
+namespace {
+
+/// [backend] parameters (validated against plugin.cpp's schema by the core).
+struct CudaParams {
+  int device = -1;
+  bool allow_tf32 = false;
+  bool nvml = true;
+  std::size_t cache_limit_bytes = 0;
+};
+
+CudaParams read_params(const PluginArgs& args) {
+  CudaParams p;
+  const ParamMap* m = args.params;
+  if (m == nullptr) return p;
+  if (m->contains("device")) {
+    const std::int64_t d = m->get_int("device");
+    if (d < -1) {
+      throw ConfigError(fmt::format("{} = {} is not a device; use -1 (the local rank's device) or a "
+                                    "CUDA device ordinal >= 0",
+                                    m->where("device"), d));
+    }
+    p.device = static_cast<int>(d);
+  }
+  if (m->contains("allow_tf32")) p.allow_tf32 = m->get_bool("allow_tf32");
+  if (m->contains("nvml")) p.nvml = m->get_bool("nvml");
+  if (m->contains("cache_limit_mib")) {
+    const std::int64_t mib = m->get_int("cache_limit_mib");
+    if (mib < 0) {
+      throw ConfigError(fmt::format("{} = {} is negative; use 0 for no limit or a size in MiB",
+                                    m->where("cache_limit_mib"), mib));
+    }
+    p.cache_limit_bytes = static_cast<std::size_t>(mib) << 20;
+  }
+  return p;
+}
+
+/// cuBLAS workspace: NVIDIA recommends 32 MiB on Hopper, 4 MiB is enough before it.
+std::size_t cublas_workspace_bytes(int cc) { return cc >= 90 ? std::size_t{32} << 20 : std::size_t{4} << 20; }
+
+std::string describe_or_undefined(const Tensor& t) { return t.defined() ? t.describe() : "undefined"; }
+
+/// The bit pattern of `value` as one element of `dtype` (the low dtype_size bytes).
+std::uint64_t element_pattern(DType dtype, double value) {
+  std::uint64_t bits = 0;
+  auto store = [&bits](auto v) { std::memcpy(&bits, &v, sizeof(v)); };
+  switch (dtype) {
+    case DType::f32: store(static_cast<float>(value)); break;
+    case DType::f64: store(value); break;
+    case DType::f16: store(half_bits(static_cast<float>(value))); break;
+    case DType::bf16: store(bfloat16_bits(static_cast<float>(value))); break;
+    case DType::i32: store(static_cast<std::int32_t>(value)); break;
+    case DType::i64: store(static_cast<std::int64_t>(value)); break;
+    case DType::u8: store(static_cast<std::uint8_t>(value)); break;
+  }
+  return bits;
+}
+
+void fill_host(void* dst, std::size_t count, std::size_t element_bytes, std::uint64_t pattern) {
+  auto* out = static_cast<unsigned char*>(dst);
+  for (std::size_t i = 0; i < count; ++i) std::memcpy(out + i * element_bytes, &pattern, element_bytes);
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(const PluginArgs& args) {
+  const CudaParams params = read_params(args);
+  allow_tf32_ = params.allow_tf32;
+  device_ = choose_device(params.device, args.ranks.local_rank);
+  try {
+    info_ = describe_device(device_);
+    int major = 0;
+    int minor = 0;
+    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_), "cudaDeviceGetAttribute");
+    check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_), "cudaDeviceGetAttribute");
+    cc_ = major * 10 + minor;
+
+    int lowest = 0;
+    int highest = 0;  // numerically lowest = greatest priority
+    check_cuda(cudaDeviceGetStreamPriorityRange(&lowest, &highest), "cudaDeviceGetStreamPriorityRange");
+    check_cuda(cudaStreamCreateWithPriority(&compute_, cudaStreamNonBlocking, lowest), "create the compute stream");
+    check_cuda(cudaStreamCreateWithPriority(&comm_, cudaStreamNonBlocking, highest),
+               "create the communication stream");
+
+    allocator_ = std::make_unique<DeviceAllocator>(device_, compute_, params.cache_limit_bytes);
+
+    check_cudnn(cudnnCreate(&cudnn_), "cudnnCreate");
+    check_cudnn(cudnnSetStream(cudnn_, compute_), "cudnnSetStream");
+    check_cublas(cublasCreate(&cublas_), "cublasCreate");
+    check_cublas(cublasSetStream(cublas_, compute_), "cublasSetStream");
+    check_cublas(cublasSetMathMode(cublas_, allow_tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+                 "cublasSetMathMode");
+    const std::size_t ws = cublas_workspace_bytes(cc_);
+    cublas_workspace_ = workspace(ws);
+    check_cublas(cublasSetWorkspace(cublas_, cublas_workspace_.data(), ws), "cublasSetWorkspace");
+    check_cublas(cublasLtCreate(&cublaslt_), "cublasLtCreate");
+
+    if (params.nvml) nvml_ = std::make_unique<NvmlSampler>(pci_bus_id(device_));
+  } catch (...) {
+    release_resources();
+    throw;
+  }
+  log::get("cuda")->info("cuda:{} {} ({:.1f} GiB, {}); tf32 {}", device_, info_.name,
+                         static_cast<double>(info_.total_memory) / (1024.0 * 1024.0 * 1024.0), info_.detail,
+                         allow_tf32_ ? "allowed" : "off");
+}
+
+CudaBackend::~CudaBackend() { release_resources(); }
+
+void CudaBackend::release_resources() noexcept {
+  if (compute_ != nullptr) cudaStreamSynchronize(compute_);
+  if (comm_ != nullptr) cudaStreamSynchronize(comm_);
+  cudaGetLastError();
+  nvml_.reset();
+  if (cublaslt_ != nullptr) cublasLtDestroy(cublaslt_);
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (cudnn_ != nullptr) cudnnDestroy(cudnn_);
+  cublaslt_ = nullptr;
+  cublas_ = nullptr;
+  cudnn_ = nullptr;
+  cublas_workspace_ = Tensor();
+  allocator_.reset();  // uses the compute stream, so before it goes
+  if (comm_ != nullptr) cudaStreamDestroy(comm_);
+  if (compute_ != nullptr) cudaStreamDestroy(compute_);
+  comm_ = nullptr;
+  compute_ = nullptr;
+}
+
+DeviceInfo CudaBackend::device() const { return info_; }
+
+bool CudaBackend::supports(Op op, DType dtype) const {
+  // The kernel group answers for its own ops (softmax cross-entropy and the optimizers are f32,
+  // as on the cpu backend; ops/kernel_validate.cpp); every cuDNN/cuBLAS op of the dnn group takes
+  // the three floating storage types with f32 accumulation. Integer and f64 compute is not offered.
+  if (const std::optional<bool> kernel = kernel_group_supports(op, dtype)) return *kernel;
+  return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16;
+}
+
+Layout CudaBackend::activation_layout(DType dtype) const {
+  // Tensor cores read f16/bf16 convolutions channels-last natively (NCHW would add two
+  // transposes per convolution). f32 keeps NCHW: cuDNN's f32 kernels are at least as fast there
+  // without TF32, and it is the layout of the CPU reference, so parity tests compare directly.
+  return dtype == DType::f16 || dtype == DType::bf16 ? Layout::nhwc : Layout::row_major;
+}
+
+std::map<std::string, double> CudaBackend::counters() const {
+  std::map<std::string, double> out;
+  if (nvml_) out = nvml_->sample();
+  if (allocator_) {
+    constexpr double kMiB = 1024.0 * 1024.0;
+    const AllocatorStats s = allocator_->stats();
+    out["allocator_allocated_mib"] = static_cast<double>(s.device.allocated) / kMiB;
+    out["allocator_cached_mib"] = static_cast<double>(s.device.cached()) / kMiB;
+    out["allocator_peak_mib"] = static_cast<double>(s.device.peak_allocated) / kMiB;
+    out["allocator_cuda_mallocs"] = static_cast<double>(s.device.raw_allocs);
+  }
+  return out;
+}
+
+Tensor CudaBackend::allocate(const Shape& shape, DType dtype, MemoryKind where) {
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) {
+      throw BackendError(fmt::format("backend 'cuda', allocate: dimension {} of shape {} is negative; "
+                                     "pass non-negative sizes",
+                                     i, shape_string(shape)));
+    }
+  }
+  const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const std::string what = fmt::format("backend 'cuda', allocate {}{}", dtype_name(dtype), shape_string(shape));
+  switch (where) {
+    case MemoryKind::host: return host_tensor(shape, dtype);
+    case MemoryKind::host_pinned: return Tensor(allocator_->pinned(bytes, what), shape, dtype);
+    case MemoryKind::device: break;
+  }
+  return Tensor(allocator_->device(bytes, compute_, what), shape, dtype);
+}
+
+Tensor CudaBackend::workspace(std::size_t bytes) {
+  const std::string what = fmt::format("backend 'cuda', workspace of {} bytes", bytes);
+  return Tensor(allocator_->device(bytes, compute_, what), {static_cast<std::int64_t>(bytes)}, DType::u8);
+}
+
+void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
+  if (!src.defined() || !dst.defined()) {
+    throw BackendError(fmt::format("backend 'cuda', copy: src {} and dst {} must both be defined",
+                                   describe_or_undefined(src), describe_or_undefined(dst)));
+  }
+  if (src.dtype() != dst.dtype() || src.numel() != dst.numel()) {
+    throw BackendError(fmt::format("backend 'cuda', copy: src {} and dst {} must have the same dtype and "
+                                   "element count; use cast to convert dtypes",
+                                   src.describe(), dst.describe()));
+  }
+  if (src.layout() != dst.layout() && src.rank() == 4) {
+    throw BackendError(fmt::format("backend 'cuda', copy: src {} and dst {} differ in layout (a byte copy "
+                                   "would scramble them); tag both the same with Tensor::with_layout",
+                                   src.describe(), dst.describe()));
+  }
+  make_current(device_);  // copies into host memory may come from DataLoader threads
+  if (src.bytes() > 0 && src.data() != dst.data()) {
+    check_cuda(cudaMemcpyAsync(dst.data(), src.data(), src.bytes(), cudaMemcpyDefault, compute_),
+               fmt::format("backend 'cuda', copy {} -> {}: cudaMemcpyAsync", src.describe(), dst.describe()));
+  }
+  if (dst.memory() != MemoryKind::device) {
+    check_cuda(cudaStreamSynchronize(compute_),
+               fmt::format("backend 'cuda', copy {} -> host: cudaStreamSynchronize", src.describe()));
+  }
+}
+
+void CudaBackend::fill(const Tensor& t, double value) {
+  if (!t.defined()) throw BackendError("backend 'cuda', fill: the tensor is undefined");
+  const std::uint64_t pattern = element_pattern(t.dtype(), value);
+  const auto count = static_cast<std::size_t>(t.numel());
+  const std::size_t element = dtype_size(t.dtype());
+  if (t.memory() == MemoryKind::device) {
+    fill_pattern(t.data(), count, static_cast<unsigned>(element), pattern, compute_);
+    return;
+  }
+  // Host memory: earlier work on the compute stream may still read it (a pinned upload).
+  check_cuda(cudaStreamSynchronize(compute_), "backend 'cuda', fill of host memory: cudaStreamSynchronize");
+  fill_host(t.data(), count, element, pattern);
+}
+
+Tensor CudaBackend::to_device(const Tensor& host) {
+  if (!host.defined()) throw BackendError("backend 'cuda', to_device: the tensor is undefined");
+  if (host.memory() == MemoryKind::device) return host;
+  if (host.layout() == Layout::opaque) {
+    throw BackendError(fmt::format("backend 'cuda', to_device: {} has an opaque (another backend's) layout",
+                                   host.describe()));
+  }
+  const std::string what = fmt::format("backend 'cuda', to_device {}", host.describe());
+  Tensor device(allocator_->device(host.bytes(), compute_, what), host.shape(), host.dtype(), 0, host.layout());
+  copy(host, device);
+  return device;
+}
+
+void CudaBackend::synchronize() {
+  check_cuda(cudaStreamSynchronize(compute_), "backend 'cuda', synchronize: compute stream");
+  check_cuda(cudaStreamSynchronize(comm_), "backend 'cuda', synchronize: communication stream");
+}
+
+std::shared_ptr<Event> CudaBackend::record_event(StreamKind stream) {
+  return std::make_shared<CudaEvent>(stream == StreamKind::compute ? compute_ : comm_);
+}
+
+void CudaBackend::wait_event(StreamKind stream, const Event& event) {
+  const auto* cuda_event = dynamic_cast<const CudaEvent*>(&event);
+  if (cuda_event == nullptr) {
+    throw BackendError("backend 'cuda', wait_event: the event was not recorded by a cuda backend; "
+                       "record it with this backend's record_event()");
+  }
+  check_cuda(cudaStreamWaitEvent(stream == StreamKind::compute ? compute_ : comm_, cuda_event->native(), 0),
+             "backend 'cuda', wait_event: cudaStreamWaitEvent");
+}
+
+void* CudaBackend::native_stream(StreamKind stream) {
+  return stream == StreamKind::compute ? compute_ : comm_;
+}
+
+}  // namespace kiln::cuda

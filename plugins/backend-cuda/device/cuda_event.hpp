@@ -1,0 +1,27 @@
+// CudaEvent: the cuda backend's kiln::Event, recorded on one of its streams. Timing is disabled
+// (cudaEventDisableTiming): these events only order streams, and timing-free events are the
+// cheap kind to record and wait for.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "kiln/backend.hpp"
+
+namespace kiln::cuda {
+
+class CudaEvent final : public Event {
+ public:
+  /// Creates the event and records it after the work enqueued so far on `stream`.
+  explicit CudaEvent(cudaStream_t stream);
+  ~CudaEvent() override;
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+
+  void synchronize() override;
+  cudaEvent_t native() const noexcept { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+}  // namespace kiln::cuda

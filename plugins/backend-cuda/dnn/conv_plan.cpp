@@ -1,0 +1,164 @@
+// ConvPlan (conv_plan.hpp): descriptor setup and heuristic algorithm selection for cuDNN's legacy
+// convolution API (still present in cuDNN 9).
+#include "dnn/conv_plan.hpp"
+
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace kiln::cuda {
+namespace {
+
+cudnnMathType_t requested_math(MathMode m) {
+  return m == MathMode::fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+}
+
+/// Whether a heuristic result's math type keeps the numerics the plan promises.
+bool math_acceptable(cudnnMathType_t t, MathMode mode, DType dtype) {
+  if (t == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return dtype == DType::f16;
+  if (mode == MathMode::fp32) return t == CUDNN_FMA_MATH || t == CUDNN_DEFAULT_MATH;
+  return true;
+}
+
+/// The math type to run a chosen result with: strict FMA for fp32 plans whatever cuDNN listed.
+cudnnMathType_t run_math(cudnnMathType_t listed, MathMode mode) {
+  return mode == MathMode::fp32 ? CUDNN_FMA_MATH : listed;
+}
+
+template <class Perf, class Workspace>
+AlgoChoice pick(const DnnCheck& check, const ConvPlan& p, cudnnConvolutionDescriptor_t conv,
+                const std::vector<Perf>& perf, int returned, ConvDirection dir, Layout layout,
+                Workspace&& workspace_size) {
+  std::string rejected;
+  for (int i = 0; i < returned; ++i) {
+    const Perf& r = perf[static_cast<std::size_t>(i)];
+    if (r.status != CUDNN_STATUS_SUCCESS) continue;
+    if (!math_acceptable(r.mathType, p.math, p.desc.dtype)) continue;
+    const cudnnMathType_t m = run_math(r.mathType, p.math);
+    check.cudnn(cudnnSetConvolutionMathType(conv, m), [&] { return "cudnnSetConvolutionMathType"; });
+    std::size_t bytes = 0;
+    if (workspace_size(static_cast<int>(r.algo), &bytes) != CUDNN_STATUS_SUCCESS) continue;
+    if (bytes > kMaxConvWorkspace) {
+      rejected += fmt::format(" algo {} needs {} MiB;", static_cast<int>(r.algo), bytes >> 20);
+      continue;
+    }
+    return AlgoChoice{static_cast<int>(r.algo), static_cast<int>(m), bytes};
+  }
+  check.fail_library(fmt::format(
+      "cuDNN offers no usable {} algorithm for {} in {} ({} math; {} candidates{}); try another "
+      "dtype or layout",
+      conv_direction_name(dir), describe(p.desc), layout_word(layout), math_mode_name(p.math),
+      returned, rejected.empty() ? std::string() : ", over the workspace limit:" + rejected));
+}
+
+AlgoChoice select(const DnnCheck& check, cudnnHandle_t handle, const ConvPlan& p,
+                  ConvPlan::Setup& s, Layout layout, ConvDirection dir) {
+  const auto what = [&](const char* call) {
+    return fmt::format("{} for {} in {}", call, describe(p.desc), layout_word(layout));
+  };
+  cudnnConvolutionDescriptor_t conv = s.conv.get();
+  int max = 0, returned = 0;
+  switch (dir) {
+    case ConvDirection::forward: {
+      check.cudnn(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max),
+                  [&] { return what("cudnnGetConvolutionForwardAlgorithmMaxCount"); });
+      std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<std::size_t>(max));
+      check.cudnn(cudnnGetConvolutionForwardAlgorithm_v7(handle, s.x.get(), s.w.get(), conv,
+                                                         s.y.get(), max, &returned, perf.data()),
+                  [&] { return what("cudnnGetConvolutionForwardAlgorithm_v7"); });
+      return pick(check, p, conv, perf, returned, dir, layout, [&](int algo, std::size_t* bytes) {
+        return cudnnGetConvolutionForwardWorkspaceSize(handle, s.x.get(), s.w.get(), conv, s.y.get(),
+                                                       static_cast<cudnnConvolutionFwdAlgo_t>(algo), bytes);
+      });
+    }
+    case ConvDirection::backward_data: {
+      check.cudnn(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max),
+                  [&] { return what("cudnnGetConvolutionBackwardDataAlgorithmMaxCount"); });
+      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<std::size_t>(max));
+      check.cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, s.w.get(), s.y.get(), conv,
+                                                              s.x.get(), max, &returned, perf.data()),
+                  [&] { return what("cudnnGetConvolutionBackwardDataAlgorithm_v7"); });
+      return pick(check, p, conv, perf, returned, dir, layout, [&](int algo, std::size_t* bytes) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+            handle, s.w.get(), s.y.get(), conv, s.x.get(),
+            static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), bytes);
+      });
+    }
+    case ConvDirection::backward_filter: {
+      check.cudnn(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max),
+                  [&] { return what("cudnnGetConvolutionBackwardFilterAlgorithmMaxCount"); });
+      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<std::size_t>(max));
+      check.cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, s.x.get(), s.y.get(), conv,
+                                                                s.w.get(), max, &returned, perf.data()),
+                  [&] { return what("cudnnGetConvolutionBackwardFilterAlgorithm_v7"); });
+      return pick(check, p, conv, perf, returned, dir, layout, [&](int algo, std::size_t* bytes) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            handle, s.x.get(), s.y.get(), conv, s.w.get(),
+            static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
+      });
+    }
+  }
+  check.fail_library("unknown convolution direction");
+}
+
+}  // namespace
+
+std::string describe(const Conv2dDesc& d) {
+  return fmt::format("conv2d {} x({}, {}, {}, {}) k={} {}x{} stride {}x{} pad {}x{} dilation {}x{} "
+                     "groups {}",
+                     dtype_name(d.dtype), d.n, d.c, d.h, d.w, d.k, d.r, d.s, d.stride_h,
+                     d.stride_w, d.pad_h, d.pad_w, d.dilation_h, d.dilation_w, d.groups);
+}
+
+ConvPlan::ConvPlan(const Conv2dDesc& d, int dev, MathMode m)
+    : desc(d), device(dev), math(m),
+      x_dims{d.n, d.c, d.h, d.w}, y_dims{d.n, d.k, d.out_h(), d.out_w()},
+      w_dims{d.k, d.c / d.groups, d.r, d.s} {}
+
+ConvPlan::Setup& ConvPlan::setup(const DnnCheck& check, Layout layout) {
+  auto& slot = setups_[layout == Layout::nhwc ? 1 : 0];
+  if (slot) return *slot;
+  auto s = std::make_unique<Setup>();
+  s->x.set(check, x_dims, desc.dtype, layout);
+  s->y.set(check, y_dims, desc.dtype, layout);
+  s->w.set(check, w_dims, desc.dtype, layout);
+  const auto what = [&](const char* call) {
+    return fmt::format("{} for {} in {}", call, describe(desc), layout_word(layout));
+  };
+  check.cudnn(cudnnSetConvolution2dDescriptor(
+                  s->conv.get(), static_cast<int>(desc.pad_h), static_cast<int>(desc.pad_w),
+                  static_cast<int>(desc.stride_h), static_cast<int>(desc.stride_w),
+                  static_cast<int>(desc.dilation_h), static_cast<int>(desc.dilation_w),
+                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+              [&] { return what("cudnnSetConvolution2dDescriptor"); });
+  check.cudnn(cudnnSetConvolutionGroupCount(s->conv.get(), static_cast<int>(desc.groups)),
+              [&] { return what("cudnnSetConvolutionGroupCount"); });
+  check.cudnn(cudnnSetConvolutionMathType(s->conv.get(), requested_math(math)),
+              [&] { return what("cudnnSetConvolutionMathType"); });
+  int n = 0, c = 0, h = 0, w = 0;
+  check.cudnn(cudnnGetConvolution2dForwardOutputDim(s->conv.get(), s->x.get(), s->w.get(), &n, &c, &h, &w),
+              [&] { return what("cudnnGetConvolution2dForwardOutputDim"); });
+  if (n != y_dims.n || c != y_dims.c || h != y_dims.h || w != y_dims.w) {
+    check.fail_library(fmt::format("cuDNN computes a ({}, {}, {}, {}) output for {} but "
+                                   "Conv2dDesc gives ({}, {}, {}, {}); report this as a bug",
+                                   n, c, h, w, describe(desc), y_dims.n, y_dims.c, y_dims.h,
+                                   y_dims.w));
+  }
+  slot = std::move(s);
+  return *slot;
+}
+
+AlgoChoice ConvPlan::algo(const DnnCheck& check, cudnnHandle_t handle, Setup& s, Layout layout,
+                          ConvDirection direction) {
+  auto& cached = s.algos[static_cast<std::size_t>(direction)];
+  if (!cached) {
+    const ConvAlgoKey key = conv_algo_key(desc, direction, device, layout, math);
+    cached = conv_algo_cache().get_or_select(
+        key, [&] { return select(check, handle, *this, s, layout, direction); });
+  }
+  check.cudnn(cudnnSetConvolutionMathType(s.conv.get(), static_cast<cudnnMathType_t>(cached->math_type)),
+              [&] { return fmt::format("cudnnSetConvolutionMathType for {}", describe(desc)); });
+  return *cached;
+}
+
+}  // namespace kiln::cuda

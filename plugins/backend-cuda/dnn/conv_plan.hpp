@@ -1,0 +1,59 @@
+// The OpPlan of a cuDNN convolution: descriptors for each working layout it is used in and the
+// algorithms chosen for forward, backward-data and backward-filter.
+//
+// Decisions: descriptors are made lazily per working layout (NCHW/OIHW or NHWC/KRSC; layers use
+// one, tests use both) in the plan's dtype with f32 accumulation (cuDNN's compute type FLOAT for
+// f32, f16 and bf16 data). cuDNN takes symmetric padding and floors the output size exactly as
+// Conv2dDesc::out_h/out_w do, so the cpu backend's "far padding" (the smallest that gives that
+// output) needs no special handling: the extra far rows are never read; the plan checks that
+// cuDNN's output size agrees. Algorithms come from cuDNN's _v7 heuristics (first result that
+// succeeds, fits kMaxConvWorkspace and keeps the math mode: no TF32 unless allowed, never f32 data
+// converted to f16), cached process-wide per problem (algo_key.hpp).
+#pragma once
+
+#include <array>
+#include <memory>
+#include <optional>
+
+#include "cuda_backend.hpp"
+#include "dnn/algo_key.hpp"
+#include "dnn/cudnn_desc.hpp"
+#include "dnn/dnn_check.hpp"
+
+namespace kiln::cuda {
+
+/// Largest workspace an algorithm may ask for; faster ones above it are skipped.
+inline constexpr std::size_t kMaxConvWorkspace = std::size_t{1} << 30;
+
+class ConvPlan final : public OpPlan {
+ public:
+  ConvPlan(const Conv2dDesc& d, int device, MathMode math);
+
+  /// cuDNN's view of the problem in one working layout.
+  struct Setup {
+    TensorDesc x, y;
+    FilterDesc w;
+    ConvDesc conv;
+    std::array<std::optional<AlgoChoice>, 3> algos;  // by ConvDirection
+  };
+
+  /// The descriptors for `layout` (made on first use).
+  Setup& setup(const DnnCheck& check, Layout layout);
+  /// The algorithm for `direction` in `layout` (from the process-wide cache, selected on first
+  /// use), with the conv descriptor's math type set to run it.
+  AlgoChoice algo(const DnnCheck& check, cudnnHandle_t handle, Setup& s, Layout layout,
+                  ConvDirection direction);
+
+  const Conv2dDesc desc;
+  const int device;
+  const MathMode math;
+  Dims4 x_dims, y_dims, w_dims;
+
+ private:
+  std::array<std::unique_ptr<Setup>, 2> setups_;  // by Layout (row_major, nhwc)
+};
+
+/// "conv2d f16 x(256, 64, 56, 56) k=64 3x3 stride 1x1 pad 1x1 dilation 1x1 groups 1".
+std::string describe(const Conv2dDesc& d);
+
+}  // namespace kiln::cuda

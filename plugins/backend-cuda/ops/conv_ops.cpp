@@ -1,0 +1,168 @@
+// conv2d forward / backward-data / backward-filter through cuDNN (legacy API), planned once per
+// layer and shape (dnn/conv_plan.hpp).
+//
+// Decisions: each call runs in the working layout of its main activation input (x for forward
+// and backward-filter, dy for backward-data); other tensors that differ in dtype or layout are
+// staged through workspace (dnn/staging.hpp), so callers may mix layouts and a bf16/f16 plan may
+// read f32 master weights and write f32 outputs, as on the cpu backend. Weights are always OIHW
+// in the caller's memory; an NHWC call reads them converted to KRSC (cuDNN's tensor-core filter
+// order). dw (+)= via cuDNN's beta when cuDNN writes dw directly, otherwise via the staging's
+// accumulate. Workspace comes from the backend's caching allocator per call.
+#include <fmt/format.h>
+
+#include "cuda_backend.hpp"
+#include "dnn/conv_plan.hpp"
+#include "dnn/dnn_check.hpp"
+#include "dnn/staging.hpp"
+
+namespace kiln::cuda {
+namespace {
+
+ConvPlan& conv_plan(const DnnCheck& check, OpPlan& plan) {
+  auto* p = dynamic_cast<ConvPlan*>(&plan);
+  if (p == nullptr) {
+    check.fail("the plan passed was not made by the cuda backend's plan_conv2d; pass the plan "
+               "this layer got from plan_conv2d for the same shapes");
+  }
+  return *p;
+}
+
+Shape shape_of(Dims4 d) { return {d.n, d.c, d.h, d.w}; }
+
+/// t is a device tensor of `dims` in f32 or the plan's dtype (image layouts allowed or not).
+void check_operand(const DnnCheck& check, const char* name, const Tensor& t, Dims4 dims,
+                   DType plan_dtype, LayoutRule rule) {
+  check.usable(name, t, rule).shape(name, t, shape_of(dims));
+  if (t.dtype() != DType::f32 && t.dtype() != plan_dtype) {
+    check.fail(fmt::format("{} is {} but must be f32 or the plan's {}", name, t.describe(),
+                           dtype_name(plan_dtype)));
+  }
+}
+
+Tensor workspace_for(CudaBackend& backend, const AlgoChoice& a) {
+  return a.workspace_bytes > 0 ? backend.workspace(a.workspace_bytes) : Tensor();
+}
+
+void* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
+
+}  // namespace
+
+std::shared_ptr<OpPlan> CudaBackend::plan_conv2d(const Conv2dDesc& d) {
+  if (d.dtype != DType::f32 && d.dtype != DType::bf16 && d.dtype != DType::f16) {
+    unsupported(Op::conv2d_forward, d.dtype);
+  }
+  const DnnCheck check(Op::conv2d_forward);
+  const bool positive = d.n > 0 && d.c > 0 && d.h > 0 && d.w > 0 && d.k > 0 && d.r > 0 &&
+                        d.s > 0 && d.stride_h > 0 && d.stride_w > 0 && d.pad_h >= 0 &&
+                        d.pad_w >= 0 && d.dilation_h > 0 && d.dilation_w > 0 && d.groups > 0;
+  if (!positive) {
+    check.fail(fmt::format("{} has a non-positive size, stride, dilation or groups, or a negative "
+                           "padding",
+                           describe(d)));
+  }
+  if (d.c % d.groups != 0 || d.k % d.groups != 0) {
+    check.fail(fmt::format("{}: input channels {} and output channels {} must both be divisible "
+                           "by groups {}",
+                           describe(d), d.c, d.k, d.groups));
+  }
+  if (d.out_h() < 1 || d.out_w() < 1) {
+    check.fail(fmt::format("{} gives an empty output ({} x {}); the input is smaller than the "
+                           "dilated filter",
+                           describe(d), d.out_h(), d.out_w()));
+  }
+  auto plan = std::make_shared<ConvPlan>(d, device().index, math_mode_for(d.dtype, allow_tf32()));
+  // Descriptors for the layout layers will use are made now, so shape errors surface at build().
+  plan->setup(check, activation_layout(d.dtype));
+  return plan;
+}
+
+void CudaBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, const Tensor& w) {
+  const DnnCheck check(Op::conv2d_forward);
+  ConvPlan& p = conv_plan(check, plan);
+  const DType dt = p.desc.dtype;
+  check_operand(check, "y", y, p.y_dims, dt, LayoutRule::image);
+  check_operand(check, "x", x, p.x_dims, dt, LayoutRule::image);
+  check_operand(check, "w", w, p.w_dims, dt, LayoutRule::row_major_only);
+  const Layout L = x.layout();
+  ConvPlan::Setup& s = p.setup(check, L);
+  const AlgoChoice a = p.algo(check, cudnn(), s, L, ConvDirection::forward);
+  const Staged xs = Staged::input(*this, check, x, x.layout(), p.x_dims, dt, L);
+  const Staged ws = Staged::input(*this, check, w, Layout::row_major, p.w_dims, dt, L);
+  Staged ys = Staged::output(*this, check, y, y.layout(), p.y_dims, dt, L);
+  const Tensor scratch = workspace_for(*this, a);
+  const float one = 1.0f, zero = 0.0f;
+  check.cudnn(cudnnConvolutionForward(cudnn(), &one, s.x.get(), xs.data(), s.w.get(), ws.data(),
+                                      s.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(a.algo),
+                                      data_or_null(scratch), a.workspace_bytes, &zero, s.y.get(),
+                                      ys.data()),
+              [&] {
+                return fmt::format("cudnnConvolutionForward (algo {}, {} workspace bytes) for {} "
+                                   "with y {}, x {}, w {} in {}",
+                                   a.algo, a.workspace_bytes, describe(p.desc), y.describe(),
+                                   x.describe(), w.describe(), layout_word(L));
+              });
+  ys.finish(Accumulate::no);
+}
+
+void CudaBackend::conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Tensor& dy,
+                                       const Tensor& w) {
+  const DnnCheck check(Op::conv2d_backward_data);
+  ConvPlan& p = conv_plan(check, plan);
+  const DType dt = p.desc.dtype;
+  check_operand(check, "dx", dx, p.x_dims, dt, LayoutRule::image);
+  check_operand(check, "dy", dy, p.y_dims, dt, LayoutRule::image);
+  check_operand(check, "w", w, p.w_dims, dt, LayoutRule::row_major_only);
+  const Layout L = dy.layout();
+  ConvPlan::Setup& s = p.setup(check, L);
+  const AlgoChoice a = p.algo(check, cudnn(), s, L, ConvDirection::backward_data);
+  const Staged dys = Staged::input(*this, check, dy, dy.layout(), p.y_dims, dt, L);
+  const Staged ws = Staged::input(*this, check, w, Layout::row_major, p.w_dims, dt, L);
+  Staged dxs = Staged::output(*this, check, dx, dx.layout(), p.x_dims, dt, L);
+  const Tensor scratch = workspace_for(*this, a);
+  const float one = 1.0f, zero = 0.0f;
+  check.cudnn(cudnnConvolutionBackwardData(cudnn(), &one, s.w.get(), ws.data(), s.y.get(), dys.data(),
+                                           s.conv.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo),
+                                           data_or_null(scratch), a.workspace_bytes, &zero, s.x.get(),
+                                           dxs.data()),
+              [&] {
+                return fmt::format("cudnnConvolutionBackwardData (algo {}, {} workspace bytes) for "
+                                   "{} with dx {}, dy {}, w {} in {}",
+                                   a.algo, a.workspace_bytes, describe(p.desc), dx.describe(),
+                                   dy.describe(), w.describe(), layout_word(L));
+              });
+  dxs.finish(Accumulate::no);
+}
+
+void CudaBackend::conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const Tensor& dy,
+                                         const Tensor& x, Accumulate acc) {
+  const DnnCheck check(Op::conv2d_backward_filter);
+  ConvPlan& p = conv_plan(check, plan);
+  const DType dt = p.desc.dtype;
+  check_operand(check, "dw", dw, p.w_dims, dt, LayoutRule::row_major_only);
+  check_operand(check, "dy", dy, p.y_dims, dt, LayoutRule::image);
+  check_operand(check, "x", x, p.x_dims, dt, LayoutRule::image);
+  const Layout L = x.layout();
+  ConvPlan::Setup& s = p.setup(check, L);
+  const AlgoChoice a = p.algo(check, cudnn(), s, L, ConvDirection::backward_filter);
+  const Staged xs = Staged::input(*this, check, x, x.layout(), p.x_dims, dt, L);
+  const Staged dys = Staged::input(*this, check, dy, dy.layout(), p.y_dims, dt, L);
+  Staged dws = Staged::output(*this, check, dw, Layout::row_major, p.w_dims, dt, L);
+  const Tensor scratch = workspace_for(*this, a);
+  const float one = 1.0f;
+  // cuDNN accumulates (beta = 1) only into the caller's own dw; scratch is overwritten and
+  // finish() does the += while converting back.
+  const float beta = dws.direct() && acc == Accumulate::yes ? 1.0f : 0.0f;
+  check.cudnn(cudnnConvolutionBackwardFilter(cudnn(), &one, s.x.get(), xs.data(), s.y.get(), dys.data(),
+                                             s.conv.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo),
+                                             data_or_null(scratch), a.workspace_bytes, &beta, s.w.get(),
+                                             dws.data()),
+              [&] {
+                return fmt::format("cudnnConvolutionBackwardFilter (algo {}, {} workspace bytes) "
+                                   "for {} with dw {}, dy {}, x {} in {}",
+                                   a.algo, a.workspace_bytes, describe(p.desc), dw.describe(),
+                                   dy.describe(), x.describe(), layout_word(L));
+              });
+  dws.finish(acc);
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,52 @@
+// Argument validation of every kernel-group op of the cuda backend, separated from the launches
+// so it is plain C++ and unit-tested without a GPU (tests/cuda-kernels). Each function checks
+// everything the cpu backend checks, with the same messages (plus the cuda rules of
+// kernel_check.hpp), and returns what the launcher needs. kernel_group_supports() is the
+// kernel group's answer for CudaBackend::supports().
+//
+// What the host cannot check without a synchronize: label values (they live on the device);
+// softmax_xent turns a label outside [0, K) into a NaN loss instead (softmax_xent_kernels.hpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "kernels/kernel_args.hpp"
+#include "kernels/optimizer_math.hpp"
+#include "kiln/ops.hpp"
+#include "kiln/tensor.hpp"
+
+namespace kiln::cuda {
+
+/// Whether the kernel group implements `op` for `dtype`: f32/bf16/f16 for the element-wise,
+/// dropout, pooling, cast, check_finite and normalize_image ops; f32 for softmax cross-entropy
+/// and the optimizers. nullopt for ops outside the kernel group (matmul, conv, batch-norm, ...).
+std::optional<bool> kernel_group_supports(Op op, DType dtype) noexcept;
+
+/// Element count.
+std::int64_t validate_activation_forward(const Tensor& y, const Tensor& x, Activation act);
+/// The tensor the derivative is computed from: y for relu/tanh/sigmoid, x for gelu.
+const Tensor& validate_activation_backward(const Tensor& dx, const Tensor& dy, const Tensor& x,
+                                           const Tensor& y, Activation act);
+void validate_add_relu_forward(const Tensor& y, const Tensor& x, const Tensor& residual);
+void validate_dropout_forward(const Tensor& y, const Tensor& mask, const Tensor& x, float p);
+void validate_dropout_backward(const Tensor& dx, const Tensor& dy, const Tensor& mask, float p);
+void validate_add(const Tensor& c, const Tensor& a, const Tensor& b);
+void validate_cast(const Tensor& dst, const Tensor& src);
+void validate_scale(const Tensor& t);
+void validate_check_finite(const Tensor& flag, const Tensor& t);
+kernels::RowsClasses validate_softmax_xent_forward(const Tensor& probs, const Tensor& stats,
+                                                   const Tensor& logits, const Tensor& labels,
+                                                   float label_smoothing);
+kernels::RowsClasses validate_softmax_xent_backward(const Tensor& dlogits, const Tensor& probs,
+                                                    const Tensor& labels, float label_smoothing);
+void validate_sgd_update(const Tensor& param, const Tensor& momentum, const Tensor& grad,
+                         const SgdStep& step);
+void validate_adam_update(const Tensor& param, const Tensor& m, const Tensor& v,
+                          const Tensor& grad, const AdamStep& step);
+kernels::ImageGeometry validate_global_avgpool_forward(const Tensor& y, const Tensor& x);
+kernels::ImageGeometry validate_global_avgpool_backward(const Tensor& dx, const Tensor& dy);
+kernels::ChannelAffine validate_normalize_image(const Tensor& dst, const Tensor& src,
+                                                const ImageNormalize& norm);
+
+}  // namespace kiln::cuda

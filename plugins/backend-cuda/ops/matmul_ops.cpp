@@ -1,0 +1,99 @@
+// matmul (cuBLASLt, dnn/gemm.hpp) and bias_grad (cuBLAS GEMM against a ones vector).
+//
+// Decisions: a and b are f32, bf16 or f16 (same dtype); c is f32 or a's dtype, as on the cpu
+// backend (which lacks f16). The bias is f32 or c's dtype; cuBLASLt's bias epilogue reads it in
+// c's dtype, so an f32 bias for a bf16/f16 c is rounded into workspace first. bias_grad is
+// db(N) f32 (+)= ones(M) x dy(M, N): one cublasGemmEx with beta = 1 for Accumulate::yes, f32
+// accumulation without TF32 (CUBLAS_COMPUTE_32F_PEDANTIC for f32 dy), so db is a full-precision
+// master gradient whatever dy's dtype.
+#include <fmt/format.h>
+
+#include "cuda_backend.hpp"
+#include "dnn/dnn_check.hpp"
+#include "dnn/gemm.hpp"
+#include "dnn/staging.hpp"
+
+namespace kiln::cuda {
+
+void CudaBackend::matmul(const Tensor& c, const Tensor& a, Transpose ta, const Tensor& b,
+                         Transpose tb, float alpha, float beta, const Tensor& bias) {
+  const DnnCheck check(Op::matmul);
+  check.usable("c", c).usable("a", a).usable("b", b).rank("c", c, 2).rank("a", a, 2).rank("b", b, 2);
+  check.float_dtype("a", a).dtype("b", b, a.dtype());
+  if (c.dtype() != DType::f32 && c.dtype() != a.dtype()) {
+    check.fail(fmt::format("c is {} but must be f32 or {} for a {}", c.describe(),
+                           dtype_name(a.dtype()), a.describe()));
+  }
+  const std::int64_t m = ta == Transpose::no ? a.dim(0) : a.dim(1);
+  const std::int64_t k = ta == Transpose::no ? a.dim(1) : a.dim(0);
+  const std::int64_t kb = tb == Transpose::no ? b.dim(0) : b.dim(1);
+  const std::int64_t n = tb == Transpose::no ? b.dim(1) : b.dim(0);
+  if (k != kb) {
+    check.fail(fmt::format("op(a) of a {} (transposed: {}) is ({}, {}) but op(b) of b {} "
+                           "(transposed: {}) is ({}, {}); their inner dimensions must match",
+                           a.describe(), ta == Transpose::yes, m, k, b.describe(),
+                           tb == Transpose::yes, kb, n));
+  }
+  check.shape("c", c, {m, n});
+  if (bias.defined()) {
+    check.usable("bias", bias).shape("bias", bias, {n});
+    if (bias.dtype() != DType::f32 && bias.dtype() != c.dtype()) {
+      check.fail(fmt::format("bias is {} but must be f32 or {}", bias.describe(),
+                             dtype_name(c.dtype())));
+    }
+  }
+  if (m == 0 || n == 0) return;
+  if (k == 0) check.fail(fmt::format("a {} and b {} have an empty inner dimension", a.describe(), b.describe()));
+
+  Tensor bias_c = bias;
+  Tensor bias_scratch;
+  if (bias.defined() && bias.dtype() != c.dtype()) {
+    bias_scratch = workspace(static_cast<std::size_t>(n) * dtype_size(c.dtype()));
+    bias_c = typed_view(bias_scratch, c.dtype(), n);
+    cast(bias_c, bias);
+  }
+  GemmKey key;
+  key.device = device_;
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.ta = ta;
+  key.tb = tb;
+  key.ab = a.dtype();
+  key.c = c.dtype();
+  key.bias_dtype = c.dtype();
+  key.bias = bias.defined() ? GemmBias::epilogue : GemmBias::none;
+  key.math = math_mode_for(a.dtype(), allow_tf32());
+  key.alignment = common_alignment({a.data(), b.data(), c.data(), bias_c.defined() ? bias_c.data() : nullptr});
+  gemm_plan(check, cublaslt(), key).run(*this, check, c, a, b, alpha, beta, bias_c);
+}
+
+void CudaBackend::bias_grad(const Tensor& db, const Tensor& dy, Accumulate acc) {
+  const DnnCheck check(Op::bias_grad);
+  check.usable("db", db).usable("dy", dy).dtype("db", db, DType::f32).float_dtype("dy", dy);
+  check.rank("dy", dy, 2).shape("db", db, {dy.dim(1)});
+  const std::int64_t m = dy.dim(0), n = dy.dim(1);
+  if (n == 0) return;
+  if (m == 0) {
+    if (acc == Accumulate::no) fill(db, 0.0);
+    return;
+  }
+  const Tensor ones_ws = workspace(static_cast<std::size_t>(m) * dtype_size(dy.dtype()));
+  const Tensor ones = typed_view(ones_ws, dy.dtype(), m);
+  fill(ones, 1.0);
+  // Column-major: db^T(N, 1) = dy^T(N, M) x ones(M, 1); dy row-major (M, N) is dy^T with ld N.
+  const float one = 1.0f, beta = acc == Accumulate::yes ? 1.0f : 0.0f;
+  const cudaDataType_t t = cuda_dtype(dy.dtype());
+  const cublasComputeType_t compute =
+      dy.dtype() == DType::f32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
+  check.cublas(cublasGemmEx(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), 1,
+                            static_cast<int>(m), &one, dy.data(), t, static_cast<int>(n),
+                            ones.data(), t, static_cast<int>(m), &beta, db.data(), CUDA_R_32F,
+                            static_cast<int>(n), compute, CUBLAS_GEMM_DEFAULT),
+               [&] {
+                 return fmt::format("cublasGemmEx (column sums) for db {}, dy {}, accumulate {}",
+                                    db.describe(), dy.describe(), acc == Accumulate::yes);
+               });
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,26 @@
+// The library descriptor of libkiln-backend-cuda.so: one plugin, `cuda`, and its parameter schema.
+// The core validates [backend] against kCudaParams before CudaBackend sees it; constructing the
+// backend on a machine without a usable GPU fails with a BackendError that says so.
+#include <kiln/sdk/plugin.hpp>
+
+#include "cuda_backend.hpp"
+
+namespace {
+
+constexpr kiln_param_spec_v1 kCudaParams[] = {
+    {"device", KILN_PARAM_INT, "-1", nullptr,
+     "CUDA device ordinal; -1 = the local rank (one GPU per process, the usual launch)."},
+    {"allow_tf32", KILN_PARAM_BOOL, "false", nullptr,
+     "Let f32 GEMMs and convolutions use TF32 tensor-core math (faster, ~1e-3 relative error)."},
+    {"nvml", KILN_PARAM_BOOL, "true", nullptr,
+     "Sample GPU utilisation and memory through NVML (dlopen'ed) into metrics.jsonl."},
+    {"cache_limit_mib", KILN_PARAM_INT, "0", nullptr,
+     "Device memory the caching allocator may reserve before giving cached blocks back; 0 = no limit."},
+};
+
+}  // namespace
+
+KILN_PLUGIN_LIBRARY(kiln::sdk::plugin<kiln::Backend, kiln::cuda::CudaBackend>(
+    "cuda", "0.1.0",
+    "CUDA compute backend: cuDNN convolution/batch-norm/pooling, cuBLAS(Lt) GEMM, own kernels; caching allocator, NVML counters.",
+    kCudaParams));
