@@ -7,13 +7,12 @@ CPU settings: channels_last for fp32, and torch.autocast("cpu", dtype=torch.bflo
 channels_last for bf16. Each side runs in its own process, one after the other, in one
 invocation; peak resident memory is that process's ru_maxrss. With --write the table replaces
 the ResNet section of docs/benchmarks.md.
-    /usr/bin/python3 bench/resnet50_vs_pytorch.py --threads 2 --steps 6 [--write]
+    /usr/bin/python3 bench/resnet50_vs_pytorch.py --threads 2 --steps 10 [--write]
 """
 import argparse
 import datetime
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -59,13 +58,14 @@ def run_kiln(threads, steps, precision):
                "--set", f"backend.threads={threads}", "--set", f"precision.type={precision}",
                "--set", "log.progress=never", "--set", "checkpoint.every_epochs=0"]
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        # GNU time reports this run's own peak RSS (the OS's children figure is a running max).
+        rss_file = Path(tmp) / "rss_kb"
+        subprocess.run(["/usr/bin/time", "-f", "%M", "-o", str(rss_file)] + cmd, check=True, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        rss_kb = int(rss_file.read_text().split()[-1])
         rows = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in rows if r["split"] == "train"]
-    # ru_maxrss of children is the max over all children so far: run Kiln first.
-    return {"images_per_s": train[-1]["samples_per_s"], "peak_rss_mb": max(rss, before) / 1024}
+    return {"images_per_s": train[-1]["samples_per_s"], "peak_rss_mb": rss_kb / 1024}
 
 
 def run_torch(threads, steps, precision):
@@ -78,7 +78,7 @@ def run_torch(threads, steps, precision):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     rows = []

@@ -13,7 +13,7 @@ packages=(
 )
 # The PyTorch peer needs an optimised BLAS: without OpenBLAS, Debian's torch falls back to the
 # reference BLAS and runs ~15x slower, which would flatter Kiln.
-if [[ "${1:-}" == "--bench" ]]; then packages+=(python3-torch python3-numpy libopenblas0-pthread python3-torchvision python3-pil); fi
+if [[ "${1:-}" == "--bench" ]]; then packages+=(python3-torch python3-numpy libopenblas0-pthread python3-torchvision python3-pil time); fi
 
 missing=()
 for p in "${packages[@]}"; do
