@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The GPU check, run ON the lent GPU machine from the repository root with build-gpu carried
+# (made here by scripts/pack-gpu-carry.sh; docs/gpu-check.md): nvidia-smi, the gpu-labelled
+# tests, the cuda backend's op conformance against float64 references, ResNet-50 training on
+# synthetic data at batch 256 in fp32/bf16/fp16 (plus a PyTorch peer for the ratio) and the MLP on
+# Fashion-MNIST, then a short table (bench/gpu/summarize.py). Everything lands in $OUT.
+#
+# Decisions: every stage has its own `timeout` and the whole check a deadline (default 470 s,
+# inside the 8 minutes a device call is planned for); a failing stage is recorded and the next
+# one still runs. At most 8 files go to $OUT (the device tool's limit): summary.txt, env.txt,
+# ctest-gpu.log, conformance-cuda.log, train.log, metrics.jsonl, pytorch-peer.log. CUDA, cuBLAS,
+# cuDNN and NCCL come from the machine's Python nvidia-* packages; everything else from
+# build-gpu/carry-libs. The build's absolute paths (CTest files, KILN_TEST_PLUGIN_DIR) are made
+# valid by a symlink when the repository sits elsewhere than where build-gpu was configured.
+#   bash scripts/gpu-check.sh      # env: KILN_GPU_STEPS (ResNet steps/epoch, 40), KILN_GPU_BUDGET_S
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=$ROOT/build-gpu
+OUT=${OUT:-$ROOT/gpu-check-out}
+WORK=${TMPDIR:-/tmp}/kiln-gpu-check
+STEPS=${KILN_GPU_STEPS:-40}
+BATCH=256
+START=$(date +%s)
+DEADLINE=$((START + ${KILN_GPU_BUDGET_S:-470}))
+mkdir -p "$OUT"
+rm -rf "$WORK"
+mkdir -p "$WORK/runs"
+SUMMARY=$OUT/summary.txt
+: >"$SUMMARY"
+
+say() { echo "$*" | tee -a "$SUMMARY"; }
+# Seconds a stage may take: its own cap, or what is left before the deadline (less a margin for
+# the summary), whichever is smaller; at least 5.
+budget() {
+  local left=$((DEADLINE - $(date +%s) - 15))
+  local cap=$1
+  ((left < cap)) && cap=$left
+  ((cap < 5)) && cap=5
+  echo "$cap"
+}
+
+[[ -d $BUILD/bin && -d $BUILD/carry-libs ]] ||
+  { say "gpu-check: $BUILD is missing or unpacked: run scripts/pack-gpu-carry.sh here first and carry build-gpu"; exit 2; }
+
+# ---- environment ------------------------------------------------------------------------------
+{
+  echo "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) in $ROOT"
+  git -C "$ROOT" log -1 --format='commit %H %s' 2>/dev/null || echo "commit: (no git metadata)"
+} | tee -a "$SUMMARY" >"$OUT/env.txt"
+
+# Configured elsewhere? Make that path lead here, so CTest files and compiled-in paths hold.
+configured_src=$(sed -n 's/^Kiln_SOURCE_DIR:STATIC=//p' "$BUILD/CMakeCache.txt")
+if [[ -n $configured_src && $configured_src != "$ROOT" ]]; then
+  if [[ ! -e $configured_src ]]; then
+    mkdir -p "$(dirname "$configured_src")" && ln -s "$ROOT" "$configured_src" &&
+      say "linked $configured_src -> $ROOT (build-gpu was configured there)"
+  elif [[ ! -d $configured_src/build-gpu/bin ]]; then
+    say "WARNING: build-gpu was configured in $configured_src, which exists here without build-gpu; tests may not find their files"
+  fi
+fi
+
+site=$(python3 -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]))' 2>/dev/null)
+nvlibs=""
+if [[ -n $site ]]; then
+  nvlibs=$(find "$site/nvidia" -name 'lib*.so*' -printf '%h\n' 2>/dev/null | sort -u | paste -sd:)
+fi
+BASE_LD=${LD_LIBRARY_PATH:-}  # for Python (PyTorch brings its own CUDA; our carried zlib must not shadow its)
+export LD_LIBRARY_PATH="$BUILD/lib:$BUILD/carry-libs${nvlibs:+:$nvlibs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+{
+  echo "python nvidia packages: ${site:-not found}"
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  echo "--- unresolved libraries (ldd), none expected:"
+  for f in "$BUILD/bin/kiln" "$BUILD"/lib/kiln/plugins/*.so "$BUILD"/tests/test_*; do
+    [[ -f $f ]] && ldd "$f" 2>&1 | grep 'not found' | sed "s|^|$(basename "$f"): |"
+  done
+  echo "--- carried plugins:"
+  ls "$BUILD/lib/kiln/plugins"
+} >>"$OUT/env.txt" 2>&1
+grep -A100 '^--- unresolved' "$OUT/env.txt" | grep 'not found' | tee -a "$SUMMARY"
+
+say ""
+say "==== nvidia-smi"
+nvidia-smi 2>&1 | tee -a "$SUMMARY"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1 | tee -a "$SUMMARY"
+
+# ---- tests ------------------------------------------------------------------------------------
+say ""
+say "==== ctest -L gpu (without the conformance suite, run next on its own)"
+timeout "$(budget 100)" ctest --test-dir "$BUILD" -L gpu -E '^test_backend_conformance_cuda$' \
+  --output-on-failure --timeout 90 >"$OUT/ctest-gpu.log" 2>&1
+say "ctest exit $?"
+
+say "==== cuda backend conformance"
+(cd "$BUILD/tests" && timeout "$(budget 90)" ./test_backend_conformance --log_level=test_suite \
+  --report_level=short --color_output=no -- cuda) >"$OUT/conformance-cuda.log" 2>&1
+say "conformance exit $?"
+
+# ---- training runs ----------------------------------------------------------------------------
+# Configs derived from the samples: backend cuda (the cpu-only `threads` key dropped), data paths
+# into the carried Fashion-MNIST, no checkpoints (ResNet-50's would be 200 MB per epoch).
+cuda_config() {
+  sed -e 's/^type = "cpu"/type = "cuda"/' -e '/^threads = /d' \
+      -e "s|/usr/share/datasets/fashion-mnist|$BUILD/fashion-mnist|g" "$1"
+}
+train() {  # train NAME CAP CONFIG [--set ...]
+  local name=$1 cap=$2 config=$3
+  shift 3
+  local dir=$WORK/runs/$name
+  mkdir -p "$dir"
+  say "==== kiln train $name (cap ${cap}s)"
+  {
+    echo "===== $name: kiln train --config $config $*"
+    timeout --kill-after=10 "$(budget "$cap")" "$BUILD/bin/kiln" train --config "$config" --run-dir "$dir" \
+      --set checkpoint.every_epochs=0 "$@" 2>&1
+    echo $? >"$dir/exit_code"
+    echo "===== $name: exit $(cat "$dir/exit_code")"
+  } >>"$OUT/train.log" 2>&1
+  tail -n 3 "$OUT/train.log" | tee -a "$SUMMARY"
+}
+
+cuda_config "$ROOT/samples/resnet50-synthetic.toml" >"$WORK/resnet50.toml"
+cuda_config "$ROOT/samples/fashion-mnist-mlp.toml" >"$WORK/mlp.toml"
+for precision in fp32 bf16 fp16; do
+  # Three epochs of STEPS steps: the first pays for cuDNN planning and warm-up, the last is the
+  # steady-state figure. lr 0.1 is the batch-256 ImageNet recipe.
+  train "resnet50-b$BATCH-$precision" 80 "$WORK/resnet50.toml" \
+    --set precision.type="$precision" --set loader.batch=$BATCH --set data.train.count=$((BATCH * STEPS)) \
+    --set run.epochs=3 --set loader.workers=12 --set loader.prefetch=4 --set optimizer.lr=0.1
+done
+train "mlp-fashion-mnist-fp32" 40 "$WORK/mlp.toml" --set run.epochs=2
+
+# ---- PyTorch peer -------------------------------------------------------------------------------
+say "==== PyTorch peer (bench/gpu/pytorch_resnet50.py)"
+LD_LIBRARY_PATH=$BASE_LD timeout "$(budget 75)" python3 "$ROOT/bench/gpu/pytorch_resnet50.py" --batch $BATCH --steps 30 --time-cap 12 \
+  >"$WORK/peer.jsonl" 2>"$OUT/pytorch-peer.log"
+say "peer exit $?"
+cat "$WORK/peer.jsonl" >>"$OUT/pytorch-peer.log"
+
+# ---- table --------------------------------------------------------------------------------------
+say ""
+say "==== summary ($(($(date +%s) - START)) s)"
+LD_LIBRARY_PATH=$BASE_LD python3 "$ROOT/bench/gpu/summarize.py" --runs "$WORK/runs" --conformance "$OUT/conformance-cuda.log" \
+  --ctest "$OUT/ctest-gpu.log" --peer "$WORK/peer.jsonl" --combined "$OUT/metrics.jsonl" 2>&1 | tee -a "$SUMMARY"

@@ -1,0 +1,132 @@
+// Conformance cases of the loss and the optimizers, which layers run in f32 only (the loss reads
+// f32 logits; updates are over the f32 master arena): softmax cross-entropy forward (probs, the
+// accumulated [loss sum, correct count] stats) and backward, with and without label smoothing;
+// SGD (plain, momentum with dampening, Nesterov, weight decay) and Adam/AdamW at steps 1 and 7.
+#include <algorithm>
+#include <string>
+
+#include "harness.hpp"
+#include "reference.hpp"
+
+namespace kiln::conformance {
+namespace {
+
+/// after - before: parameters are judged by their update, which is small next to the parameter
+/// itself (an Adam step is ~lr), so a wrong update cannot hide under the parameter's norm.
+std::vector<double> delta(std::vector<double> after, const std::vector<double>& before) {
+  for (std::size_t i = 0; i < after.size(); ++i) after[i] -= before[i];
+  return after;
+}
+
+/// Logits whose rows have one clear maximum (argmax ties would make "correct" ambiguous).
+std::vector<double> logits_without_ties(Rng& rng, std::int64_t b, std::int64_t k) {
+  std::vector<double> out;
+  for (std::int64_t i = 0; i < b; ++i) {
+    std::vector<double> row;
+    do {
+      row = uniform(rng, static_cast<std::size_t>(k), -4, 4, DType::f32);
+      std::vector<double> sorted = row;
+      std::sort(sorted.rbegin(), sorted.rend());
+      if (sorted[0] - sorted[1] > 1e-3) break;
+    } while (true);
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  return out;
+}
+
+void softmax_xent_case(const Variant& /*f32*/) {
+  const std::int64_t b = 12, k = 10;
+  Rng rng(11);
+  const auto logits = logits_without_ties(rng, b, k);
+  auto labels = integers(rng, static_cast<std::size_t>(b), k);
+  for (std::int64_t i = 0; i < b; i += 2) {  // half the rows correct, so the count is tested
+    const auto row = logits.begin() + i * k;
+    labels[static_cast<std::size_t>(i)] = static_cast<double>(std::max_element(row, row + k) - row);
+  }
+  const Tensor logits_t = upload(logits, {b, k}, DType::f32);
+  const Tensor labels_t = to_device(labels, {b}, DType::i32);
+  for (const double smoothing : {0.0, 0.1}) {
+    const std::string s = " (smoothing " + std::to_string(smoothing) + ")";
+    const auto want = ref::softmax_xent_forward(b, k, logits, labels, smoothing);
+    const Tensor probs = poisoned({b, k}, DType::f32);
+    const std::vector<double> stats0{3.25, 2.0};  // accumulated into, not overwritten
+    const Tensor stats = upload(stats0, {2}, DType::f32);
+    backend().softmax_xent_forward(probs, stats, logits_t, labels_t, static_cast<float>(smoothing));
+    const auto probs_got = fetch(probs);
+    expect_close(probs_got, want.probs, tolerance(DType::f32), "probs" + s);
+    const auto stats_got = fetch(stats);
+    expect_close({stats_got[0]}, {stats0[0] + want.loss_sum}, tolerance(DType::f32), "stats[0] loss sum" + s);
+    expect_equal({stats_got[1]}, {stats0[1] + want.correct}, "stats[1] correct count" + s);
+
+    const Tensor dlogits = poisoned({b, k}, DType::f32);
+    backend().softmax_xent_backward(dlogits, upload(want.probs, {b, k}, DType::f32), labels_t,
+                                    static_cast<float>(smoothing), 0.125f);
+    expect_close(fetch(dlogits), ref::softmax_xent_backward(b, k, want.probs, labels, smoothing, 0.125),
+                 tolerance(DType::f32), "dlogits" + s);
+  }
+}
+
+void sgd_case(const Variant& /*f32*/) {
+  const std::int64_t n = 517;
+  Rng rng(12);
+  struct Config {
+    const char* name;
+    SgdStep step;
+  };
+  const Config configs[] = {
+      {"plain", {0.1f, 0.0f, 0.0f, 0.0f, SgdStep::Nesterov::no}},
+      {"momentum+dampening+decay", {0.05f, 0.9f, 0.1f, 1e-2f, SgdStep::Nesterov::no}},
+      {"nesterov+decay", {0.05f, 0.9f, 0.0f, 5e-3f, SgdStep::Nesterov::yes}},
+  };
+  for (const Config& c : configs) {
+    auto param = uniform(rng, n, -1, 1, DType::f32);
+    const auto param0 = param;
+    auto momentum = uniform(rng, n, -1, 1, DType::f32);
+    const auto grad = uniform(rng, n, -1, 1, DType::f32);
+    const Tensor p_t = upload(param, {n}, DType::f32);
+    const Tensor g_t = upload(grad, {n}, DType::f32);
+    const bool has_momentum = c.step.momentum != 0.0f;
+    const Tensor m_t = has_momentum ? upload(momentum, {n}, DType::f32) : Tensor();
+    backend().sgd_update(p_t, m_t, g_t, c.step);
+    ref::sgd(param, momentum, grad, c.step);
+    expect_close(delta(fetch(p_t), param0), delta(param, param0), tolerance(DType::f32),
+                 std::string("param update ") + c.name);
+    if (has_momentum) expect_close(fetch(m_t), momentum, tolerance(DType::f32), std::string("momentum ") + c.name);
+  }
+}
+
+void adam_case(const Variant& /*f32*/) {
+  const std::int64_t n = 611;
+  Rng rng(13);
+  for (const auto decay : {AdamStep::Decay::coupled, AdamStep::Decay::decoupled}) {
+    for (const std::int64_t t : {std::int64_t{1}, std::int64_t{7}}) {
+      AdamStep step;
+      step.lr = 0.05f;  // updates ~0.05: far above the f32 rounding of the parameter
+      step.weight_decay = 0.05f;
+      step.step = t;
+      step.decay = decay;
+      auto param = uniform(rng, n, -1, 1, DType::f32);
+      const auto param0 = param;
+      auto m = uniform(rng, n, -0.1, 0.1, DType::f32);
+      auto v = uniform(rng, n, 1e-4, 1e-2, DType::f32);
+      const auto grad = uniform(rng, n, -1, 1, DType::f32);
+      const Tensor p_t = upload(param, {n}, DType::f32), m_t = upload(m, {n}, DType::f32);
+      const Tensor v_t = upload(v, {n}, DType::f32), g_t = upload(grad, {n}, DType::f32);
+      backend().adam_update(p_t, m_t, v_t, g_t, step);
+      ref::adam(param, m, v, grad, step);
+      const std::string what = std::string(decay == AdamStep::Decay::coupled ? "adam" : "adamw") +
+                               " step " + std::to_string(t);
+      expect_close(delta(fetch(p_t), param0), delta(param, param0), tolerance(DType::f32), "param update " + what);
+      expect_close(fetch(m_t), m, tolerance(DType::f32), "m " + what);
+      expect_close(fetch(v_t), v, tolerance(DType::f32), "v " + what);
+    }
+  }
+}
+
+const Register softmax_xent_cases("softmax_xent", {Op::softmax_xent_forward, Op::softmax_xent_backward},
+                                  Axes::f32_only, softmax_xent_case);
+const Register sgd_cases("sgd_update", {Op::sgd_update}, Axes::f32_only, sgd_case);
+const Register adam_cases("adam_update", {Op::adam_update}, Axes::f32_only, adam_case);
+
+}  // namespace
+}  // namespace kiln::conformance

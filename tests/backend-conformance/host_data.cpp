@@ -1,0 +1,144 @@
+// Host rounding, random inputs and layout byte images for the conformance suite (see header).
+#include "host_data.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace kiln::conformance {
+namespace {
+
+std::uint16_t bf16_bits(float f) {
+  const auto u = std::bit_cast<std::uint32_t>(f);
+  if (std::isnan(f)) return 0x7fc0;
+  // Round to nearest even on the 16 bits that are dropped.
+  const std::uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>((u + rounding) >> 16);
+}
+
+float bf16_value(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
+
+std::uint16_t f16_bits(float f) { return std::bit_cast<std::uint16_t>(static_cast<_Float16>(f)); }
+
+float f16_value(std::uint16_t b) { return static_cast<float>(std::bit_cast<_Float16>(b)); }
+
+/// Element offset of logical index `i` of `shape` in `layout`.
+std::int64_t physical_index(std::int64_t i, const Shape& shape, Layout layout) {
+  if (layout == Layout::row_major) return i;
+  if (layout != Layout::nhwc || shape.size() != 4) {
+    throw std::invalid_argument("conformance: layout nhwc needs a rank-4 shape, got " + shape_string(shape));
+  }
+  const std::int64_t c = shape[1], h = shape[2], w = shape[3];
+  const std::int64_t wi = i % w, hi = (i / w) % h, ci = (i / (w * h)) % c, ni = i / (w * h * c);
+  return ((ni * h + hi) * w + wi) * c + ci;
+}
+
+}  // namespace
+
+double round_to(DType dtype, double v) {
+  switch (dtype) {
+    case DType::f32: return static_cast<float>(v);
+    case DType::bf16: return bf16_value(bf16_bits(static_cast<float>(v)));
+    case DType::f16: return f16_value(f16_bits(static_cast<float>(v)));
+    default: return v;
+  }
+}
+
+std::vector<double> rounded(DType dtype, std::vector<double> v) {
+  for (double& x : v) x = round_to(dtype, x);
+  return v;
+}
+
+std::vector<double> uniform(Rng& rng, std::size_t n, double lo, double hi, DType dtype) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> out(n);
+  bool any_nonzero = false;
+  for (double& x : out) {
+    x = round_to(dtype, dist(rng));
+    any_nonzero = any_nonzero || x != 0.0;
+  }
+  if (!any_nonzero && n > 0) out[0] = round_to(dtype, hi == 0.0 ? lo : hi * 0.5);
+  return out;
+}
+
+std::vector<double> integers(Rng& rng, std::size_t n, std::int64_t bound) {
+  std::uniform_int_distribution<std::int64_t> dist(0, bound - 1);
+  std::vector<double> out(n);
+  for (double& x : out) x = static_cast<double>(dist(rng));
+  return out;
+}
+
+Tensor encode(const std::vector<double>& logical, const Shape& shape, DType dtype, Layout layout) {
+  Tensor t = host_tensor(shape, dtype);
+  const std::int64_t n = t.numel();
+  if (static_cast<std::int64_t>(logical.size()) != n) {
+    throw std::invalid_argument("conformance: " + std::to_string(logical.size()) +
+                                " values for a tensor of shape " + shape_string(shape));
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t p = physical_index(i, shape, layout);
+    const double v = logical[static_cast<std::size_t>(i)];
+    switch (dtype) {
+      case DType::f32: t.data_as<float>()[p] = static_cast<float>(v); break;
+      case DType::bf16: static_cast<std::uint16_t*>(t.data())[p] = bf16_bits(static_cast<float>(v)); break;
+      case DType::f16: static_cast<std::uint16_t*>(t.data())[p] = f16_bits(static_cast<float>(v)); break;
+      case DType::f64: t.data_as<double>()[p] = v; break;
+      case DType::i32: t.data_as<std::int32_t>()[p] = static_cast<std::int32_t>(v); break;
+      case DType::i64: t.data_as<std::int64_t>()[p] = static_cast<std::int64_t>(v); break;
+      case DType::u8: t.data_as<std::uint8_t>()[p] = static_cast<std::uint8_t>(v); break;
+    }
+  }
+  return t;
+}
+
+std::vector<double> decode(const Tensor& bytes, const Shape& shape, Layout layout) {
+  const std::int64_t n = shape_numel(shape);
+  std::vector<double> out(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t p = physical_index(i, shape, layout);
+    double v = 0.0;
+    switch (bytes.dtype()) {
+      case DType::f32: v = bytes.data_as<float>()[p]; break;
+      case DType::bf16: v = bf16_value(static_cast<const std::uint16_t*>(bytes.data())[p]); break;
+      case DType::f16: v = f16_value(static_cast<const std::uint16_t*>(bytes.data())[p]); break;
+      case DType::f64: v = bytes.data_as<double>()[p]; break;
+      case DType::i32: v = bytes.data_as<std::int32_t>()[p]; break;
+      case DType::i64: v = static_cast<double>(bytes.data_as<std::int64_t>()[p]); break;
+      case DType::u8: v = bytes.data_as<std::uint8_t>()[p]; break;
+    }
+    out[static_cast<std::size_t>(i)] = v;
+  }
+  return out;
+}
+
+Tensor poison_image(const Shape& shape, DType dtype) {
+  Tensor t = host_tensor(shape, dtype);
+  const std::int64_t n = t.numel();
+  switch (dtype) {
+    case DType::f32:
+      for (std::int64_t i = 0; i < n; ++i) t.data_as<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+      break;
+    case DType::bf16:
+    case DType::f16:
+      for (std::int64_t i = 0; i < n; ++i) static_cast<std::uint16_t*>(t.data())[i] = 0x7fff;  // NaN in both
+      break;
+    case DType::f64:
+      for (std::int64_t i = 0; i < n; ++i) t.data_as<double>()[i] = std::numeric_limits<double>::quiet_NaN();
+      break;
+    default: std::memset(t.data(), 0xA5, t.bytes()); break;
+  }
+  return t;
+}
+
+const char* layout_label(Layout layout) {
+  switch (layout) {
+    case Layout::row_major: return "nchw";
+    case Layout::nhwc: return "nhwc";
+    default: return "opaque";
+  }
+}
+
+}  // namespace kiln::conformance
