@@ -386,6 +386,13 @@ template <class Call>
 std::unique_ptr<Work> NcclCommunicator::enqueue(const OpDesc& desc, Call&& call) {
   const std::string what = desc.text(name());
   if (desc.count == 0) return std::make_unique<DoneWork>();
+  // The tensor was written by work the backend enqueued on its compute stream (backward, the
+  // loss); NCCL runs on the communication stream, which must wait for that work first. An event
+  // orders the two streams without blocking the host, so backward keeps running while earlier
+  // buckets are reduced. (Work::wait() blocks the host, so whatever reads the result afterwards
+  // is ordered after the collective.)
+  const std::shared_ptr<Event> written = backend_->record_event(StreamKind::compute);
+  backend_->wait_event(StreamKind::communication, *written);
   const ncclResult_t r = call();
   if (r == ncclInProgress) {
     settle(what, Clock::now() + timeout_);
