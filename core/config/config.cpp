@@ -124,6 +124,14 @@ void Config::Impl::apply_override(const std::string& text) {
     }
   }
   const std::string origin = "--set " + key;
+  // Swapping a plugin from the command line (--set backend.type=cuda) must work on a file written
+  // for another plugin: the file's keys for the old plugin (cpu's `threads`) would otherwise be
+  // unknown keys of the new one. They are dropped, and said so (notes()); the resolved
+  // config.toml then holds only the new plugin's keys, so it reruns as it is.
+  std::optional<std::string> old_type;
+  if (parts.size() >= 2 && parts.back() == "type") {
+    if (const toml::node* n = root.at_path(key).node(); n != nullptr && n->is_string()) old_type = *n->value<std::string>();
+  }
   toml::table* table = &root;
   std::string walked;
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -140,6 +148,10 @@ void Config::Impl::apply_override(const std::string& text) {
     table = node->as_table();
   }
   insert_value(*table, parts.back(), value);
+  if (old_type) {
+    const auto new_type = table->get(parts.back())->value<std::string>();
+    if (new_type && *new_type != *old_type) drop_keys_of_replaced_plugin(key, *old_type, *new_type);
+  }
   // Origins recorded below a replaced node are stale; the new value's origin covers them.
   const std::string below = key + ".";
   for (auto it = override_origins.lower_bound(below);
@@ -183,6 +195,29 @@ Config Config::parse(std::string_view text, const std::string& source_name,
 }
 
 const std::string& Config::source() const { return impl_->source; }
+const std::vector<std::string>& Config::notes() const { return impl_->notes; }
+
+void Config::Impl::drop_keys_of_replaced_plugin(const std::string& type_key, const std::string& old_name,
+                                                const std::string& new_name) {
+  const std::string table_path = type_key.substr(0, type_key.size() - std::string("type").size() - 1);
+  toml::node* node = root.at_path(table_path).node();
+  if (node == nullptr || !node->is_table()) return;
+  toml::table& table = *node->as_table();
+  std::vector<std::string> names;
+  std::string list;
+  for (auto&& [k, v] : table) {
+    const std::string name(k.str());
+    if (name == "type" || v.is_table()) continue;  // nested tables are not plugin keys
+    if (override_origin(table_path + "." + name)) continue;  // the user's own --set stays
+    list += fmt::format("{}{} ({})", list.empty() ? "" : ", ", name, where(table_path + "." + name, v.source()));
+    names.push_back(name);
+  }
+  for (const std::string& name : names) table.erase(name);
+  if (!names.empty()) {
+    notes.push_back(fmt::format("--set {}={} replaced the file's '{}', so its keys for '{}' were dropped: {}",
+                                type_key, new_name, old_name, old_name, list));
+  }
+}
 
 bool Config::has_table(std::string_view table) const {
   impl_->asked_tables.emplace(table);

@@ -31,6 +31,7 @@ struct Config::Impl {
   std::string source;  // file name (or source name) used in every message
   toml::table root;
   std::map<std::string, std::string, std::less<>> override_origins;
+  std::vector<std::string> notes;  // what overrides changed beyond their own key (Config::notes)
   std::vector<ValidatedTable> validated;
   mutable std::map<std::string, std::optional<std::string>, std::less<>> plugin_tables;  // -> fallback
   mutable std::set<std::string, std::less<>> asked_tables;  // did-you-mean candidates
@@ -47,6 +48,10 @@ struct Config::Impl {
   const toml::node* find(std::string_view path, std::string_view for_what) const;
   /// Applies one "--set a.b.c=value".
   void apply_override(const std::string& text);
+  /// After "--set <table>.type=<new>" replaced <old>: removes <table>'s keys that did not come
+  /// from overrides (they were written for <old>) and records a note.
+  void drop_keys_of_replaced_plugin(const std::string& type_key, const std::string& old_name,
+                                    const std::string& new_name);
 };
 
 /// Splits "a.b.c" at dots.

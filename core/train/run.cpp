@@ -223,6 +223,7 @@ RunOutcome run_training(const TrainCommand& command) {
   }
   if (!outcome.run_dir.empty()) log::attach_log_dir(outcome.run_dir / "logs");
   auto log = log::get("kiln");
+  for (const std::string& note : cfg.notes()) log->info("{}", note);
 
   // ---- 3. plugins ----
   auto args_for = [&](const PluginChoice& c) {

@@ -116,6 +116,26 @@ BOOST_AUTO_TEST_CASE(new_unknown_key_is_blamed_on_the_override) {
              msg);
 }
 
+BOOST_AUTO_TEST_CASE(swapping_a_plugin_drops_the_file_keys_of_the_old_one) {
+  const std::string file = "[model]\ntype = \"mlp\"\nhidden = [64]\ndropout = 0.3\n";
+  // Another plugin: the file's keys were written for 'mlp' and go; the user's own --set stays.
+  Config swapped = parse(file, {"model.dropout=0.1", "model.type=resnet"});
+  BOOST_TEST(swapped.plugin_type("model") == "resnet");
+  BOOST_REQUIRE_EQUAL(swapped.notes().size(), 1u);
+  BOOST_TEST(swapped.notes()[0] ==
+                 "--set model.type=resnet replaced the file's 'mlp', so its keys for 'mlp' were dropped: "
+                 "hidden (run.toml:3:10)",
+             swapped.notes()[0]);
+  const kiln::ParamMap p = swapped.validate("model", kModelSchema);
+  BOOST_TEST(p.entries().at("hidden").origin == "default");
+  BOOST_TEST(p.get_float("dropout") == 0.1);
+  // The same plugin named again changes nothing.
+  Config same = parse(file, {"model.type=mlp"});
+  BOOST_TEST(same.notes().empty());
+  BOOST_TEST(same.plugin_type("model") == "mlp");
+  BOOST_TEST(same.validate("model", kModelSchema).entries().at("hidden").origin == "run.toml:3");
+}
+
 BOOST_AUTO_TEST_CASE(wrong_type_from_override_names_it) {
   Config cfg = parse("", {"loader.batch=lots"});
   const std::string msg = message_of<ConfigError>([&] { cfg.validate("loader", kLoaderSchema); });

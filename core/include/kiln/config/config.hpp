@@ -40,6 +40,9 @@ class Config {
 
   /// The file (or source name) the config came from.
   const std::string& source() const;
+  /// Lines to log about what overrides did beyond setting their own key, e.g. "--set
+  /// backend.type=cuda replaced the file's 'cpu': dropped its keys threads (samples/x.toml:15)".
+  const std::vector<std::string>& notes() const;
   /// Whether dotted `table` ("data.eval") exists.
   bool has_table(std::string_view table) const;
   /// The `type` string of plugin table `table`. Throws ConfigError if the table or its `type` is
