@@ -85,6 +85,16 @@ ImagenetSource::ImagenetSource(const PluginArgs& args) {
                                   transform_.ratio_max));
   }
   transform_.flip = p.get_bool("flip");
+  const std::string& output = p.get_string("output");
+  if (output == "f32") {
+    transform_.format = SampleFormat::f32_chw;
+  } else if (output == "u8") {
+    transform_.format = SampleFormat::u8_hwc;
+  } else {
+    throw ConfigError(fmt::format("{} = \"{}\" is not a sample type; use \"f32\" (normalised (3, size, size)) "
+                                  "or \"u8\" (raw (size, size, 3) bytes, normalised by the model)",
+                                  p.where("output"), output));
+  }
   transform_.mean = three_floats(p, "mean", false);
   transform_.std = three_floats(p, "std", true);
 
@@ -155,34 +165,36 @@ ImagenetSource::ImagenetSource(const PluginArgs& args) {
   }
   if (count == 0) throw DataError(fmt::format("{}: the {} split is empty", root.string(), split));
 
-  info_.sample_shape = Shape{3, size, size};
-  info_.sample_dtype = DType::f32;
+  const bool bytes = transform_.format == SampleFormat::u8_hwc;
+  info_.sample_shape = bytes ? Shape{size, size, 3} : Shape{3, size, size};
+  info_.sample_dtype = bytes ? DType::u8 : DType::f32;
   info_.num_classes = num_classes;
   info_.count = count;
-  info_.description = fmt::format("ImageNet {} ({} transform, {}x{}): {} images, {}", split,
+  info_.description = fmt::format("ImageNet {} ({} transform, {}x{} {}): {} images, {}", split,
                                   transform_.kind == TransformKind::train ? "train" : "eval", size,
-                                  size, count, source);
+                                  size, bytes ? "u8" : "f32", count, source);
 }
 
 void ImagenetSource::read(std::int64_t index, std::uint64_t seed, const SampleSlot& out) const {
   if (index < 0 || index >= info_.count) {
     throw DataError(fmt::format("imagenet: sample index {} is out of range [0, {})", index, info_.count));
   }
-  const std::size_t bytes = static_cast<std::size_t>(3) * transform_.size * transform_.size * sizeof(float);
+  const DType dtype = info_.sample_dtype;
+  const std::size_t bytes = static_cast<std::size_t>(3) * transform_.size * transform_.size * dtype_size(dtype);
   if (out.data == nullptr || out.label == nullptr || out.bytes != bytes) {
     throw DataError(fmt::format("imagenet: sample {} asked into a slot of {} bytes{}; it needs {} "
-                                "bytes (3 x {} x {} f32) and a label",
+                                "bytes ({} {}) and a label",
                                 index, out.bytes, out.label ? "" : " without a label", bytes,
-                                transform_.size, transform_.size));
+                                shape_string(info_.sample_shape), dtype_name(dtype)));
   }
   if (on_error_ == OnError::fail) {
-    read_one(index, seed, static_cast<float*>(out.data), out.label);
+    read_one(index, seed, out.data, out.label);
     return;
   }
   std::int64_t i = index;
   for (std::int64_t attempt = 0;; ++attempt) {
     try {
-      read_one(i, seed, static_cast<float*>(out.data), out.label);
+      read_one(i, seed, out.data, out.label);
       return;
     } catch (const DataError& e) {
       const std::int64_t total = skipped_.fetch_add(1) + 1;
@@ -200,7 +212,7 @@ void ImagenetSource::read(std::int64_t index, std::uint64_t seed, const SampleSl
   }
 }
 
-void ImagenetSource::read_one(std::int64_t index, std::uint64_t seed, float* pixels,
+void ImagenetSource::read_one(std::int64_t index, std::uint64_t seed, void* pixels,
                               std::int32_t* label) const {
   thread_local std::vector<unsigned char> buffer;
   thread_local std::vector<unsigned char> rgb;
@@ -243,7 +255,7 @@ void ImagenetSource::read_one(std::int64_t index, std::uint64_t seed, float* pix
       static_cast<int>(std::ceil(scaled.x + scaled.w)), static_cast<int>(std::ceil(scaled.y + scaled.h)),
       rgb, where);
   const CropRect local{scaled.x - region.x, scaled.y - region.y, scaled.w, scaled.h};
-  resample_normalise(rgb.data(), region.width, region.height, local, plan.flip, transform_, pixels);
+  resample(rgb.data(), region.width, region.height, local, plan.flip, transform_, pixels);
 }
 
 }  // namespace kiln::imagenet

@@ -1,5 +1,6 @@
 // ImagenetSource: the `imagenet` data plugin, reading ImageNet as an ImageFolder tree or as
-// TFRecord shards and producing f32 (3, size, size) normalised CHW samples.
+// TFRecord shards and producing f32 (3, size, size) normalised CHW samples, or with
+// output = "u8" the (size, size, 3) bytes before normalisation (the model's backend normalises).
 //
 // Decisions: the file list / record offsets are built once in the constructor; read() keeps no
 // shared mutable state except the skipped-sample counter (atomic), so any number of loader
@@ -46,7 +47,7 @@ class ImagenetSource final : public DataSource {
 
  private:
   /// Reads one sample; throws DataError for a bad one.
-  void read_one(std::int64_t index, std::uint64_t seed, float* pixels, std::int32_t* label) const;
+  void read_one(std::int64_t index, std::uint64_t seed, void* pixels, std::int32_t* label) const;
 
   Layout layout_ = Layout::folder;
   OnError on_error_ = OnError::fail;

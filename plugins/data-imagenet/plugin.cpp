@@ -18,7 +18,11 @@ constexpr kiln_param_spec_v1 kImagenetParams[] = {
     {"transform", KILN_PARAM_STRING, "\"auto\"", "auto|train|eval",
      "train: RandomResizedCrop + flip; eval: resize shorter side + centre crop; auto: train for "
      "split train, eval otherwise."},
-    {"size", KILN_PARAM_INT, "224", nullptr, "Output side: samples are f32 (3, size, size)."},
+    {"size", KILN_PARAM_INT, "224", nullptr,
+     "Output side: samples are f32 (3, size, size), or u8 (size, size, 3) with output = \"u8\"."},
+    {"output", KILN_PARAM_STRING, "\"f32\"", "f32|u8",
+     "f32: normalised CHW samples; u8: the cropped/resized/flipped bytes HWC, before mean/std "
+     "(the model normalises them on the backend, e.g. resnet input = \"u8\")."},
     {"resize", KILN_PARAM_INT, "256", nullptr, "Eval: the shorter side is resized to this first."},
     {"scale_min", KILN_PARAM_FLOAT, "0.08", nullptr, "RandomResizedCrop: smallest area fraction."},
     {"scale_max", KILN_PARAM_FLOAT, "1.0", nullptr, "RandomResizedCrop: largest area fraction."},
@@ -27,9 +31,9 @@ constexpr kiln_param_spec_v1 kImagenetParams[] = {
      "RandomResizedCrop: largest aspect ratio w/h."},
     {"flip", KILN_PARAM_BOOL, "true", nullptr, "Train: horizontal flip with probability 0.5."},
     {"mean", KILN_PARAM_FLOAT_LIST, "[0.485, 0.456, 0.406]", nullptr,
-     "Per-channel mean (RGB) subtracted after scaling to [0, 1]."},
+     "Per-channel mean (RGB) subtracted after scaling to [0, 1] (output = \"f32\" only)."},
     {"std", KILN_PARAM_FLOAT_LIST, "[0.229, 0.224, 0.225]", nullptr,
-     "Per-channel std (RGB) dividing the centred value; each > 0."},
+     "Per-channel std (RGB) dividing the centred value; each > 0 (output = \"f32\" only)."},
     {"label_offset", KILN_PARAM_INT, "-1", nullptr,
      "Added to TFRecord labels (build_imagenet_data.py writes 1..1000, so -1 gives 0..999)."},
     {"num_classes", KILN_PARAM_INT, "0", nullptr,
@@ -46,5 +50,5 @@ constexpr kiln_param_spec_v1 kImagenetParams[] = {
 
 KILN_PLUGIN_LIBRARY(kiln::sdk::plugin<kiln::DataSource, kiln::imagenet::ImagenetSource>(
     "imagenet", "0.1.0",
-    "ImageNet from an ImageFolder tree or TFRecord shards, libjpeg-turbo decoded, as f32 CHW.",
+    "ImageNet from an ImageFolder tree or TFRecord shards, libjpeg-turbo decoded, as f32 CHW or u8 HWC.",
     kImagenetParams));

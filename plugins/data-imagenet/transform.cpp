@@ -3,7 +3,8 @@
 // The resampler precomputes per-axis tap tables (first source index, weights normalised to 1),
 // runs the vertical pass first (contiguous bytes, vectorised) over only the crop's columns, then
 // the horizontal pass on exactly `size` rows with one 4-float vector per tap, writing CHW with
-// the normalisation folded into one multiply-add.
+// the normalisation folded into one multiply-add (f32), or HWC bytes rounded half up and
+// clamped to 0..255 as PIL stores a resized image (u8).
 // Scratch is thread_local: read() runs on several loader threads at once.
 #include "transform.hpp"
 
@@ -129,8 +130,8 @@ CropPlan plan_crop(const TransformOptions& o, int width, int height, SampleRng& 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx2", "default")))
 #endif
-void resample_normalise(const unsigned char* rgb, int width, int height, const CropRect& rect,
-                        bool flip, const TransformOptions& options, float* out) {
+void resample(const unsigned char* rgb, int width, int height, const CropRect& rect, bool flip,
+              const TransformOptions& options, void* out_bytes) {
   thread_local Scratch scratch;
   const int size = options.size;
   const int x_lo = std::max(0, static_cast<int>(std::floor(rect.x)));
@@ -164,19 +165,22 @@ void resample_normalise(const unsigned char* rgb, int width, int height, const C
     dst[len] = 0.0f;
   }
 
-  // Pass 2, horizontal: one 4-float vector (R, G, B, unused) per tap, then normalise into CHW.
+  // Pass 2, horizontal: one 4-float vector (R, G, B, unused) per tap, then normalise into CHW
+  // or round into HWC bytes.
   typedef float v4f __attribute__((vector_size(16)));
   v4f a{}, b{};
   for (int c = 0; c < 3; ++c) {
     a[c] = 1.0f / (255.0f * options.std[static_cast<std::size_t>(c)]);
     b[c] = -options.mean[static_cast<std::size_t>(c)] / options.std[static_cast<std::size_t>(c)];
   }
+  const bool bytes = options.format == SampleFormat::u8_hwc;
+  float* const out = static_cast<float*>(out_bytes);
+  unsigned char* const out_u8 = static_cast<unsigned char*>(out_bytes);
   const std::size_t plane = static_cast<std::size_t>(size) * size;
   for (int oy = 0; oy < size; ++oy) {
     const float* row = scratch.rows.data() + row_floats * static_cast<std::size_t>(oy);
-    float* out_r = out + static_cast<std::size_t>(oy) * size;
-    float* out_g = out_r + plane;
-    float* out_b = out_g + plane;
+    float* out_r = bytes ? nullptr : out + static_cast<std::size_t>(oy) * size;
+    unsigned char* out_row = bytes ? out_u8 + static_cast<std::size_t>(oy) * size * 3 : nullptr;
     for (int ox = 0; ox < size; ++ox) {
       const int first = th.first[static_cast<std::size_t>(ox)] - x_lo;
       const int n = th.count[static_cast<std::size_t>(ox)];
@@ -188,11 +192,16 @@ void resample_normalise(const unsigned char* rgb, int width, int height, const C
         std::memcpy(&px, p + 3 * k, sizeof(px));
         acc += w[k] * px;
       }
-      acc = acc * a + b;
       const int d = flip ? size - 1 - ox : ox;
+      if (bytes) {
+        unsigned char* px = out_row + static_cast<std::size_t>(d) * 3;
+        for (int c = 0; c < 3; ++c) px[c] = static_cast<unsigned char>(std::clamp(acc[c] + 0.5f, 0.0f, 255.0f));
+        continue;
+      }
+      acc = acc * a + b;
       out_r[d] = acc[0];
-      out_g[d] = acc[1];
-      out_b[d] = acc[2];
+      out_r[d + plane] = acc[1];
+      out_r[d + 2 * plane] = acc[2];
     }
   }
 }

@@ -1,5 +1,6 @@
 // The geometric and photometric transforms: crop planning (RandomResizedCrop / resize + centre
-// crop) and one resampling pass from decoded RGB u8 to normalised f32 CHW.
+// crop) and one resampling pass from decoded RGB u8 to normalised f32 CHW, or (output = "u8")
+// to rounded u8 HWC bytes with normalisation left to the model's backend.
 //
 // Decisions: planning works on the image header only (before decoding) so the decoder can pick
 // a DCT scale for the crop. RandomResizedCrop follows torchvision exactly (10 attempts of
@@ -17,6 +18,8 @@
 namespace kiln::imagenet {
 
 enum class TransformKind { train, eval };
+/// What the resampler writes: normalised f32 (3, size, size), or bytes (size, size, 3).
+enum class SampleFormat { f32_chw, u8_hwc };
 
 struct TransformOptions {
   TransformKind kind = TransformKind::train;
@@ -25,6 +28,7 @@ struct TransformOptions {
   double scale_min = 0.08, scale_max = 1.0;
   double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
   bool flip = true;
+  SampleFormat format = SampleFormat::f32_chw;
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};
 };
@@ -44,8 +48,10 @@ struct CropPlan {
 CropPlan plan_crop(const TransformOptions& options, int width, int height, SampleRng& rng);
 
 /// Resamples `rect` of the interleaved RGB image (width x height, rows of width*3 bytes) to
-/// size x size, mirrored if `flip`, normalised ((v/255 - mean) / std), into `out` as CHW f32.
-void resample_normalise(const unsigned char* rgb, int width, int height, const CropRect& rect,
-                        bool flip, const TransformOptions& options, float* out);
+/// size x size, mirrored if `flip`, into `out`: for SampleFormat::f32_chw normalised
+/// ((v/255 - mean) / std) CHW f32; for u8_hwc the resampled values rounded to bytes, HWC (the
+/// same values before the normalisation step, which the backend's normalize_image then does).
+void resample(const unsigned char* rgb, int width, int height, const CropRect& rect, bool flip,
+              const TransformOptions& options, void* out);
 
 }  // namespace kiln::imagenet

@@ -16,6 +16,12 @@ constexpr kiln_param_spec_v1 kResnetParams[] = {
      "Start the last BN gamma of every block at 0, so each block starts as the identity."},
     {"in_channels", KILN_PARAM_INT, "3", nullptr, "Channels of the input images."},
     {"image_size", KILN_PARAM_INT, "224", nullptr, "Height = width of the input images (at least 32)."},
+    {"input", KILN_PARAM_STRING, "\"f32\"", "f32|u8",
+     "f32: normalised (in_channels, H, W) images; u8: raw (H, W, 3) bytes normalised on the backend."},
+    {"mean", KILN_PARAM_FLOAT_LIST, "[0.485, 0.456, 0.406]", nullptr,
+     "input = \"u8\": per-channel mean (RGB) subtracted after scaling to [0, 1]."},
+    {"std", KILN_PARAM_FLOAT_LIST, "[0.229, 0.224, 0.225]", nullptr,
+     "input = \"u8\": per-channel std (RGB) dividing the centred value; each > 0."},
 };
 
 }  // namespace

@@ -1,6 +1,8 @@
 // ResnetModel: stem (7x7/2 conv, BN, ReLU, 3x3/2 max-pool) -> 4 stages of residual blocks
 // (the first block of stages 2-4 has stride 2) -> global average pool -> Linear.
 //
+// With input = "u8" forward() starts with Backend::normalize_image into a compute-dtype buffer
+// tagged with the backend's activation_layout(), replacing the f32 -> compute cast.
 // The stem conv skips its input gradient (nobody needs d(images)). backward() reports each
 // parameter ready as soon as its layer's backward has run, fc first, conv1 last, so GradSync can
 // reduce the late stages while the early ones are still computing.
@@ -28,6 +30,25 @@ Architecture architecture_for(std::int64_t depth, const std::string& where) {
   }
 }
 
+namespace {
+
+/// Three finite floats (one per RGB channel) from a float-list parameter; `positive` for std.
+void read_rgb(const ParamMap& p, const char* key, bool positive, float (&out)[3]) {
+  const auto& v = p.get<std::vector<double>>(key);
+  if (v.size() != 3) {
+    throw ConfigError(fmt::format("{} has {} values; give one per RGB channel (3)", p.where(key), v.size()));
+  }
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (!std::isfinite(v[i]) || (positive && !(v[i] > 0))) {
+      throw ConfigError(fmt::format("{}: value {} at index {} must be a finite number{}", p.where(key), v[i], i,
+                                    positive ? " > 0 (it divides every pixel)" : ""));
+    }
+    out[i] = static_cast<float>(v[i]);
+  }
+}
+
+}  // namespace
+
 std::int64_t scaled_width(std::int64_t base, double width) {
   return std::max<std::int64_t>(1, std::llround(static_cast<double>(base) * width));
 }
@@ -41,6 +62,18 @@ ResnetModel::ResnetModel(const PluginArgs& args) {
   in_channels_ = p.get_int("in_channels");
   image_size_ = p.get_int("image_size");
   const bool zero_init = p.get_bool("zero_init_residual");
+  const std::string& input = p.get_string("input");
+  if (input == "f32") {
+    input_kind_ = InputKind::f32;
+  } else if (input == "u8") {
+    input_kind_ = InputKind::u8;
+  } else {
+    throw ConfigError(fmt::format("{} = \"{}\" is not an input kind; use \"f32\" (normalised (C, H, W) "
+                                  "images) or \"u8\" (raw (H, W, 3) bytes, normalised by the model)",
+                                  p.where("input"), input));
+  }
+  read_rgb(p, "mean", false, normalize_.mean);
+  read_rgb(p, "std", true, normalize_.std);
   const Architecture arch = architecture_for(depth_, p.where("depth"));
   if (classes_ < 2) throw ConfigError(fmt::format("{} = {} must be at least 2", p.where("num_classes"), classes_));
   if (!(width_ > 0) || !std::isfinite(width_) || width_ > 64) {
@@ -49,6 +82,10 @@ ResnetModel::ResnetModel(const PluginArgs& args) {
   }
   if (in_channels_ < 1) {
     throw ConfigError(fmt::format("{} = {} must be at least 1", p.where("in_channels"), in_channels_));
+  }
+  if (input_kind_ == InputKind::u8 && in_channels_ != 3) {
+    throw ConfigError(fmt::format("{} = {} but {} = \"u8\" takes RGB (H, W, 3) bytes; set in_channels = 3",
+                                  p.where("in_channels"), in_channels_, p.where("input")));
   }
   if (image_size_ < 32) {
     throw ConfigError(fmt::format("{} = {} is too small: ResNet downsamples by 32, use at least 32",
@@ -79,6 +116,7 @@ ResnetModel::ResnetModel(const PluginArgs& args) {
 }
 
 InputSpec ResnetModel::input_spec() const {
+  if (input_kind_ == InputKind::u8) return InputSpec{{image_size_, image_size_, 3}, DType::u8, classes_};
   return InputSpec{{in_channels_, image_size_, image_size_}, DType::f32, classes_};
 }
 
@@ -91,6 +129,7 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
   const std::int64_t n = ctx.max_batch;
   const DType dt = ctx.compute_dtype;
   if (dt != DType::f32) nn::require_op(backend, Op::cast, dt, "resnet (input and logits casts)");
+  if (input_kind_ == InputKind::u8) nn::require_op(backend, Op::normalize_image, dt, "resnet (input = \"u8\")");
   store_.allocate(backend, ctx.param_dtype, dt, ctx.seed);
 
   nn::ImageShape s = conv1_->build(backend, n, nn::ImageShape{in_channels_, image_size_, image_size_}, dt);
@@ -110,8 +149,14 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
   for (const auto& block : blocks_) block->append_buffers(buffers_);
 
   compute_dtype_ = dt;
-  if (dt != DType::f32) {
+  if (input_kind_ == InputKind::u8) {
+    // The stem conv accepts either layout; the activation layout spares it a reorder.
+    x_compute_ = backend.allocate({n, 3, image_size_, image_size_}, dt, MemoryKind::device)
+                     .with_layout(backend.activation_layout(dt));
+  } else if (dt != DType::f32) {
     x_compute_ = backend.allocate({n, in_channels_, image_size_, image_size_}, dt, MemoryKind::device);
+  }
+  if (dt != DType::f32) {
     logits_f32_ = backend.allocate({n, classes_}, DType::f32, MemoryKind::device);
     dlogits_compute_ = backend.allocate({n, classes_}, dt, MemoryKind::device);
   }
@@ -121,10 +166,23 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
 Tensor ResnetModel::forward(const Tensor& x, Mode mode, std::uint64_t /*step_seed: no dropout*/) {
   if (backend_ == nullptr) throw BackendError("resnet: forward() before build()");
   const std::int64_t b = x.dim(0);
+  if (input_kind_ == InputKind::u8) {
+    const Shape want{b, image_size_, image_size_, 3};
+    if (x.dtype() != DType::u8 || x.numel() != shape_numel(want)) {
+      throw BackendError(fmt::format("resnet: input {} is not {} u8 images of {}x{}x3 (model.input = \"u8\"); "
+                                     "give the data source output = \"u8\" and model.image_size its size",
+                                     x.describe(), b, image_size_, image_size_));
+    }
+    rows_ = b;
+    Tensor h = x_compute_.rows(0, b);
+    backend_->normalize_image(h, x.reshape(want), normalize_);
+    return run_network(h, mode);
+  }
   const Shape want{b, in_channels_, image_size_, image_size_};
-  if (x.numel() != shape_numel(want)) {
-    throw BackendError(fmt::format("resnet: input {} does not hold {} images of {}x{}x{}; set "
-                                   "model.in_channels / model.image_size to the data's sample shape",
+  if (x.dtype() != DType::f32 || x.numel() != shape_numel(want)) {
+    throw BackendError(fmt::format("resnet: input {} does not hold {} f32 images of {}x{}x{}; set "
+                                   "model.in_channels / model.image_size to the data's sample shape "
+                                   "(model.input = \"u8\" for byte images)",
                                    x.describe(), b, in_channels_, image_size_, image_size_));
   }
   rows_ = b;
@@ -134,6 +192,11 @@ Tensor ResnetModel::forward(const Tensor& x, Mode mode, std::uint64_t /*step_see
     backend_->cast(xc, h);
     h = xc;
   }
+  return run_network(h, mode);
+}
+
+Tensor ResnetModel::run_network(Tensor h, Mode mode) {
+  const std::int64_t b = h.dim(0);
   h = maxpool_.forward(relu_.forward(bn1_->forward(conv1_->forward(h), mode)));
   for (auto& block : blocks_) h = block->forward(h, mode);
   Tensor logits = fc_->forward(avgpool_.forward(h));

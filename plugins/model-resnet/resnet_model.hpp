@@ -4,8 +4,10 @@
 // Decisions: parameter and buffer names are torchvision's state_dict names, so checkpoints map
 // one to one ("layer1.0.downsample.0.weight"); `width` scales every stage's base width (64, 128,
 // 256, 512) and is rounded to the nearest integer (at least 1), so width 1.0 is torchvision's
-// network exactly. Inputs and logits are f32 at the model boundary; with a lower compute dtype
-// the model casts the input in and the logits out itself.
+// network exactly. Logits are f32 at the model boundary. The input is either normalised f32
+// (C, H, W) (cast to a lower compute dtype by the model) or, with input = "u8", raw (H, W, 3)
+// bytes that Backend::normalize_image turns into the compute dtype, written straight into the
+// backend's activation layout so the stem conv reads it without a reorder.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include <kiln/nn/cnn_layers.hpp>
 #include <kiln/nn/layers.hpp>
 #include <kiln/nn/parameter_store.hpp>
+#include <kiln/ops.hpp>
 #include <kiln/plugin_args.hpp>
 
 namespace kiln::resnet {
@@ -25,6 +28,9 @@ struct Architecture {
   std::int64_t blocks[4] = {3, 4, 6, 3};
 };
 
+/// What the model takes as input: normalised f32 (C, H, W), or raw u8 (H, W, 3) it normalises.
+enum class InputKind : std::uint8_t { f32, u8 };
+
 /// The architecture of `depth`; throws ConfigError (naming `where`) for other depths.
 Architecture architecture_for(std::int64_t depth, const std::string& where);
 
@@ -33,8 +39,8 @@ std::int64_t scaled_width(std::int64_t base, double width);
 
 class ResnetModel final : public Model {
  public:
-  /// Reads depth, num_classes, width, zero_init_residual, in_channels, image_size.
-  /// Throws ConfigError for out-of-range values.
+  /// Reads depth, num_classes, width, zero_init_residual, in_channels, image_size, input,
+  /// mean, std. Throws ConfigError for out-of-range values.
   explicit ResnetModel(const PluginArgs& args);
 
   std::string_view name() const override { return "resnet"; }
@@ -47,10 +53,17 @@ class ResnetModel final : public Model {
 
   /// The declared parameters (names, shapes, flags) before build(), for tests and tools.
   const nn::ParameterStore& store() const noexcept { return store_; }
+  InputKind input_kind() const noexcept { return input_kind_; }
+  const ImageNormalize& normalization() const noexcept { return normalize_; }
 
  private:
+  /// Stem to logits (f32) for `h`, the input in the compute dtype (N, C, H, W).
+  Tensor run_network(Tensor h, Mode mode);
+
   std::int64_t depth_, classes_, in_channels_, image_size_;
   double width_;
+  InputKind input_kind_ = InputKind::f32;
+  ImageNormalize normalize_;  // used only for InputKind::u8
   nn::ParameterStore store_;
   std::unique_ptr<nn::Conv2d> conv1_;
   std::unique_ptr<nn::BatchNorm2d> bn1_;
@@ -63,7 +76,8 @@ class ResnetModel final : public Model {
 
   Backend* backend_ = nullptr;
   DType compute_dtype_ = DType::f32;
-  Tensor x_compute_, logits_f32_, dlogits_compute_;  // only when compute dtype != f32
+  Tensor x_compute_;  // f32 input: the cast input (compute dtype != f32); u8: the normalised image
+  Tensor logits_f32_, dlogits_compute_;  // only when compute dtype != f32
   std::int64_t rows_ = 0;
 };
 
