@@ -4,6 +4,21 @@
 // parameters. Gradient accumulation rule (written once, here): parameter gradients are
 // accumulated (Accumulate::yes, `+=`), activation gradients are overwritten (`=`) unless a tensor
 // has two consumers (the residual stream), where the caller asks for accumulation.
+//
+// Conventions every backend follows (tests/backend-conformance checks each against a float64
+// reference, so a new backend learns them from its failures, not from a surprise in training):
+// - dtypes: activations and weights in the compute dtype (f32, bf16 or f16); a 16-bit op may read
+//   f32 master weights. Parameter gradients the ops accumulate into are f32: conv2d's dw, bias_grad's
+//   db, batch-norm's dgamma/dbeta. Batch-norm statistics, gamma and beta are f32. Softmax
+//   cross-entropy (probs, stats, dlogits) and the optimizer updates are f32 only. matmul's c (and
+//   bias) is in a's dtype, or f32 (weight gradients accumulated with beta = 1).
+// - matmul with beta == 0 never reads c (it may hold NaN).
+// - gelu is the tanh approximation (PyTorch's approximate="tanh").
+// - Average pooling divides by the whole window, padding included (PyTorch's count_include_pad);
+//   no ceil_mode: out_h/out_w below are floor divisions.
+// - Dropout masks are u8 holding exactly 0 or 1, from rng.hpp's formula per element index, so
+//   every backend drops the same elements for the same seed.
+// - batchnorm_backward takes the save_mean/save_invstd the same backend's training forward wrote.
 #pragma once
 
 #include <cstdint>
