@@ -173,10 +173,10 @@ BOOST_AUTO_TEST_CASE(element_wise_checks_memory_dtype_shape_and_layout) {
                                          kiln::Activation::gelu) == 120);
   KILN_EXPECT_ERROR(validate_activation_forward(y, kiln::host_tensor({2, 3, 4, 5}, DType::bf16), kiln::Activation::relu),
                     "cuda backend, activation_forward: x bf16(2, 3, 4, 5) is in host memory, which the cuda "
-                    "backend's kernels cannot read");
+                    "backend's ops cannot read");
   KILN_EXPECT_ERROR(validate_activation_forward(y.with_layout(Layout::nhwc), x, kiln::Activation::relu),
                     "y bf16(2, 3, 4, 5) nhwc is nhwc but x bf16(2, 3, 4, 5) is row-major; element-wise "
-                    "operands must share a layout");
+                    "ops need one layout for all operands");
   KILN_EXPECT_ERROR(validate_activation_forward(dev({2, 3, 4, 5}, DType::f32), x, kiln::Activation::relu),
                     "y is f32(2, 3, 4, 5) but must be bf16");
   KILN_EXPECT_ERROR(validate_activation_forward(dev({2, 3}, DType::i32), dev({2, 3}, DType::i32), kiln::Activation::relu),

@@ -1,8 +1,8 @@
-// Argument checks of the cuDNN / cuBLAS ops, mirroring the cpu backend's OpCheck so both
-// backends refuse the same mistakes with the same words ("cuda backend, conv2d_forward: y is
+// Argument checks of the cuDNN / cuBLAS ops: the SDK's shared OpCheck (kiln/sdk/op_check.hpp), so
+// every backend refuses the same mistakes with the same words ("cuda backend, conv2d_forward: y is
 // f32(2, 8, 5, 5) but must have shape (2, 8, 6, 6); fix the arguments the calling layer passes").
-// Differences: tensors must be in device memory, and image tensors may be row_major (NCHW) or
-// nhwc. The checks are inline; only message building is out of line (dnn_check.cpp).
+// Tensors must be in device memory; image tensors may be row_major (NCHW) or nhwc where the op
+// says LayoutRule::image.
 #pragma once
 
 #include <string>
@@ -12,6 +12,8 @@
 #include <cudnn.h>
 #include <cublas_v2.h>
 
+#include <kiln/sdk/op_check.hpp>
+
 #include "kiln/ops.hpp"
 #include "kiln/tensor.hpp"
 
@@ -20,44 +22,25 @@ namespace kiln::cuda {
 /// Which layouts an argument may have.
 enum class LayoutRule : std::uint8_t { row_major_only, image };
 
-class DnnCheck {
+/// The SDK's shared argument checks for the "cuda" backend (device memory), plus the cuDNN and
+/// cuBLAS status checks of the dnn ops.
+class DnnCheck : public sdk::OpCheck {
  public:
-  explicit DnnCheck(Op op) noexcept : op_(op) {}
+  explicit DnnCheck(Op op) noexcept : sdk::OpCheck("cuda", sdk::OperandMemory::device, op) {}
 
-  Op op() const noexcept { return op_; }
-
-  /// Throws BackendError "cuda backend, <op>: <what>; fix the arguments the calling layer passes".
-  [[noreturn]] void fail(const std::string& what) const;
-  /// Throws BackendError "cuda backend, <op>: <what>" (a library failure, not the caller's fault).
-  [[noreturn]] void fail_library(const std::string& what) const;
-
-  /// t is defined, in device memory and row-major (or, for LayoutRule::image, nhwc too).
+  /// t is defined, in device memory and row-major (or, for LayoutRule::image, a 4-D nhwc tensor).
   const DnnCheck& usable(std::string_view name, const Tensor& t,
                          LayoutRule rule = LayoutRule::row_major_only) const {
-    const bool layout_ok = t.layout() == Layout::row_major ||
-                           (rule == LayoutRule::image && t.layout() == Layout::nhwc);
-    if (!t.defined() || t.memory() != MemoryKind::device || !layout_ok) fail_unusable(name, t, rule);
-    return *this;
-  }
-  const DnnCheck& dtype(std::string_view name, const Tensor& t, DType want) const {
-    if (t.dtype() != want) fail_dtype(name, t, want);
-    return *this;
-  }
-  /// t is f32, bf16 or f16.
-  const DnnCheck& float_dtype(std::string_view name, const Tensor& t) const {
-    if (t.dtype() != DType::f32 && t.dtype() != DType::bf16 && t.dtype() != DType::f16) {
-      fail_float_dtype(name, t);
+    if (rule == LayoutRule::image) {
+      usable_image(name, t);
+    } else {
+      sdk::OpCheck::usable(name, t);
     }
     return *this;
   }
-  const DnnCheck& shape(std::string_view name, const Tensor& t, const Shape& want) const {
-    if (t.shape() != want) fail_shape(name, t, want);
-    return *this;
-  }
-  const DnnCheck& rank(std::string_view name, const Tensor& t, int want) const {
-    if (t.rank() != want) fail_rank(name, t, want);
-    return *this;
-  }
+
+  /// Throws BackendError "cuda backend, <op>: <what>" (a library failure, not the caller's fault).
+  [[noreturn]] void fail_library(const std::string& what) const;
 
   /// Turns a cuDNN status into the BackendError of check_cudnn, the message naming this op and
   /// what `describe()` returns (built only on failure, so the hot path formats nothing).
@@ -71,15 +54,8 @@ class DnnCheck {
   }
 
  private:
-  [[noreturn]] void fail_unusable(std::string_view name, const Tensor& t, LayoutRule rule) const;
-  [[noreturn]] void fail_dtype(std::string_view name, const Tensor& t, DType want) const;
-  [[noreturn]] void fail_float_dtype(std::string_view name, const Tensor& t) const;
-  [[noreturn]] void fail_shape(std::string_view name, const Tensor& t, const Shape& want) const;
-  [[noreturn]] void fail_rank(std::string_view name, const Tensor& t, int want) const;
   void cudnn_failed(cudnnStatus_t s, const std::string& what) const;
   void cublas_failed(cublasStatus_t s, const std::string& what) const;
-
-  Op op_;
 };
 
 /// "nchw" / "nhwc", for messages.
