@@ -24,6 +24,7 @@
 #include "ops/batchnorm_loops.hpp"
 #include "ops/dnnl_edge.hpp"
 #include "ops/plans.hpp"
+#include "kiln/sdk/op_descs.hpp"
 #include "validate.hpp"
 
 namespace kiln::cpu {
@@ -118,10 +119,7 @@ class BatchNormPlan final : public OpPlan {
   std::optional<BnVariant> variant_;
 };
 
-std::string describe(const BatchNormDesc& d) {
-  return fmt::format("batchnorm {} ({}, {}, {}, {}) eps {} momentum {}", dtype_name(d.dtype), d.n,
-                     d.c, d.h, d.w, d.eps, d.momentum);
-}
+using sdk::describe;  // the shared wording (kiln/sdk/op_descs.hpp)
 
 struct BnChecks {
   const OpCheck& check;
@@ -151,10 +149,7 @@ std::shared_ptr<OpPlan> CpuBackend::plan_batchnorm(const BatchNormDesc& d) {
     unsupported(Op::batchnorm_train_forward, d.dtype);
   }
   const OpCheck check(Op::batchnorm_train_forward);
-  if (d.n <= 0 || d.c <= 0 || d.h <= 0 || d.w <= 0 || !(d.eps > 0.0f) ||
-      !(d.momentum >= 0.0f && d.momentum <= 1.0f)) {
-    check.fail(fmt::format("{} needs positive sizes, eps > 0 and momentum in [0, 1]", describe(d)));
-  }
+  sdk::check_batchnorm_desc(check, d);
   try {
     return std::make_shared<BatchNormPlan>(d, engine_, edge_scratch_);
   } catch (const dnnl::error& e) {

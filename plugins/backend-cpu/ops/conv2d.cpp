@@ -22,6 +22,7 @@
 #include "kiln/errors.hpp"
 #include "ops/dnnl_edge.hpp"
 #include "ops/plans.hpp"
+#include "kiln/sdk/op_descs.hpp"
 #include "validate.hpp"
 
 namespace kiln::cpu {
@@ -185,12 +186,7 @@ ConvShapes tensor_shapes(const Conv2dDesc& d) {
   return {{d.n, d.c, d.h, d.w}, {d.k, d.c / d.groups, d.r, d.s}, {d.n, d.k, d.out_h(), d.out_w()}};
 }
 
-std::string describe(const Conv2dDesc& d) {
-  return fmt::format("conv2d {} x({}, {}, {}, {}) k={} {}x{} stride {}x{} pad {}x{} dilation {}x{} "
-                     "groups {}",
-                     dtype_name(d.dtype), d.n, d.c, d.h, d.w, d.k, d.r, d.s, d.stride_h,
-                     d.stride_w, d.pad_h, d.pad_w, d.dilation_h, d.dilation_w, d.groups);
-}
+using sdk::describe;  // the shared wording (kiln/sdk/op_descs.hpp)
 
 }  // namespace
 
@@ -199,24 +195,7 @@ std::shared_ptr<OpPlan> CpuBackend::plan_conv2d(const Conv2dDesc& d) {
     unsupported(Op::conv2d_forward, d.dtype);
   }
   const OpCheck check(Op::conv2d_forward);
-  const bool positive = d.n > 0 && d.c > 0 && d.h > 0 && d.w > 0 && d.k > 0 && d.r > 0 &&
-                        d.s > 0 && d.stride_h > 0 && d.stride_w > 0 && d.pad_h >= 0 &&
-                        d.pad_w >= 0 && d.dilation_h > 0 && d.dilation_w > 0 && d.groups > 0;
-  if (!positive) {
-    check.fail(fmt::format("{} has a non-positive size, stride, dilation or groups, or a negative "
-                           "padding",
-                           describe(d)));
-  }
-  if (d.c % d.groups != 0 || d.k % d.groups != 0) {
-    check.fail(fmt::format("{}: input channels {} and output channels {} must both be divisible "
-                           "by groups {}",
-                           describe(d), d.c, d.k, d.groups));
-  }
-  if (d.out_h() < 1 || d.out_w() < 1) {
-    check.fail(fmt::format("{} gives an empty output ({} x {}); the input is smaller than the "
-                           "dilated filter",
-                           describe(d), d.out_h(), d.out_w()));
-  }
+  sdk::check_conv2d_desc(check, d);
   try {
     return std::make_shared<ConvPlan>(d, engine_, edge_scratch_);
   } catch (const dnnl::error& e) {

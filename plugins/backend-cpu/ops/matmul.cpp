@@ -13,6 +13,7 @@
 #include "kiln/errors.hpp"
 #include "ops/half.hpp"
 #include "parallel.hpp"
+#include "kiln/sdk/op_descs.hpp"
 #include "validate.hpp"
 
 namespace kiln::cpu {
@@ -124,34 +125,10 @@ void MatmulCache::run(dnnl::stream& stream, const MatmulKey& key, const Tensor& 
 void CpuBackend::matmul(const Tensor& c, const Tensor& a, Transpose ta, const Tensor& b,
                         Transpose tb, float alpha, float beta, const Tensor& bias) {
   const OpCheck check(Op::matmul);
-  check.usable("c", c).usable("a", a).usable("b", b).rank("c", c, 2).rank("a", a, 2).rank("b", b, 2);
-  if (a.dtype() != DType::f32 && a.dtype() != DType::bf16 && a.dtype() != DType::f16) {
-    check.fail(fmt::format("a is {} but must be f32, bf16 or f16", a.describe()));
-  }
-  check.dtype("b", b, a.dtype());
-  if (c.dtype() != DType::f32 && c.dtype() != a.dtype()) {
-    check.fail(fmt::format("c is {} but must be f32 or {} for a {}", c.describe(),
-                           dtype_name(a.dtype()), a.describe()));
-  }
-  const std::int64_t m = ta == Transpose::no ? a.dim(0) : a.dim(1);
-  const std::int64_t k = ta == Transpose::no ? a.dim(1) : a.dim(0);
-  const std::int64_t kb = tb == Transpose::no ? b.dim(0) : b.dim(1);
-  const std::int64_t n = tb == Transpose::no ? b.dim(1) : b.dim(0);
-  if (k != kb) {
-    check.fail(fmt::format("op(a) of a {} (transposed: {}) is ({}, {}) but op(b) of b {} "
-                           "(transposed: {}) is ({}, {}); their inner dimensions must match",
-                           a.describe(), ta == Transpose::yes, m, k, b.describe(),
-                           tb == Transpose::yes, kb, n));
-  }
-  check.shape("c", c, {m, n});
+  const auto [m, n, k] = sdk::check_matmul(check, c, a, ta, b, tb, bias);
   MatmulKey key{m, n, k, ta, tb, a.dtype(), c.dtype(), DType::f32, MatmulBias::none,
                 std::bit_cast<std::uint32_t>(alpha), std::bit_cast<std::uint32_t>(beta)};
   if (bias.defined()) {
-    check.usable("bias", bias).shape("bias", bias, {n});
-    if (bias.dtype() != DType::f32 && bias.dtype() != c.dtype()) {
-      check.fail(fmt::format("bias is {} but must be f32 or {}", bias.describe(),
-                             dtype_name(c.dtype())));
-    }
     key.bias_dtype = bias.dtype();
     key.bias = alpha == 1.0f ? MatmulBias::argument : MatmulBias::post_op;
   }

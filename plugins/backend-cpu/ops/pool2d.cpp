@@ -17,6 +17,7 @@
 #include "cpu_backend.hpp"
 #include "ops/dnnl_edge.hpp"
 #include "ops/plans.hpp"
+#include "kiln/sdk/op_descs.hpp"
 #include "validate.hpp"
 
 namespace kiln::cpu {
@@ -86,12 +87,7 @@ class PoolPlan final : public OpPlan {
   Layout layout_ = Layout::row_major;
 };
 
-std::string describe(const Pool2dDesc& d) {
-  return fmt::format("{} pool {} ({}, {}, {}, {}) kernel {}x{} stride {}x{} pad {}x{}",
-                     d.kind == Pool2dDesc::Kind::max ? "max" : "average", dtype_name(d.dtype),
-                     d.n, d.c, d.h, d.w, d.kernel_h, d.kernel_w, d.stride_h, d.stride_w, d.pad_h,
-                     d.pad_w);
-}
+using sdk::describe;  // the shared wording (kiln/sdk/op_descs.hpp)
 
 }  // namespace
 
@@ -100,20 +96,7 @@ std::shared_ptr<OpPlan> CpuBackend::plan_pool2d(const Pool2dDesc& d) {
     unsupported(Op::pool2d_forward, d.dtype);
   }
   const OpCheck check(Op::pool2d_forward);
-  if (d.n <= 0 || d.c <= 0 || d.h <= 0 || d.w <= 0 || d.kernel_h <= 0 || d.kernel_w <= 0 ||
-      d.stride_h <= 0 || d.stride_w <= 0 || d.pad_h < 0 || d.pad_w < 0) {
-    check.fail(fmt::format("{} needs positive sizes, kernel and stride and non-negative padding",
-                           describe(d)));
-  }
-  if (2 * d.pad_h > d.kernel_h || 2 * d.pad_w > d.kernel_w) {
-    check.fail(fmt::format("{}: padding must be at most half the kernel (as PyTorch), or some "
-                           "windows see only padding",
-                           describe(d)));
-  }
-  if (d.out_h() < 1 || d.out_w() < 1) {
-    check.fail(fmt::format("{} gives an empty output; the input is smaller than the kernel",
-                           describe(d)));
-  }
+  sdk::check_pool2d_desc(check, d);
   try {
     return std::make_shared<PoolPlan>(d, engine_, edge_scratch_);
   } catch (const dnnl::error& e) {

@@ -103,12 +103,6 @@ AlgoChoice select(const DnnCheck& check, cudnnHandle_t handle, const ConvPlan& p
 
 }  // namespace
 
-std::string describe(const Conv2dDesc& d) {
-  return fmt::format("conv2d {} x({}, {}, {}, {}) k={} {}x{} stride {}x{} pad {}x{} dilation {}x{} "
-                     "groups {}",
-                     dtype_name(d.dtype), d.n, d.c, d.h, d.w, d.k, d.r, d.s, d.stride_h,
-                     d.stride_w, d.pad_h, d.pad_w, d.dilation_h, d.dilation_w, d.groups);
-}
 
 ConvPlan::ConvPlan(const Conv2dDesc& d, int dev, MathMode m)
     : desc(d), device(dev), math(m),

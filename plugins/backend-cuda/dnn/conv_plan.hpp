@@ -18,6 +18,7 @@
 #include "cuda_backend.hpp"
 #include "dnn/algo_key.hpp"
 #include "dnn/cudnn_desc.hpp"
+#include "kiln/sdk/op_descs.hpp"
 #include "dnn/dnn_check.hpp"
 
 namespace kiln::cuda {
@@ -54,6 +55,6 @@ class ConvPlan final : public OpPlan {
 };
 
 /// "conv2d f16 x(256, 64, 56, 56) k=64 3x3 stride 1x1 pad 1x1 dilation 1x1 groups 1".
-std::string describe(const Conv2dDesc& d);
+using sdk::describe;  // "conv2d f32 x(...) k=... " (kiln/sdk/op_descs.hpp)
 
 }  // namespace kiln::cuda

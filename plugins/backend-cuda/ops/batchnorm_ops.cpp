@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "cuda_backend.hpp"
+#include "kiln/sdk/op_descs.hpp"
 #include "dnn/cudnn_desc.hpp"
 #include "dnn/dnn_check.hpp"
 #include "dnn/staging.hpp"
@@ -63,10 +64,7 @@ BatchNormPlan& bn_plan(const DnnCheck& check, OpPlan& plan) {
   return *p;
 }
 
-std::string describe(const BatchNormDesc& d) {
-  return fmt::format("batchnorm {} ({}, {}, {}, {}) eps {} momentum {}", dtype_name(d.dtype), d.n,
-                     d.c, d.h, d.w, d.eps, d.momentum);
-}
+using sdk::describe;  // the shared wording (kiln/sdk/op_descs.hpp)
 
 struct BnChecks {
   const DnnCheck& check;
@@ -103,10 +101,7 @@ std::shared_ptr<OpPlan> CudaBackend::plan_batchnorm(const BatchNormDesc& d) {
     unsupported(Op::batchnorm_train_forward, d.dtype);
   }
   const DnnCheck check(Op::batchnorm_train_forward);
-  if (d.n <= 0 || d.c <= 0 || d.h <= 0 || d.w <= 0 || !(d.eps > 0.0f) ||
-      !(d.momentum >= 0.0f && d.momentum <= 1.0f)) {
-    check.fail(fmt::format("{} needs positive sizes, eps > 0 and momentum in [0, 1]", describe(d)));
-  }
+  sdk::check_batchnorm_desc(check, d);
   auto plan = std::make_shared<BatchNormPlan>(d);
   plan->setup(check, activation_layout(d.dtype));
   return plan;

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "cuda_backend.hpp"
+#include "kiln/sdk/op_descs.hpp"
 #include "dnn/conv_plan.hpp"
 #include "dnn/dnn_check.hpp"
 #include "dnn/staging.hpp"
@@ -52,24 +53,7 @@ std::shared_ptr<OpPlan> CudaBackend::plan_conv2d(const Conv2dDesc& d) {
     unsupported(Op::conv2d_forward, d.dtype);
   }
   const DnnCheck check(Op::conv2d_forward);
-  const bool positive = d.n > 0 && d.c > 0 && d.h > 0 && d.w > 0 && d.k > 0 && d.r > 0 &&
-                        d.s > 0 && d.stride_h > 0 && d.stride_w > 0 && d.pad_h >= 0 &&
-                        d.pad_w >= 0 && d.dilation_h > 0 && d.dilation_w > 0 && d.groups > 0;
-  if (!positive) {
-    check.fail(fmt::format("{} has a non-positive size, stride, dilation or groups, or a negative "
-                           "padding",
-                           describe(d)));
-  }
-  if (d.c % d.groups != 0 || d.k % d.groups != 0) {
-    check.fail(fmt::format("{}: input channels {} and output channels {} must both be divisible "
-                           "by groups {}",
-                           describe(d), d.c, d.k, d.groups));
-  }
-  if (d.out_h() < 1 || d.out_w() < 1) {
-    check.fail(fmt::format("{} gives an empty output ({} x {}); the input is smaller than the "
-                           "dilated filter",
-                           describe(d), d.out_h(), d.out_w()));
-  }
+  sdk::check_conv2d_desc(check, d);
   auto plan = std::make_shared<ConvPlan>(d, device().index, math_mode_for(d.dtype, allow_tf32()));
   // Descriptors for the layout layers will use are made now, so shape errors surface at build().
   plan->setup(check, activation_layout(d.dtype));

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cuda_backend.hpp"
+#include "kiln/sdk/op_descs.hpp"
 #include "dnn/dnn_check.hpp"
 #include "dnn/gemm.hpp"
 #include "dnn/staging.hpp"
@@ -18,30 +19,7 @@ namespace kiln::cuda {
 void CudaBackend::matmul(const Tensor& c, const Tensor& a, Transpose ta, const Tensor& b,
                          Transpose tb, float alpha, float beta, const Tensor& bias) {
   const DnnCheck check(Op::matmul);
-  check.usable("c", c).usable("a", a).usable("b", b).rank("c", c, 2).rank("a", a, 2).rank("b", b, 2);
-  check.float_dtype("a", a).dtype("b", b, a.dtype());
-  if (c.dtype() != DType::f32 && c.dtype() != a.dtype()) {
-    check.fail(fmt::format("c is {} but must be f32 or {} for a {}", c.describe(),
-                           dtype_name(a.dtype()), a.describe()));
-  }
-  const std::int64_t m = ta == Transpose::no ? a.dim(0) : a.dim(1);
-  const std::int64_t k = ta == Transpose::no ? a.dim(1) : a.dim(0);
-  const std::int64_t kb = tb == Transpose::no ? b.dim(0) : b.dim(1);
-  const std::int64_t n = tb == Transpose::no ? b.dim(1) : b.dim(0);
-  if (k != kb) {
-    check.fail(fmt::format("op(a) of a {} (transposed: {}) is ({}, {}) but op(b) of b {} "
-                           "(transposed: {}) is ({}, {}); their inner dimensions must match",
-                           a.describe(), ta == Transpose::yes, m, k, b.describe(),
-                           tb == Transpose::yes, kb, n));
-  }
-  check.shape("c", c, {m, n});
-  if (bias.defined()) {
-    check.usable("bias", bias).shape("bias", bias, {n});
-    if (bias.dtype() != DType::f32 && bias.dtype() != c.dtype()) {
-      check.fail(fmt::format("bias is {} but must be f32 or {}", bias.describe(),
-                             dtype_name(c.dtype())));
-    }
-  }
+  const auto [m, n, k] = sdk::check_matmul(check, c, a, ta, b, tb, bias);
   if (m == 0 || n == 0) return;
   if (k == 0) check.fail(fmt::format("a {} and b {} have an empty inner dimension", a.describe(), b.describe()));
 

@@ -1,0 +1,102 @@
+// The shared descriptor and matmul checks of kiln/sdk/op_descs.hpp.
+#include "kiln/sdk/op_descs.hpp"
+
+#include <fmt/format.h>
+
+namespace kiln::sdk {
+
+std::string describe(const Conv2dDesc& d) {
+  return fmt::format("conv2d {} x({}, {}, {}, {}) k={} {}x{} stride {}x{} pad {}x{} dilation {}x{} "
+                     "groups {}",
+                     dtype_name(d.dtype), d.n, d.c, d.h, d.w, d.k, d.r, d.s, d.stride_h,
+                     d.stride_w, d.pad_h, d.pad_w, d.dilation_h, d.dilation_w, d.groups);
+}
+
+std::string describe(const Pool2dDesc& d) {
+  return fmt::format("{} pool {} ({}, {}, {}, {}) kernel {}x{} stride {}x{} pad {}x{}",
+                     d.kind == Pool2dDesc::Kind::max ? "max" : "average", dtype_name(d.dtype),
+                     d.n, d.c, d.h, d.w, d.kernel_h, d.kernel_w, d.stride_h, d.stride_w, d.pad_h,
+                     d.pad_w);
+}
+
+std::string describe(const BatchNormDesc& d) {
+  return fmt::format("batchnorm {} ({}, {}, {}, {}) eps {} momentum {}", dtype_name(d.dtype), d.n,
+                     d.c, d.h, d.w, d.eps, d.momentum);
+}
+
+void check_conv2d_desc(const OpCheck& check, const Conv2dDesc& d) {
+  const bool positive = d.n > 0 && d.c > 0 && d.h > 0 && d.w > 0 && d.k > 0 && d.r > 0 &&
+                        d.s > 0 && d.stride_h > 0 && d.stride_w > 0 && d.pad_h >= 0 &&
+                        d.pad_w >= 0 && d.dilation_h > 0 && d.dilation_w > 0 && d.groups > 0;
+  if (!positive) {
+    check.fail(fmt::format("{} has a non-positive size, stride, dilation or groups, or a negative "
+                           "padding",
+                           describe(d)));
+  }
+  if (d.c % d.groups != 0 || d.k % d.groups != 0) {
+    check.fail(fmt::format("{}: input channels {} and output channels {} must both be divisible "
+                           "by groups {}",
+                           describe(d), d.c, d.k, d.groups));
+  }
+  if (d.out_h() < 1 || d.out_w() < 1) {
+    check.fail(fmt::format("{} gives an empty output ({} x {}); the input is smaller than the "
+                           "dilated filter",
+                           describe(d), d.out_h(), d.out_w()));
+  }
+}
+
+void check_pool2d_desc(const OpCheck& check, const Pool2dDesc& d) {
+  if (d.n <= 0 || d.c <= 0 || d.h <= 0 || d.w <= 0 || d.kernel_h <= 0 || d.kernel_w <= 0 ||
+      d.stride_h <= 0 || d.stride_w <= 0 || d.pad_h < 0 || d.pad_w < 0) {
+    check.fail(fmt::format("{} needs positive sizes, kernel and stride and non-negative padding",
+                           describe(d)));
+  }
+  if (2 * d.pad_h > d.kernel_h || 2 * d.pad_w > d.kernel_w) {
+    check.fail(fmt::format("{}: padding must be at most half the kernel (as PyTorch), or some "
+                           "windows see only padding",
+                           describe(d)));
+  }
+  if (d.out_h() < 1 || d.out_w() < 1) {
+    check.fail(fmt::format("{} gives an empty output; the input is smaller than the kernel",
+                           describe(d)));
+  }
+}
+
+void check_batchnorm_desc(const OpCheck& check, const BatchNormDesc& d) {
+  if (d.n <= 0 || d.c <= 0 || d.h <= 0 || d.w <= 0 || !(d.eps > 0.0f) ||
+      !(d.momentum >= 0.0f && d.momentum <= 1.0f)) {
+    check.fail(fmt::format("{} needs positive sizes, eps > 0 and momentum in [0, 1]", describe(d)));
+  }
+}
+
+MatmulDims check_matmul(const OpCheck& check, const Tensor& c, const Tensor& a, Transpose ta,
+                        const Tensor& b, Transpose tb, const Tensor& bias) {
+  check.usable("c", c).usable("a", a).usable("b", b).rank("c", c, 2).rank("a", a, 2).rank("b", b, 2);
+  check.float_dtype("a", a).dtype("b", b, a.dtype());
+  if (c.dtype() != DType::f32 && c.dtype() != a.dtype()) {
+    check.fail(fmt::format("c is {} but must be f32 or {} for a {}", c.describe(),
+                           dtype_name(a.dtype()), a.describe()));
+  }
+  MatmulDims dims;
+  dims.m = ta == Transpose::no ? a.dim(0) : a.dim(1);
+  dims.k = ta == Transpose::no ? a.dim(1) : a.dim(0);
+  const std::int64_t kb = tb == Transpose::no ? b.dim(0) : b.dim(1);
+  dims.n = tb == Transpose::no ? b.dim(1) : b.dim(0);
+  if (dims.k != kb) {
+    check.fail(fmt::format("op(a) of a {} (transposed: {}) is ({}, {}) but op(b) of b {} "
+                           "(transposed: {}) is ({}, {}); their inner dimensions must match",
+                           a.describe(), ta == Transpose::yes, dims.m, dims.k, b.describe(),
+                           tb == Transpose::yes, kb, dims.n));
+  }
+  check.shape("c", c, {dims.m, dims.n});
+  if (bias.defined()) {
+    check.usable("bias", bias).shape("bias", bias, {dims.n});
+    if (bias.dtype() != DType::f32 && bias.dtype() != c.dtype()) {
+      check.fail(fmt::format("bias is {} but must be f32 or {}", bias.describe(),
+                             dtype_name(c.dtype())));
+    }
+  }
+  return dims;
+}
+
+}  // namespace kiln::sdk
