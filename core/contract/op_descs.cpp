@@ -69,6 +69,67 @@ void check_batchnorm_desc(const OpCheck& check, const BatchNormDesc& d) {
   }
 }
 
+namespace {
+
+/// A batch-norm data operand: the plan's dtype and shape, and (unless mixing is accepted) x's layout.
+void bn_data(const OpCheck& check, const BatchNormDesc& d, MixedLayouts mixed, const char* name,
+             const Tensor& t, const Tensor& x) {
+  check.usable_image(name, t).dtype(name, t, d.dtype).shape(name, t, {d.n, d.c, d.h, d.w});
+  if (mixed == MixedLayouts::refused) check.same_layout(name, t, "x", x);
+}
+
+/// A statistic, gamma/beta or their gradient: f32 (C).
+void bn_stat(const OpCheck& check, const BatchNormDesc& d, const char* name, const Tensor& t) {
+  check.usable(name, t).dtype(name, t, DType::f32).shape(name, t, {d.c});
+}
+
+}  // namespace
+
+void check_batchnorm_train(const OpCheck& check, const BatchNormDesc& d, MixedLayouts mixed,
+                           const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd,
+                           const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                           const Tensor& running_mean, const Tensor& running_var) {
+  bn_data(check, d, mixed, "x", x, x);
+  bn_data(check, d, mixed, "y", y, x);
+  bn_stat(check, d, "save_mean", save_mean);
+  bn_stat(check, d, "save_invstd", save_invstd);
+  bn_stat(check, d, "gamma", gamma);
+  bn_stat(check, d, "beta", beta);
+  bn_stat(check, d, "running_mean", running_mean);
+  bn_stat(check, d, "running_var", running_var);
+  const std::int64_t count = d.n * d.h * d.w;
+  if (count < 2) {
+    check.fail(fmt::format("{} has {} value per channel; training needs at least 2 (as PyTorch)",
+                           describe(d), count));
+  }
+}
+
+void check_batchnorm_infer(const OpCheck& check, const BatchNormDesc& d, MixedLayouts mixed,
+                           const Tensor& y, const Tensor& x, const Tensor& gamma,
+                           const Tensor& beta, const Tensor& running_mean,
+                           const Tensor& running_var) {
+  bn_data(check, d, mixed, "x", x, x);
+  bn_data(check, d, mixed, "y", y, x);
+  bn_stat(check, d, "gamma", gamma);
+  bn_stat(check, d, "beta", beta);
+  bn_stat(check, d, "running_mean", running_mean);
+  bn_stat(check, d, "running_var", running_var);
+}
+
+void check_batchnorm_backward(const OpCheck& check, const BatchNormDesc& d, MixedLayouts mixed,
+                              const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                              const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                              const Tensor& save_mean, const Tensor& save_invstd) {
+  bn_data(check, d, mixed, "x", x, x);
+  bn_data(check, d, mixed, "dx", dx, x);
+  bn_data(check, d, mixed, "dy", dy, x);
+  bn_stat(check, d, "dgamma", dgamma);
+  bn_stat(check, d, "dbeta", dbeta);
+  bn_stat(check, d, "gamma", gamma);
+  bn_stat(check, d, "save_mean", save_mean);
+  bn_stat(check, d, "save_invstd", save_invstd);
+}
+
 MatmulDims check_matmul(const OpCheck& check, const Tensor& c, const Tensor& a, Transpose ta,
                         const Tensor& b, Transpose tb, const Tensor& bias) {
   check.usable("c", c).usable("a", a).usable("b", b).rank("c", c, 2).rank("a", a, 2).rank("b", b, 2);

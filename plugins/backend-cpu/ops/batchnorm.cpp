@@ -121,19 +121,6 @@ class BatchNormPlan final : public OpPlan {
 
 using sdk::describe;  // the shared wording (kiln/sdk/op_descs.hpp)
 
-struct BnChecks {
-  const OpCheck& check;
-  const BatchNormDesc& d;
-  /// A data operand: the plan's dtype and shape, in the layout of `ref` (x).
-  void data(const char* name, const Tensor& t, const Tensor& ref) const {
-    check.usable_image(name, t).dtype(name, t, d.dtype).shape(name, t, {d.n, d.c, d.h, d.w});
-    check.same_layout(name, t, "x", ref);
-  }
-  void stat(const char* name, const Tensor& t) const {
-    check.usable(name, t).dtype(name, t, DType::f32).shape(name, t, {d.c});
-  }
-};
-
 BnVariant& variant_of(const OpCheck& check, BatchNormPlan& p, const Tensor& x) {
   try {
     return p.variant(x.layout(), x.dtype());
@@ -164,20 +151,8 @@ void CpuBackend::batchnorm_train_forward(OpPlan& plan, const Tensor& y, const Te
   const OpCheck check(Op::batchnorm_train_forward);
   BatchNormPlan& p = plan_as<BatchNormPlan>(check, plan, "plan_batchnorm");
   const BatchNormDesc& d = p.desc;
-  const BnChecks bn{check, d};
-  bn.data("y", y, x);
-  bn.data("x", x, x);
-  bn.stat("save_mean", save_mean);
-  bn.stat("save_invstd", save_invstd);
-  bn.stat("gamma", gamma);
-  bn.stat("beta", beta);
-  bn.stat("running_mean", running_mean);
-  bn.stat("running_var", running_var);
-  const std::int64_t count = d.n * d.h * d.w;
-  if (count < 2) {
-    check.fail(fmt::format("{} has {} value per channel; training needs at least 2 (as PyTorch)",
-                           describe(d), count));
-  }
+  sdk::check_batchnorm_train(check, d, sdk::MixedLayouts::refused, y, save_mean, save_invstd, x, gamma, beta,
+                             running_mean, running_var);
   use_our_threads();
   BnVariant& v = variant_of(check, p, x);
   if (v.kernels == BnKernels::loops) {
@@ -207,6 +182,7 @@ void CpuBackend::batchnorm_train_forward(OpPlan& plan, const Tensor& y, const Te
   float* invstd = save_invstd.data_as<float>();
   float* rm = running_mean.data_as<float>();
   float* rv = running_var.data_as<float>();
+  const std::int64_t count = d.n * d.h * d.w;  // >= 2, checked above
   const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
   const float m = d.momentum;
   for (std::int64_t c = 0; c < d.c; ++c) {
@@ -221,13 +197,8 @@ void CpuBackend::batchnorm_infer_forward(OpPlan& plan, const Tensor& y, const Te
                                          const Tensor& running_mean, const Tensor& running_var) {
   const OpCheck check(Op::batchnorm_infer_forward);
   BatchNormPlan& p = plan_as<BatchNormPlan>(check, plan, "plan_batchnorm");
-  const BnChecks bn{check, p.desc};
-  bn.data("y", y, x);
-  bn.data("x", x, x);
-  bn.stat("gamma", gamma);
-  bn.stat("beta", beta);
-  bn.stat("running_mean", running_mean);
-  bn.stat("running_var", running_var);
+  sdk::check_batchnorm_infer(check, p.desc, sdk::MixedLayouts::refused, y, x, gamma, beta, running_mean,
+                             running_var);
   use_our_threads();
   BnVariant& v = variant_of(check, p, x);
   if (v.kernels == BnKernels::loops) {
@@ -264,15 +235,8 @@ void CpuBackend::batchnorm_backward(OpPlan& plan, const Tensor& dx, const Tensor
   const OpCheck check(Op::batchnorm_backward);
   BatchNormPlan& p = plan_as<BatchNormPlan>(check, plan, "plan_batchnorm");
   const BatchNormDesc& d = p.desc;
-  const BnChecks bn{check, d};
-  bn.data("dx", dx, x);
-  bn.data("dy", dy, x);
-  bn.data("x", x, x);
-  bn.stat("dgamma", dgamma);
-  bn.stat("dbeta", dbeta);
-  bn.stat("gamma", gamma);
-  bn.stat("save_mean", save_mean);
-  bn.stat("save_invstd", save_invstd);
+  sdk::check_batchnorm_backward(check, d, sdk::MixedLayouts::refused, dx, dgamma, dbeta, dy, x, gamma,
+                                save_mean, save_invstd);
   const float* invstd = save_invstd.data_as<float>();
   float* var = floats(p.variance);
   for (std::int64_t c = 0; c < d.c; ++c) var[c] = 1.0f / (invstd[c] * invstd[c]) - d.eps;

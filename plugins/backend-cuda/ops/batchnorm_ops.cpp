@@ -66,17 +66,6 @@ BatchNormPlan& bn_plan(const DnnCheck& check, OpPlan& plan) {
 
 using sdk::describe;  // the shared wording (kiln/sdk/op_descs.hpp)
 
-struct BnChecks {
-  const DnnCheck& check;
-  const BatchNormDesc& d;
-  void data(const char* name, const Tensor& t) const {
-    check.usable(name, t, LayoutRule::image).dtype(name, t, d.dtype).shape(name, t, {d.n, d.c, d.h, d.w});
-  }
-  void stat(const char* name, const Tensor& t) const {
-    check.usable(name, t).dtype(name, t, DType::f32).shape(name, t, {d.c});
-  }
-};
-
 /// Runs `call(mode)`; when cuDNN has no persistent kernel for this shape (NOT_SUPPORTED, e.g. an
 /// odd channel count), the plan drops to SPATIAL for good and runs again. The saved statistics
 /// mean the same in both modes, so a forward and a backward may differ in mode.
@@ -114,20 +103,8 @@ void CudaBackend::batchnorm_train_forward(OpPlan& plan, const Tensor& y, const T
   const DnnCheck check(Op::batchnorm_train_forward);
   BatchNormPlan& p = bn_plan(check, plan);
   const BatchNormDesc& d = p.desc;
-  const BnChecks bn{check, d};
-  bn.data("y", y);
-  bn.data("x", x);
-  bn.stat("save_mean", save_mean);
-  bn.stat("save_invstd", save_invstd);
-  bn.stat("gamma", gamma);
-  bn.stat("beta", beta);
-  bn.stat("running_mean", running_mean);
-  bn.stat("running_var", running_var);
-  const std::int64_t count = d.n * d.h * d.w;
-  if (count < 2) {
-    check.fail(fmt::format("{} has {} value per channel; training needs at least 2 (as PyTorch)",
-                           describe(d), count));
-  }
+  sdk::check_batchnorm_train(check, d, sdk::MixedLayouts::accepted, y, save_mean, save_invstd, x, gamma, beta,
+                             running_mean, running_var);
   const Layout L = x.layout();
   BatchNormPlan::Setup& s = p.setup(check, L);
   Staged ys = Staged::output(*this, check, y, y.layout(), p.dims, d.dtype, L);
@@ -154,13 +131,7 @@ void CudaBackend::batchnorm_infer_forward(OpPlan& plan, const Tensor& y, const T
   const DnnCheck check(Op::batchnorm_infer_forward);
   BatchNormPlan& p = bn_plan(check, plan);
   const BatchNormDesc& d = p.desc;
-  const BnChecks bn{check, d};
-  bn.data("y", y);
-  bn.data("x", x);
-  bn.stat("gamma", gamma);
-  bn.stat("beta", beta);
-  bn.stat("running_mean", running_mean);
-  bn.stat("running_var", running_var);
+  sdk::check_batchnorm_infer(check, d, sdk::MixedLayouts::accepted, y, x, gamma, beta, running_mean, running_var);
   const Layout L = x.layout();
   BatchNormPlan::Setup& s = p.setup(check, L);
   Staged ys = Staged::output(*this, check, y, y.layout(), p.dims, d.dtype, L);
@@ -185,15 +156,8 @@ void CudaBackend::batchnorm_backward(OpPlan& plan, const Tensor& dx, const Tenso
   const DnnCheck check(Op::batchnorm_backward);
   BatchNormPlan& p = bn_plan(check, plan);
   const BatchNormDesc& d = p.desc;
-  const BnChecks bn{check, d};
-  bn.data("dx", dx);
-  bn.data("dy", dy);
-  bn.data("x", x);
-  bn.stat("dgamma", dgamma);
-  bn.stat("dbeta", dbeta);
-  bn.stat("gamma", gamma);
-  bn.stat("save_mean", save_mean);
-  bn.stat("save_invstd", save_invstd);
+  sdk::check_batchnorm_backward(check, d, sdk::MixedLayouts::accepted, dx, dgamma, dbeta, dy, x, gamma,
+                                save_mean, save_invstd);
   const Layout L = x.layout();
   BatchNormPlan::Setup& s = p.setup(check, L);
   const Staged dys = Staged::input(*this, check, dy, dy.layout(), p.dims, d.dtype, L);

@@ -27,6 +27,27 @@ void check_pool2d_desc(const OpCheck& check, const Pool2dDesc& d);
 /// Positive sizes, eps > 0, momentum in [0, 1].
 void check_batchnorm_desc(const OpCheck& check, const BatchNormDesc& d);
 
+/// Whether a backend lets the image operands of one batch-norm call differ in layout (it
+/// converts per operand) or needs them in one layout, as the contract guarantees (backend.hpp).
+enum class MixedLayouts : std::uint8_t { refused, accepted };
+
+/// batchnorm_train_forward's operands: y and x in the plan's dtype and (N, C, H, W) (row-major or
+/// nhwc), the statistics and gamma/beta f32 (C), and at least 2 values per channel (as PyTorch).
+void check_batchnorm_train(const OpCheck& check, const BatchNormDesc& d, MixedLayouts mixed,
+                           const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd,
+                           const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                           const Tensor& running_mean, const Tensor& running_var);
+/// batchnorm_infer_forward's operands, with the same rules.
+void check_batchnorm_infer(const OpCheck& check, const BatchNormDesc& d, MixedLayouts mixed,
+                           const Tensor& y, const Tensor& x, const Tensor& gamma,
+                           const Tensor& beta, const Tensor& running_mean,
+                           const Tensor& running_var);
+/// batchnorm_backward's operands, with the same rules (dgamma/dbeta f32 (C)).
+void check_batchnorm_backward(const OpCheck& check, const BatchNormDesc& d, MixedLayouts mixed,
+                              const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                              const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                              const Tensor& save_mean, const Tensor& save_invstd);
+
 /// The (M, N, K) of a matmul whose arguments check_matmul accepted.
 struct MatmulDims {
   std::int64_t m = 0, n = 0, k = 0;
