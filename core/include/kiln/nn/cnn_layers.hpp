@@ -224,6 +224,40 @@ struct Downsample {
   BatchNorm2d bn;
 };
 
+/// What every residual block shares: the shortcut (identity, or a Downsample), the fused
+/// add+ReLU that joins it with the branch, and that join's backward. A block computes its branch
+/// and hands the result to forward(); in backward it takes dsum from begin_backward(), runs its
+/// branch backward from it, and lets finish_backward() add the shortcut's gradient into dx.
+class ResidualJoin {
+ public:
+  /// `block` names the block in messages ("Bottleneck").
+  explicit ResidualJoin(const char* block) : block_(block) {}
+  /// Gives the join a projection shortcut (null: identity).
+  void set_downsample(std::unique_ptr<Downsample> downsample) { downsample_ = std::move(downsample); }
+  bool has_downsample() const noexcept { return downsample_ != nullptr; }
+  /// Builds the downsample for the block input `in`, checks that the shortcut gives the branch's
+  /// output shape `out`, and allocates the block output and dsum buffers.
+  void build(Backend& backend, std::int64_t max_batch, ImageShape in, ImageShape out, DType dtype);
+  /// y = relu(branch + shortcut(x)); the shortcut must be in the branch's layout.
+  Tensor forward(const Tensor& x, const Tensor& branch, Mode mode);
+  /// dsum = dy * (y > 0), the gradient of the pre-activation sum, which the branch's backward
+  /// starts from. Also runs the downsample's backward (reporting its parameters to `ready`).
+  Tensor begin_backward(const Tensor& dy, const GradReadyFn& ready);
+  /// dx += the shortcut's gradient (dsum itself for an identity shortcut).
+  void finish_backward(const Tensor& dx);
+  /// The downsample's batch-norm running statistics.
+  void append_buffers(std::vector<ModelBuffer>& out) const;
+  /// dsum, then the downsample's conv and BN input gradients (null without a downsample).
+  void append_gradient_buffers(std::vector<Tensor*>& out);
+
+ private:
+  const char* block_;
+  std::unique_ptr<Downsample> downsample_;
+  Backend* backend_ = nullptr;
+  Tensor y_, y_saved_, dsum_;  // block output, its last rows, gradient of the pre-activation sum
+  Tensor dshort_;              // the shortcut's gradient between begin_ and finish_backward()
+};
+
 /// ResNet-50/101/152 block (v1.5): 1x1 (in -> planes), 3x3 with the stride (planes -> planes),
 /// 1x1 (planes -> 4 planes), each followed by BN; ReLU after the first two BNs; the tail ReLU is
 /// fused with the residual add.
@@ -238,7 +272,7 @@ class Bottleneck final : public ResidualBlock {
   void append_buffers(std::vector<ModelBuffer>& out) const override;
   std::int64_t out_channels() const noexcept override { return planes_ * kExpansion; }
   std::vector<Tensor*> gradient_buffers() override;
-  bool has_downsample() const noexcept { return downsample_ != nullptr; }
+  bool has_downsample() const noexcept { return join_.has_downsample(); }
 
  private:
   std::int64_t planes_;
@@ -250,9 +284,7 @@ class Bottleneck final : public ResidualBlock {
   Conv2d conv3_;
   BatchNorm2d bn3_;
   ReluInPlace relu1_, relu2_;
-  std::unique_ptr<Downsample> downsample_;
-  Backend* backend_ = nullptr;
-  Tensor y_, y_saved_, dsum_;  // block output, its last rows, gradient of the pre-activation sum
+  ResidualJoin join_{"Bottleneck"};  // its downsample's parameters come after the branch's
 };
 
 /// ResNet-18/34 block: 3x3 with the stride, 3x3, each followed by BN; ReLU after the first BN,
@@ -267,7 +299,7 @@ class BasicBlock final : public ResidualBlock {
   void append_buffers(std::vector<ModelBuffer>& out) const override;
   std::int64_t out_channels() const noexcept override { return planes_; }
   std::vector<Tensor*> gradient_buffers() override;
-  bool has_downsample() const noexcept { return downsample_ != nullptr; }
+  bool has_downsample() const noexcept { return join_.has_downsample(); }
 
  private:
   std::int64_t planes_;
@@ -276,9 +308,7 @@ class BasicBlock final : public ResidualBlock {
   Conv2d conv2_;
   BatchNorm2d bn2_;
   ReluInPlace relu1_;
-  std::unique_ptr<Downsample> downsample_;
-  Backend* backend_ = nullptr;
-  Tensor y_, y_saved_, dsum_;
+  ResidualJoin join_{"BasicBlock"};
 };
 
 }  // namespace kiln::nn
