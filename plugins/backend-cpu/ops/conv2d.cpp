@@ -64,80 +64,81 @@ class ConvPlan final : public OpPlan {
   const Conv2dDesc desc;
   const DType compute;  // the dtype the primitives compute in (f16 plans: f32)
 
-  struct Forward {
-    Operand x, w, y;
-    dnnl::convolution_forward prim;
-    Edge src, wei, dst;
+  /// One primitive (forward, backward-data or backward-filter) with its two inputs and one
+  /// output, the edges around them, and what it was built for.
+  struct Stage {
+    Operand in0, in1, out;
+    dnnl::primitive prim;
+    Edge e0, e1, eo;
     std::unordered_map<int, dnnl::memory> args;
-  };
-  struct BackwardData {
-    Operand dy, w, dx;
-    dnnl::convolution_backward_data prim;
-    Edge diff_dst, wei, diff_src;
-    std::unordered_map<int, dnnl::memory> args;
-  };
-  struct BackwardFilter {
-    Operand x, dy, dw;
-    dnnl::convolution_backward_weights prim;
-    Edge src, diff_dst, diff_wei;
-    std::unordered_map<int, dnnl::memory> args;
+
+    bool built_for(const Operand& a, const Operand& b, const Operand& o) const {
+      return in0 == a && in1 == b && out == o;
+    }
+    /// Binds the callers' data, brings the inputs in, runs, and writes (or adds) the output.
+    void run(dnnl::stream& stream, void* a, void* b, void* o, Accumulate acc = Accumulate::no) {
+      e0.bind(a);
+      e1.bind(b);
+      eo.bind(o);
+      e0.pull(stream);
+      e1.pull(stream);
+      prim.execute(stream, args);
+      eo.push(stream, acc);
+      stream.wait();
+    }
   };
 
-  Forward& forward(const Tensor& x, const Tensor& w, const Tensor& y) {
+  Stage& forward(const Tensor& x, const Tensor& w, const Tensor& y) {
     const Operand ox = operand(x), ow = operand(w), oy = operand(y);
-    if (fwd_ && fwd_->x == ox && fwd_->w == ow && fwd_->y == oy) return *fwd_;
+    if (fwd_ && fwd_->built_for(ox, ow, oy)) return *fwd_;
     const DType out = compute_dtype(y.dtype());
     const auto pd = out == compute ? hint_ : forward_pd(out);
-    fwd_.emplace(Forward{ox, ow, oy, dnnl::convolution_forward(pd),
+    fwd_.emplace(Stage{ox, ow, oy, dnnl::convolution_forward(pd),
                          Edge(engine_, user(src_, ox), pd.src_desc(), scratch_, 0),
                          Edge(engine_, user(wei_, ow), pd.weights_desc(), scratch_, 1),
                          Edge(engine_, user(dst_, oy), pd.dst_desc(), scratch_, 2),
                          {}});
-    fwd_->args = {{DNNL_ARG_SRC, fwd_->src.inner()},
-                  {DNNL_ARG_WEIGHTS, fwd_->wei.inner()},
-                  {DNNL_ARG_DST, fwd_->dst.inner()}};
+    fwd_->args = {{DNNL_ARG_SRC, fwd_->e0.inner()},
+                  {DNNL_ARG_WEIGHTS, fwd_->e1.inner()},
+                  {DNNL_ARG_DST, fwd_->eo.inner()}};
     return *fwd_;
   }
 
-  BackwardData& backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx) {
+  Stage& backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx) {
     const Operand ody = operand(dy), ow = operand(w), odx = operand(dx);
-    if (bwd_data_ && bwd_data_->dy == ody && bwd_data_->w == ow && bwd_data_->dx == odx) {
-      return *bwd_data_;
-    }
+    if (bwd_data_ && bwd_data_->built_for(ody, ow, odx)) return *bwd_data_;
     const dnnl::convolution_backward_data::desc cd(
         dnnl::algorithm::convolution_direct, channels_last(src_, compute_dtype(dx.dtype())),
         any(wei_, compute), channels_last(dst_, compute), strides_, dilates_, pad_l_, pad_r_);
     const dnnl::convolution_backward_data::primitive_desc pd(cd, engine_, hint_);
-    bwd_data_.emplace(BackwardData{ody, ow, odx, dnnl::convolution_backward_data(pd),
+    bwd_data_.emplace(Stage{ody, ow, odx, dnnl::convolution_backward_data(pd),
                                    Edge(engine_, user(dst_, ody), pd.diff_dst_desc(), scratch_, 0),
                                    Edge(engine_, user(wei_, ow), pd.weights_desc(), scratch_, 1),
                                    Edge(engine_, user(src_, odx), pd.diff_src_desc(), scratch_, 2),
                                    {}});
-    bwd_data_->args = {{DNNL_ARG_DIFF_DST, bwd_data_->diff_dst.inner()},
-                       {DNNL_ARG_WEIGHTS, bwd_data_->wei.inner()},
-                       {DNNL_ARG_DIFF_SRC, bwd_data_->diff_src.inner()}};
+    bwd_data_->args = {{DNNL_ARG_DIFF_DST, bwd_data_->e0.inner()},
+                       {DNNL_ARG_WEIGHTS, bwd_data_->e1.inner()},
+                       {DNNL_ARG_DIFF_SRC, bwd_data_->eo.inner()}};
     return *bwd_data_;
   }
 
-  BackwardFilter& backward_filter(const Tensor& x, const Tensor& dy, const Tensor& dw) {
+  Stage& backward_filter(const Tensor& x, const Tensor& dy, const Tensor& dw) {
     const Operand ox = operand(x), ody = operand(dy), odw = operand(dw);
-    if (bwd_filter_ && bwd_filter_->x == ox && bwd_filter_->dy == ody && bwd_filter_->dw == odw) {
-      return *bwd_filter_;
-    }
+    if (bwd_filter_ && bwd_filter_->built_for(ox, ody, odw)) return *bwd_filter_;
     const dnnl::convolution_backward_weights::desc cd(
         dnnl::algorithm::convolution_direct, channels_last(src_, compute),
         any(wei_, compute_dtype(dw.dtype())), channels_last(dst_, compute), strides_, dilates_,
         pad_l_, pad_r_);
     const dnnl::convolution_backward_weights::primitive_desc pd(cd, engine_, hint_);
     bwd_filter_.emplace(
-        BackwardFilter{ox, ody, odw, dnnl::convolution_backward_weights(pd),
+        Stage{ox, ody, odw, dnnl::convolution_backward_weights(pd),
                        Edge(engine_, user(src_, ox), pd.src_desc(), scratch_, 0),
                        Edge(engine_, user(dst_, ody), pd.diff_dst_desc(), scratch_, 1),
                        Edge(engine_, user(wei_, odw), pd.diff_weights_desc(), scratch_, 2, EdgeSum::yes),
                        {}});
-    bwd_filter_->args = {{DNNL_ARG_SRC, bwd_filter_->src.inner()},
-                         {DNNL_ARG_DIFF_DST, bwd_filter_->diff_dst.inner()},
-                         {DNNL_ARG_DIFF_WEIGHTS, bwd_filter_->diff_wei.inner()}};
+    bwd_filter_->args = {{DNNL_ARG_SRC, bwd_filter_->e0.inner()},
+                         {DNNL_ARG_DIFF_DST, bwd_filter_->e1.inner()},
+                         {DNNL_ARG_DIFF_WEIGHTS, bwd_filter_->eo.inner()}};
     return *bwd_filter_;
   }
 
@@ -163,9 +164,7 @@ class ConvPlan final : public OpPlan {
   std::shared_ptr<EdgeScratch> scratch_;
   dims src_, wei_, dst_, strides_, dilates_, pad_l_, pad_r_;
   dnnl::convolution_forward::primitive_desc hint_;
-  std::optional<Forward> fwd_;
-  std::optional<BackwardData> bwd_data_;
-  std::optional<BackwardFilter> bwd_filter_;
+  std::optional<Stage> fwd_, bwd_data_, bwd_filter_;
 };
 
 /// t is a usable tensor of `shape` in f32 or the plan's dtype.
@@ -212,15 +211,7 @@ void CpuBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, 
   check_operand(check, "w", w, s.w, p.desc.dtype);
   use_our_threads();
   try {
-    auto& f = p.forward(x, w, y);
-    f.src.bind(x.data());
-    f.wei.bind(w.data());
-    f.dst.bind(y.data());
-    f.src.pull(stream_);
-    f.wei.pull(stream_);
-    f.prim.execute(stream_, f.args);
-    f.dst.push(stream_);
-    stream_.wait();
+    p.forward(x, w, y).run(stream_, x.data(), w.data(), y.data());
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN failed for {} with y {}, x {}, w {}: {}", describe(p.desc),
                            y.describe(), x.describe(), w.describe(), e.what()));
@@ -237,15 +228,7 @@ void CpuBackend::conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Tens
   check_operand(check, "w", w, s.w, p.desc.dtype);
   use_our_threads();
   try {
-    auto& b = p.backward_data(dy, w, dx);
-    b.diff_dst.bind(dy.data());
-    b.wei.bind(w.data());
-    b.diff_src.bind(dx.data());
-    b.diff_dst.pull(stream_);
-    b.wei.pull(stream_);
-    b.prim.execute(stream_, b.args);
-    b.diff_src.push(stream_);
-    stream_.wait();
+    p.backward_data(dy, w, dx).run(stream_, dy.data(), w.data(), dx.data());
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN failed for {} with dx {}, dy {}, w {}: {}", describe(p.desc),
                            dx.describe(), dy.describe(), w.describe(), e.what()));
@@ -262,15 +245,7 @@ void CpuBackend::conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const Te
   check_operand(check, "x", x, s.x, p.desc.dtype);
   use_our_threads();
   try {
-    auto& b = p.backward_filter(x, dy, dw);
-    b.src.bind(x.data());
-    b.diff_dst.bind(dy.data());
-    b.diff_wei.bind(dw.data());
-    b.src.pull(stream_);
-    b.diff_dst.pull(stream_);
-    b.prim.execute(stream_, b.args);
-    b.diff_wei.push(stream_, acc);
-    stream_.wait();
+    p.backward_filter(x, dy, dw).run(stream_, x.data(), dy.data(), dw.data(), acc);
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN failed for {} with dw {}, dy {}, x {}: {}", describe(p.desc),
                            dw.describe(), dy.describe(), x.describe(), e.what()));
