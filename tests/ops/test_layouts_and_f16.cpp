@@ -227,6 +227,22 @@ BOOST_AUTO_TEST_CASE(matmul_f16_is_f32_arithmetic_on_f16_values) {
   check_close(got32, values(want32), 1e-6, 1e-7, "matmul f16 -> f32");
 }
 
+BOOST_AUTO_TEST_CASE(layout_tags_on_tensor_views) {
+  const Tensor t = host_tensor({4, 3, 2, 2}, DType::f32).with_layout(Layout::nhwc);
+  BOOST_TEST((t.layout() == Layout::nhwc));
+  BOOST_TEST(t.describe() == "f32(4, 3, 2, 2) nhwc");
+  // rows() keeps the layout (the batch is outermost in nhwc too) and the right bytes.
+  const Tensor r = t.rows(1, 2);
+  BOOST_TEST((r.layout() == Layout::nhwc));
+  BOOST_TEST(r.offset_bytes() == 12 * sizeof(float));
+  // Reshaping channels-last data would scramble it; retagging opaque data is refused.
+  std::string msg = error_text<BackendError>([&] { (void)t.reshape({4, 12}); });
+  BOOST_TEST(msg.find("only row-major tensors can be reshaped") != std::string::npos, msg);
+  msg = error_text<BackendError>([&] { (void)t.with_layout(Layout::opaque); });
+  BOOST_TEST(msg.find("cannot tag or untag an opaque-layout tensor") != std::string::npos, msg);
+  BOOST_TEST(t.reshape({4, 3, 2, 2}).shape() == (Shape{4, 3, 2, 2}));  // same shape is fine
+}
+
 BOOST_AUTO_TEST_CASE(element_wise_ops_refuse_mixed_layouts) {
   std::mt19937 rng(77);
   const Tensor a = random_f32({1, 2, 3, 3}, rng);
