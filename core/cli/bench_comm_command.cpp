@@ -27,7 +27,7 @@
 #include "kiln/errors.hpp"
 #include "kiln/launch/ranks.hpp"
 #include "kiln/launch/supervisor.hpp"
-#include "kiln/log/log.hpp"
+#include "kiln/sdk_internal/log_setup.hpp"
 #include "kiln/plugin/registry.hpp"
 #include "kiln/store.hpp"
 

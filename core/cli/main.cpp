@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kiln/errors.hpp"
-#include "kiln/log/log.hpp"
+#include "kiln/sdk_internal/log_setup.hpp"
 #include "kiln/version.hpp"
 #include "bench_comm_command.hpp"
 #include "plugins_command.hpp"

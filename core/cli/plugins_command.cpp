@@ -161,7 +161,7 @@ void show_text(const PluginInfo& info, std::ostream& out) {
       {"  Summary", info.summary},
       {"  Library", info.library.string()},
       {"  Plugin ABI", abi_text(info)},
-      {"  Built with", "Kiln SDK " + info.kiln_version},
+      {"  Built with", "Kiln SDK " + info.kiln_version + ", contract " + info.contract_fingerprint},
   };
   out << "Plugin Details:\n";
   print_table(header, out);

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "kiln/errors.hpp"
-#include "kiln/io/crc32c.hpp"
+#include "kiln/sdk/crc32c.hpp"
 
 namespace kiln::io {
 namespace {

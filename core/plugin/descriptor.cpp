@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kiln/errors.hpp"
+#include "kiln/sdk_internal/fingerprint.hpp"
 #include "kiln/version.hpp"
 
 namespace kiln::plugin {
@@ -69,8 +70,22 @@ PluginInfo read_plugin(const kiln_plugin_v1& plugin, const kiln_library_v1& lib,
   info.abi_major = lib.abi_major;
   info.abi_minor = lib.abi_minor;
   info.kiln_version = text_or_empty(lib.kiln_version);
+  info.contract_fingerprint = text_or_empty(lib.contract_fingerprint);
   info.params.assign(plugin.params, plugin.params + plugin.num_params);
   return info;
+}
+
+// A library compiled against other contract headers may have other vtables or member layouts
+// than this host; calling into it would crash at some later point with no message. Refused here.
+void check_fingerprint(const PluginInfo& info, const std::filesystem::path& library) {
+  const std::string host = sdk::host_contract_fingerprint();
+  if (info.contract_fingerprint == host) return;
+  const std::string theirs = info.contract_fingerprint.empty() ? "none" : info.contract_fingerprint;
+  throw PluginError("plugin '" + info.name + "' (" + library.string() +
+                    ") was built against Kiln contract " + theirs + " (SDK " + info.kiln_version +
+                    ") but this kiln's contract is " + host + " (Kiln " KILN_VERSION_STRING
+                    "); its interfaces differ, so loading it could crash: rebuild it against this "
+                    "Kiln's SDK");
 }
 
 }  // namespace
@@ -147,6 +162,8 @@ std::vector<PluginInfo> read_descriptor(const void* raw, const std::filesystem::
                         std::to_string(stride) + "; the library is damaged");
     }
     PluginInfo info = read_plugin(plugin, lib, i, library);
+    // Checked per plugin so the refusal names it; the entries' layout is fixed by the major.
+    check_fingerprint(info, library);
     // Points into the library, which is never unloaded.
     info.descriptor = reinterpret_cast<const kiln_plugin_v1*>(entry);
     infos.push_back(std::move(info));

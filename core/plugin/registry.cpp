@@ -10,7 +10,7 @@
 #include "descriptor.hpp"
 #include "edit_distance.hpp"
 #include "kiln/errors.hpp"
-#include "kiln/log/log.hpp"
+#include "kiln/sdk/log.hpp"
 #include "kiln/plugin/registry.hpp"
 #include "library_file.hpp"
 

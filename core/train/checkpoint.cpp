@@ -10,7 +10,7 @@
 
 #include "kiln/errors.hpp"
 #include "kiln/io/safetensors.hpp"
-#include "kiln/log/log.hpp"
+#include "kiln/sdk/log.hpp"
 
 namespace kiln::train {
 namespace fs = std::filesystem;

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "kiln/errors.hpp"
-#include "kiln/log/log.hpp"
+#include "kiln/sdk/log.hpp"
 
 namespace kiln::train {
 

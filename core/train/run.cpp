@@ -15,7 +15,7 @@
 #include "kiln/dist/stores.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/io/run_dir.hpp"
-#include "kiln/log/log.hpp"
+#include "kiln/sdk_internal/log_setup.hpp"
 #include "kiln/plugin/registry.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/core_tables.hpp"
@@ -127,10 +127,6 @@ void dump_parameters(const std::filesystem::path& file, Backend& backend, const 
   io::write_file_atomic(file, bytes);
 }
 
-spdlog::level::level_enum parse_level(const std::string& s) {
-  return spdlog::level::from_str(s);  // the schema's choices guarantee a valid name
-}
-
 }  // namespace
 
 RunOutcome run_training(const TrainCommand& command) {
@@ -148,7 +144,7 @@ RunOutcome run_training(const TrainCommand& command) {
   const ParamMap logt = cfg.validate("log", log_schema());
   const ParamMap dist = cfg.validate("dist", dist_schema());
   const ParamMap checkpoint = cfg.validate("checkpoint", checkpoint_schema());
-  log::configure(ranks, parse_level(logt.get_string("level")));
+  log::configure(ranks, log::parse_level(logt.get_string("level")));
 
   const std::string optimizer_type = cfg.plugin_type("optimizer", "adam");
   const ParamMap optimizer = cfg.validate("optimizer", optimizer_schema(optimizer_type));

@@ -6,12 +6,12 @@
 #include <chrono>
 
 #include "kiln/errors.hpp"
-#include "kiln/log/log.hpp"
-#include "kiln/nn/layers.hpp"
+#include "kiln/sdk/log.hpp"
+#include "kiln/sdk/nn/layers.hpp"
 #include "kiln/rng.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/grad_sync.hpp"
-#include "kiln/train/param_runs.hpp"
+#include "kiln/sdk/param_runs.hpp"
 #include "kiln/train/param_sync.hpp"
 
 namespace kiln::train {
@@ -43,7 +43,7 @@ struct Trainer::Impl {
   TrainerOptions opt;
   RankInfo ranks;
   io::MetricsWriter* metrics;
-  std::shared_ptr<spdlog::logger> log = log::get("train");
+  std::shared_ptr<const log::Logger> log = log::get("train");
   std::unique_ptr<data::DataLoader> train_loader, eval_loader;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
@@ -88,7 +88,7 @@ struct Trainer::Impl {
     }
     broadcast_initial_parameters(backend(), *parts.comm, params, parts.model->buffers());
     grad_sync = std::make_unique<GradSync>(*parts.comm, params, opt.bucket_bytes);
-    grad_zero_views = grad_runs(params);  // one fill per contiguous gradient run
+    grad_zero_views = sdk::grad_runs(params);  // one fill per contiguous gradient run
     schedule = std::make_unique<LrSchedule>(opt.schedule_type, opt.schedule_table,
                                             opt.optimizer_table.get_float("lr"),
                                             train_loader->steps_per_epoch(), opt.epochs);

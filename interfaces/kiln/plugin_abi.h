@@ -4,7 +4,7 @@
  * plugin library exports one `kiln_library_v1` through Boost.DLL's sectioned alias (section
  * "kilnplug", symbol KILN_LIBRARY_SYMBOL); the loader confirms the section exists, loads the
  * library with immediate binding, reads the struct and checks abi_major, abi_minor,
- * struct_size and toolchain_key before it calls anything in the library.
+ * struct_size, toolchain_key and contract_fingerprint before it calls anything in the library.
  *
  * Versioning rules (docs/plugin-abi.md): any change to a struct here or to a virtual function
  * or data member of an interfaces/ class bumps KILN_ABI_MAJOR; adding an optional field at the
@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_MAJOR 1
+#define KILN_ABI_MAJOR 2
 #define KILN_ABI_MINOR 0
 /* Exported symbol name and the ELF section that holds it. */
 #define KILN_LIBRARY_SYMBOL "kiln_plugin_library"
@@ -80,6 +80,10 @@ typedef struct kiln_library_v1 {
   const char* kiln_version;    /* Kiln SDK version the library was built against */
   uint32_t num_plugins;
   const kiln_plugin_v1* plugins;
+  /* Fingerprint (16 hex digits) of the exact contract and SDK headers the library was compiled
+   * against; must equal the host's. Covers every installed header, so a plugin built against a
+   * drifted copy of the contract (a virtual added or removed) is refused, never loaded. ABI 2. */
+  const char* contract_fingerprint;
 } kiln_library_v1;
 
 #ifdef __cplusplus

@@ -11,7 +11,7 @@
 #define KILN_STRINGIFY_DETAIL(x) #x
 #define KILN_STRINGIFY(x) KILN_STRINGIFY_DETAIL(x)
 
-#define KILN_VERSION_STRING "0.1.0"
+#define KILN_VERSION_STRING "0.2.0"
 
 #if defined(__clang__)
 #define KILN_TOOLCHAIN_COMPILER "clang"

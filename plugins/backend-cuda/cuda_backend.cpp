@@ -17,7 +17,7 @@
 #include "device/cuda_event.hpp"
 #include "device/device_select.hpp"
 #include "kiln/errors.hpp"
-#include "kiln/log/log.hpp"
+#include "kiln/sdk/log.hpp"
 #include "ops/kernel_validate.hpp"
 #include "memory/device_allocator.hpp"
 #include "memory/fill_kernel.hpp"

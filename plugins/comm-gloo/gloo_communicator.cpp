@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "kiln/errors.hpp"
-#include "kiln/log/log.hpp"
+#include "kiln/sdk/log.hpp"
 #include "kiln/store.hpp"
 #include "peer_directory.hpp"
 #include "store_adapter.hpp"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include <kiln/errors.hpp>
-#include <kiln/log/log.hpp>
+#include <kiln/sdk/log.hpp>
 #include <kiln/store.hpp>
 
 #include "nccl_errors.hpp"

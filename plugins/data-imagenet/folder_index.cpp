@@ -8,7 +8,7 @@
 #include <cctype>
 
 #include "kiln/errors.hpp"
-#include "kiln/log/log.hpp"
+#include "kiln/sdk/log.hpp"
 
 namespace kiln::imagenet {
 namespace {

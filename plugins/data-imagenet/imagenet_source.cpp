@@ -12,7 +12,7 @@
 #include "file_util.hpp"
 #include "jpeg_decoder.hpp"
 #include "kiln/errors.hpp"
-#include "kiln/log/log.hpp"
+#include "kiln/sdk/log.hpp"
 #include "kiln/rng.hpp"
 
 namespace kiln::imagenet {

@@ -11,8 +11,8 @@
 #include <map>
 
 #include "kiln/errors.hpp"
-#include "kiln/io/crc32c.hpp"
-#include "kiln/log/log.hpp"
+#include "kiln/sdk/crc32c.hpp"
+#include "kiln/sdk/log.hpp"
 
 namespace kiln::imagenet {
 namespace {

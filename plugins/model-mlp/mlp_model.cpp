@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include <kiln/nn/layers.hpp>
-#include <kiln/nn/parameter_store.hpp>
+#include <kiln/sdk/nn/layers.hpp>
+#include <kiln/sdk/nn/parameter_store.hpp>
 #include <kiln/rng.hpp>
 #include <kiln/sdk/plugin.hpp>
 

@@ -105,9 +105,9 @@ ResnetModel::ResnetModel(const PluginArgs& args) {
       const std::int64_t stride = (stage > 0 && j == 0) ? 2 : 1;
       const std::string prefix = fmt::format("layer{}.{}", stage + 1, j);
       if (arch.block == Architecture::Block::bottleneck) {
-        blocks_.push_back(std::make_unique<nn::Bottleneck>(store_, prefix, channels, planes, stride, last_gamma));
+        blocks_.push_back(std::make_unique<Bottleneck>(store_, prefix, channels, planes, stride, last_gamma));
       } else {
-        blocks_.push_back(std::make_unique<nn::BasicBlock>(store_, prefix, channels, planes, stride, last_gamma));
+        blocks_.push_back(std::make_unique<BasicBlock>(store_, prefix, channels, planes, stride, last_gamma));
       }
       channels = blocks_.back()->out_channels();
     }
@@ -138,9 +138,9 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
   s = maxpool_.build(backend, n, s, dt);
   for (auto& block : blocks_) s = block->build(backend, n, s, dt);
   // Blocks run backward one after another, so one set of activation-gradient buffers serves all.
-  std::vector<nn::ResidualBlock*> blocks;
+  std::vector<ResidualBlock*> blocks;
   for (auto& block : blocks_) blocks.push_back(block.get());
-  nn::share_gradient_buffers(backend, blocks);
+  share_gradient_buffers(backend, blocks);
   avgpool_.build(backend, n, s, dt);
   fc_->build(backend, n, dt);
 

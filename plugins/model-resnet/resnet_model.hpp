@@ -14,9 +14,11 @@
 #include <memory>
 #include <vector>
 
-#include <kiln/nn/cnn_layers.hpp>
-#include <kiln/nn/layers.hpp>
-#include <kiln/nn/parameter_store.hpp>
+#include <kiln/sdk/nn/cnn_layers.hpp>
+
+#include "blocks.hpp"
+#include <kiln/sdk/nn/layers.hpp>
+#include <kiln/sdk/nn/parameter_store.hpp>
 #include <kiln/ops.hpp>
 #include <kiln/plugin_args.hpp>
 
@@ -69,7 +71,7 @@ class ResnetModel final : public Model {
   std::unique_ptr<nn::BatchNorm2d> bn1_;
   nn::ReluInPlace relu_;
   nn::MaxPool2d maxpool_{nn::Window{3, 2, 1}};
-  std::vector<std::unique_ptr<nn::ResidualBlock>> blocks_;
+  std::vector<std::unique_ptr<ResidualBlock>> blocks_;
   nn::GlobalAvgPool avgpool_;
   std::unique_ptr<nn::Linear> fc_;
   std::vector<ModelBuffer> buffers_;

@@ -8,7 +8,7 @@
 
 #include <kiln/sdk/plugin.hpp>
 
-#include "kiln/train/param_runs.hpp"
+#include "kiln/sdk/param_runs.hpp"
 
 namespace kiln::bf16 {
 namespace {
@@ -64,7 +64,7 @@ class Bf16Policy final : public PrecisionPolicy {
 
   void before_forward(Backend& backend, std::span<const Parameter> params) override {
     refresh_runs(params);
-    for (const train::CastRun& run : cast_runs_) backend.cast(run.compute, run.value);
+    for (const sdk::CastRun& run : cast_runs_) backend.cast(run.compute, run.value);
   }
 
   float loss_scale() const override { return 1.0f; }
@@ -108,15 +108,15 @@ class Bf16Policy final : public PrecisionPolicy {
   // The parameter list is static after Model::build, so the runs are computed once per list.
   void refresh_runs(std::span<const Parameter> params) {
     if (params.data() == runs_for_ && params.size() == runs_size_) return;
-    cast_runs_ = train::cast_runs(params);
-    grad_runs_ = train::grad_runs(params);
+    cast_runs_ = sdk::cast_runs(params);
+    grad_runs_ = sdk::grad_runs(params);
     runs_for_ = params.data();
     runs_size_ = params.size();
   }
 
   bool check_finite_;
   bool allow_emulated_;
-  std::vector<train::CastRun> cast_runs_;
+  std::vector<sdk::CastRun> cast_runs_;
   std::vector<Tensor> grad_runs_;
   const Parameter* runs_for_ = nullptr;
   std::size_t runs_size_ = 0;

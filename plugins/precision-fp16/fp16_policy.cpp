@@ -3,19 +3,19 @@
 // inf/NaN, NumericError below the floor). The finite check runs on the *reduced* gradients (the
 // trainer calls after_allreduce after GradSync), so every rank reaches the same decision. On a
 // skipped step the gradients are left as they are (still scaled); the trainer zeroes them.
-// Casts, checks and unscaling are one Backend op per contiguous arena (kiln/train/param_runs.hpp).
+// Casts, checks and unscaling are one Backend op per contiguous arena (kiln/sdk/param_runs.hpp).
 #include <fmt/format.h>
 
 #include <kiln/sdk/plugin.hpp>
 
-#include "kiln/train/loss_scaler.hpp"
-#include "kiln/train/param_runs.hpp"
+#include "kiln/sdk/loss_scaler.hpp"
+#include "kiln/sdk/param_runs.hpp"
 
 namespace kiln::fp16 {
 
 class Fp16Policy final : public PrecisionPolicy {
  public:
-  explicit Fp16Policy(const PluginArgs& args) : scaler_(train::loss_scaler_options(*args.params)) {}
+  explicit Fp16Policy(const PluginArgs& args) : scaler_(sdk::loss_scaler_options(*args.params)) {}
 
   std::string_view name() const override { return "fp16"; }
   DType param_dtype() const override { return DType::f32; }
@@ -45,7 +45,7 @@ class Fp16Policy final : public PrecisionPolicy {
 
   void before_forward(Backend& backend, std::span<const Parameter> params) override {
     refresh_runs(params);
-    for (const train::CastRun& run : cast_runs_) backend.cast(run.compute, run.value);
+    for (const sdk::CastRun& run : cast_runs_) backend.cast(run.compute, run.value);
   }
 
   float loss_scale() const override { return static_cast<float>(scaler_.scale()); }
@@ -67,7 +67,7 @@ class Fp16Policy final : public PrecisionPolicy {
         for (const Tensor& g : grad_runs_) backend.scale(g, static_cast<float>(1.0 / scale));
       }
     }
-    return scaler_.update(finite ? train::GradStatus::finite : train::GradStatus::non_finite);
+    return scaler_.update(finite ? sdk::GradStatus::finite : sdk::GradStatus::non_finite);
   }
 
   std::map<std::string, double> metrics() const override { return scaler_.metrics(); }
@@ -78,14 +78,14 @@ class Fp16Policy final : public PrecisionPolicy {
   // The parameter list is static after Model::build, so the runs are computed once per list.
   void refresh_runs(std::span<const Parameter> params) {
     if (params.data() == runs_for_ && params.size() == runs_size_) return;
-    cast_runs_ = train::cast_runs(params);
-    grad_runs_ = train::grad_runs(params);
+    cast_runs_ = sdk::cast_runs(params);
+    grad_runs_ = sdk::grad_runs(params);
     runs_for_ = params.data();
     runs_size_ = params.size();
   }
 
-  train::LossScaler scaler_;
-  std::vector<train::CastRun> cast_runs_;
+  sdk::LossScaler scaler_;
+  std::vector<sdk::CastRun> cast_runs_;
   std::vector<Tensor> grad_runs_;
   const Parameter* runs_for_ = nullptr;
   std::size_t runs_size_ = 0;

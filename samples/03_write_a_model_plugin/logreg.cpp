@@ -5,8 +5,8 @@
 // walks through. Parameters arrive validated, so the constructor only checks ranges.
 #include <memory>
 
-#include <kiln/nn/layers.hpp>
-#include <kiln/nn/parameter_store.hpp>
+#include <kiln/sdk/nn/layers.hpp>
+#include <kiln/sdk/nn/parameter_store.hpp>
 #include <kiln/sdk/plugin.hpp>
 
 namespace logreg {

@@ -8,7 +8,7 @@
 
 #include "cli/bench_comm_command.hpp"
 #include "kiln/errors.hpp"
-#include "kiln/log/log.hpp"
+#include "kiln/sdk_internal/log_setup.hpp"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);

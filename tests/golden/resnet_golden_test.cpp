@@ -24,7 +24,7 @@
 
 #include "golden_file.hpp"
 #include "kiln/config/config.hpp"
-#include "kiln/nn/layers.hpp"
+#include "kiln/sdk/nn/layers.hpp"
 #include "kiln/train/optimizer.hpp"
 #include "nn_fixture.hpp"
 #include "resnet_test_util.hpp"

@@ -29,7 +29,7 @@
 #include "golden_file.hpp"
 #include "kiln/config/config.hpp"
 #include "kiln/errors.hpp"
-#include "kiln/nn/layers.hpp"
+#include "kiln/sdk/nn/layers.hpp"
 #include "kiln/plugin_abi.h"
 #include "kiln/precision_policy.hpp"
 #include "kiln/train/optimizer.hpp"

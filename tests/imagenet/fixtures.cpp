@@ -1,5 +1,5 @@
 // Implementation of the test data writers (see fixtures.hpp). The TFRecord CRC uses the
-// core's CRC-32C (kiln/io/crc32c.hpp), which test_crc32c checks against the published vector.
+// core's CRC-32C (kiln/sdk/crc32c.hpp), which test_crc32c checks against the published vector.
 #include "fixtures.hpp"
 
 #include <turbojpeg.h>
@@ -8,7 +8,7 @@
 #include <iterator>
 #include <stdexcept>
 
-#include "kiln/io/crc32c.hpp"
+#include "kiln/sdk/crc32c.hpp"
 #include "kiln/config/config.hpp"
 #include "kiln/plugin/registry.hpp"
 

@@ -10,7 +10,7 @@
 #include "example_proto.hpp"
 #include "fixtures.hpp"
 #include "kiln/errors.hpp"
-#include "kiln/io/crc32c.hpp"
+#include "kiln/sdk/crc32c.hpp"
 
 using kiln::io::crc32c;
 using kiln::io::crc32c_portable;

@@ -21,8 +21,8 @@
 #include <fmt/format.h>
 
 #include "kiln/errors.hpp"
-#include "kiln/nn/layers.hpp"
-#include "kiln/nn/parameter_store.hpp"
+#include "kiln/sdk/nn/layers.hpp"
+#include "kiln/sdk/nn/parameter_store.hpp"
 #include "kiln/rng.hpp"
 #include "nn_fixture.hpp"
 

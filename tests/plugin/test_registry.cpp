@@ -151,6 +151,16 @@ BOOST_AUTO_TEST_CASE(toolchain_key_mismatch_names_both_keys) {
   BOOST_TEST(contains(reason, "rebuild the plugin against this Kiln SDK"));
 }
 
+BOOST_AUTO_TEST_CASE(contract_fingerprint_mismatch_is_refused_in_one_sentence) {
+  const auto library = fixture_library("contract");
+  const auto reason = only_failure(scanned({fixture_dir("contract")}), library);
+  BOOST_TEST(reason == "plugin 'fixture-fp32' (" + library.string() +
+                           ") was built against Kiln contract 0123456789abcdef (SDK " KILN_VERSION_STRING
+                           ") but this kiln's contract is " KILN_CONTRACT_FINGERPRINT " (Kiln " KILN_VERSION_STRING
+                           "); its interfaces differ, so loading it could crash: rebuild it against "
+                           "this Kiln's SDK");
+}
+
 BOOST_AUTO_TEST_CASE(library_without_descriptor_is_not_loaded) {
   const auto library = fixture_dir("no-descriptor") / "libkiln-fixture-no-descriptor.so";
   const auto reason = only_failure(scanned({fixture_dir("no-descriptor")}), library);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kiln/backend.hpp"
-#include "kiln/nn/parameter_store.hpp"
+#include "kiln/sdk/nn/parameter_store.hpp"
 #include "kiln/precision_policy.hpp"
 #include "nn_fixture.hpp"  // registry(), cpu(), read(), write(), error_text<E>()
 

@@ -3,14 +3,14 @@
 #include <boost/test/unit_test.hpp>
 
 #include "kiln/errors.hpp"
-#include "kiln/train/loss_scaler.hpp"
+#include "kiln/sdk/loss_scaler.hpp"
 #include "precision_fixture.hpp"
 
 using kiln::StepDecision;
-using kiln::train::GradStatus;
-using kiln::train::LossScaler;
-using kiln::train::LossScalerOptions;
-using kiln::train::ScaleMode;
+using kiln::sdk::GradStatus;
+using kiln::sdk::LossScaler;
+using kiln::sdk::LossScalerOptions;
+using kiln::sdk::ScaleMode;
 
 namespace {
 
@@ -163,7 +163,7 @@ BOOST_AUTO_TEST_CASE(options_from_a_param_map_name_key_and_origin) {
   p.set("min_scale", 2.0, "default");
   p.set("max_scale", 1024.0, "default");
   p.set("dynamic", false, "test.toml:5");
-  const LossScalerOptions o = kiln::train::loss_scaler_options(p);
+  const LossScalerOptions o = kiln::sdk::loss_scaler_options(p);
   BOOST_TEST(o.initial_scale == 256.0);
   BOOST_TEST(o.growth_interval == 10);
   BOOST_TEST(o.growth_factor == 4.0);
@@ -172,7 +172,7 @@ BOOST_AUTO_TEST_CASE(options_from_a_param_map_name_key_and_origin) {
   BOOST_TEST(o.max_scale == 1024.0);
   BOOST_TEST((o.mode == ScaleMode::fixed));
   p.set("growth_factor", 0.5, "test.toml:4");
-  BOOST_TEST(kiln::test::error_text<kiln::ConfigError>([&] { kiln::train::loss_scaler_options(p); }) ==
+  BOOST_TEST(kiln::test::error_text<kiln::ConfigError>([&] { kiln::sdk::loss_scaler_options(p); }) ==
              "precision.growth_factor (test.toml:4) = 0.5 must be > 1; fix the [precision] table");
 }
 

@@ -11,7 +11,8 @@
 
 #include "gradcheck.hpp"
 #include "kiln/errors.hpp"
-#include "kiln/nn/cnn_layers.hpp"
+#include "kiln/sdk/nn/cnn_layers.hpp"
+#include "blocks.hpp"
 #include "resnet_test_util.hpp"
 
 namespace {
@@ -215,7 +216,7 @@ namespace {
 
 // Checks dx and every parameter gradient of a residual block in train mode; the ReLU kinks
 // (inner ReLUs and the fused add+ReLU) are handled by gradcheck's two-step rule.
-void check_block(kiln::nn::ResidualBlock& block, kiln::nn::ParameterStore& store, ImageShape in,
+void check_block(kiln::resnet::ResidualBlock& block, kiln::nn::ParameterStore& store, ImageShape in,
                  std::int64_t batch, const std::string& what) {
   const ImageShape out = block.build(cpu(), batch, in, kiln::DType::f32);
   // A block is fed what the layer before it gives in a model: the backend's activation layout.
@@ -258,7 +259,7 @@ void check_block(kiln::nn::ResidualBlock& block, kiln::nn::ParameterStore& store
 
 BOOST_AUTO_TEST_CASE(bottleneck_with_downsample_gradients) {
   kiln::nn::ParameterStore store;
-  kiln::nn::Bottleneck block(store, "layer2.0", 4, 2, 2);
+  kiln::resnet::Bottleneck block(store, "layer2.0", 4, 2, 2);
   BOOST_TEST(block.has_downsample());
   BOOST_TEST(block.out_channels() == 8);
   const char* names[] = {"layer2.0.conv1.weight", "layer2.0.bn1.weight", "layer2.0.bn1.bias",
@@ -275,7 +276,7 @@ BOOST_AUTO_TEST_CASE(bottleneck_with_downsample_gradients) {
 
 BOOST_AUTO_TEST_CASE(bottleneck_identity_shortcut_gradients) {
   kiln::nn::ParameterStore store;
-  kiln::nn::Bottleneck block(store, "layer1.1", 8, 2, 1);
+  kiln::resnet::Bottleneck block(store, "layer1.1", 8, 2, 1);
   BOOST_TEST(!block.has_downsample());
   store.allocate(cpu(), kiln::DType::f32, kiln::DType::f32, 6);
   check_block(block, store, ImageShape{8, 4, 4}, 2, "bottleneck identity");
@@ -283,7 +284,7 @@ BOOST_AUTO_TEST_CASE(bottleneck_identity_shortcut_gradients) {
 
 BOOST_AUTO_TEST_CASE(basic_block_with_downsample_gradients) {
   kiln::nn::ParameterStore store;
-  kiln::nn::BasicBlock block(store, "layer3.0", 3, 4, 2);
+  kiln::resnet::BasicBlock block(store, "layer3.0", 3, 4, 2);
   BOOST_TEST(block.has_downsample());
   store.allocate(cpu(), kiln::DType::f32, kiln::DType::f32, 7);
   check_block(block, store, ImageShape{3, 5, 5}, 2, "basic block");
@@ -295,9 +296,9 @@ BOOST_AUTO_TEST_CASE(basic_block_with_downsample_gradients) {
 BOOST_AUTO_TEST_CASE(shared_gradient_buffers_change_no_result) {
   struct Chain {
     kiln::nn::ParameterStore store;
-    kiln::nn::Bottleneck a{store, "layer1.0", 4, 2, 2};
-    kiln::nn::Bottleneck b{store, "layer1.1", 8, 2, 1};
-    kiln::nn::BasicBlock c{store, "layer2.0", 8, 4, 1};
+    kiln::resnet::Bottleneck a{store, "layer1.0", 4, 2, 2};
+    kiln::resnet::Bottleneck b{store, "layer1.1", 8, 2, 1};
+    kiln::resnet::BasicBlock c{store, "layer2.0", 8, 4, 1};
   };
   const kiln::Layout layout = cpu().activation_layout(kiln::DType::f32);
   const Tensor x = device_f32({2, 4, 6, 6}, random_values(2 * 4 * 36, 31, -2, 2), layout);
@@ -306,7 +307,7 @@ BOOST_AUTO_TEST_CASE(shared_gradient_buffers_change_no_result) {
     ImageShape s = chain.a.build(cpu(), 2, ImageShape{4, 6, 6}, kiln::DType::f32);
     s = chain.b.build(cpu(), 2, s, kiln::DType::f32);
     s = chain.c.build(cpu(), 2, s, kiln::DType::f32);
-    if (share) kiln::nn::share_gradient_buffers(cpu(), {&chain.a, &chain.b, &chain.c});
+    if (share) kiln::resnet::share_gradient_buffers(cpu(), {&chain.a, &chain.b, &chain.c});
     chain.store.zero_grads(cpu());
     const Tensor y = chain.c.forward(chain.b.forward(chain.a.forward(x, kiln::Mode::train), kiln::Mode::train),
                                      kiln::Mode::train);

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kiln/nn/layers.hpp"
+#include "kiln/sdk/nn/layers.hpp"
 #include "nn_fixture.hpp"
 #include "resnet_test_util.hpp"
 

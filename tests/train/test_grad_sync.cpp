@@ -14,7 +14,7 @@
 
 #include "kiln/communicator.hpp"
 #include "kiln/errors.hpp"
-#include "kiln/nn/parameter_store.hpp"
+#include "kiln/sdk/nn/parameter_store.hpp"
 #include "kiln/train/grad_sync.hpp"
 #include "train_fixture.hpp"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/io/crc32c.hpp"
+#include "kiln/sdk/crc32c.hpp"
 #include "kiln/io/metrics_writer.hpp"
 #include "kiln/io/tensorboard_writer.hpp"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kiln/config/config.hpp"
-#include "kiln/nn/parameter_store.hpp"
+#include "kiln/sdk/nn/parameter_store.hpp"
 #include "kiln/params.hpp"
 #include "kiln/plugin_abi.h"
 #include "../nn/nn_fixture.hpp"

@@ -11,7 +11,7 @@
 #include "cuda_check.hpp"
 #include "device/device_select.hpp"
 #include "kiln/errors.hpp"
-#include "kiln/log/log.hpp"
+#include "kiln/sdk/log.hpp"
 
 namespace kiln::cuda {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <utility>
 
-#include "kiln/log/log.hpp"
+#include "kiln/sdk/log.hpp"
 
 namespace kiln::cuda {
 namespace {

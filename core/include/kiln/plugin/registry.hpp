@@ -46,6 +46,7 @@ struct PluginInfo {
   std::uint16_t abi_major = 0;
   std::uint16_t abi_minor = 0;
   std::string kiln_version;   // SDK version the library was built against
+  std::string contract_fingerprint;  // of the contract headers it was compiled against
   std::vector<kiln_param_spec_v1> params;  // strings point into the (never unloaded) library
   const kiln_plugin_v1* descriptor = nullptr;
 };

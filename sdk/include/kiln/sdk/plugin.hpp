@@ -17,8 +17,9 @@
 //                                               kMyModelParams));
 //
 // KILN_PLUGIN_LIBRARY exports the library descriptor (kiln/plugin_abi.h) in the "kilnplug"
-// section under the symbol "kiln_plugin_library", stamped with this SDK's ABI version and
-// toolchain key. A library may list several plugins, of any kinds, separated by commas.
+// section under the symbol "kiln_plugin_library", stamped with this SDK's ABI version, toolchain
+// key and the contract fingerprint of the headers it is compiled against (kiln_add_plugin()
+// computes it; the loader refuses any other value). A library may list several plugins, of any kinds, separated by commas.
 //
 // Factories: the SDK's create<> constructs Impl from PluginArgs. Only kiln::Error and
 // std::exception may cross the boundary; anything else is turned into kiln::PluginError here,
@@ -102,6 +103,10 @@ constexpr kiln_plugin_v1 plugin(const char* name, const char* version, const cha
 
 }  // namespace kiln::sdk
 
+#ifndef KILN_CONTRACT_FINGERPRINT
+#error "KILN_CONTRACT_FINGERPRINT is not defined: build plugins with kiln_add_plugin() from find_package(Kiln), which computes it from the headers you compile against"
+#endif
+
 /// Exports this library's descriptor. Use once per library, at namespace scope.
 #define KILN_PLUGIN_LIBRARY(...)                                                            \
   namespace kiln_sdk_generated {                                                            \
@@ -113,6 +118,7 @@ constexpr kiln_plugin_v1 plugin(const char* name, const char* version, const cha
                                           KILN_VERSION_STRING,                              \
                                           static_cast<std::uint32_t>(sizeof(plugins) /      \
                                                                      sizeof(plugins[0])),   \
-                                          plugins};                                         \
+                                          plugins,                                          \
+                                          KILN_CONTRACT_FINGERPRINT};                       \
   }                                                                                         \
   BOOST_DLL_ALIAS_SECTIONED(kiln_sdk_generated::library, kiln_plugin_library, kilnplug)

@@ -1,0 +1,226 @@
+// Residual blocks (torchvision ResNet v1.5): Bottleneck (ResNet-50/101/152) and BasicBlock
+// (ResNet-18/34), out = relu(branch(x) + shortcut(x)) with the ReLU fused into the add.
+//
+// Backward rule (the block input x has two consumers, the branch and the shortcut):
+//   dsum = dy * (out > 0)                          (the fused add+ReLU)
+//   dx   = branch_backward(dsum) + shortcut_backward(dsum)
+// where shortcut_backward is the identity or the downsample conv+BN. The branch's first conv
+// writes its input gradient into its own buffer (=), and the shortcut's gradient is then added
+// into that same buffer (backend add, in place), so the residual gradient accumulates into the
+// block input gradient without an extra buffer. ResidualJoin holds that shared part (shortcut,
+// fused add+ReLU, dsum); each block adds only its branch. Parameters are reported ready in
+// reverse declaration order: downsample first, then bn3/conv3 ... bn1/conv1.
+#include <fmt/format.h>
+
+#include <kiln/sdk/nn/image_check.hpp>
+#include "blocks.hpp"
+
+namespace kiln::resnet {
+using nn::Conv2d;
+using nn::BatchNorm2d;
+using nn::ImageShape;
+using nn::ParameterStore;
+using nn::GammaInit;
+using nn::ReluInPlace;
+using nn::Window;
+namespace detail = nn::detail;
+namespace {
+
+void report(const GradReadyFn& ready, const Conv2d& conv, const BatchNorm2d& bn) {
+  if (!ready) return;
+  ready(bn.weight_index());
+  ready(bn.bias_index());
+  ready(conv.weight_index());
+}
+
+void require_residual_ops(const Backend& backend, DType dtype, const char* block) {
+  nn::require_op(backend, Op::add_relu_forward, dtype, block);
+  nn::require_op(backend, Op::activation_backward, dtype, block);
+  nn::require_op(backend, Op::add, dtype, block);
+}
+
+/// The residual add walks both operands in memory order, so the shortcut (the block's input or
+/// the downsample's output) must be in the layout the branch's convolutions produced.
+void check_shortcut_layout(const Tensor& shortcut, const Tensor& branch, const char* block) {
+  if (shortcut.layout() != branch.layout()) {
+    throw BackendError(fmt::format("{}: the input {} is not in the layout its convolutions produce "
+                                   "({}); feed residual blocks activations in the backend's "
+                                   "activation_layout(), as the layer before a block does in a model",
+                                   block, shortcut.describe(), branch.describe()));
+  }
+}
+
+}  // namespace
+
+ResidualBlock::~ResidualBlock() = default;
+
+Downsample::Downsample(ParameterStore& store, const std::string& prefix, std::int64_t in_channels,
+                       std::int64_t out_channels, std::int64_t stride)
+    : conv(store, prefix + ".downsample.0", in_channels, out_channels, Window{1, stride, 0}),
+      bn(store, prefix + ".downsample.1", out_channels) {}
+
+// ---- ResidualJoin ---------------------------------------------------------------------------
+
+void ResidualJoin::build(Backend& backend, std::int64_t max_batch, ImageShape in, ImageShape out, DType dtype) {
+  require_residual_ops(backend, dtype, block_);
+  if (downsample_) {
+    const ImageShape d = downsample_->conv.build(backend, max_batch, in, dtype);
+    downsample_->bn.build(backend, max_batch, d, dtype);
+    if (!(d == out)) {
+      throw BackendError(fmt::format("{}: downsample and branch shapes differ (a bug in the block)", block_));
+    }
+  } else if (!(in == out)) {
+    throw BackendError(fmt::format("{}: identity shortcut with a shape change (a bug in the block)", block_));
+  }
+  y_ = backend.allocate({max_batch, out.c, out.h, out.w}, dtype, MemoryKind::device);
+  dsum_ = backend.allocate({max_batch, out.c, out.h, out.w}, dtype, MemoryKind::device);
+  backend_ = &backend;
+}
+
+Tensor ResidualJoin::forward(const Tensor& x, const Tensor& branch, Mode mode) {
+  detail::check_built(backend_, block_, "block");
+  const Tensor shortcut = downsample_ ? downsample_->bn.forward(downsample_->conv.forward(x), mode) : x;
+  check_shortcut_layout(shortcut, branch, block_);
+  y_saved_ = y_.rows(0, x.dim(0)).with_layout(branch.layout());
+  backend_->add_relu_forward(y_saved_, branch, shortcut);
+  return y_saved_;
+}
+
+Tensor ResidualJoin::begin_backward(const Tensor& dy, const GradReadyFn& ready) {
+  if (!y_saved_.defined()) throw BackendError(fmt::format("{}: backward() before forward()", block_));
+  Tensor dsum = dsum_.rows(0, dy.dim(0)).with_layout(dy.layout());
+  backend_->activation_backward(dsum, dy, y_saved_, y_saved_, Activation::relu, Accumulate::no);
+  dshort_ = dsum;
+  if (downsample_) {
+    dshort_ = downsample_->conv.backward(downsample_->bn.backward(dsum));
+    report(ready, downsample_->conv, downsample_->bn);
+  }
+  return dsum;
+}
+
+void ResidualJoin::finish_backward(const Tensor& dx) { backend_->add(dx, dx, dshort_); }
+
+void ResidualJoin::append_buffers(std::vector<ModelBuffer>& out) const {
+  if (downsample_) out.insert(out.end(), downsample_->bn.buffers().begin(), downsample_->bn.buffers().end());
+}
+
+void ResidualJoin::append_gradient_buffers(std::vector<Tensor*>& out) {
+  out.push_back(&dsum_);
+  out.push_back(downsample_ ? &downsample_->conv.input_grad_buffer() : nullptr);
+  out.push_back(downsample_ ? &downsample_->bn.input_grad_buffer() : nullptr);
+}
+
+// ---- Bottleneck -----------------------------------------------------------------------------
+
+Bottleneck::Bottleneck(ParameterStore& store, const std::string& prefix, std::int64_t in_channels,
+                       std::int64_t planes, std::int64_t stride, GammaInit last_gamma)
+    : planes_(planes),
+      conv1_(store, prefix + ".conv1", in_channels, planes, Window{1, 1, 0}),
+      bn1_(store, prefix + ".bn1", planes),
+      conv2_(store, prefix + ".conv2", planes, planes, Window{3, stride, 1}),  // v1.5: stride here
+      bn2_(store, prefix + ".bn2", planes),
+      conv3_(store, prefix + ".conv3", planes, planes * kExpansion, Window{1, 1, 0}),
+      bn3_(store, prefix + ".bn3", planes * kExpansion, last_gamma) {
+  if (stride != 1 || in_channels != planes * kExpansion) {
+    join_.set_downsample(std::make_unique<Downsample>(store, prefix, in_channels, planes * kExpansion, stride));
+  }
+}
+
+ImageShape Bottleneck::build(Backend& backend, std::int64_t max_batch, ImageShape in, DType dtype) {
+  ImageShape s = conv1_.build(backend, max_batch, in, dtype);
+  bn1_.build(backend, max_batch, s, dtype);
+  relu1_.build(backend, max_batch, s, dtype);
+  s = conv2_.build(backend, max_batch, s, dtype);
+  bn2_.build(backend, max_batch, s, dtype);
+  relu2_.build(backend, max_batch, s, dtype);
+  s = conv3_.build(backend, max_batch, s, dtype);
+  bn3_.build(backend, max_batch, s, dtype);
+  join_.build(backend, max_batch, in, s, dtype);
+  return s;
+}
+
+Tensor Bottleneck::forward(const Tensor& x, Mode mode) {
+  Tensor h = relu1_.forward(bn1_.forward(conv1_.forward(x), mode));
+  h = relu2_.forward(bn2_.forward(conv2_.forward(h), mode));
+  h = bn3_.forward(conv3_.forward(h), mode);
+  return join_.forward(x, h, mode);
+}
+
+Tensor Bottleneck::backward(const Tensor& dy, const GradReadyFn& ready) {
+  const Tensor dsum = join_.begin_backward(dy, ready);
+  Tensor d = conv3_.backward(bn3_.backward(dsum));
+  report(ready, conv3_, bn3_);
+  d = conv2_.backward(bn2_.backward(relu2_.backward(d)));
+  report(ready, conv2_, bn2_);
+  Tensor dx = conv1_.backward(bn1_.backward(relu1_.backward(d)));
+  report(ready, conv1_, bn1_);
+  join_.finish_backward(dx);
+  return dx;
+}
+
+std::vector<Tensor*> Bottleneck::gradient_buffers() {
+  std::vector<Tensor*> out{&conv1_.input_grad_buffer(), &bn1_.input_grad_buffer(), &relu1_.input_grad_buffer(),
+                           &conv2_.input_grad_buffer(), &bn2_.input_grad_buffer(), &relu2_.input_grad_buffer(),
+                           &conv3_.input_grad_buffer(), &bn3_.input_grad_buffer()};
+  join_.append_gradient_buffers(out);
+  return out;
+}
+
+void Bottleneck::append_buffers(std::vector<ModelBuffer>& out) const {
+  for (const BatchNorm2d* bn : {&bn1_, &bn2_, &bn3_}) out.insert(out.end(), bn->buffers().begin(), bn->buffers().end());
+  join_.append_buffers(out);
+}
+
+// ---- BasicBlock -----------------------------------------------------------------------------
+
+BasicBlock::BasicBlock(ParameterStore& store, const std::string& prefix, std::int64_t in_channels,
+                       std::int64_t planes, std::int64_t stride, GammaInit last_gamma)
+    : planes_(planes),
+      conv1_(store, prefix + ".conv1", in_channels, planes, Window{3, stride, 1}),
+      bn1_(store, prefix + ".bn1", planes),
+      conv2_(store, prefix + ".conv2", planes, planes, Window{3, 1, 1}),
+      bn2_(store, prefix + ".bn2", planes, last_gamma) {
+  if (stride != 1 || in_channels != planes) {
+    join_.set_downsample(std::make_unique<Downsample>(store, prefix, in_channels, planes, stride));
+  }
+}
+
+ImageShape BasicBlock::build(Backend& backend, std::int64_t max_batch, ImageShape in, DType dtype) {
+  ImageShape s = conv1_.build(backend, max_batch, in, dtype);
+  bn1_.build(backend, max_batch, s, dtype);
+  relu1_.build(backend, max_batch, s, dtype);
+  s = conv2_.build(backend, max_batch, s, dtype);
+  bn2_.build(backend, max_batch, s, dtype);
+  join_.build(backend, max_batch, in, s, dtype);
+  return s;
+}
+
+Tensor BasicBlock::forward(const Tensor& x, Mode mode) {
+  Tensor h = relu1_.forward(bn1_.forward(conv1_.forward(x), mode));
+  h = bn2_.forward(conv2_.forward(h), mode);
+  return join_.forward(x, h, mode);
+}
+
+Tensor BasicBlock::backward(const Tensor& dy, const GradReadyFn& ready) {
+  const Tensor dsum = join_.begin_backward(dy, ready);
+  Tensor d = conv2_.backward(bn2_.backward(dsum));
+  report(ready, conv2_, bn2_);
+  Tensor dx = conv1_.backward(bn1_.backward(relu1_.backward(d)));
+  report(ready, conv1_, bn1_);
+  join_.finish_backward(dx);
+  return dx;
+}
+
+std::vector<Tensor*> BasicBlock::gradient_buffers() {
+  std::vector<Tensor*> out{&conv1_.input_grad_buffer(), &bn1_.input_grad_buffer(), &relu1_.input_grad_buffer(),
+                           &conv2_.input_grad_buffer(), &bn2_.input_grad_buffer()};
+  join_.append_gradient_buffers(out);
+  return out;
+}
+
+void BasicBlock::append_buffers(std::vector<ModelBuffer>& out) const {
+  for (const BatchNorm2d* bn : {&bn1_, &bn2_}) out.insert(out.end(), bn->buffers().begin(), bn->buffers().end());
+  join_.append_buffers(out);
+}
+
+}  // namespace kiln::resnet
