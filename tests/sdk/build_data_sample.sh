@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The data-source sample end to end, as a plugin author would: install this build to a temporary
+# prefix, build samples/04_write_a_data_plugin out of tree with find_package(Kiln) (no build type
+# given), check it links libkiln_sdk and not libkiln_core, then train the mlp from CSV files made
+# from Fashion-MNIST with the installed kiln and check the test accuracy.
+# Usage: build_data_sample.sh <kiln build dir> <kiln source dir>
+set -euo pipefail
+
+build_dir=$(cd "$1" && pwd)
+source_dir=$(cd "$2" && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/kiln-data-sample-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+source "$source_dir/tests/sdk/sdk_test_lib.sh"
+
+prefix=$work/prefix
+install_kiln "$prefix"
+build_plugin "$source_dir/samples/04_write_a_data_plugin" "$work/csv-build" "$prefix"
+library=$work/csv-build/libkiln-data-csv.so
+[[ -f $library ]] || fail "the sample build did not produce $library"
+grep -q '^CMAKE_BUILD_TYPE:STRING=Release$' "$work/csv-build/CMakeCache.txt" ||
+  fail "kiln_add_plugin did not default the build type to Release"
+needed=$(readelf -d "$library" | grep NEEDED)
+grep -q 'libkiln_sdk' <<< "$needed" || fail "$library does not link libkiln_sdk: $needed"
+! grep -q 'libkiln_core' <<< "$needed" || fail "$library links libkiln_core: $needed"
+
+step "making CSV files from Fashion-MNIST"
+fmnist=/usr/share/datasets/fashion-mnist
+python3 "$source_dir/tests/sdk/idx_to_csv.py" "$fmnist/train-images-idx3-ubyte.gz" \
+  "$fmnist/train-labels-idx1-ubyte.gz" 12000 "$work/train.csv"
+python3 "$source_dir/tests/sdk/idx_to_csv.py" "$fmnist/t10k-images-idx3-ubyte.gz" \
+  "$fmnist/t10k-labels-idx1-ubyte.gz" 2000 "$work/test.csv"
+
+step "kiln train: mlp on the csv source, 2 epochs of 12000 rows"
+kiln=$prefix/bin/kiln
+config=$work/csv-mlp.toml
+cat > "$config" <<TOML
+[run]
+epochs = 2
+seed = 42
+[backend]
+type = "cpu"
+threads = 1
+[model]
+type = "mlp"
+hidden = [128]
+[data.train]
+type = "csv"
+path = "$work/train.csv"
+scale = 0.00392156862745098
+[data.eval]
+type = "csv"
+path = "$work/test.csv"
+scale = 0.00392156862745098
+[loader]
+batch = 64
+[optimizer]
+type = "adam"
+lr = 1e-3
+TOML
+"$kiln" train --config "$config" --plugin-path "$work/csv-build" --run-dir "$work/run" ||
+  fail "kiln train with the csv plugin failed"
+accuracy=$(final_eval_accuracy "$work/run")
+echo "mlp on csv, 2 epochs of 12000 rows: test accuracy $accuracy"
+awk -v a="$accuracy" 'BEGIN { exit !(a >= 0.78) }' || fail "test accuracy $accuracy is below 0.78"
+
+step "a malformed row is refused at start-up with file:line:column"
+printf '3,0,1\n4,0,x\n' > "$work/bad.csv"
+if out=$("$kiln" train --config "$config" --plugin-path "$work/csv-build" --run-dir "$work/bad-run" \
+           --set data.train.path="$work/bad.csv" 2>&1); then
+  fail "training on $work/bad.csv succeeded"
+fi
+grep -qF "$work/bad.csv:2:5: 'x' is not a finite number" <<< "$out" || { echo "$out"; fail "no file:line:col message"; }
+echo "OK"

@@ -1,0 +1,33 @@
+# Shared steps of the SDK tests (sourced, not run): install the Kiln build to a private prefix
+# and build a plugin project out of tree against it, the way a third-party author would.
+# Expects: build_dir, source_dir, work (a temporary folder the caller removes).
+
+step() { echo "== $*"; }
+fail() { echo "FAILED: $*" >&2; exit 1; }
+
+# install_kiln <prefix>: cmake --install of $build_dir, checked for the package files and kiln.
+install_kiln() {
+  local prefix=$1
+  step "installing $build_dir to $prefix"
+  cmake --install "$build_dir" --prefix "$prefix" > "$work/install.log" || {
+    cat "$work/install.log"; fail "cmake --install failed"; }
+  [[ -f $prefix/lib/cmake/Kiln/KilnConfig.cmake ]] || fail "no KilnConfig.cmake under $prefix/lib/cmake/Kiln"
+  [[ -x $prefix/bin/kiln ]] || fail "$prefix/bin/kiln was not installed"
+}
+
+# build_plugin <project dir> <build dir> <prefix>: configure with find_package(Kiln) from <prefix>
+# and no build type (kiln_add_plugin must pick an optimised one), then build.
+build_plugin() {
+  local project=$1 out=$2 prefix=$3
+  local generator=()
+  command -v ninja > /dev/null && generator=(-G Ninja)
+  step "building $project against $prefix"
+  cmake -S "$project" -B "$out" "${generator[@]}" -DCMAKE_PREFIX_PATH="$prefix" > "$work/configure.log" 2>&1 || {
+    cat "$work/configure.log"; fail "configuring $project against $prefix failed"; }
+  cmake --build "$out" -j 2 > "$work/build.log" 2>&1 || { cat "$work/build.log"; fail "building $project failed"; }
+}
+
+# final_eval_accuracy <run dir>: the accuracy of the last evaluation (non-train) record in metrics.jsonl.
+final_eval_accuracy() {
+  grep -v '"split": *"train"' "$1/metrics.jsonl" | tail -1 | sed -E 's/.*"accuracy": *([0-9.eE+-]+).*/\1/'
+}
