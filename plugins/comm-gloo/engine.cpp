@@ -18,7 +18,8 @@
 #include <cstddef>
 #include <cstring>
 
-#include "half_convert.hpp"
+#include "average.hpp"
+#include "kiln/sdk/half.hpp"
 #include "kiln/errors.hpp"
 
 namespace kiln::gloo_comm {
@@ -167,10 +168,10 @@ void Engine::all_reduce(void* data, DType dtype, std::size_t count, ReduceOp op,
       auto* p = static_cast<std::uint16_t*>(data);
       if (world == 1) return;  // sum, avg, max and min over one rank are the identity
       scratch_.resize(count);
-      bf16_to_f32(p, scratch_.data(), count);
+      sdk::bf16_to_f32(p, scratch_.data(), count);
       reduce(scratch_.data(), count, base, tag);
       if (op == ReduceOp::avg) divide(scratch_.data(), count, world);
-      f32_to_bf16(scratch_.data(), p, count);
+      sdk::f32_to_bf16(scratch_.data(), p, count);
       return;
     }
     default:
