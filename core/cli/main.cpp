@@ -105,5 +105,11 @@ int main(int argc, char** argv) {
     kiln::log::flush();
     std::fprintf(stderr, "kiln: internal error: %s\n", e.what());
     return 70;
+  } catch (...) {
+    // Plugin calls turn any exception into a kiln::Error (kiln/plugin/plugin_call.hpp); this is
+    // only the last line of defence against the core's own bugs, better than std::terminate.
+    kiln::log::flush();
+    std::fprintf(stderr, "kiln: internal error: an exception that is not a std::exception\n");
+    return 70;
   }
 }

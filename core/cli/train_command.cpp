@@ -1,10 +1,10 @@
 // Options of `kiln train`, and the --nproc path.
 //
 // With --nproc the process is only a supervisor: it resolves the run directory (--run-dir, else
-// run.run_dir, else runs/<timestamp>) from the config without loading any plugin, creates it and
-// a private rendezvous directory, and re-executes itself N times with the same arguments minus
-// --nproc plus --run-dir. Option abbreviations are off so the arguments removed for the ranks
-// are exactly the ones parsed here.
+// run.run_dir, else runs/<timestamp>) from the config without loading any plugin, leaves its
+// creation to the ranks, creates a private rendezvous directory, and re-executes itself N times
+// with the same arguments minus --nproc plus --run-dir. Option abbreviations are off so the
+// arguments removed for the ranks are exactly the ones parsed here.
 #include "train_command.hpp"
 
 #include <boost/program_options.hpp>
@@ -73,7 +73,10 @@ int run_supervised(const std::vector<std::string>& args, int nproc, const std::s
     config::Config cfg = config::Config::load(config, sets);
     run_dir = cfg.validate("run", train::run_schema()).get_string("run_dir");
   }
-  const fs::path dir = fs::absolute(io::prepare_run_dir(run_dir, mode));
+  // Only chosen here (a timestamped default must be the same for every rank): the ranks create
+  // it once they have checked the config and their plugins and met, so a start that fails
+  // leaves nothing behind (run.hpp).
+  const fs::path dir = fs::absolute(io::plan_run_dir(run_dir, mode));
   RendezvousDir rendezvous;
 
   launch::SuperviseOptions o;

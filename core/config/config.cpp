@@ -13,6 +13,7 @@
 
 #include "config_impl.hpp"
 #include "kiln/errors.hpp"
+#include "paths.hpp"
 #include "values.hpp"
 
 namespace kiln::config {
@@ -184,6 +185,7 @@ Config Config::parse(std::string_view text, const std::string& source_name,
                      const std::vector<std::string>& overrides) {
   auto impl = std::make_unique<Impl>();
   impl->source = source_name;
+  impl->dir = config_dir(source_name);
   try {
     impl->root = toml::parse(text, std::string_view(source_name));
   } catch (const toml::parse_error& e) {

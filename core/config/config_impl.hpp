@@ -9,6 +9,7 @@
 
 #include <toml++/toml.h>
 
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
@@ -29,6 +30,7 @@ struct ValidatedTable {
 
 struct Config::Impl {
   std::string source;  // file name (or source name) used in every message
+  std::filesystem::path dir;  // absolute folder of `source`: relative path values in it start here
   toml::table root;
   std::map<std::string, std::string, std::less<>> override_origins;
   std::vector<std::string> notes;  // what overrides changed beyond their own key (Config::notes)

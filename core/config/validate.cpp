@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <filesystem>
 #include <tuple>
 
 #include "config_impl.hpp"
 #include "kiln/errors.hpp"
+#include "paths.hpp"
 #include "values.hpp"
 
 namespace kiln::config {
@@ -167,6 +169,13 @@ ParamMap Config::validate(std::string_view table, std::span<const kiln_param_spe
                                       indexed(key, miss->index), miss->value, joined(choices),
                                       did_you_mean(miss->value, choices)));
       }
+      if (spec->type == KILN_PARAM_PATH) {
+        // A --set value is typed relative to the shell's working directory, a file's value
+        // relative to the file (paths.hpp).
+        const bool typed = I.override_origin(path).has_value();
+        auto& text = std::get<std::string>(*c.value);
+        text = anchor_path(text, typed ? std::filesystem::current_path() : I.dir);
+      }
       result.values.set(key, std::move(*c.value), I.origin(path, k.source()));
     }
   }
@@ -184,6 +193,12 @@ ParamMap Config::validate(std::string_view table, std::span<const kiln_param_spe
     const std::string what =
         fmt::format("bad default in the schema of [{}] for key '{}'", table, spec.name);
     ParamValue value = parse_literal(spec.default_value, spec.type, what);
+    if (spec.type == KILN_PARAM_PATH) {
+      // A default belongs to no file: like a command-line value, it is relative to the
+      // working directory.
+      auto& text = std::get<std::string>(value);
+      text = anchor_path(text, std::filesystem::current_path());
+    }
     const std::vector<std::string> choices = split_choices(spec.choices);
     if (auto miss = check_choices(value, nullptr, choices)) {
       throw ConfigError(fmt::format("{}: '{}' is not one of {}", what, miss->value, joined(choices)));

@@ -28,6 +28,7 @@ std::optional<ParamValue> to_scalar(const toml::node& node, std::uint32_t type) 
       if (auto v = node.value_exact<std::int64_t>()) return ParamValue{static_cast<double>(*v)};
       break;
     case KILN_PARAM_STRING:
+    case KILN_PARAM_PATH:  // made absolute by validate(), which knows where the value came from
       if (auto v = node.value_exact<std::string>()) return ParamValue{std::move(*v)};
       break;
     default:
@@ -67,7 +68,7 @@ std::string with_article(std::string_view noun) {
 }  // namespace
 
 bool is_param_type(std::uint32_t type) noexcept {
-  return type >= KILN_PARAM_BOOL && type <= KILN_PARAM_STRING_LIST;
+  return type >= KILN_PARAM_BOOL && type <= KILN_PARAM_PATH;
 }
 
 bool is_list_type(std::uint32_t type) noexcept {
@@ -130,6 +131,7 @@ std::string_view param_type_name(std::uint32_t type) noexcept {
     case KILN_PARAM_INT_LIST: return "integer list";
     case KILN_PARAM_FLOAT_LIST: return "float list";
     case KILN_PARAM_STRING_LIST: return "string list";
+    case KILN_PARAM_PATH: return "path";
     default: return "unknown type";
   }
 }

@@ -12,7 +12,7 @@
 namespace kiln::io {
 namespace fs = std::filesystem;
 
-fs::path prepare_run_dir(const std::string& requested, RunDirMode mode) {
+fs::path plan_run_dir(const std::string& requested, RunDirMode mode) {
   std::error_code ec;
   fs::path dir;
   if (mode == RunDirMode::resume) {
@@ -36,8 +36,18 @@ fs::path prepare_run_dir(const std::string& requested, RunDirMode mode) {
     dir = fs::path("runs") / stamp;
     for (int i = 2; fs::exists(dir, ec); ++i) dir = fs::path("runs") / fmt::format("{}-{}", stamp, i);
   }
+  return dir;
+}
+
+void create_run_dir(const fs::path& dir) {
+  std::error_code ec;
   fs::create_directories(dir / "logs", ec);
   if (ec) throw IoError(fmt::format("cannot create run directory {}: {}", dir.string(), ec.message()));
+}
+
+fs::path prepare_run_dir(const std::string& requested, RunDirMode mode) {
+  fs::path dir = plan_run_dir(requested, mode);
+  create_run_dir(dir);
   return dir;
 }
 

@@ -36,10 +36,10 @@ void check_params(const kiln_plugin_v1& plugin, const std::filesystem::path& lib
       fail(library, "plugin '" + std::string(plugin.name) + "' parameter #" + std::to_string(i) +
                         " has no name");
     }
-    if (p.type < KILN_PARAM_BOOL || p.type > KILN_PARAM_STRING_LIST) {
+    if (p.type < KILN_PARAM_BOOL || p.type > KILN_PARAM_PATH) {
       fail(library, "plugin '" + std::string(plugin.name) + "' parameter '" + p.name +
                         "' has unknown type " + std::to_string(p.type) +
-                        " (kiln_param_type is 1..7 in ABI " +
+                        " (kiln_param_type is 1..8 in ABI " +
                         abi_string(KILN_ABI_MAJOR, KILN_ABI_MINOR) + ")");
     }
   }

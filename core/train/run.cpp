@@ -1,4 +1,5 @@
-// Wiring a run from its config: validation, plugins, run directory, rendezvous, banner, trainer.
+// Wiring a run from its config: validation, plugins, checks, rendezvous, run directory, banner,
+// trainer (run.hpp gives the order and why the run directory comes so late).
 //
 // Multi-rank decisions made here: the rendezvous store comes from dist.rendezvous, else
 // KILN_RENDEZVOUS (what `kiln train --nproc` sets), and is required only for more than one rank;
@@ -10,12 +11,16 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 
 #include "kiln/config/config.hpp"
 #include "kiln/dist/stores.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/io/run_dir.hpp"
+#include "kiln/io/run_dir_rollback.hpp"
 #include "kiln/sdk_internal/log_setup.hpp"
+#include "kiln/plugin/guarded.hpp"
+#include "kiln/plugin/plugin_call.hpp"
 #include "kiln/plugin/registry.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/core_tables.hpp"
@@ -198,9 +203,9 @@ RunOutcome run_training(const TrainCommand& command) {
     }
   }
 
-  // ---- 2. the run directory (rank 0 creates it; others use the same path) ----
+  // ---- 2. where the run will go: chosen and checked, not created (see step 5) ----
   RunOutcome outcome;
-  outcome.run_dir = ranks.rank == 0 ? io::prepare_run_dir(requested, dir_mode) : std::filesystem::path(requested);
+  outcome.run_dir = ranks.rank == 0 ? io::plan_run_dir(requested, dir_mode) : std::filesystem::path(requested);
   if (command.resume == "auto") {
     const auto latest = latest_checkpoint(outcome.run_dir / "checkpoints");
     if (!latest) {
@@ -209,7 +214,103 @@ RunOutcome run_training(const TrainCommand& command) {
     }
     resume_from = *latest;
   }
+
+  // ---- 3. plugins, and every check between them ----
+  // Each object is wrapped so that whatever its methods throw names the plugin, its library and
+  // the method (kiln/plugin/guarded.hpp). Factories run while the run directory does not exist
+  // yet (PluginArgs::run_dir documents it): a rejected parameter leaves nothing behind.
+  auto args_for = [&](const PluginChoice& c) {
+    PluginArgs a;
+    a.params = &c.params;
+    a.ranks = ranks;
+    a.run_dir = outcome.run_dir.string();
+    return a;
+  };
+  std::unique_ptr<Store> store;  // declared before the parts: it must outlive the communicator
+  RunParts parts;
+  parts.backend = registry.create_backend(*backend_c.info, args_for(backend_c));
+  parts.comm = plugin::guarded(registry.create_communicator(*comm_c.info, args_for(comm_c)),
+                               plugin::origin_of(*comm_c.info));
+  if (dist.get_bool("fingerprint")) parts.comm = std::make_shared<FingerprintCommunicator>(parts.comm);
+  parts.precision = plugin::guarded(registry.create_precision(*precision_c.info, args_for(precision_c)),
+                                    plugin::origin_of(*precision_c.info));
+  parts.model = plugin::guarded(registry.create_model(*model_c.info, args_for(model_c)), plugin::origin_of(*model_c.info));
+  parts.train_data = plugin::guarded(registry.create_data(*train_c.info, args_for(train_c)),
+                                     plugin::origin_of(*train_c.info));
+  if (eval_c) {
+    parts.eval_data = plugin::guarded(registry.create_data(*eval_c->info, args_for(*eval_c)),
+                                      plugin::origin_of(*eval_c->info));
+  }
+  // The backend is not wrapped (its ops are the hot path; guarded.hpp says why): the calls the
+  // core makes on it are located here, at the boundary of the code that makes them.
+  const plugin::PluginOrigin backend_origin = plugin::origin_of(*backend_c.info);
+  auto backend_call = [&](std::string_view method, auto&& call) -> decltype(auto) {
+    try {
+      return call();
+    } catch (...) {
+      plugin::rethrow_from_plugin_or_core(backend_origin, method);
+    }
+  };
+
+  const InputSpec spec = parts.model->input_spec();
+  const DatasetInfo train_info = parts.train_data->describe();
+  check_model_data(spec, train_info, "data.train");
+  DatasetInfo eval_info;
+  if (parts.eval_data) {
+    eval_info = parts.eval_data->describe();
+    check_model_data(spec, eval_info, "data.eval");
+  }
+
+  const DeviceInfo dev = backend_call("device()", [&] { return parts.backend->device(); });
+  if (!parts.comm->accepts(dev.memory)) {
+    throw ConfigError(fmt::format(
+        "communicator '{}' ([comm] type) cannot reduce tensors in {} memory, which is where backend '{}' keeps "
+        "parameters and gradients; choose a communicator for that memory (gloo or local for host memory, "
+        "nccl-ring or nccl-tree for CUDA device memory)",
+        comm_c.info->name, dev.memory == MemoryKind::device ? "device" : "host", backend_c.info->name));
+  }
+  // The trainer makes these checks again when it builds; made here too, they fail before the
+  // run directory exists: a precision the backend cannot run, a batch larger than the data.
+  parts.precision->check_backend(*parts.backend);
+  TrainerOptions to;
+  to.epochs = epochs;
+  to.seed = static_cast<std::uint64_t>(run.get_int("seed"));
+  to.label_smoothing = static_cast<float>(smoothing);
+  to.bucket_bytes = static_cast<std::int64_t>(bucket_mb * 1e6);
+  to.train_loader = loader_options(loader, ranks, train_info.count, batch, "last_batch",
+                                   loader.get_bool("shuffle") ? data::Shuffle::yes : data::Shuffle::no, to.seed);
+  (void)data::Sharder(to.train_loader.shard);
+  if (parts.eval_data) {
+    to.eval_loader = loader_options(loader, ranks, eval_info.count, eval_batch, "eval_last_batch", data::Shuffle::no,
+                                    to.seed);
+    (void)data::Sharder(to.eval_loader.shard);
+  }
+  to.optimizer_type = optimizer_type;
+  to.optimizer_table = optimizer;
+  to.schedule_type = schedule_type;
+  to.schedule_table = schedule;
+  to.progress = io::parse_progress_mode(logt.get_string("progress"), logt.where("progress"));
+  to.checkpoint_dir = outcome.run_dir / "checkpoints";
+  to.checkpoint_every = checkpoint_every;
+  to.checkpoint_keep = checkpoint_keep;
+  to.resume_from = resume_from;
+
+  // ---- 4. rendezvous and connect ----
+  if (!rendezvous.empty()) store = dist::make_store(rendezvous, ranks);
+  CommContext cc;
+  cc.ranks = ranks;
+  cc.store = store.get();
+  cc.backend = parts.backend.get();
+  cc.timeout = timeout;
+  parts.comm->connect(cc);
+
+  // ---- 5. the run directory (rank 0 creates it; others use the same path), config, logs ----
+  // What still can fail from here until training starts needs the directory (the metrics file,
+  // the trainer that writes it); a failure removes what this start wrote (run_dir_rollback.hpp).
+  std::optional<io::RunDirRollback> rollback;
   if (ranks.rank == 0) {
+    rollback.emplace(outcome.run_dir);
+    io::create_run_dir(outcome.run_dir);
     // A resumed run keeps the original config.toml and records its own next to it.
     std::filesystem::path config_file = outcome.run_dir / "config.toml";
     for (int i = 1; std::filesystem::exists(config_file); ++i) {
@@ -221,52 +322,7 @@ RunOutcome run_training(const TrainCommand& command) {
   auto log = log::get("kiln");
   for (const std::string& note : cfg.notes()) log->info("{}", note);
 
-  // ---- 3. plugins ----
-  auto args_for = [&](const PluginChoice& c) {
-    PluginArgs a;
-    a.params = &c.params;
-    a.ranks = ranks;
-    a.run_dir = outcome.run_dir.string();
-    return a;
-  };
-  std::unique_ptr<Store> store;  // declared before the parts: it must outlive the communicator
-  RunParts parts;
-  parts.backend = registry.create_backend(*backend_c.info, args_for(backend_c));
-  parts.comm = registry.create_communicator(*comm_c.info, args_for(comm_c));
-  if (dist.get_bool("fingerprint")) parts.comm = std::make_shared<FingerprintCommunicator>(parts.comm);
-  parts.precision = registry.create_precision(*precision_c.info, args_for(precision_c));
-  parts.model = registry.create_model(*model_c.info, args_for(model_c));
-  parts.train_data = registry.create_data(*train_c.info, args_for(train_c));
-  if (eval_c) parts.eval_data = registry.create_data(*eval_c->info, args_for(*eval_c));
-
-  const InputSpec spec = parts.model->input_spec();
-  const DatasetInfo train_info = parts.train_data->describe();
-  check_model_data(spec, train_info, "data.train");
-  DatasetInfo eval_info;
-  if (parts.eval_data) {
-    eval_info = parts.eval_data->describe();
-    check_model_data(spec, eval_info, "data.eval");
-  }
-
-  const DeviceInfo dev = parts.backend->device();
-  if (!parts.comm->accepts(dev.memory)) {
-    throw ConfigError(fmt::format(
-        "communicator '{}' ([comm] type) cannot reduce tensors in {} memory, which is where backend '{}' keeps "
-        "parameters and gradients; choose a communicator for that memory (gloo or local for host memory, "
-        "nccl-ring or nccl-tree for CUDA device memory)",
-        comm_c.info->name, dev.memory == MemoryKind::device ? "device" : "host", backend_c.info->name));
-  }
-
-  // ---- 4. rendezvous and connect ----
-  if (!rendezvous.empty()) store = dist::make_store(rendezvous, ranks);
-  CommContext cc;
-  cc.ranks = ranks;
-  cc.store = store.get();
-  cc.backend = parts.backend.get();
-  cc.timeout = timeout;
-  parts.comm->connect(cc);
-
-  // ---- 5. banner ----
+  // ---- 6. banner ----
   log->info("kiln {} | world {} | rank {} -> {} (local rank {}/{}; ranks from {})", kVersion, ranks.world_size,
             ranks.rank, dev.name, ranks.local_rank, ranks.local_world_size, ranks.source);
   log->info("backend   {} {} ({} threads) {}", backend_c.info->name, backend_c.info->version, dev.threads, dev.detail);
@@ -281,37 +337,19 @@ RunOutcome run_training(const TrainCommand& command) {
             dtype_name(parts.precision->param_dtype()), dtype_name(parts.precision->compute_dtype()));
   log->info("run dir   {}", outcome.run_dir.string());
 
-  // ---- 6. train ----
-  TrainerOptions to;
-  to.epochs = epochs;
-  to.seed = static_cast<std::uint64_t>(run.get_int("seed"));
-  to.label_smoothing = static_cast<float>(smoothing);
-  to.bucket_bytes = static_cast<std::int64_t>(bucket_mb * 1e6);
-  to.train_loader = loader_options(loader, ranks, train_info.count, batch, "last_batch",
-                                   loader.get_bool("shuffle") ? data::Shuffle::yes : data::Shuffle::no, to.seed);
-  if (parts.eval_data) {
-    to.eval_loader = loader_options(loader, ranks, eval_info.count, eval_batch, "eval_last_batch", data::Shuffle::no,
-                                    to.seed);
-  }
-  to.optimizer_type = optimizer_type;
-  to.optimizer_table = optimizer;
-  to.schedule_type = schedule_type;
-  to.schedule_table = schedule;
-  to.progress = io::parse_progress_mode(logt.get_string("progress"), logt.where("progress"));
-  to.checkpoint_dir = outcome.run_dir / "checkpoints";
-  to.checkpoint_every = checkpoint_every;
-  to.checkpoint_keep = checkpoint_keep;
-  to.resume_from = resume_from;
-
+  // ---- 7. train ----
   std::unique_ptr<io::MetricsWriter> metrics;
   if (ranks.rank == 0) metrics = std::make_unique<io::MetricsWriter>(outcome.run_dir / "metrics.jsonl");
   // Kept for --dump-params; the backend reference is taken first so it is released last.
   const std::shared_ptr<Backend> backend_ref = parts.backend;
   const std::shared_ptr<Model> model_ref = parts.model;
-  Trainer trainer(std::move(parts), std::move(to), ranks, metrics.get());
-  outcome.result = trainer.run();
+  std::optional<Trainer> trainer;
+  backend_call("a call from the trainer's build",
+               [&] { trainer.emplace(std::move(parts), std::move(to), ranks, metrics.get()); });
+  if (rollback) rollback->commit();
+  outcome.result = backend_call("a call from the training loop", [&] { return trainer->run(); });
   if (ranks.rank == 0 && !command.dump_params.empty()) {
-    dump_parameters(command.dump_params, *backend_ref, *model_ref);
+    backend_call("a copy for --dump-params", [&] { dump_parameters(command.dump_params, *backend_ref, *model_ref); });
     log->info("parameters written to {}", command.dump_params.string());
   }
   log->info("done: {} steps; final test accuracy {:.4f}; outputs in {}", outcome.result.steps,

@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 2
-#define KILN_ABI_MINOR 0
+#define KILN_ABI_MINOR 1
 /* Exported symbol name and the ELF section that holds it. */
 #define KILN_LIBRARY_SYMBOL "kiln_plugin_library"
 #define KILN_LIBRARY_SECTION "kilnplug"
@@ -34,7 +34,8 @@ typedef enum kiln_plugin_kind {
   KILN_KIND_PRECISION = 5     /* [precision]  kiln::PrecisionPolicy */
 } kiln_plugin_kind;
 
-/* Types a parameter may have; they map one-to-one onto TOML values (see params.hpp). */
+/* Types a parameter may have; they map onto TOML values (see params.hpp). Appending a type bumps
+ * KILN_ABI_MINOR, so an older host refuses a plugin that declares one it does not know. */
 typedef enum kiln_param_type {
   KILN_PARAM_BOOL = 1,
   KILN_PARAM_INT = 2,
@@ -42,7 +43,12 @@ typedef enum kiln_param_type {
   KILN_PARAM_STRING = 4,
   KILN_PARAM_INT_LIST = 5,
   KILN_PARAM_FLOAT_LIST = 6,
-  KILN_PARAM_STRING_LIST = 7
+  KILN_PARAM_STRING_LIST = 7,
+  /* A file or directory, given as a TOML string. The plugin reads it as a string (ParamMap
+   * gives std::string), already absolute: the host resolves a relative value against the
+   * directory of the config file that set it (the working directory for --set values and for
+   * schema defaults); an empty value stays empty. ABI 2.1. */
+  KILN_PARAM_PATH = 8
 } kiln_param_type;
 
 /* One parameter of a plugin's config table. */

@@ -9,8 +9,8 @@
 namespace {
 
 constexpr kiln_param_spec_v1 kImagenetParams[] = {
-    {"root", KILN_PARAM_STRING, nullptr, nullptr,
-     "ImageNet root: holds <split>/<wnid>/*.JPEG (ImageFolder) or train-NNNNN-of-MMMMM / "
+    {"root", KILN_PARAM_PATH, nullptr, nullptr,
+     "ImageNet root (relative: to the config file): holds <split>/<wnid>/*.JPEG (ImageFolder) or train-NNNNN-of-MMMMM / "
      "validation-NNNNN-of-MMMMM TFRecord shards."},
     {"layout", KILN_PARAM_STRING, "\"auto\"", "auto|folder|tfrecord",
      "On-disk layout; auto uses <root>/<split>/ if it is a directory, else the shards."},

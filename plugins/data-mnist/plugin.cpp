@@ -9,8 +9,8 @@
 namespace {
 
 constexpr kiln_param_spec_v1 kMnistParams[] = {
-    {"path", KILN_PARAM_STRING, "\"/usr/share/datasets/fashion-mnist\"", nullptr,
-     "Folder with the IDX files (train-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz], ...)."},
+    {"path", KILN_PARAM_PATH, "\"/usr/share/datasets/fashion-mnist\"", nullptr,
+     "Folder with the IDX files (train-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz], ...); relative to the config file."},
     {"split", KILN_PARAM_STRING, "\"train\"", "train|test",
      "Which files to read: train-* (60000 samples) or t10k-* (10000)."},
     {"mean", KILN_PARAM_FLOAT, "0.0", nullptr,

@@ -115,13 +115,15 @@ BOOST_AUTO_TEST_CASE(dump_params_matches_between_runs) {
 
 BOOST_AUTO_TEST_CASE(failing_rank_under_nproc) {
   // The local communicator refuses a world of 2, so both ranks exit 1; whichever is reaped
-  // first is named, and nothing is left in TMPDIR.
-  const Result r = train({"--nproc", "2", "--run-dir", (scratch() / "run-local2").string()});
+  // first is named, and nothing is left in TMPDIR, nor a run directory (the start failed).
+  const fs::path dir = scratch() / "run-local2";
+  const Result r = train({"--nproc", "2", "--run-dir", dir.string()});
   const std::string line = error_line(r);
   BOOST_TEST(line.rfind("kiln: error: rank ", 0) == 0u, line);
   BOOST_TEST(line.find(" exited with status 1; ") != std::string::npos, line);
   BOOST_TEST(r.err.find("comm.type = \"local\" runs one rank") != std::string::npos, r.err);
   BOOST_TEST(tmp_is_empty());
+  BOOST_TEST(!fs::exists(dir), "the failed start left " << dir);
 }
 
 BOOST_AUTO_TEST_CASE(larger_world_needs_rendezvous) {

@@ -61,7 +61,7 @@ BOOST_AUTO_TEST_CASE(list_shows_plugins_shadowed_and_failures) {
                                 " (using " + fixture_library("shadow-a").string() + ")\n"));
   BOOST_TEST(contains(text, "\nFailed to load:\n  " + fixture_library("abi-major").string() +
                                 "\n      plugin library " + fixture_library("abi-major").string() +
-                                ": built for Kiln plugin ABI " + std::to_string(KILN_ABI_MAJOR + 1) + ".0"));
+                                ": built for Kiln plugin ABI " + std::to_string(KILN_ABI_MAJOR + 1) + "." + std::to_string(KILN_ABI_MINOR)));
   BOOST_TEST(contains(text, "\nSearched: " + fixture_dir("good").string() + " "));
 }
 
@@ -75,7 +75,7 @@ BOOST_AUTO_TEST_CASE(list_json_carries_the_same_facts) {
   BOOST_TEST(contains(json, "{\"name\": \"fixture-fp32\", \"kind\": \"precision\", \"version\": "
                             "\"1.2.3\", \"summary\": \"Fixture policy that does nothing.\", "
                             "\"library\": \"" + fixture_library("good").string() +
-                                "\", \"abi\": \"" KILN_STRINGIFY(KILN_ABI_MAJOR) ".0\", \"kiln_version\": \"" KILN_VERSION_STRING
+                                "\", \"abi\": \"" KILN_STRINGIFY(KILN_ABI_MAJOR) "." KILN_STRINGIFY(KILN_ABI_MINOR) "\", \"kiln_version\": \"" KILN_VERSION_STRING
                                 "\", \"params\": [{\"name\": \"scale\", \"type\": \"float\", "
                                 "\"default\": \"1.0\", \"choices\": null, \"doc\": \"Constant loss "
                                 "scale.\"}, {\"name\": \"mode\", \"type\": \"string\", \"default\": "
@@ -93,7 +93,7 @@ BOOST_AUTO_TEST_CASE(show_lists_details_and_every_parameter) {
                             "[precision])\n"));
   BOOST_TEST(contains(text, "  Version     1.2.3\n"));
   BOOST_TEST(contains(text, "  Library     " + fixture_library("good").string() + "\n"));
-  BOOST_TEST(contains(text, "  Plugin ABI  " KILN_STRINGIFY(KILN_ABI_MAJOR) ".0\n"));
+  BOOST_TEST(contains(text, "  Plugin ABI  " KILN_STRINGIFY(KILN_ABI_MAJOR) "." KILN_STRINGIFY(KILN_ABI_MINOR) "\n"));
   BOOST_TEST(contains(text, "  Built with  Kiln SDK " KILN_VERSION_STRING ", contract " KILN_CONTRACT_FINGERPRINT "\n"));
   BOOST_TEST(contains(text, "\nParameters:\n"
                             "  scale   float, default 1.0\n"

@@ -18,8 +18,15 @@ namespace kiln::io {
 /// directory (--resume), whose outputs are appended to.
 enum class RunDirMode : std::uint8_t { fresh, resume };
 
-/// Creates (or validates) the run directory. `requested` empty -> runs/<timestamp> under the
-/// current directory (fresh only). Throws IoError naming the path.
+/// Chooses (and validates) the run directory without creating anything: `requested` empty ->
+/// runs/<timestamp> under the current directory (fresh only). Throws IoError naming the path.
+/// `kiln train` calls this first and creates the directory only once the run is known to start.
+std::filesystem::path plan_run_dir(const std::string& requested, RunDirMode mode = RunDirMode::fresh);
+
+/// Creates `dir` and its logs/ folder (a no-op where they exist). Throws IoError.
+void create_run_dir(const std::filesystem::path& dir);
+
+/// plan_run_dir() then create_run_dir(); returns the directory.
 std::filesystem::path prepare_run_dir(const std::string& requested, RunDirMode mode = RunDirMode::fresh);
 
 /// Writes `contents` to `path` atomically (temp file + rename). Throws IoError.

@@ -1,13 +1,20 @@
 // `kiln train`: from a config file to a finished run.
 //
 // Order: resolve ranks -> parse and validate the whole config (every table, every plugin's
-// parameters, unknown tables) -> create the run directory, write config.toml and attach the
-// per-rank log -> create the plugins -> check that model and data agree (input shape, dtype,
-// classes) and that the communicator takes the backend's memory -> open the rendezvous store
-// ([dist]) and connect the communicator -> print the banner -> train. Config mistakes therefore
-// fail before anything is written. With more than one rank every rank uses the same run
-// directory (--run-dir or run.run_dir is then required): rank 0 writes config.toml and
-// metrics.jsonl, every rank its logs/rank<N>.log.
+// parameters, unknown tables) -> choose the run directory without creating it -> create the
+// plugins -> check that model and data agree (input shape, dtype, classes), that the
+// communicator takes the backend's memory, that the precision suits the backend and that each
+// loader has at least one step -> open the rendezvous store ([dist]) and connect the
+// communicator -> create the run directory, write config.toml and attach the per-rank log ->
+// print the banner -> build the trainer -> train. Config mistakes, rejected plugin parameters and
+// mismatched plugins therefore fail before anything is written; should building the trainer
+// fail (it needs the directory for metrics.jsonl), what the start wrote is removed again
+// (io/run_dir_rollback.hpp), so a failed start leaves nothing behind. With more than one rank
+// every rank uses the same run directory (--run-dir or run.run_dir is then required): rank 0
+// writes config.toml and metrics.jsonl, every rank its logs/rank<N>.log.
+//
+// Errors: whatever a plugin's method throws reaches the caller as one kiln::Error naming the
+// plugin, its library and the method (kiln/plugin/guarded.hpp, plugin_call.hpp).
 #pragma once
 
 #include <filesystem>

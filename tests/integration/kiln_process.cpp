@@ -1,0 +1,67 @@
+// See kiln_process.hpp.
+#include "kiln_process.hpp"
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace kiln::test {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+const fs::path& scratch_dir() {
+  static const struct Scratch {
+    fs::path path = fs::temp_directory_path() / fmt::format("kiln-test-errors-{}", ::getpid());
+    Scratch() {
+      fs::remove_all(path);
+      fs::create_directories(path);
+    }
+    ~Scratch() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } s;
+  return s.path;
+}
+
+std::string slurp(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+KilnResult run_kiln(const fs::path& cwd, const std::vector<std::string>& args) {
+  static int counter = 0;
+  const fs::path out = scratch_dir() / fmt::format("stdout{}", counter);
+  const fs::path err = scratch_dir() / fmt::format("stderr{}", counter++);
+  std::string cmd = fmt::format("cd {} && env -u KILN_PLUGIN_PATH {}", quote(cwd.string()),
+                                quote(std::string(KILN_BINARY_DIR) + "/bin/kiln"));
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += fmt::format(" >{} 2>{}", quote(out.string()), quote(err.string()));
+  const int raw = std::system(cmd.c_str());
+  KilnResult r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+fs::path fixture_dir(const std::string& name) {
+  return fs::path(KILN_BINARY_DIR) / "tests" / "plugin" / "fixtures" / name;
+}
+
+}  // namespace kiln::test

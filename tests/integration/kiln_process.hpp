@@ -1,0 +1,29 @@
+// Running the real `kiln` binary from a test: in a chosen working directory, with only the build
+// tree's plugins (plus any --plugin-path the test passes) visible, capturing stdout, stderr and
+// the exit status.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace kiln::test {
+
+struct KilnResult {
+  int status = -1;
+  std::string out, err;
+};
+
+/// A fresh directory under the system temp dir for this test process, removed at exit.
+const std::filesystem::path& scratch_dir();
+
+/// Runs `kiln args...` with `cwd` as its working directory.
+KilnResult run_kiln(const std::filesystem::path& cwd, const std::vector<std::string>& args);
+
+/// The whole file as a string ("" if it cannot be read).
+std::string slurp(const std::filesystem::path& file);
+
+/// The build tree's directory of the fixture plugin `name` (tests/plugin/CMakeLists.txt).
+std::filesystem::path fixture_dir(const std::string& name);
+
+}  // namespace kiln::test
