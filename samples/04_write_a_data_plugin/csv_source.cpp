@@ -18,14 +18,15 @@
 #include <string_view>
 #include <vector>
 
+#include <kiln/sdk/file_error.hpp>
 #include <kiln/sdk/log.hpp>
 #include <kiln/sdk/plugin.hpp>
 
 namespace csv_sample {
 
-// "path:line:col: what" -- the place a user's editor can jump to.
+// "path:line:col: what" -- the place a user's editor can jump to (kiln::sdk::file_error).
 kiln::DataError error_at(const std::string& path, std::size_t line, std::size_t column, const std::string& what) {
-  return kiln::DataError(fmt::format("{}:{}:{}: {}", path, line, column, what));
+  return kiln::sdk::file_error(path, static_cast<std::int64_t>(line), static_cast<std::int64_t>(column), what);
 }
 
 class CsvSource final : public kiln::DataSource {
@@ -129,7 +130,8 @@ class CsvSource final : public kiln::DataSource {
 };
 
 constexpr kiln_param_spec_v1 kCsvParams[] = {
-    {"path", KILN_PARAM_STRING, nullptr, nullptr, "The CSV file: one sample per line."},
+    // A path parameter: the host makes a relative value absolute against the config file's folder.
+    {"path", KILN_PARAM_PATH, nullptr, nullptr, "The CSV file: one sample per line."},
     {"header", KILN_PARAM_BOOL, "false", nullptr, "Skip the first line (column names)."},
     {"label_column", KILN_PARAM_INT, "0", nullptr, "Zero-based column holding the class index."},
     {"num_classes", KILN_PARAM_INT, "10", nullptr, "Number of classes; labels must be in 0..num_classes-1."},
