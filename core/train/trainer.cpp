@@ -10,6 +10,7 @@
 #include "kiln/sdk/nn/layers.hpp"
 #include "kiln/rng.hpp"
 #include "kiln/train/checkpoint.hpp"
+#include "kiln/train/compute_boundary.hpp"
 #include "kiln/train/grad_sync.hpp"
 #include "kiln/sdk/param_runs.hpp"
 #include "kiln/train/param_sync.hpp"
@@ -49,6 +50,7 @@ struct Trainer::Impl {
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<GradSync> grad_sync;
   nn::SoftmaxCrossEntropy loss;
+  ComputeBoundary boundary;  // the casts between f32 data/loss and the model's compute dtype
   std::vector<Tensor> grad_zero_views;
   io::Progress progress;
   std::int64_t global_step = 0;
@@ -76,6 +78,8 @@ struct Trainer::Impl {
     ctx.seed = opt.seed;
     parts.model->build(ctx);
     loss.build(backend(), max_batch, parts.model->input_spec().num_classes);
+    boundary.build(backend(), ctx.compute_dtype, parts.model->input_spec(), max_batch,
+                   std::string(parts.model->name()));
 
     auto params = parts.model->parameters();
     optimizer = make_optimizer(opt.optimizer_type, opt.optimizer_table);
@@ -135,11 +139,14 @@ struct Trainer::Impl {
         const Tensor y = backend().to_device(batch->labels);
         const std::uint64_t step_seed = derive_seed(opt.seed, 0xD50u, static_cast<std::uint64_t>(global_step),
                                                     static_cast<std::uint64_t>(ranks.rank));
-        const Tensor logits = model.forward(x, Mode::train, step_seed);
+        // The model sees the compute dtype only; the loss and its gradient are f32.
+        const Tensor logits = boundary.logits(model.forward(boundary.input(x), Mode::train, step_seed));
         loss.forward(logits, y, batch->rows);
         // d(mean loss over the global batch) = sum over ranks of (scale / global rows) * d(loss sum).
+        // The scale is applied in f32 before the cast down, so fp16's loss scale lifts small
+        // gradients above f16's underflow before they are rounded.
         const float scale = precision.loss_scale() / static_cast<float>(batch->global_rows);
-        model.backward(loss.backward(scale), grad_sync->ready_callback());
+        model.backward(boundary.dlogits(loss.backward(scale)), grad_sync->ready_callback());
         local_samples += static_cast<double>(batch->rows);
       }
       const auto sync_start = Clock::now();
@@ -181,7 +188,7 @@ struct Trainer::Impl {
       if (batch->rows == 0) continue;
       const Tensor x = backend().to_device(batch->inputs);
       const Tensor y = backend().to_device(batch->labels);
-      const Tensor logits = parts.model->forward(x, Mode::eval, 0);
+      const Tensor logits = boundary.logits(parts.model->forward(boundary.input(x), Mode::eval, 0));
       loss.forward(logits, y, batch->valid_rows);
       local_samples += static_cast<double>(batch->valid_rows);
     }

@@ -8,6 +8,11 @@
 // Lifecycle: construct (factory, parameters validated) -> input_spec() (before build, so the
 // wiring can reject a data source of the wrong shape) -> build() once -> forward/backward per
 // step. Not thread-safe: one trainer thread calls everything.
+//
+// Dtypes: a model sees tensors in the compute dtype (ModelBuildContext::compute_dtype, the
+// PrecisionPolicy's) only, and never casts at its edges. The trainer casts a floating batch into
+// the compute dtype before forward(), casts the returned logits to f32 for the loss, and casts the
+// f32 loss gradient down to the compute dtype before backward(). Under fp32 nothing is cast.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +26,13 @@ namespace kiln {
 
 class Backend;
 
-/// What one sample must look like for this model.
+/// What one sample must look like for this model. The run refuses a data source whose samples
+/// differ (dtype, or shape unless sample_shape is 1-D with the same element count).
 struct InputSpec {
   Shape sample_shape;  ///< per sample, without the batch dimension: {784}, {3, 224, 224}
+  /// What the data source must produce. f32 means floating input, which forward() receives in
+  /// the compute dtype (the trainer casts it); an integer dtype (u8 image bytes) reaches
+  /// forward() unchanged, for the model to convert on the device.
   DType dtype = DType::f32;
   std::int64_t num_classes = 0;
 };
@@ -83,12 +92,16 @@ class Model {
   virtual std::span<const Parameter> parameters() const = 0;
   /// Model buffers (BN running stats); empty by default.
   virtual std::span<const ModelBuffer> buffers() const;
-  /// Logits (B, num_classes) in f32 for input x (B, sample_shape...) with B <= max_batch. The
-  /// returned tensor is owned by the model and valid until the next forward().
+  /// Logits (B, num_classes) in the compute dtype for input x (B, sample_shape...) with
+  /// B <= max_batch; x is in the compute dtype when input_spec().dtype is floating, else in that
+  /// integer dtype. The data source's shape may stand for a 1-D sample_shape of the same element
+  /// count ((B, 1, 28, 28) for {784}), so reshape rather than assume. The returned tensor is owned
+  /// by the model and valid until the next forward().
   /// `step_seed` drives dropout (same on every rank only if the caller makes it so).
   virtual Tensor forward(const Tensor& x, Mode mode, std::uint64_t step_seed) = 0;
-  /// Back-propagates dlogits (B, num_classes) through the last forward(Mode::train),
-  /// accumulating (`+=`) into every parameter's grad and calling ready() per parameter.
+  /// Back-propagates dlogits (B, num_classes), in the compute dtype, through the last
+  /// forward(Mode::train), accumulating (`+=`) into every parameter's grad (master dtype) and
+  /// calling ready() per parameter.
   virtual void backward(const Tensor& dlogits, const GradReadyFn& ready) = 0;
 };
 

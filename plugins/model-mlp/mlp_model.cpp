@@ -3,7 +3,8 @@
 // Built from the core nn layers; the first Linear skips its input gradient (nobody needs
 // d(images)). backward() walks the layers in reverse and reports each parameter's gradient as
 // ready right after its Linear's backward, so GradSync can start reducing the last layer while
-// the earlier ones are still being computed.
+// the earlier ones are still being computed. Everything is in the compute dtype: the trainer casts
+// the input in, the logits out and the dlogits back in (kiln/model.hpp).
 #include <fmt/format.h>
 
 #include <memory>
@@ -68,44 +69,22 @@ class MlpModel final : public Model {
       blocks_[i].dropout->build(backend, ctx.max_batch, hidden_[i], ctx.compute_dtype);
     }
     head_->build(backend, ctx.max_batch, ctx.compute_dtype);
-    backend_ = &backend;
-    compute_ = ctx.compute_dtype;
-    if (compute_ != DType::f32) {
-      nn::require_op(backend, Op::cast, compute_, "mlp");
-      x_cast_ = backend.allocate({ctx.max_batch, in_features_}, compute_, MemoryKind::device);
-      logits_f32_ = backend.allocate({ctx.max_batch, classes_}, DType::f32, MemoryKind::device);
-      dlogits_cast_ = backend.allocate({ctx.max_batch, classes_}, compute_, MemoryKind::device);
-    }
   }
 
   std::span<const Parameter> parameters() const override { return store_.parameters(); }
 
   Tensor forward(const Tensor& x, Mode mode, std::uint64_t step_seed) override {
     Tensor h = x.reshape({x.dim(0), in_features_});
-    if (h.dtype() != compute_) {
-      Tensor cast = x_cast_.rows(0, h.dim(0));
-      backend_->cast(cast, h);
-      h = cast;
-    }
     for (std::size_t i = 0; i < blocks_.size(); ++i) {
       h = blocks_[i].linear->forward(h);
       h = blocks_[i].activation->forward(h);
       h = blocks_[i].dropout->forward(h, mode, derive_seed(step_seed, i));
     }
-    Tensor logits = head_->forward(h);
-    if (logits.dtype() == DType::f32) return logits;
-    Tensor out = logits_f32_.rows(0, logits.dim(0));
-    backend_->cast(out, logits);
-    return out;
+    return head_->forward(h);
   }
 
   void backward(const Tensor& dlogits, const GradReadyFn& ready) override {
-    Tensor dl = dlogits;
-    if (compute_ != DType::f32) {
-      dl = dlogits_cast_.rows(0, dlogits.dim(0));
-      backend_->cast(dl, dlogits);
-    }
-    Tensor d = head_->backward(dl);
+    Tensor d = head_->backward(dlogits);
     ready(head_->weight_index());
     ready(head_->bias_index());
     for (std::size_t i = blocks_.size(); i-- > 0;) {
@@ -130,9 +109,6 @@ class MlpModel final : public Model {
   Activation activation_;
   double dropout_;
   nn::ParameterStore store_;
-  Backend* backend_ = nullptr;
-  DType compute_ = DType::f32;
-  Tensor x_cast_, logits_f32_, dlogits_cast_;  // only under a reduced-precision compute dtype
   std::vector<Block> blocks_;
   std::unique_ptr<nn::Linear> head_;
 };

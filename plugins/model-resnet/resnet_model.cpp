@@ -1,8 +1,10 @@
 // ResnetModel: stem (7x7/2 conv, BN, ReLU, 3x3/2 max-pool) -> 4 stages of residual blocks
 // (the first block of stages 2-4 has stride 2) -> global average pool -> Linear.
 //
-// With input = "u8" forward() starts with Backend::normalize_image into a compute-dtype buffer
-// tagged with the backend's activation_layout(), replacing the f32 -> compute cast.
+// Everything is in the compute dtype: the trainer casts a floating input in, the logits out and
+// the dlogits back in (kiln/model.hpp). With input = "u8" the trainer passes the bytes through and
+// forward() starts with Backend::normalize_image into a compute-dtype buffer tagged with the
+// backend's activation_layout().
 // The stem conv skips its input gradient (nobody needs d(images)). backward() reports each
 // parameter ready as soon as its layer's backward has run, fc first, conv1 last, so GradSync can
 // reduce the late stages while the early ones are still computing.
@@ -128,7 +130,6 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
   Backend& backend = *ctx.backend;
   const std::int64_t n = ctx.max_batch;
   const DType dt = ctx.compute_dtype;
-  if (dt != DType::f32) nn::require_op(backend, Op::cast, dt, "resnet (input and logits casts)");
   if (input_kind_ == InputKind::u8) nn::require_op(backend, Op::normalize_image, dt, "resnet (input = \"u8\")");
   store_.allocate(backend, ctx.param_dtype, dt, ctx.seed);
 
@@ -153,12 +154,6 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
     // The stem conv accepts either layout; the activation layout spares it a reorder.
     x_compute_ = backend.allocate({n, 3, image_size_, image_size_}, dt, MemoryKind::device)
                      .with_layout(backend.activation_layout(dt));
-  } else if (dt != DType::f32) {
-    x_compute_ = backend.allocate({n, in_channels_, image_size_, image_size_}, dt, MemoryKind::device);
-  }
-  if (dt != DType::f32) {
-    logits_f32_ = backend.allocate({n, classes_}, DType::f32, MemoryKind::device);
-    dlogits_compute_ = backend.allocate({n, classes_}, dt, MemoryKind::device);
   }
   backend_ = &backend;
 }
@@ -179,31 +174,21 @@ Tensor ResnetModel::forward(const Tensor& x, Mode mode, std::uint64_t /*step_see
     return run_network(h, mode);
   }
   const Shape want{b, in_channels_, image_size_, image_size_};
-  if (x.dtype() != DType::f32 || x.numel() != shape_numel(want)) {
-    throw BackendError(fmt::format("resnet: input {} does not hold {} f32 images of {}x{}x{}; set "
+  if (x.dtype() != compute_dtype_ || x.numel() != shape_numel(want)) {
+    throw BackendError(fmt::format("resnet: input {} does not hold {} {} images of {}x{}x{}; set "
                                    "model.in_channels / model.image_size to the data's sample shape "
                                    "(model.input = \"u8\" for byte images)",
-                                   x.describe(), b, in_channels_, image_size_, image_size_));
+                                   x.describe(), b, dtype_name(compute_dtype_), in_channels_, image_size_,
+                                   image_size_));
   }
   rows_ = b;
-  Tensor h = x.reshape(want);
-  if (compute_dtype_ != DType::f32) {
-    Tensor xc = x_compute_.rows(0, b);
-    backend_->cast(xc, h);
-    h = xc;
-  }
-  return run_network(h, mode);
+  return run_network(x.reshape(want), mode);
 }
 
 Tensor ResnetModel::run_network(Tensor h, Mode mode) {
-  const std::int64_t b = h.dim(0);
   h = maxpool_.forward(relu_.forward(bn1_->forward(conv1_->forward(h), mode)));
   for (auto& block : blocks_) h = block->forward(h, mode);
-  Tensor logits = fc_->forward(avgpool_.forward(h));
-  if (compute_dtype_ == DType::f32) return logits;
-  Tensor out = logits_f32_.rows(0, b);
-  backend_->cast(out, logits);
-  return out;
+  return fc_->forward(avgpool_.forward(h));
 }
 
 void ResnetModel::backward(const Tensor& dlogits, const GradReadyFn& ready) {
@@ -212,12 +197,7 @@ void ResnetModel::backward(const Tensor& dlogits, const GradReadyFn& ready) {
     throw BackendError(fmt::format("resnet: dlogits is {}, expected ({}, {}) from the last forward",
                                    dlogits.describe(), rows_, classes_));
   }
-  Tensor d = dlogits;
-  if (compute_dtype_ != DType::f32) {
-    d = dlogits_compute_.rows(0, rows_);
-    backend_->cast(d, dlogits);
-  }
-  d = fc_->backward(d);
+  Tensor d = fc_->backward(dlogits);
   if (ready) {
     ready(fc_->weight_index());
     ready(fc_->bias_index());

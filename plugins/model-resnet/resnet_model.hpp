@@ -4,10 +4,11 @@
 // Decisions: parameter and buffer names are torchvision's state_dict names, so checkpoints map
 // one to one ("layer1.0.downsample.0.weight"); `width` scales every stage's base width (64, 128,
 // 256, 512) and is rounded to the nearest integer (at least 1), so width 1.0 is torchvision's
-// network exactly. Logits are f32 at the model boundary. The input is either normalised f32
-// (C, H, W) (cast to a lower compute dtype by the model) or, with input = "u8", raw (H, W, 3)
-// bytes that Backend::normalize_image turns into the compute dtype, written straight into the
-// backend's activation layout so the stem conv reads it without a reorder.
+// network exactly. Input and logits are in the compute dtype (the trainer casts, kiln/model.hpp).
+// The input is either normalised floating (C, H, W) images, which the trainer delivers in the
+// compute dtype, or, with input = "u8", raw (H, W, 3) bytes that Backend::normalize_image turns
+// into the compute dtype, written straight into the backend's activation layout so the stem conv
+// reads it without a reorder.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,8 @@ struct Architecture {
   std::int64_t blocks[4] = {3, 4, 6, 3};
 };
 
-/// What the model takes as input: normalised f32 (C, H, W), or raw u8 (H, W, 3) it normalises.
+/// What the model takes as input: normalised floating (C, H, W) (the data source's f32, cast to
+/// the compute dtype by the trainer), or raw u8 (H, W, 3) it normalises itself.
 enum class InputKind : std::uint8_t { f32, u8 };
 
 /// The architecture of `depth`; throws ConfigError (naming `where`) for other depths.
@@ -59,7 +61,7 @@ class ResnetModel final : public Model {
   const ImageNormalize& normalization() const noexcept { return normalize_; }
 
  private:
-  /// Stem to logits (f32) for `h`, the input in the compute dtype (N, C, H, W).
+  /// Stem to logits (compute dtype) for `h`, the input in the compute dtype (N, C, H, W).
   Tensor run_network(Tensor h, Mode mode);
 
   std::int64_t depth_, classes_, in_channels_, image_size_;
@@ -78,8 +80,7 @@ class ResnetModel final : public Model {
 
   Backend* backend_ = nullptr;
   DType compute_dtype_ = DType::f32;
-  Tensor x_compute_;  // f32 input: the cast input (compute dtype != f32); u8: the normalised image
-  Tensor logits_f32_, dlogits_compute_;  // only when compute dtype != f32
+  Tensor x_compute_;  // only for input = "u8": the normalised image in the compute dtype
   std::int64_t rows_ = 0;
 };
 

@@ -3,6 +3,11 @@
 //
 // Written against the installed SDK only (find_package(Kiln)); it is what docs/writing-a-plugin.md
 // walks through. Parameters arrive validated, so the constructor only checks ranges.
+//
+// No dtype code: under every precision policy (fp32, bf16, fp16) the trainer hands forward() the
+// input already in the compute dtype, takes the logits back in that dtype and casts them to f32
+// for the loss, and hands backward() dlogits in the compute dtype. The Linear layer computes in
+// whatever build() told it, so the same code trains in all three.
 #include <memory>
 
 #include <kiln/sdk/nn/layers.hpp>
@@ -26,6 +31,8 @@ class LogisticRegression final : public kiln::Model {
 
   std::string_view name() const override { return "logreg"; }
 
+  // f32: floating samples (what the data source must produce); the trainer delivers them to
+  // forward() in the compute dtype.
   kiln::InputSpec input_spec() const override {
     return kiln::InputSpec{{in_features_}, kiln::DType::f32, classes_};
   }
@@ -37,7 +44,7 @@ class LogisticRegression final : public kiln::Model {
 
   std::span<const kiln::Parameter> parameters() const override { return store_.parameters(); }
 
-  // x (B, sample_shape...) -> logits (B, K)
+  // x (B, sample_shape...) -> logits (B, K), both in the compute dtype
   kiln::Tensor forward(const kiln::Tensor& x, kiln::Mode, std::uint64_t) override {
     return linear_->forward(x.reshape({x.dim(0), in_features_}));
   }

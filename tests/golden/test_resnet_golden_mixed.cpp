@@ -1,6 +1,8 @@
 // Golden test in 16-bit compute: the float64 PyTorch step of resnet_golden.bin (depth 50, width
 // 0.03125, 96x96, batch 4; see make_resnet_golden.py) run by Kiln through the real `bf16` and
-// `fp16` precision plugins: f32 masters, the policy's cast to compute copies, fp16's loss scale
+// `fp16` precision plugins and the trainer's ComputeBoundary (the f32 input cast to the compute
+// dtype, the logits back to f32 for the loss, the dlogits down again): f32 masters, the policy's
+// cast to compute copies, fp16's loss scale
 // (retrying from the same state while the policy skips and halves it, then unscaled gradients).
 // Relative error per tensor ||got - want|| / ||want|| against the SAME f64 reference, bounded by
 // max(2e-2, 3 x what PyTorch itself reaches for that tensor) -- resnet_mixed_spread.txt, written by
@@ -32,6 +34,7 @@
 #include "kiln/sdk/nn/layers.hpp"
 #include "kiln/plugin_abi.h"
 #include "kiln/precision_policy.hpp"
+#include "kiln/train/compute_boundary.hpp"
 #include "kiln/train/optimizer.hpp"
 #include "nn_fixture.hpp"
 #include "resnet_test_util.hpp"
@@ -193,6 +196,9 @@ std::vector<float> run_golden_step(const std::string& policy_name, const std::st
   kiln::Tensor labels = cpu().allocate({B}, DType::i32, kiln::MemoryKind::device);
   cpu().copy(labels_host, labels);
   const kiln::Tensor x = kiln::test::device_f32(input.shape, input.values);
+  // The model computes in the compute dtype only; these are the casts the trainer makes around it.
+  kiln::train::ComputeBoundary boundary;
+  boundary.build(cpu(), policy->compute_dtype(), model->input_spec(), B, "resnet");
 
   std::vector<float> scales;
   std::vector<double> logits, loss;
@@ -201,12 +207,12 @@ std::vector<float> run_golden_step(const std::string& policy_name, const std::st
     for (std::size_t i = 0; i < initial_stats.size(); ++i) kiln::test::write(model->buffers()[i].value, initial_stats[i]);
     model->store().zero_grads(cpu());
     policy->before_forward(cpu(), params);
-    const kiln::Tensor out = model->forward(x, kiln::Mode::train, 0);
+    const kiln::Tensor out = boundary.logits(model->forward(boundary.input(x), kiln::Mode::train, 0));
     logits = kiln::test::read(out);
     xent.reset_totals();
     xent.forward(out, labels, B);
     scales.push_back(policy->loss_scale());
-    model->backward(xent.backward(scales.back() / static_cast<float>(B)), nullptr);
+    model->backward(boundary.dlogits(xent.backward(scales.back() / static_cast<float>(B))), nullptr);
     if (policy->after_allreduce(cpu(), params) == kiln::StepDecision::apply) break;
   }
   loss = {xent.totals().first / static_cast<double>(B)};

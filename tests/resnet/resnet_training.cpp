@@ -2,13 +2,15 @@
 // forward/backward, the softmax cross-entropy layer and the backend's fused SGD over the flat
 // arenas, driven directly (as the trainer does). Asserts the loss on a fixed batch goes down,
 // the BN running statistics move, and a smaller last batch and eval mode work; and the same
-// network computing in bf16 (f32 masters, f32 BN statistics, f32 logits) tracks the f32 one.
+// network computing in bf16 (f32 masters, f32 BN statistics, bf16 input and logits with the
+// trainer's ComputeBoundary casting at the edges) tracks the f32 one.
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
 #include <vector>
 
 #include "kiln/sdk/nn/layers.hpp"
+#include "kiln/train/compute_boundary.hpp"
 #include "nn_fixture.hpp"
 #include "resnet_test_util.hpp"
 
@@ -130,8 +132,15 @@ BOOST_AUTO_TEST_CASE(bf16_compute_casts_at_the_edges_and_tracks_f32,
   const auto data = kiln::test::make_synthetic("shape = [3, 32, 32]\nclasses = 10\ncount = 4");
   const Batch batch = load_batch(*data, 0, kBatch);
   const auto want = kiln::test::read(ref->forward(batch.x, kiln::Mode::train, 0));
-  const Tensor logits = low->forward(batch.x, kiln::Mode::train, 0);
-  BOOST_TEST((logits.dtype() == kiln::DType::f32));  // the model boundary is f32
+  // The model sees and returns bf16 only; the trainer's casts put f32 on either side of it.
+  kiln::train::ComputeBoundary boundary;
+  boundary.build(cpu(), kiln::DType::bf16, low->input_spec(), kBatch, "resnet");
+  const Tensor x_low = boundary.input(batch.x);
+  BOOST_TEST((x_low.dtype() == kiln::DType::bf16));
+  const Tensor low_logits = low->forward(x_low, kiln::Mode::train, 0);
+  BOOST_TEST((low_logits.dtype() == kiln::DType::bf16));
+  const Tensor logits = boundary.logits(low_logits);
+  BOOST_TEST((logits.dtype() == kiln::DType::f32));
   const auto got = kiln::test::read(logits);
   double diff = 0, norm = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
@@ -149,7 +158,7 @@ BOOST_AUTO_TEST_CASE(bf16_compute_casts_at_the_edges_and_tracks_f32,
   loss.build(cpu(), kBatch, 10);
   loss.forward(logits, batch.labels, kBatch);
   low->store().zero_grads(cpu());
-  low->backward(loss.backward(1.0f / kBatch), nullptr);
+  low->backward(boundary.dlogits(loss.backward(1.0f / kBatch)), nullptr);
   for (const auto& p : low->parameters()) {
     BOOST_TEST_REQUIRE((p.grad.dtype() == kiln::DType::f32));
     for (double g : kiln::test::read(p.grad)) BOOST_TEST_REQUIRE(std::isfinite(g), p.name);

@@ -1,12 +1,14 @@
 // Trainer: the epoch loop of synchronous data-parallel training.
 //
-// Per step: batch -> device -> PrecisionPolicy::before_forward -> Model::forward -> softmax
-// cross-entropy -> dlogits scaled by loss_scale / (global rows this step) -> Model::backward with
+// Per step: batch -> device -> PrecisionPolicy::before_forward -> input cast to the compute dtype
+// -> Model::forward -> logits cast to f32 -> softmax cross-entropy -> dlogits scaled by
+// loss_scale / (global rows this step) -> dlogits cast to the compute dtype -> Model::backward with
 // GradSync reducing buckets as they complete -> PrecisionPolicy::after_allreduce -> optimizer
 // step (unless skipped) -> zero gradients. After each epoch: evaluation on the eval split, then
 // one metrics.jsonl record per split whose numbers are reduced over all ranks, weighted by
 // sample count. Every rank runs the same number of steps (the Sharder guarantees it), so
-// collectives always match.
+// collectives always match. The casts are a ComputeBoundary's (compute_boundary.hpp); under fp32
+// there are none.
 #pragma once
 
 #include <cstdint>
