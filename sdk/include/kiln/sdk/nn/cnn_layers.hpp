@@ -198,6 +198,25 @@ class GlobalAvgPool {
   Tensor y_, dx_;
 };
 
+/// (B, C, H, W) -> (B, C*H*W) with features in PyTorch's (C, H, W) order whatever the input's
+/// layout, so a following Linear's weights match torch.flatten's. A row-major input is viewed
+/// (no copy); a channels-last one is rearranged with Backend::convert_layout, and the gradient
+/// is rearranged back into the layout of the forward's input.
+class Flatten {
+ public:
+  /// Allocates the rearranging buffers; returns the number of output features (C*H*W).
+  std::int64_t build(Backend& backend, std::int64_t max_batch, ImageShape in, DType dtype);
+  Tensor forward(const Tensor& x);
+  Tensor backward(const Tensor& dy);
+
+ private:
+  ImageShape in_{};
+  std::int64_t max_batch_ = 0;
+  Backend* backend_ = nullptr;
+  Layout in_layout_ = Layout::row_major;  // of the last forward's input; dx is given the same
+  Tensor y_, dx_;
+};
+
 /// In-place ReLU over an image activation (the layer before it keeps what its own backward
 /// needs, never its output, so overwriting that output is safe). Backward needs only y.
 class ReluInPlace {
