@@ -172,9 +172,8 @@ using sdk::describe;  // the shared wording (kiln/sdk/op_descs.hpp)
 }  // namespace
 
 std::shared_ptr<OpPlan> CpuBackend::plan_conv2d(const Conv2dDesc& d) {
-  if (d.dtype != DType::f32 && d.dtype != DType::bf16 && d.dtype != DType::f16) {
-    unsupported(Op::conv2d_forward, d.dtype);
-  }
+  // The op table (op_table.hpp) decides which dtypes get a plan; anything else is the base refusal.
+  if (!supports(Op::conv2d_forward, d.dtype)) unsupported(Op::conv2d_forward, d.dtype);
   const OpCheck check(Op::conv2d_forward);
   sdk::check_conv2d_desc(check, d);
   try {

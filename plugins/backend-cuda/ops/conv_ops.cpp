@@ -38,9 +38,8 @@ void* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
 }  // namespace
 
 std::shared_ptr<OpPlan> CudaBackend::plan_conv2d(const Conv2dDesc& d) {
-  if (d.dtype != DType::f32 && d.dtype != DType::bf16 && d.dtype != DType::f16) {
-    unsupported(Op::conv2d_forward, d.dtype);
-  }
+  // The op table (op_table.hpp) decides which dtypes get a plan; anything else is the base refusal.
+  if (!supports(Op::conv2d_forward, d.dtype)) unsupported(Op::conv2d_forward, d.dtype);
   const DnnCheck check(Op::conv2d_forward);
   sdk::check_conv2d_desc(check, d);
   auto plan = std::make_shared<ConvPlan>(d, device().index, math_mode_for(d.dtype, allow_tf32()));

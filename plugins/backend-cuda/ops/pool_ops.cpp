@@ -80,9 +80,8 @@ PoolPlan& pool_plan(const DnnCheck& check, OpPlan& plan) {
 }  // namespace
 
 std::shared_ptr<OpPlan> CudaBackend::plan_pool2d(const Pool2dDesc& d) {
-  if (d.dtype != DType::f32 && d.dtype != DType::bf16 && d.dtype != DType::f16) {
-    unsupported(Op::pool2d_forward, d.dtype);
-  }
+  // The op table (op_table.hpp) decides which dtypes get a plan; anything else is the base refusal.
+  if (!supports(Op::pool2d_forward, d.dtype)) unsupported(Op::pool2d_forward, d.dtype);
   const DnnCheck check(Op::pool2d_forward);
   sdk::check_pool2d_desc(check, d);
   auto plan = std::make_shared<PoolPlan>(check, d);
