@@ -13,7 +13,7 @@
 // accepts each operand in either layout (the first layer of a model reads NCHW input and writes
 // the backend's activation_layout()); batch-norm, pooling and the element-wise ops need all their
 // image operands of one call in one layout and say so otherwise. copy() moves bytes as they are
-// (no layout conversion). Weights are always OIHW row-major, the checkpoint layout.
+// (no layout conversion; convert_layout rearranges). Weights are always OIHW row-major, the checkpoint layout.
 //
 // Every op has a default implementation that throws UnsupportedError naming the backend and the
 // op; a backend overrides what it implements and reports it through supports(). Models call
@@ -134,6 +134,11 @@ class Backend {
   virtual void add(const Tensor& c, const Tensor& a, const Tensor& b);
   /// dst = src converted to dst's dtype (f32 <-> bf16/f16).
   virtual void cast(const Tensor& dst, const Tensor& src);
+  /// dst = src with the same logical (N, C, H, W) elements rearranged into dst's layout tag
+  /// (row_major NCHW <-> nhwc; an equal layout is a plain copy). Same dtype (f32, bf16, f16) and
+  /// shape; no aliasing. How a layer hands an activation to code that needs one order, e.g.
+  /// Flatten's PyTorch (C, H, W) feature order after a channels-last convolution.
+  virtual void convert_layout(const Tensor& dst, const Tensor& src);
   /// t *= factor, in place.
   virtual void scale(const Tensor& t, float factor);
   /// flag (i32, 1 element, same memory as t) is set to 1 if any element of t is inf or NaN,
@@ -186,6 +191,8 @@ class Backend {
 
   virtual std::shared_ptr<OpPlan> plan_pool2d(const Pool2dDesc& desc);
   virtual void pool2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x);
+  /// dx = pooling backward of dy; x and y are the forward's input and output (max pooling needs
+  /// both to find the argmax; average pooling may pass undefined tensors).
   virtual void pool2d_backward(OpPlan& plan, const Tensor& dx, const Tensor& dy, const Tensor& x,
                                const Tensor& y);
   /// y (N, C) = mean over (H, W) of x (N, C, H, W).

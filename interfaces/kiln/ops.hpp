@@ -21,9 +21,12 @@
 // - batchnorm_backward takes the save_mean/save_invstd the same backend's training forward wrote.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
+#include "kiln/op_table.hpp"
 #include "kiln/tensor.hpp"
 
 namespace kiln {
@@ -37,36 +40,25 @@ enum class Transpose : std::uint8_t { no = 0, yes = 1 };
 enum class Activation : std::uint8_t { relu = 0, tanh = 1, sigmoid = 2, gelu = 3 };
 std::string_view activation_name(Activation a) noexcept;
 
-/// Every op a Backend may implement; Backend::supports(op, dtype) answers per op and dtype so a
-/// model can refuse to build on a backend that lacks something, naming the op.
+/// Every op a Backend may implement (generated from KILN_OPS, op_table.hpp); Backend::supports(op,
+/// dtype) answers per op and dtype so a model can refuse to build on a backend that lacks
+/// something, naming the op.
 enum class Op : std::uint16_t {
-  matmul,
-  bias_grad,
-  activation_forward,
-  activation_backward,
-  add_relu_forward,  // y = relu(x + residual)
-  dropout_forward,
-  dropout_backward,
-  softmax_xent_forward,
-  softmax_xent_backward,
-  add,
-  cast,
-  scale,
-  check_finite,
-  sgd_update,
-  adam_update,
-  conv2d_forward,
-  conv2d_backward_data,
-  conv2d_backward_filter,
-  batchnorm_train_forward,
-  batchnorm_infer_forward,
-  batchnorm_backward,
-  pool2d_forward,
-  pool2d_backward,
-  global_avgpool_forward,
-  global_avgpool_backward,
-  normalize_image,
+#define KILN_OP_ENUMERATOR(name) name,
+  KILN_OPS(KILN_OP_ENUMERATOR)
+#undef KILN_OP_ENUMERATOR
 };
+/// How many ops KILN_OPS lists.
+#define KILN_OP_PLUS_ONE(name) +1
+inline constexpr std::size_t kOpCount = 0 KILN_OPS(KILN_OP_PLUS_ONE);
+#undef KILN_OP_PLUS_ONE
+/// Every op, in enum order.
+inline constexpr std::array<Op, kOpCount> kAllOps = {
+#define KILN_OP_VALUE(name) Op::name,
+    KILN_OPS(KILN_OP_VALUE)
+#undef KILN_OP_VALUE
+};
+/// The op's name ("conv2d_forward"), as spelled in KILN_OPS; "unknown" for a value outside it.
 std::string_view op_name(Op op) noexcept;
 
 /// Hyper-parameters of one SGD step (PyTorch semantics):

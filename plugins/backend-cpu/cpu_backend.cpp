@@ -1,4 +1,4 @@
-// CpuBackend construction, capability table, memory and the (trivial) ordering calls.
+// CpuBackend construction, capability (op_table.hpp), memory and the (trivial) ordering calls.
 // Memory is 64-byte aligned so oneDNN and AVX-512 loads see cache-line aligned rows; every
 // MemoryKind gets the same plain host memory because the CPU has nothing to pin for.
 #include "cpu_backend.hpp"
@@ -14,7 +14,7 @@
 
 #include "cpu_info.hpp"
 #include "kiln/errors.hpp"
-#include "validate.hpp"
+#include "op_table.hpp"
 
 namespace kiln::cpu {
 namespace {
@@ -66,45 +66,9 @@ Layout CpuBackend::activation_layout(DType) const {
 }
 
 bool CpuBackend::supports(Op op, DType dtype) const {
-  const bool f32 = dtype == DType::f32;
-  const bool any_float = f32 || dtype == DType::bf16 || dtype == DType::f16;
-  // oneDNN primitives: f32, bf16 where oneDNN has bf16 kernels (AVX-512 core and up; native
-  // with avx512_bf16, emulated otherwise), and f16 as storage computed in f32 (no CPU here has
-  // f16 arithmetic that oneDNN 2.6 uses; the f16 edges widen to f32 and round back).
-  const bool primitive = f32 || dtype == DType::f16 || (dtype == DType::bf16 && bf16_primitives_);
-  switch (op) {
-    case Op::matmul:
-    case Op::conv2d_forward:
-    case Op::conv2d_backward_data:
-    case Op::conv2d_backward_filter:
-    case Op::batchnorm_train_forward:
-    case Op::batchnorm_infer_forward:
-    case Op::batchnorm_backward:
-    case Op::pool2d_forward:
-    case Op::pool2d_backward:
-      return primitive;
-    // Plain loops through elem.hpp: any float storage type, f32 math.
-    case Op::cast:
-    case Op::check_finite:
-    case Op::bias_grad:
-    case Op::activation_forward:
-    case Op::activation_backward:
-    case Op::add_relu_forward:
-    case Op::dropout_forward:
-    case Op::dropout_backward:
-    case Op::add:
-    case Op::scale:
-    case Op::global_avgpool_forward:
-    case Op::global_avgpool_backward:
-    case Op::normalize_image:
-      return any_float;
-    case Op::softmax_xent_forward:
-    case Op::softmax_xent_backward:
-    case Op::sgd_update:
-    case Op::adam_update:
-      return f32;
-  }
-  return false;
+  const CpuOp* row = sdk::op_row(kCpuOps, op);
+  if (row == nullptr || !row->dtypes.has(dtype)) return false;
+  return row->engine != Engine::onednn || dtype != DType::bf16 || bf16_primitives_;
 }
 
 Tensor CpuBackend::allocate(const Shape& shape, DType dtype, MemoryKind where) {

@@ -5,7 +5,8 @@
 // it returns (record_event hands back an already complete event, synchronize does nothing);
 // every MemoryKind is plain 64-byte aligned host memory; all ops run on the calling thread's
 // OpenMP team of `threads_` threads. Op bodies live in ops/*.cpp, one file per concern, as
-// member functions of this class; shape/dtype checks live in validate.hpp. Planned ops (conv2d,
+// member functions of this class; argument checks are the SDK's shared ones (kiln/sdk/op_args.hpp, op_descs.hpp) through validate.hpp's OpCheck;
+// what it implements is op_table.hpp. Planned ops (conv2d,
 // batch-norm, pooling) keep their primitives, reorders and workspaces in the OpPlan they return.
 #pragma once
 
@@ -56,6 +57,7 @@ class CpuBackend final : public Backend {
   void dropout_backward(const Tensor& dx, const Tensor& dy, const Tensor& mask, float p) override;
   void add(const Tensor& c, const Tensor& a, const Tensor& b) override;
   void cast(const Tensor& dst, const Tensor& src) override;
+  void convert_layout(const Tensor& dst, const Tensor& src) override;
   void scale(const Tensor& t, float factor) override;
   void check_finite(const Tensor& flag, const Tensor& t) override;
 

@@ -9,7 +9,6 @@
 #include "cuda_backend.hpp"
 
 #include <cstring>
-#include <optional>
 
 #include <fmt/format.h>
 
@@ -18,7 +17,7 @@
 #include "device/device_select.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/sdk/log.hpp"
-#include "ops/kernel_validate.hpp"
+#include "op_table.hpp"
 #include "memory/device_allocator.hpp"
 #include "memory/fill_kernel.hpp"
 #include "nvml/nvml_sampler.hpp"
@@ -153,13 +152,7 @@ void CudaBackend::release_resources() noexcept {
 
 DeviceInfo CudaBackend::device() const { return info_; }
 
-bool CudaBackend::supports(Op op, DType dtype) const {
-  // The kernel group answers for its own ops (softmax cross-entropy and the optimizers are f32,
-  // as on the cpu backend; ops/kernel_validate.cpp); every cuDNN/cuBLAS op of the dnn group takes
-  // the three floating storage types with f32 accumulation. Integer and f64 compute is not offered.
-  if (const std::optional<bool> kernel = kernel_group_supports(op, dtype)) return *kernel;
-  return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16;
-}
+bool CudaBackend::supports(Op op, DType dtype) const { return cuda_supports(op, dtype); }
 
 Layout CudaBackend::activation_layout(DType dtype) const {
   // Tensor cores read f16/bf16 convolutions channels-last natively (NCHW would add two

@@ -51,7 +51,7 @@ class CudaBackend final : public Backend {
   void wait_event(StreamKind stream, const Event& event) override;
   void* native_stream(StreamKind stream) override;
 
-  // ---- dnn group: ops/matmul_ops.cpp, ops/conv_ops.cpp, ops/batchnorm_ops.cpp, ops/pool_ops.cpp
+  // ---- dnn group (op_table.hpp): ops/matmul_ops.cpp, conv_ops.cpp, batchnorm_ops.cpp, pool_ops.cpp
   void matmul(const Tensor& c, const Tensor& a, Transpose ta, const Tensor& b, Transpose tb,
               float alpha, float beta, const Tensor& bias) override;
   void bias_grad(const Tensor& db, const Tensor& dy, Accumulate acc) override;
@@ -80,6 +80,7 @@ class CudaBackend final : public Backend {
   void pool2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x) override;
   void pool2d_backward(OpPlan& plan, const Tensor& dx, const Tensor& dy, const Tensor& x,
                        const Tensor& y) override;
+  void convert_layout(const Tensor& dst, const Tensor& src) override;  // ops/layout_ops.cpp
 
   // ---- kernel group: ops/*.cpp over kernels/*.cu ---------------------------------------------
   void activation_forward(const Tensor& y, const Tensor& x, Activation act) override;

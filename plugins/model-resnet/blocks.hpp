@@ -12,6 +12,11 @@
 
 namespace kiln::resnet {
 
+/// Every ResNet convolution starts as torchvision's ResNet does (kaiming normal, fan_out, ReLU
+/// gain) and has no bias (a batch-norm follows each), so this plugin's weights match a
+/// torchvision model's initial statistics and checkpoints load either way.
+inline constexpr nn::ConvInit kConvInit = nn::ConvInit::kaiming_normal_fan_out_relu;
+
 /// A residual block: out = relu(branch(x) + shortcut(x)).
 class ResidualBlock {
  public:

@@ -56,7 +56,7 @@ ResidualBlock::~ResidualBlock() = default;
 
 Downsample::Downsample(ParameterStore& store, const std::string& prefix, std::int64_t in_channels,
                        std::int64_t out_channels, std::int64_t stride)
-    : conv(store, prefix + ".downsample.0", in_channels, out_channels, Window{1, stride, 0}),
+    : conv(store, prefix + ".downsample.0", in_channels, out_channels, Window{1, stride, 0}, kConvInit),
       bn(store, prefix + ".downsample.1", out_channels) {}
 
 // ---- ResidualJoin ---------------------------------------------------------------------------
@@ -115,11 +115,11 @@ void ResidualJoin::append_gradient_buffers(std::vector<Tensor*>& out) {
 Bottleneck::Bottleneck(ParameterStore& store, const std::string& prefix, std::int64_t in_channels,
                        std::int64_t planes, std::int64_t stride, GammaInit last_gamma)
     : planes_(planes),
-      conv1_(store, prefix + ".conv1", in_channels, planes, Window{1, 1, 0}),
+      conv1_(store, prefix + ".conv1", in_channels, planes, Window{1, 1, 0}, kConvInit),
       bn1_(store, prefix + ".bn1", planes),
-      conv2_(store, prefix + ".conv2", planes, planes, Window{3, stride, 1}),  // v1.5: stride here
+      conv2_(store, prefix + ".conv2", planes, planes, Window{3, stride, 1}, kConvInit),  // v1.5: stride here
       bn2_(store, prefix + ".bn2", planes),
-      conv3_(store, prefix + ".conv3", planes, planes * kExpansion, Window{1, 1, 0}),
+      conv3_(store, prefix + ".conv3", planes, planes * kExpansion, Window{1, 1, 0}, kConvInit),
       bn3_(store, prefix + ".bn3", planes * kExpansion, last_gamma) {
   if (stride != 1 || in_channels != planes * kExpansion) {
     join_.set_downsample(std::make_unique<Downsample>(store, prefix, in_channels, planes * kExpansion, stride));
@@ -176,9 +176,9 @@ void Bottleneck::append_buffers(std::vector<ModelBuffer>& out) const {
 BasicBlock::BasicBlock(ParameterStore& store, const std::string& prefix, std::int64_t in_channels,
                        std::int64_t planes, std::int64_t stride, GammaInit last_gamma)
     : planes_(planes),
-      conv1_(store, prefix + ".conv1", in_channels, planes, Window{3, stride, 1}),
+      conv1_(store, prefix + ".conv1", in_channels, planes, Window{3, stride, 1}, kConvInit),
       bn1_(store, prefix + ".bn1", planes),
-      conv2_(store, prefix + ".conv2", planes, planes, Window{3, 1, 1}),
+      conv2_(store, prefix + ".conv2", planes, planes, Window{3, 1, 1}, kConvInit),
       bn2_(store, prefix + ".bn2", planes, last_gamma) {
   if (stride != 1 || in_channels != planes) {
     join_.set_downsample(std::make_unique<Downsample>(store, prefix, in_channels, planes, stride));

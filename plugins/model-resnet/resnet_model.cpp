@@ -97,7 +97,7 @@ ResnetModel::ResnetModel(const PluginArgs& args) {
   const nn::GammaInit last_gamma = zero_init ? nn::GammaInit::zeros : nn::GammaInit::ones;
   const std::int64_t stem = scaled_width(64, width_);
   conv1_ = std::make_unique<nn::Conv2d>(store_, "conv1", in_channels_, stem, nn::Window{7, 2, 3},
-                                        nn::InputGrad::skip);
+                                        kConvInit, nn::ConvBias::none, nn::InputGrad::skip);
   bn1_ = std::make_unique<nn::BatchNorm2d>(store_, "bn1", stem);
   std::int64_t channels = stem;
   const std::int64_t base[4] = {64, 128, 256, 512};

@@ -74,6 +74,12 @@ Register::Register(std::string suite, std::vector<Op> ops, Axes axes,
   specs().push_back(Spec{std::move(suite), std::move(ops), axes, std::move(body)});
 }
 
+std::vector<Op> registered_ops() {
+  std::vector<Op> out;
+  for (const Spec& spec : specs()) out.insert(out.end(), spec.ops.begin(), spec.ops.end());
+  return out;
+}
+
 void add_registered_cases() {
   namespace ut = boost::unit_test;
   for (const Spec& spec : specs()) {

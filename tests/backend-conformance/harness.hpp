@@ -47,6 +47,8 @@ struct Register {
 };
 /// Adds every registered case to the Boost.Test master suite (called by main.cpp's init).
 void add_registered_cases();
+/// Every op some registered case exercises (op_table_coverage.cpp requires all of KILN_OPS).
+std::vector<Op> registered_ops();
 
 /// Relative-norm tolerance for results computed in `dtype`: f32 1e-5, bf16/f16 2e-2.
 double tolerance(DType dtype);

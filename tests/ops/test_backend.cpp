@@ -72,7 +72,7 @@ BOOST_AUTO_TEST_CASE(supports_exactly_what_is_implemented) {
   const Op loops[] = {Op::cast, Op::check_finite, Op::bias_grad, Op::activation_forward,
                       Op::activation_backward, Op::add_relu_forward, Op::dropout_forward,
                       Op::dropout_backward, Op::add, Op::scale, Op::global_avgpool_forward,
-                      Op::global_avgpool_backward, Op::normalize_image};
+                      Op::global_avgpool_backward, Op::normalize_image, Op::convert_layout};
   for (Op op : loops) {
     for (DType d : {DType::f32, DType::bf16, DType::f16}) BOOST_TEST(cpu().supports(op, d), op_name(op));
     BOOST_TEST(!cpu().supports(op, DType::f64), op_name(op));

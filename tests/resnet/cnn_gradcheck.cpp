@@ -41,7 +41,7 @@ BOOST_AUTO_TEST_SUITE(cnn_layers, *boost::unit_test::precondition(kiln::test::cn
 BOOST_AUTO_TEST_CASE(conv2d_stride_padding_forward_and_gradients) {
   constexpr std::int64_t B = 2, C = 3, H = 5, W = 6, K = 4;
   kiln::nn::ParameterStore store;
-  kiln::nn::Conv2d conv(store, "conv", C, K, Window{3, 2, 1});
+  kiln::nn::Conv2d conv(store, "conv", C, K, Window{3, 2, 1}, kiln::nn::ConvInit::kaiming_normal_fan_out_relu);
   store.allocate(cpu(), kiln::DType::f32, kiln::DType::f32, 3);
   const ImageShape out = conv.build(cpu(), B, ImageShape{C, H, W}, kiln::DType::f32);
   BOOST_TEST((out == ImageShape{K, 3, 3}));
@@ -88,7 +88,8 @@ BOOST_AUTO_TEST_CASE(conv2d_stride_padding_forward_and_gradients) {
 
 BOOST_AUTO_TEST_CASE(conv2d_stem_skips_input_gradient_and_kaiming_init) {
   kiln::nn::ParameterStore store;
-  kiln::nn::Conv2d conv(store, "stem", 3, 64, Window{7, 2, 3}, kiln::nn::InputGrad::skip);
+  kiln::nn::Conv2d conv(store, "stem", 3, 64, Window{7, 2, 3}, kiln::nn::ConvInit::kaiming_normal_fan_out_relu,
+                        kiln::nn::ConvBias::none, kiln::nn::InputGrad::skip);
   store.allocate(cpu(), kiln::DType::f32, kiln::DType::f32, 9);
   conv.build(cpu(), 1, ImageShape{3, 32, 32}, kiln::DType::f32);
   const auto w = read(store[0].value);

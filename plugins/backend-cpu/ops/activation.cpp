@@ -9,8 +9,6 @@
 // a diverging run is still caught by check_finite.
 #include <cmath>
 
-#include <fmt/format.h>
-
 #include "cpu_backend.hpp"
 #include "ops/elem.hpp"
 #include "parallel.hpp"
@@ -71,12 +69,7 @@ void forward_loop(typename E::T* out, const typename E::T* in, std::int64_t n, A
 }  // namespace
 
 void CpuBackend::activation_forward(const Tensor& y, const Tensor& x, Activation act) {
-  const OpCheck check(Op::activation_forward);
-  check.usable_image("y", y).usable_image("x", x).float_dtype("x", x).dtype("y", y, x.dtype());
-  check.same_shape("y", y, "x", x).same_layout("y", y, "x", x);
-  if (static_cast<int>(act) > static_cast<int>(Activation::gelu)) {
-    check.fail(fmt::format("unknown activation {}", static_cast<int>(act)));
-  }
+  sdk::check_activation_forward(OpCheck(Op::activation_forward), y, x, act);
   use_our_threads();
   with_float_dtype(x.dtype(), [&](auto e) {
     using E = decltype(e);
@@ -87,20 +80,7 @@ void CpuBackend::activation_forward(const Tensor& y, const Tensor& x, Activation
 
 void CpuBackend::activation_backward(const Tensor& dx, const Tensor& dy, const Tensor& x,
                                      const Tensor& y, Activation act, Accumulate acc) {
-  const OpCheck check(Op::activation_backward);
-  check.usable_image("dx", dx).usable_image("dy", dy).float_dtype("dy", dy).dtype("dx", dx, dy.dtype());
-  check.same_shape("dx", dx, "dy", dy).same_layout("dx", dx, "dy", dy);
-  if (static_cast<int>(act) > static_cast<int>(Activation::gelu)) {
-    check.fail(fmt::format("unknown activation {}", static_cast<int>(act)));
-  }
-  const bool needs_x = act == Activation::gelu;
-  const Tensor& saved = needs_x ? x : y;
-  check.usable_image(needs_x ? "x (gelu's backward reads x)" : "y (its backward reads y = act(x))", saved)
-      .dtype(needs_x ? "x" : "y", saved, dy.dtype())
-      .same_layout(needs_x ? "x" : "y", saved, "dy", dy)
-      .same_shape(needs_x ? "x" : "y", saved, "dy", dy);
-  if (!needs_x && x.defined()) check.same_shape("x", x, "dy", dy);
-  if (needs_x && y.defined()) check.same_shape("y", y, "dy", dy);
+  const Tensor& saved = sdk::check_activation_backward(OpCheck(Op::activation_backward), dx, dy, x, y, act);
   const std::int64_t n = dy.numel();
   use_our_threads();
   with_float_dtype(dy.dtype(), [&](auto e) {
@@ -133,11 +113,7 @@ void CpuBackend::activation_backward(const Tensor& dx, const Tensor& dy, const T
 }
 
 void CpuBackend::add_relu_forward(const Tensor& y, const Tensor& x, const Tensor& residual) {
-  const OpCheck check(Op::add_relu_forward);
-  check.usable_image("y", y).usable_image("x", x).usable_image("residual", residual);
-  check.same_layout("x", x, "y", y).same_layout("residual", residual, "y", y);
-  check.float_dtype("y", y).dtype("x", x, y.dtype()).dtype("residual", residual, y.dtype());
-  check.same_shape("x", x, "y", y).same_shape("residual", residual, "y", y);
+  sdk::check_add_relu_forward(OpCheck(Op::add_relu_forward), y, x, residual);
   use_our_threads();
   with_float_dtype(y.dtype(), [&](auto e) {
     using E = decltype(e);

@@ -13,9 +13,7 @@
 namespace kiln::cpu {
 
 void CpuBackend::bias_grad(const Tensor& db, const Tensor& dy, Accumulate acc) {
-  const OpCheck check(Op::bias_grad);
-  check.usable("db", db).usable("dy", dy).dtype("db", db, DType::f32).float_dtype("dy", dy);
-  check.rank("dy", dy, 2).shape("db", db, {dy.dim(1)});
+  sdk::check_bias_grad(OpCheck(Op::bias_grad), db, dy);
   const std::int64_t m = dy.dim(0), n = dy.dim(1);
   float* out = db.data_as<float>();
   if (acc == Accumulate::no) std::fill(out, out + n, 0.0f);

@@ -3,8 +3,6 @@
 // .to(torch.bfloat16) / .half(). supports(cast, d) answers for d in {f32, bf16, f16}.
 #include <cstring>
 
-#include <fmt/format.h>
-
 #include "cpu_backend.hpp"
 #include "ops/half.hpp"
 #include "parallel.hpp"
@@ -13,16 +11,7 @@
 namespace kiln::cpu {
 
 void CpuBackend::cast(const Tensor& dst, const Tensor& src) {
-  const OpCheck check(Op::cast);
-  check.usable_image("dst", dst).usable_image("src", src).same_numel("dst", dst, "src", src);
-  check.same_layout("dst", dst, "src", src);
-  const auto castable = [](DType d) { return d == DType::f32 || d == DType::bf16 || d == DType::f16; };
-  if (!castable(dst.dtype()) || !castable(src.dtype()) ||
-      (dst.dtype() != DType::f32 && src.dtype() != DType::f32 && dst.dtype() != src.dtype())) {
-    check.fail(fmt::format("cannot convert src {} to dst {}; the cpu backend casts between f32 "
-                           "and bf16/f16 only",
-                           src.describe(), dst.describe()));
-  }
+  sdk::check_cast(OpCheck(Op::cast), dst, src);
   const std::int64_t n = src.numel();
   if (dst.dtype() == src.dtype()) {
     if (dst.data() != src.data()) std::memmove(dst.data(), src.data(), src.bytes());

@@ -167,32 +167,13 @@ class ConvPlan final : public OpPlan {
   std::optional<Stage> fwd_, bwd_data_, bwd_filter_;
 };
 
-/// t is a usable tensor of `shape` in f32 or the plan's dtype.
-void check_operand(const OpCheck& check, const char* name, const Tensor& t, const Shape& shape,
-                   DType plan_dtype) {
-  check.usable_image(name, t).shape(name, t, shape);
-  if (t.dtype() != DType::f32 && t.dtype() != plan_dtype) {
-    check.fail(fmt::format("{} is {} but must be f32 or the plan's {}", name, t.describe(),
-                           dtype_name(plan_dtype)));
-  }
-}
-
-struct ConvShapes {
-  Shape x, w, y;
-};
-
-ConvShapes tensor_shapes(const Conv2dDesc& d) {
-  return {{d.n, d.c, d.h, d.w}, {d.k, d.c / d.groups, d.r, d.s}, {d.n, d.k, d.out_h(), d.out_w()}};
-}
-
 using sdk::describe;  // the shared wording (kiln/sdk/op_descs.hpp)
 
 }  // namespace
 
 std::shared_ptr<OpPlan> CpuBackend::plan_conv2d(const Conv2dDesc& d) {
-  if (d.dtype != DType::f32 && d.dtype != DType::bf16 && d.dtype != DType::f16) {
-    unsupported(Op::conv2d_forward, d.dtype);
-  }
+  // The op table (op_table.hpp) decides which dtypes get a plan; anything else is the base refusal.
+  if (!supports(Op::conv2d_forward, d.dtype)) unsupported(Op::conv2d_forward, d.dtype);
   const OpCheck check(Op::conv2d_forward);
   sdk::check_conv2d_desc(check, d);
   try {
@@ -205,10 +186,7 @@ std::shared_ptr<OpPlan> CpuBackend::plan_conv2d(const Conv2dDesc& d) {
 void CpuBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, const Tensor& w) {
   const OpCheck check(Op::conv2d_forward);
   ConvPlan& p = plan_as<ConvPlan>(check, plan, "plan_conv2d");
-  const ConvShapes s = tensor_shapes(p.desc);
-  check_operand(check, "y", y, s.y, p.desc.dtype);
-  check_operand(check, "x", x, s.x, p.desc.dtype);
-  check_operand(check, "w", w, s.w, p.desc.dtype);
+  sdk::check_conv2d_forward(check, p.desc, y, x, w);
   use_our_threads();
   try {
     p.forward(x, w, y).run(stream_, x.data(), w.data(), y.data());
@@ -222,10 +200,7 @@ void CpuBackend::conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Tens
                                       const Tensor& w) {
   const OpCheck check(Op::conv2d_backward_data);
   ConvPlan& p = plan_as<ConvPlan>(check, plan, "plan_conv2d");
-  const ConvShapes s = tensor_shapes(p.desc);
-  check_operand(check, "dx", dx, s.x, p.desc.dtype);
-  check_operand(check, "dy", dy, s.y, p.desc.dtype);
-  check_operand(check, "w", w, s.w, p.desc.dtype);
+  sdk::check_conv2d_backward_data(check, p.desc, dx, dy, w);
   use_our_threads();
   try {
     p.backward_data(dy, w, dx).run(stream_, dy.data(), w.data(), dx.data());
@@ -239,10 +214,7 @@ void CpuBackend::conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const Te
                                         const Tensor& x, Accumulate acc) {
   const OpCheck check(Op::conv2d_backward_filter);
   ConvPlan& p = plan_as<ConvPlan>(check, plan, "plan_conv2d");
-  const ConvShapes s = tensor_shapes(p.desc);
-  check_operand(check, "dw", dw, s.w, p.desc.dtype);
-  check_operand(check, "dy", dy, s.y, p.desc.dtype);
-  check_operand(check, "x", x, s.x, p.desc.dtype);
+  sdk::check_conv2d_backward_filter(check, p.desc, dw, dy, x);
   use_our_threads();
   try {
     p.backward_filter(x, dy, dw).run(stream_, x.data(), dy.data(), dw.data(), acc);

@@ -5,8 +5,6 @@
 // p must be in [0, 1) because p == 1 would divide by zero.
 #include <cstring>
 
-#include <fmt/format.h>
-
 #include "cpu_backend.hpp"
 #include "ops/elem.hpp"
 #include "kiln/rng.hpp"
@@ -14,26 +12,9 @@
 #include "validate.hpp"
 
 namespace kiln::cpu {
-namespace {
-
-void check_probability(const OpCheck& check, float p) {
-  if (!(p >= 0.0f && p < 1.0f)) {
-    check.fail(fmt::format("p = {} is outside [0, 1); set the model's dropout to a probability "
-                           "below 1",
-                           p));
-  }
-}
-
-}  // namespace
-
 void CpuBackend::dropout_forward(const Tensor& y, const Tensor& mask, const Tensor& x, float p,
                                  std::uint64_t seed) {
-  const OpCheck check(Op::dropout_forward);
-  check.usable_image("y", y).usable_image("mask", mask).usable_image("x", x);
-  check.same_layout("y", y, "x", x).same_layout("mask", mask, "x", x);
-  check.float_dtype("x", x).dtype("y", y, x.dtype()).dtype("mask", mask, DType::u8);
-  check.same_shape("y", y, "x", x).same_numel("mask", mask, "x", x);
-  check_probability(check, p);
+  sdk::check_dropout_forward(OpCheck(Op::dropout_forward), y, mask, x, p);
   std::uint8_t* keep = mask.data_as<std::uint8_t>();
   const std::int64_t n = x.numel();
   if (p == 0.0f) {
@@ -57,12 +38,7 @@ void CpuBackend::dropout_forward(const Tensor& y, const Tensor& mask, const Tens
 }
 
 void CpuBackend::dropout_backward(const Tensor& dx, const Tensor& dy, const Tensor& mask, float p) {
-  const OpCheck check(Op::dropout_backward);
-  check.usable_image("dx", dx).usable_image("dy", dy).usable_image("mask", mask);
-  check.same_layout("dx", dx, "dy", dy).same_layout("mask", mask, "dy", dy);
-  check.float_dtype("dy", dy).dtype("dx", dx, dy.dtype()).dtype("mask", mask, DType::u8);
-  check.same_shape("dx", dx, "dy", dy).same_numel("mask", mask, "dy", dy);
-  check_probability(check, p);
+  sdk::check_dropout_backward(OpCheck(Op::dropout_backward), dx, dy, mask, p);
   const std::uint8_t* keep = mask.data_as<std::uint8_t>();
   const float inv_keep = 1.0f / (1.0f - p);
   use_our_threads();

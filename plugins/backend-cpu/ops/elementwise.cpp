@@ -3,8 +3,6 @@
 // integer OR-reduction that vectorises (and survives -ffast-math); it works on f32, bf16 and f16.
 #include <cstdint>
 
-#include <fmt/format.h>
-
 #include "cpu_backend.hpp"
 #include "ops/elem.hpp"
 #include "parallel.hpp"
@@ -30,11 +28,7 @@ int any_non_finite(const Bits* p, std::int64_t n, Bits exponent_mask) {
 }  // namespace
 
 void CpuBackend::add(const Tensor& c, const Tensor& a, const Tensor& b) {
-  const OpCheck check(Op::add);
-  check.usable_image("c", c).usable_image("a", a).usable_image("b", b);
-  check.same_layout("a", a, "c", c).same_layout("b", b, "c", c);
-  check.float_dtype("c", c).dtype("a", a, c.dtype()).dtype("b", b, c.dtype());
-  check.same_shape("a", a, "c", c).same_shape("b", b, "c", c);
+  sdk::check_add(OpCheck(Op::add), c, a, b);
   use_our_threads();
   with_float_dtype(c.dtype(), [&](auto e) {
     using E = decltype(e);
@@ -47,8 +41,7 @@ void CpuBackend::add(const Tensor& c, const Tensor& a, const Tensor& b) {
 }
 
 void CpuBackend::scale(const Tensor& t, float factor) {
-  const OpCheck check(Op::scale);
-  check.usable_image("t", t).float_dtype("t", t);
+  sdk::check_scale(OpCheck(Op::scale), t);
   use_our_threads();
   with_float_dtype(t.dtype(), [&](auto e) {
     using E = decltype(e);
@@ -59,9 +52,7 @@ void CpuBackend::scale(const Tensor& t, float factor) {
 }
 
 void CpuBackend::check_finite(const Tensor& flag, const Tensor& t) {
-  const OpCheck check(Op::check_finite);
-  check.usable("flag", flag).usable_image("t", t).dtype("flag", flag, DType::i32);
-  if (flag.numel() != 1) check.fail(fmt::format("flag is {} but must have one element", flag.describe()));
+  sdk::check_check_finite(OpCheck(Op::check_finite), flag, t);
   int found = 0;
   use_our_threads();
   switch (t.dtype()) {
@@ -77,7 +68,7 @@ void CpuBackend::check_finite(const Tensor& flag, const Tensor& t) {
                              std::uint16_t{0x7c00});
       break;
     default:
-      check.fail(fmt::format("t is {} but must be f32, bf16 or f16", t.describe()));
+      break;  // refused by check_check_finite
   }
   if (found != 0) *flag.data_as<std::int32_t>() = 1;
 }

@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "cpu_backend.hpp"
 #include "ops/elem.hpp"
 #include "parallel.hpp"
@@ -67,16 +65,13 @@ void backward_channels_last(const Tensor& dx, const Tensor& dy) {
 }  // namespace
 
 void CpuBackend::global_avgpool_forward(const Tensor& y, const Tensor& x) {
-  const OpCheck check(Op::global_avgpool_forward);
-  check.usable("y", y).usable_image("x", x).float_dtype("x", x).rank("x", x, 4).dtype("y", y, x.dtype());
-  check.shape("y", y, {x.dim(0), x.dim(1)});
+  sdk::check_global_avgpool_forward(OpCheck(Op::global_avgpool_forward), y, x);
   if (x.layout() == Layout::nhwc) {
     use_our_threads();
     forward_channels_last(y, x);
     return;
   }
   const std::int64_t hw = x.dim(2) * x.dim(3);
-  if (hw == 0) check.fail(fmt::format("x {} has an empty spatial extent", x.describe()));
   const float inv = 1.0f / static_cast<float>(hw);
   use_our_threads();
   with_float_dtype(x.dtype(), [&](auto e) {
@@ -95,9 +90,7 @@ void CpuBackend::global_avgpool_forward(const Tensor& y, const Tensor& x) {
 }
 
 void CpuBackend::global_avgpool_backward(const Tensor& dx, const Tensor& dy) {
-  const OpCheck check(Op::global_avgpool_backward);
-  check.usable_image("dx", dx).usable("dy", dy).float_dtype("dy", dy).rank("dx", dx, 4);
-  check.dtype("dx", dx, dy.dtype()).shape("dy", dy, {dx.dim(0), dx.dim(1)});
+  sdk::check_global_avgpool_backward(OpCheck(Op::global_avgpool_backward), dx, dy);
   if (dx.layout() == Layout::nhwc) {
     use_our_threads();
     backward_channels_last(dx, dy);

@@ -3,8 +3,6 @@
 // src * a[c] + b[c] with a = 1 / (255 std), b = -mean / std, which differs from the literal
 // formula by at most a few f32 ulps. A std of 0 is refused rather than producing inf. A
 // channels-last dst is the same walk as src (pixel by pixel), an NCHW one is written plane by plane.
-#include <fmt/format.h>
-
 #include "cpu_backend.hpp"
 #include "ops/elem.hpp"
 #include "parallel.hpp"
@@ -13,17 +11,10 @@
 namespace kiln::cpu {
 
 void CpuBackend::normalize_image(const Tensor& dst, const Tensor& src, const ImageNormalize& norm) {
-  const OpCheck check(Op::normalize_image);
-  check.usable_image("dst", dst).usable("src", src).float_dtype("dst", dst).dtype("src", src, DType::u8);
-  check.rank("src", src, 4);
-  if (src.dim(3) != 3) check.fail(fmt::format("src is {} but must be (N, H, W, 3)", src.describe()));
+  sdk::check_normalize_image(OpCheck(Op::normalize_image), dst, src, norm);
   const std::int64_t n = src.dim(0), h = src.dim(1), w = src.dim(2);
-  check.shape("dst", dst, {n, 3, h, w});
   float a[3], b[3];
   for (int c = 0; c < 3; ++c) {
-    if (!(norm.std[c] > 0.0f)) {
-      check.fail(fmt::format("std[{}] = {} must be positive", c, norm.std[c]));
-    }
     a[c] = 1.0f / (255.0f * norm.std[c]);
     b[c] = -norm.mean[c] / norm.std[c];
   }

@@ -7,8 +7,6 @@
 // Bias corrections are computed in double once per call; the per-element loop is f32 SIMD.
 #include <cmath>
 
-#include <fmt/format.h>
-
 #include "cpu_backend.hpp"
 #include "parallel.hpp"
 #include "validate.hpp"
@@ -17,10 +15,7 @@ namespace kiln::cpu {
 
 void CpuBackend::sgd_update(const Tensor& param, const Tensor& momentum, const Tensor& grad,
                             const SgdStep& step) {
-  const OpCheck check(Op::sgd_update);
-  check.usable("param", param).usable("grad", grad);
-  check.dtype("param", param, DType::f32).dtype("grad", grad, DType::f32);
-  check.same_shape("grad", grad, "param", param);
+  sdk::check_sgd_update(OpCheck(Op::sgd_update), param, momentum, grad, step);
   float* p = param.data_as<float>();
   const float* g = grad.data_as<float>();
   const std::int64_t n = param.numel();
@@ -30,9 +25,6 @@ void CpuBackend::sgd_update(const Tensor& param, const Tensor& momentum, const T
     parallel_for(n, [&](std::int64_t i) { p[i] -= lr * (g[i] + wd * p[i]); });
     return;
   }
-  check.usable("momentum (required when momentum != 0)", momentum)
-      .dtype("momentum", momentum, DType::f32)
-      .same_shape("momentum", momentum, "param", param);
   float* buf = momentum.data_as<float>();
   const float damp = 1.0f - step.dampening;
   if (step.nesterov == SgdStep::Nesterov::yes) {
@@ -54,17 +46,7 @@ void CpuBackend::sgd_update(const Tensor& param, const Tensor& momentum, const T
 
 void CpuBackend::adam_update(const Tensor& param, const Tensor& m, const Tensor& v,
                              const Tensor& grad, const AdamStep& step) {
-  const OpCheck check(Op::adam_update);
-  check.usable("param", param).usable("m", m).usable("v", v).usable("grad", grad);
-  check.dtype("param", param, DType::f32).dtype("m", m, DType::f32);
-  check.dtype("v", v, DType::f32).dtype("grad", grad, DType::f32);
-  check.same_shape("m", m, "param", param).same_shape("v", v, "param", param);
-  check.same_shape("grad", grad, "param", param);
-  if (step.step < 1) {
-    check.fail(fmt::format("step = {} but Adam's step count is 1-based; pass the number of "
-                           "updates including this one",
-                           step.step));
-  }
+  sdk::check_adam_update(OpCheck(Op::adam_update), param, m, v, grad, step);
   const double t = static_cast<double>(step.step);
   const double bias1 = 1.0 - std::pow(static_cast<double>(step.beta1), t);
   const double bias2 = 1.0 - std::pow(static_cast<double>(step.beta2), t);

@@ -92,9 +92,8 @@ using sdk::describe;  // the shared wording (kiln/sdk/op_descs.hpp)
 }  // namespace
 
 std::shared_ptr<OpPlan> CpuBackend::plan_pool2d(const Pool2dDesc& d) {
-  if (d.dtype != DType::f32 && d.dtype != DType::bf16 && d.dtype != DType::f16) {
-    unsupported(Op::pool2d_forward, d.dtype);
-  }
+  // The op table (op_table.hpp) decides which dtypes get a plan; anything else is the base refusal.
+  if (!supports(Op::pool2d_forward, d.dtype)) unsupported(Op::pool2d_forward, d.dtype);
   const OpCheck check(Op::pool2d_forward);
   sdk::check_pool2d_desc(check, d);
   try {
@@ -108,9 +107,7 @@ void CpuBackend::pool2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x) 
   const OpCheck check(Op::pool2d_forward);
   PoolPlan& p = plan_as<PoolPlan>(check, plan, "plan_pool2d");
   const Pool2dDesc& d = p.desc;
-  check.usable_image("y", y).dtype("y", y, d.dtype).shape("y", y, {d.n, d.c, d.out_h(), d.out_w()});
-  check.usable_image("x", x).dtype("x", x, d.dtype).shape("x", x, {d.n, d.c, d.h, d.w});
-  check.same_layout("y", y, "x", x);
+  sdk::check_pool2d_forward(check, d, sdk::MixedLayouts::refused, y, x);
   use_our_threads();
   try {
     p.use_layout(x.layout());
@@ -132,12 +129,7 @@ void CpuBackend::pool2d_backward(OpPlan& plan, const Tensor& dx, const Tensor& d
   const OpCheck check(Op::pool2d_backward);
   PoolPlan& p = plan_as<PoolPlan>(check, plan, "plan_pool2d");
   const Pool2dDesc& d = p.desc;
-  const Shape in{d.n, d.c, d.h, d.w}, out{d.n, d.c, d.out_h(), d.out_w()};
-  check.usable_image("dx", dx).dtype("dx", dx, d.dtype).shape("dx", dx, in);
-  check.usable_image("dy", dy).dtype("dy", dy, d.dtype).shape("dy", dy, out);
-  check.same_layout("dy", dy, "dx", dx);
-  if (x.defined()) check.shape("x", x, in);
-  if (y.defined()) check.shape("y", y, out);
+  sdk::check_pool2d_backward(check, d, sdk::MixedLayouts::refused, dx, dy, x, y);
   if (d.kind == Pool2dDesc::Kind::max && (!p.has_forward || p.forward_layout() != dx.layout())) {
     check.fail(fmt::format("{}: backward called before any forward with this plan in this layout; max pooling "
                            "routes gradients through the forward's saved argmax",

@@ -27,26 +27,14 @@ void check_labels(const OpCheck& check, const std::int32_t* labels, std::int64_t
   }
 }
 
-void check_smoothing(const OpCheck& check, float s) {
-  if (!(s >= 0.0f && s < 1.0f)) {
-    check.fail(fmt::format("label_smoothing = {} is outside [0, 1)", s));
-  }
-}
-
 }  // namespace
 
 void CpuBackend::softmax_xent_forward(const Tensor& probs, const Tensor& stats,
                                       const Tensor& logits, const Tensor& labels,
                                       float label_smoothing) {
   const OpCheck check(Op::softmax_xent_forward);
-  check.usable("probs", probs).usable("stats", stats).usable("logits", logits).usable("labels", labels);
-  check.dtype("logits", logits, DType::f32).dtype("probs", probs, DType::f32);
-  check.dtype("stats", stats, DType::f32).dtype("labels", labels, DType::i32);
-  check.rank("logits", logits, 2).same_shape("probs", probs, "logits", logits);
-  check.shape("labels", labels, {logits.dim(0)}).shape("stats", stats, {2});
-  check_smoothing(check, label_smoothing);
-  const std::int64_t rows = logits.dim(0), classes = logits.dim(1);
-  if (classes == 0) check.fail(fmt::format("logits {} has no classes", logits.describe()));
+  const sdk::RowsClasses rc = sdk::check_softmax_xent_forward(check, probs, stats, logits, labels, label_smoothing);
+  const std::int64_t rows = rc.rows, classes = rc.classes;
   const float* x = logits.data_as<float>();
   float* p = probs.data_as<float>();
   const std::int32_t* y = labels.data_as<std::int32_t>();
@@ -98,13 +86,8 @@ void CpuBackend::softmax_xent_forward(const Tensor& probs, const Tensor& stats,
 void CpuBackend::softmax_xent_backward(const Tensor& dlogits, const Tensor& probs,
                                        const Tensor& labels, float label_smoothing, float scale) {
   const OpCheck check(Op::softmax_xent_backward);
-  check.usable("dlogits", dlogits).usable("probs", probs).usable("labels", labels);
-  check.dtype("dlogits", dlogits, DType::f32).dtype("probs", probs, DType::f32);
-  check.dtype("labels", labels, DType::i32);
-  check.rank("probs", probs, 2).same_shape("dlogits", dlogits, "probs", probs);
-  check.shape("labels", labels, {probs.dim(0)});
-  check_smoothing(check, label_smoothing);
-  const std::int64_t rows = probs.dim(0), classes = probs.dim(1);
+  const sdk::RowsClasses rc = sdk::check_softmax_xent_backward(check, dlogits, probs, labels, label_smoothing);
+  const std::int64_t rows = rc.rows, classes = rc.classes;
   const float* p = probs.data_as<float>();
   float* d = dlogits.data_as<float>();
   const std::int32_t* y = labels.data_as<std::int32_t>();

@@ -1,8 +1,8 @@
 // Argument checks of the cuDNN / cuBLAS ops: the SDK's shared OpCheck (kiln/sdk/op_check.hpp), so
 // every backend refuses the same mistakes with the same words ("cuda backend, conv2d_forward: y is
 // f32(2, 8, 5, 5) but must have shape (2, 8, 6, 6); fix the arguments the calling layer passes").
-// Tensors must be in device memory; image tensors may be row_major (NCHW) or nhwc where the op
-// says LayoutRule::image.
+// Tensors must be in device memory; the per-op rules are the SDK's (kiln/sdk/op_args.hpp,
+// op_descs.hpp).
 #pragma once
 
 #include <string>
@@ -19,25 +19,11 @@
 
 namespace kiln::cuda {
 
-/// Which layouts an argument may have.
-enum class LayoutRule : std::uint8_t { row_major_only, image };
-
 /// The SDK's shared argument checks for the "cuda" backend (device memory), plus the cuDNN and
 /// cuBLAS status checks of the dnn ops.
 class DnnCheck : public sdk::OpCheck {
  public:
   explicit DnnCheck(Op op) noexcept : sdk::OpCheck("cuda", sdk::OperandMemory::device, op) {}
-
-  /// t is defined, in device memory and row-major (or, for LayoutRule::image, a 4-D nhwc tensor).
-  const DnnCheck& usable(std::string_view name, const Tensor& t,
-                         LayoutRule rule = LayoutRule::row_major_only) const {
-    if (rule == LayoutRule::image) {
-      usable_image(name, t);
-    } else {
-      sdk::OpCheck::usable(name, t);
-    }
-    return *this;
-  }
 
   /// Throws BackendError "cuda backend, <op>: <what>" (a library failure, not the caller's fault).
   [[noreturn]] void fail_library(const std::string& what) const;

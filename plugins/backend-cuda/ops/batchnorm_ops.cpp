@@ -86,9 +86,8 @@ const char* mode_name(cudnnBatchNormMode_t m) {
 }  // namespace
 
 std::shared_ptr<OpPlan> CudaBackend::plan_batchnorm(const BatchNormDesc& d) {
-  if (d.dtype != DType::f32 && d.dtype != DType::bf16 && d.dtype != DType::f16) {
-    unsupported(Op::batchnorm_train_forward, d.dtype);
-  }
+  // The op table (op_table.hpp) decides which dtypes get a plan; anything else is the base refusal.
+  if (!supports(Op::batchnorm_train_forward, d.dtype)) unsupported(Op::batchnorm_train_forward, d.dtype);
   const DnnCheck check(Op::batchnorm_train_forward);
   sdk::check_batchnorm_desc(check, d);
   auto plan = std::make_shared<BatchNormPlan>(d);

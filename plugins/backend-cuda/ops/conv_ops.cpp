@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "cuda_backend.hpp"
+#include "kiln/sdk/op_args.hpp"
 #include "kiln/sdk/op_descs.hpp"
 #include "dnn/conv_plan.hpp"
 #include "dnn/dnn_check.hpp"
@@ -28,18 +29,6 @@ ConvPlan& conv_plan(const DnnCheck& check, OpPlan& plan) {
   return *p;
 }
 
-Shape shape_of(Dims4 d) { return {d.n, d.c, d.h, d.w}; }
-
-/// t is a device tensor of `dims` in f32 or the plan's dtype (image layouts allowed or not).
-void check_operand(const DnnCheck& check, const char* name, const Tensor& t, Dims4 dims,
-                   DType plan_dtype, LayoutRule rule) {
-  check.usable(name, t, rule).shape(name, t, shape_of(dims));
-  if (t.dtype() != DType::f32 && t.dtype() != plan_dtype) {
-    check.fail(fmt::format("{} is {} but must be f32 or the plan's {}", name, t.describe(),
-                           dtype_name(plan_dtype)));
-  }
-}
-
 Tensor workspace_for(CudaBackend& backend, const AlgoChoice& a) {
   return a.workspace_bytes > 0 ? backend.workspace(a.workspace_bytes) : Tensor();
 }
@@ -49,9 +38,8 @@ void* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
 }  // namespace
 
 std::shared_ptr<OpPlan> CudaBackend::plan_conv2d(const Conv2dDesc& d) {
-  if (d.dtype != DType::f32 && d.dtype != DType::bf16 && d.dtype != DType::f16) {
-    unsupported(Op::conv2d_forward, d.dtype);
-  }
+  // The op table (op_table.hpp) decides which dtypes get a plan; anything else is the base refusal.
+  if (!supports(Op::conv2d_forward, d.dtype)) unsupported(Op::conv2d_forward, d.dtype);
   const DnnCheck check(Op::conv2d_forward);
   sdk::check_conv2d_desc(check, d);
   auto plan = std::make_shared<ConvPlan>(d, device().index, math_mode_for(d.dtype, allow_tf32()));
@@ -64,9 +52,7 @@ void CudaBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x,
   const DnnCheck check(Op::conv2d_forward);
   ConvPlan& p = conv_plan(check, plan);
   const DType dt = p.desc.dtype;
-  check_operand(check, "y", y, p.y_dims, dt, LayoutRule::image);
-  check_operand(check, "x", x, p.x_dims, dt, LayoutRule::image);
-  check_operand(check, "w", w, p.w_dims, dt, LayoutRule::row_major_only);
+  sdk::check_conv2d_forward(check, p.desc, y, x, w);
   const Layout L = x.layout();
   ConvPlan::Setup& s = p.setup(check, L);
   const AlgoChoice a = p.algo(check, cudnn(), s, L, ConvDirection::forward);
@@ -93,9 +79,7 @@ void CudaBackend::conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Ten
   const DnnCheck check(Op::conv2d_backward_data);
   ConvPlan& p = conv_plan(check, plan);
   const DType dt = p.desc.dtype;
-  check_operand(check, "dx", dx, p.x_dims, dt, LayoutRule::image);
-  check_operand(check, "dy", dy, p.y_dims, dt, LayoutRule::image);
-  check_operand(check, "w", w, p.w_dims, dt, LayoutRule::row_major_only);
+  sdk::check_conv2d_backward_data(check, p.desc, dx, dy, w);
   const Layout L = dy.layout();
   ConvPlan::Setup& s = p.setup(check, L);
   const AlgoChoice a = p.algo(check, cudnn(), s, L, ConvDirection::backward_data);
@@ -122,9 +106,7 @@ void CudaBackend::conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const T
   const DnnCheck check(Op::conv2d_backward_filter);
   ConvPlan& p = conv_plan(check, plan);
   const DType dt = p.desc.dtype;
-  check_operand(check, "dw", dw, p.w_dims, dt, LayoutRule::row_major_only);
-  check_operand(check, "dy", dy, p.y_dims, dt, LayoutRule::image);
-  check_operand(check, "x", x, p.x_dims, dt, LayoutRule::image);
+  sdk::check_conv2d_backward_filter(check, p.desc, dw, dy, x);
   const Layout L = x.layout();
   ConvPlan::Setup& s = p.setup(check, L);
   const AlgoChoice a = p.algo(check, cudnn(), s, L, ConvDirection::backward_filter);

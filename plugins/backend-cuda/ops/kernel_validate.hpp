@@ -1,15 +1,14 @@
 // Argument validation of every kernel-group op of the cuda backend, separated from the launches
-// so it is plain C++ and unit-tested without a GPU (tests/cuda-kernels). Each function checks
-// everything the cpu backend checks, with the same messages (plus the cuda rules of
-// kernel_check.hpp), and returns what the launcher needs. kernel_group_supports() is the
-// kernel group's answer for CudaBackend::supports().
+// so it is plain C++ and unit-tested without a GPU (tests/cuda-kernels). Each function runs the
+// SDK's shared check of its op (kiln/sdk/op_args.hpp: the cpu backend's rules and messages) for
+// device memory, adds the kernels' own limits, and returns what the launcher needs. What the
+// backend supports is op_table.hpp.
 //
 // What the host cannot check without a synchronize: label values (they live on the device);
 // softmax_xent turns a label outside [0, K) into a NaN loss instead (softmax_xent_kernels.hpp).
 #pragma once
 
 #include <cstdint>
-#include <optional>
 
 #include "kernels/kernel_args.hpp"
 #include "kernels/optimizer_math.hpp"
@@ -17,11 +16,6 @@
 #include "kiln/tensor.hpp"
 
 namespace kiln::cuda {
-
-/// Whether the kernel group implements `op` for `dtype`: f32/bf16/f16 for the element-wise,
-/// dropout, pooling, cast, check_finite and normalize_image ops; f32 for softmax cross-entropy
-/// and the optimizers. nullopt for ops outside the kernel group (matmul, conv, batch-norm, ...).
-std::optional<bool> kernel_group_supports(Op op, DType dtype) noexcept;
 
 /// Element count.
 std::int64_t validate_activation_forward(const Tensor& y, const Tensor& x, Activation act);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cuda_backend.hpp"
+#include "kiln/sdk/op_args.hpp"
 #include "kiln/sdk/op_descs.hpp"
 #include "dnn/dnn_check.hpp"
 #include "dnn/gemm.hpp"
@@ -48,8 +49,7 @@ void CudaBackend::matmul(const Tensor& c, const Tensor& a, Transpose ta, const T
 
 void CudaBackend::bias_grad(const Tensor& db, const Tensor& dy, Accumulate acc) {
   const DnnCheck check(Op::bias_grad);
-  check.usable("db", db).usable("dy", dy).dtype("db", db, DType::f32).float_dtype("dy", dy);
-  check.rank("dy", dy, 2).shape("db", db, {dy.dim(1)});
+  sdk::check_bias_grad(check, db, dy);
   const std::int64_t m = dy.dim(0), n = dy.dim(1);
   if (n == 0) return;
   if (m == 0) {

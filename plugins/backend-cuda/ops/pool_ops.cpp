@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "cuda_backend.hpp"
+#include "kiln/sdk/op_args.hpp"
 #include "kiln/sdk/op_descs.hpp"
 #include "dnn/cudnn_desc.hpp"
 #include "dnn/dnn_check.hpp"
@@ -76,14 +77,11 @@ PoolPlan& pool_plan(const DnnCheck& check, OpPlan& plan) {
   return *p;
 }
 
-Shape shape_of(Dims4 d) { return {d.n, d.c, d.h, d.w}; }
-
 }  // namespace
 
 std::shared_ptr<OpPlan> CudaBackend::plan_pool2d(const Pool2dDesc& d) {
-  if (d.dtype != DType::f32 && d.dtype != DType::bf16 && d.dtype != DType::f16) {
-    unsupported(Op::pool2d_forward, d.dtype);
-  }
+  // The op table (op_table.hpp) decides which dtypes get a plan; anything else is the base refusal.
+  if (!supports(Op::pool2d_forward, d.dtype)) unsupported(Op::pool2d_forward, d.dtype);
   const DnnCheck check(Op::pool2d_forward);
   sdk::check_pool2d_desc(check, d);
   auto plan = std::make_shared<PoolPlan>(check, d);
@@ -95,8 +93,7 @@ void CudaBackend::pool2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x)
   const DnnCheck check(Op::pool2d_forward);
   PoolPlan& p = pool_plan(check, plan);
   const Pool2dDesc& d = p.desc;
-  check.usable("y", y, LayoutRule::image).dtype("y", y, d.dtype).shape("y", y, shape_of(p.out));
-  check.usable("x", x, LayoutRule::image).dtype("x", x, d.dtype).shape("x", x, shape_of(p.in));
+  sdk::check_pool2d_forward(check, d, sdk::MixedLayouts::accepted, y, x);
   const Layout L = x.layout();
   PoolPlan::Setup& s = p.setup(check, L);
   Staged ys = Staged::output(*this, check, y, y.layout(), p.out, d.dtype, L);
@@ -115,16 +112,7 @@ void CudaBackend::pool2d_backward(OpPlan& plan, const Tensor& dx, const Tensor& 
   const DnnCheck check(Op::pool2d_backward);
   PoolPlan& p = pool_plan(check, plan);
   const Pool2dDesc& d = p.desc;
-  check.usable("dx", dx, LayoutRule::image).dtype("dx", dx, d.dtype).shape("dx", dx, shape_of(p.in));
-  check.usable("dy", dy, LayoutRule::image).dtype("dy", dy, d.dtype).shape("dy", dy, shape_of(p.out));
-  const bool is_max = d.kind == Pool2dDesc::Kind::max;
-  if (is_max && (!x.defined() || !y.defined())) {
-    check.fail(fmt::format("{}: x and y of the forward are required; cuDNN recomputes the argmax "
-                           "from them",
-                           describe(d)));
-  }
-  if (x.defined()) check.usable("x", x, LayoutRule::image).dtype("x", x, d.dtype).shape("x", x, shape_of(p.in));
-  if (y.defined()) check.usable("y", y, LayoutRule::image).dtype("y", y, d.dtype).shape("y", y, shape_of(p.out));
+  sdk::check_pool2d_backward(check, d, sdk::MixedLayouts::accepted, dx, dy, x, y);
   const Layout L = dy.layout();
   PoolPlan::Setup& s = p.setup(check, L);
   const Staged dys = Staged::input(*this, check, dy, dy.layout(), p.out, d.dtype, L);

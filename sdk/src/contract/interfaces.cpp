@@ -60,6 +60,9 @@ void Backend::dropout_backward(const Tensor& dx, const Tensor&, const Tensor&, f
 }
 void Backend::add(const Tensor& c, const Tensor&, const Tensor&) { unsupported(Op::add, c.dtype()); }
 void Backend::cast(const Tensor& dst, const Tensor&) { unsupported(Op::cast, dst.dtype()); }
+void Backend::convert_layout(const Tensor& dst, const Tensor&) {
+  unsupported(Op::convert_layout, dst.dtype());
+}
 void Backend::scale(const Tensor& t, float) { unsupported(Op::scale, t.dtype()); }
 void Backend::check_finite(const Tensor&, const Tensor& t) { unsupported(Op::check_finite, t.dtype()); }
 void Backend::softmax_xent_forward(const Tensor&, const Tensor&, const Tensor& logits, const Tensor&,

@@ -55,12 +55,29 @@ struct Window {
   std::int64_t padding = 0;
 };
 
-/// y (B, K, P, Q) = conv(x (B, C, H, W), W (K, C, k, k)); no bias (a batch norm follows).
-/// Init: kaiming normal, fan_out, ReLU gain (torchvision's ResNet): std = sqrt(2 / (K k k)).
+/// How a Conv2d's weight and bias start. Each model names its choice (no default), because the
+/// right one depends on what follows the convolution.
+enum class ConvInit : std::uint8_t {
+  /// torchvision ResNet's kaiming_normal_(mode="fan_out", nonlinearity="relu"): W ~ N(0,
+  /// sqrt(2 / (K k k))); a bias starts at 0 (torchvision's constant_(bias, 0)).
+  kaiming_normal_fan_out_relu,
+  /// PyTorch nn.Conv2d's own reset_parameters: kaiming_uniform_(a=sqrt(5)), i.e. W and b ~
+  /// U(+-1/sqrt(C k k)).
+  pytorch_default,
+};
+
+/// Whether a Conv2d adds a learned per-channel bias (off for a conv followed by batch-norm, whose
+/// beta would make it redundant).
+enum class ConvBias : std::uint8_t { none, learned };
+
+/// y (B, K, P, Q) = conv(x (B, C, H, W), W (K, C, k, k)) [+ b (K) per output channel].
+/// With a bias, parameters are "<prefix>.weight" then "<prefix>.bias" (no weight decay, as
+/// Linear's); its gradient is dy summed over (B, P, Q).
 class Conv2d {
  public:
   Conv2d(ParameterStore& store, const std::string& prefix, std::int64_t in_channels,
-         std::int64_t out_channels, Window window, InputGrad input_grad = InputGrad::compute);
+         std::int64_t out_channels, Window window, ConvInit init, ConvBias bias = ConvBias::none,
+         InputGrad input_grad = InputGrad::compute);
   /// Allocates y and dx for `in`; returns the output shape. Throws ConfigError if the input is
   /// too small for the window, UnsupportedError if the backend lacks a conv op for dtype.
   ImageShape build(Backend& backend, std::int64_t max_batch, ImageShape in, DType dtype);
@@ -69,12 +86,18 @@ class Conv2d {
   Tensor backward(const Tensor& dy);
 
   std::size_t weight_index() const noexcept { return weight_; }
+  bool has_bias() const noexcept { return bias_ != kNoBias; }
+  /// Index of "<prefix>.bias"; only when has_bias().
+  std::size_t bias_index() const noexcept { return bias_; }
   ImageShape output_shape() const noexcept { return out_; }
   /// The input-gradient buffer (undefined with InputGrad::skip); see share_gradient_buffers().
   Tensor& input_grad_buffer() noexcept { return dx_; }
 
  private:
+  static constexpr std::size_t kNoBias = static_cast<std::size_t>(-1);
   Conv2dDesc desc(std::int64_t batch) const;
+  void add_bias(const Tensor& y) const;
+  void bias_backward(const Tensor& dy) const;
 
   ParameterStore& store_;
   std::string prefix_;
@@ -82,6 +105,8 @@ class Conv2d {
   Window win_;
   InputGrad input_grad_;
   std::size_t weight_ = 0;
+  std::size_t bias_ = kNoBias;
+  Tensor ones_;  // compute-dtype ones for the bias outer products (bias only)
   DType dtype_ = DType::f32;
   ImageShape in_{}, out_{};
   std::int64_t max_batch_ = 0;
@@ -161,6 +186,25 @@ class MaxPool2d {
 class GlobalAvgPool {
  public:
   /// Returns the number of output features (C).
+  std::int64_t build(Backend& backend, std::int64_t max_batch, ImageShape in, DType dtype);
+  Tensor forward(const Tensor& x);
+  Tensor backward(const Tensor& dy);
+
+ private:
+  ImageShape in_{};
+  std::int64_t max_batch_ = 0;
+  Backend* backend_ = nullptr;
+  Layout in_layout_ = Layout::row_major;  // of the last forward's input; dx is given the same
+  Tensor y_, dx_;
+};
+
+/// (B, C, H, W) -> (B, C*H*W) with features in PyTorch's (C, H, W) order whatever the input's
+/// layout, so a following Linear's weights match torch.flatten's. A row-major input is viewed
+/// (no copy); a channels-last one is rearranged with Backend::convert_layout, and the gradient
+/// is rearranged back into the layout of the forward's input.
+class Flatten {
+ public:
+  /// Allocates the rearranging buffers; returns the number of output features (C*H*W).
   std::int64_t build(Backend& backend, std::int64_t max_batch, ImageShape in, DType dtype);
   Tensor forward(const Tensor& x);
   Tensor backward(const Tensor& dy);
