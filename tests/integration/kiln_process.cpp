@@ -24,7 +24,7 @@ std::string quote(const std::string& s) {
 
 const fs::path& scratch_dir() {
   static const struct Scratch {
-    fs::path path = fs::temp_directory_path() / fmt::format("kiln-test-errors-{}", ::getpid());
+    fs::path path = fs::temp_directory_path() / fmt::format("kiln-test-{}", ::getpid());
     Scratch() {
       fs::remove_all(path);
       fs::create_directories(path);

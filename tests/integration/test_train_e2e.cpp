@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "json_lite.hpp"
+#include "kiln_process.hpp"
 #include "kiln/plugin_abi.h"
 #include "kiln/version.hpp"
 
@@ -32,60 +33,16 @@ namespace {
 namespace fs = std::filesystem;
 using kiln::test::json::Value;
 
-const std::string kKiln = std::string(KILN_BINARY_DIR) + "/bin/kiln";
 const std::string kSample = std::string(KILN_SOURCE_DIR) + "/samples/fashion-mnist-mlp.toml";
 const fs::path kData = "/usr/share/datasets/fashion-mnist";
 
-/// The test's scratch directory, removed at exit.
-const fs::path& scratch() {
-  static const struct Scratch {
-    fs::path path = fs::temp_directory_path() / fmt::format("kiln-test-e2e-{}", ::getpid());
-    Scratch() {
-      fs::remove_all(path);
-      fs::create_directories(path);
-    }
-    ~Scratch() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  } s;
-  return s.path;
-}
+using kiln::test::slurp;
+using Result = kiln::test::KilnResult;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+const fs::path& scratch() { return kiln::test::scratch_dir(); }
 
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct Result {
-  int status = -1;
-  std::string out, err;
-};
-
-/// Runs kiln with `args` (each quoted) in the scratch directory, with only the build tree's
-/// plugins visible, and captures stdout, stderr and the exit status.
-Result kiln(const std::vector<std::string>& args) {
-  static int counter = 0;
-  const fs::path out = scratch() / fmt::format("out{}", counter);
-  const fs::path err = scratch() / fmt::format("err{}", counter++);
-  std::string cmd = fmt::format("cd {} && env -u KILN_PLUGIN_PATH {}", quote(scratch().string()), quote(kKiln));
-  for (const auto& a : args) cmd += fmt::format(" {}", quote(a));
-  cmd += fmt::format(" >{} 2>{}", quote(out.string()), quote(err.string()));
-  const int raw = std::system(cmd.c_str());
-  Result r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+/// Runs kiln with `args` in the scratch directory, with only the build tree's plugins visible.
+Result kiln(const std::vector<std::string>& args) { return kiln::test::run_kiln(scratch(), args); }
 
 /// stderr must be exactly one line starting with "kiln: error: "; returns it without the prefix.
 std::string one_line_error(const Result& r) {
