@@ -12,29 +12,16 @@ build_dir=$(cd "$1" && pwd)
 source_dir=$(cd "$2" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/kiln-sdk-test-XXXXXX")
 trap 'rm -rf "$work"' EXIT
+source "$source_dir/tests/sdk/sdk_test_lib.sh"
 prefix=$work/prefix
 sample_build=$work/sample-build
 
-step() { echo "== $*"; }
-fail() { echo "FAILED: $*" >&2; exit 1; }
-
-step "installing $build_dir to $prefix"
-cmake --install "$build_dir" --prefix "$prefix" > "$work/install.log" || {
-  cat "$work/install.log"; fail "cmake --install failed"; }
-[[ -f $prefix/lib/cmake/Kiln/KilnConfig.cmake ]] || fail "no KilnConfig.cmake under $prefix/lib/cmake/Kiln"
-
-step "building the sample plugin against the installed SDK"
-generator=()
-command -v ninja > /dev/null && generator=(-G Ninja)
-cmake -S "$source_dir/samples/03_write_a_model_plugin" -B "$sample_build" "${generator[@]}" \
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" > "$work/configure.log" || {
-  cat "$work/configure.log"; fail "configuring the sample against $prefix failed"; }
-cmake --build "$sample_build" -j 2 || fail "building the sample failed"
+install_kiln "$prefix"
+build_plugin "$source_dir/samples/03_write_a_model_plugin" "$sample_build" "$prefix"
 library=$sample_build/libkiln-model-logreg.so
 [[ -f $library ]] || fail "the sample build did not produce $library"
 
 kiln=$prefix/bin/kiln
-[[ -x $kiln ]] || fail "$kiln was not installed (the kiln executable must be part of the install)"
 
 step "kiln plugins show logreg"
 show=$(env -u KILN_PLUGIN_PATH "$kiln" plugins show logreg --plugin-path "$sample_build") || {
@@ -54,11 +41,6 @@ awk '/^\[/ { in_model = ($0 ~ /^\[model\][[:space:]]*$/) }
   "$source_dir/samples/fashion-mnist-mlp.toml" > "$config"
 min_accuracy=0.80
 
-# The last "test" record's accuracy in a metrics.jsonl (one JSON object per line).
-test_accuracy() {
-  grep -E '"split": *"test"' "$1" | tail -n 1 | sed -nE 's/.*"accuracy": *([-+0-9.eE]+).*/\1/p'
-}
-
 summary="logreg 1 epoch:"
 for precision in fp32 bf16 fp16; do
   extra=()
@@ -70,7 +52,7 @@ for precision in fp32 bf16 fp16; do
     --set log.progress=never --plugin-path "$sample_build" --run-dir "$run_dir" \
     || fail "kiln train with the logreg plugin failed under precision.type=$precision"
   [[ -s $run_dir/metrics.jsonl ]] || fail "training under $precision wrote no $run_dir/metrics.jsonl"
-  accuracy=$(test_accuracy "$run_dir/metrics.jsonl")
+  accuracy=$(final_eval_accuracy "$run_dir")
   [[ -n $accuracy ]] || fail "no test accuracy in $run_dir/metrics.jsonl under $precision"
   awk -v a="$accuracy" -v m="$min_accuracy" 'BEGIN { exit !(a >= m) }' ||
     fail "logreg under $precision reached test accuracy $accuracy after 1 epoch, below $min_accuracy"
