@@ -318,3 +318,42 @@ BOOST_AUTO_TEST_CASE(skip_reads_every_good_image_and_counts_exactly_the_bad_ones
   std::error_code ec;
   fs::remove_all(root, ec);
 }
+
+BOOST_AUTO_TEST_CASE(tfrecord_images_get_the_same_checks_named_by_record) {
+  const fs::path root = fs::temp_directory_path() / fmt::format("kiln-imagenet-jpeg-tf-{}", ::getpid());
+  fs::remove_all(root);
+  Bytes shard;
+  append_record(shard, make_example(zero_height(gradient_jpeg(96, 80)), 1));                     // 0
+  append_record(shard, make_example(solid_jpeg(64, 48, Rgb{220, 30, 40}), 2));                   // 1
+  append_record(shard, make_example(truncate_with_eoi(gradient_jpeg(128, 96), 0.6), 3));          // 2
+  append_record(shard, make_example(solid_jpeg(50, 70, Rgb{20, 200, 60}), 4));                   // 3
+  append_record(shard, make_example(forge_size(solid_jpeg(16, 16, Rgb{9, 9, 9}), 10000, 9999), 5));  // 4
+  write_file(root / "train-00000-of-00001", shard);
+  const std::string table = fmt::format("root = \"{}\"\ntransform = \"eval\"\nsize = 32\nresize = 32\n",
+                                        root.string());
+  auto strict = make_source(table);
+  std::int32_t label = -1;
+  std::string e = error_of([&] { read_sample(*strict, 0, 1, label); });
+  BOOST_TEST(contains(e, "train-00000-of-00001 (record 0 at offset 0): corrupt JPEG header: Empty JPEG "
+                         "image (DNL not supported)"),
+             e);
+  e = error_of([&] { read_sample(*strict, 2, 1, label); });
+  BOOST_TEST(contains(e, "(record 2 at offset"), e);
+  BOOST_TEST(contains(e, "premature end of data segment"), e);
+  e = error_of([&] { read_sample(*strict, 4, 1, label); });
+  BOOST_TEST(contains(e, "(record 4 at offset"), e);
+  BOOST_TEST(contains(e, "declares 10000 x 9999 pixels but is only"), e);
+
+  // Under skip, each bad record gives the next one's sample (labels are 1-based in the files).
+  auto lenient = make_source(table + "on_error = \"skip\"\n");
+  std::int32_t want_label = -1;
+  const auto red = read_sample(*strict, 1, 1, want_label);
+  BOOST_TEST((read_sample(*lenient, 0, 1, label) == red));
+  BOOST_TEST(label == 1);
+  const auto green = read_sample(*strict, 3, 1, want_label);
+  BOOST_TEST((read_sample(*lenient, 2, 1, label) == green));
+  BOOST_TEST(label == 3);
+  BOOST_TEST(lenient->counters().at("skipped_samples") == 2.0);
+  std::error_code ec;
+  fs::remove_all(root, ec);
+}
