@@ -16,8 +16,8 @@
 // Warnings are corruption: libjpeg emits a warning (emit_message level -1) and carries on with
 // made-up data for "Premature end of JPEG file", "Corrupt JPEG data: premature end of data
 // segment" (a truncated file with an EOI appended), "Corrupt JPEG data: N extraneous bytes before
-// marker 0xXX", bad Huffman codes and the like, which would train on grey or garbage pixels. Like
-// PIL's strict loading, every warning fails the sample, its text in the message. (TurboJPEG's
+// marker 0xXX", bad Huffman codes and the like, which would train on grey or garbage pixels.
+// Every warning fails the sample, its text in the message. (TurboJPEG's
 // TJFLAG_STOPONWARNING does the same for tjDecompress2, but this 2.1.5 API has no region decode
 // and tjDecompressHeader3 takes no flags, so the hook is libjpeg's emit_message.)
 #include "jpeg_decoder.hpp"
