@@ -191,17 +191,18 @@ JpegHeader read_jpeg_header(std::span<const unsigned char> bytes, std::int64_t m
                                 where, header.width, header.height, pixels, max_pixels));
   }
   // The declared size must be one the file's bytes can hold, checked before any pixel buffer is
-  // allocated: a forged SOF (a 7 KB file declaring 10000 x 9999) would otherwise decode to a
-  // flat grey image the size of max_pixels, since libjpeg leaves coefficients it never reads at
-  // zero. The bound: every 8x8 block of the full-resolution component(s) costs at least one bit
-  // of entropy-coded data. A Huffman code is at least 1 bit and each block needs a DC code
+  // allocated: a forged SOF (the 7 KB file declaring 10000 x 9999, just under
+  // max_pixels) would otherwise get a decode of ~100 megapixels and, where libjpeg does not
+  // notice the missing data (coefficients never coded stay zero), train as flat grey. The
+  // bound: every 8x8 block of the full-resolution component(s) costs at least one bit of
+  // entropy-coded data. A Huffman code is at least 1 bit and each block needs a DC code
   // (sequential: DC + EOB, >= 2 bits; progressive: the DC scan codes every block, >= 1 bit,
   // while EOB runs can make the AC scans nearly free). So a file of n bytes holds at most 8n
-  // blocks, headers counted as if they were data (lenient). Real photos use ~1-4 bits per pixel,
-  // 64-256 times the bound; even a flat Huffman-coded image (~6 bits per block with the standard
-  // tables) passes. Only arithmetic-coded flat images (adaptive coding can spend well under a
-  // bit per block; libjpeg-turbo decodes them, but photo datasets do not contain them) could be
-  // refused while genuine: convert them to Huffman coding (`jpegtran -optimize`).
+  // blocks, headers counted as if they were data (lenient). Photos typically use 0.5-4 bits
+  // per pixel, 32-256 times the bound; even a flat Huffman-coded image (~6 bits per block with
+  // the standard tables) passes. Only arithmetic-coded flat images (adaptive coding can spend
+  // well under a bit per block; libjpeg-turbo decodes them, but photo datasets do not contain
+  // them) could be refused while genuine: convert them to Huffman coding (`jpegtran -optimize`).
   const std::int64_t blocks = ((static_cast<std::int64_t>(header.width) + 7) / 8) *
                               ((static_cast<std::int64_t>(header.height) + 7) / 8);
   const std::int64_t min_bytes = (blocks + 7) / 8;
