@@ -1,4 +1,5 @@
-// JPEG decoding with libjpeg-turbo: the TurboJPEG API reads headers, the libjpeg API decodes.
+// JPEG decoding with libjpeg-turbo's libjpeg API (headers and region decode); no decoder state
+// is kept between calls, so one bad file cannot affect the next (see jpeg_decoder.cpp).
 //
 // Decisions: only the crop's region is decoded: jpeg_crop_scanline (columns, widened to an iMCU
 // boundary) and jpeg_skip_scanlines (rows above; rows below are never decoded), available in the
@@ -24,7 +25,8 @@ struct JpegHeader {
 };
 
 /// Reads the header; throws DataError "<where>: ..." for PNG data, non-JPEG data, a corrupt
-/// header, or width*height over `max_pixels`.
+/// header (libjpeg warnings included), width*height over `max_pixels`, or a declared size the
+/// file is too small to hold (under 1 bit per 8x8 block; see jpeg_decoder.cpp).
 JpegHeader read_jpeg_header(std::span<const unsigned char> bytes, std::int64_t max_pixels,
                             const std::string& where);
 
@@ -40,7 +42,7 @@ struct DecodedRegion {
 
 /// Decodes at least columns [x0, x1) and rows [y0, y1) of the image scaled by 1/denom (scaled
 /// coordinates, clamped to the scaled size) into `rgb` (resized). Throws DataError for corrupt
-/// or truncated data.
+/// or truncated data, including any libjpeg warning met while decoding those rows.
 DecodedRegion decode_jpeg_region(std::span<const unsigned char> bytes, const JpegHeader& header,
                                  int denom, int x0, int y0, int x1, int y1,
                                  std::vector<unsigned char>& rgb, const std::string& where);
