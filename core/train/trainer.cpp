@@ -133,6 +133,9 @@ struct Trainer::Impl {
       if (batch->rows > 0) {
         const Tensor x = backend().to_device(batch->inputs);
         const Tensor y = backend().to_device(batch->labels);
+        // The uploads may still be queued (CUDA): the loader must not refill this batch's pinned
+        // slot before they are done.
+        train_loader->release_after(backend().record_event(StreamKind::compute));
         const std::uint64_t step_seed = derive_seed(opt.seed, 0xD50u, static_cast<std::uint64_t>(global_step),
                                                     static_cast<std::uint64_t>(ranks.rank));
         const Tensor logits = model.forward(x, Mode::train, step_seed);
@@ -181,6 +184,7 @@ struct Trainer::Impl {
       if (batch->rows == 0) continue;
       const Tensor x = backend().to_device(batch->inputs);
       const Tensor y = backend().to_device(batch->labels);
+      eval_loader->release_after(backend().record_event(StreamKind::compute));
       const Tensor logits = parts.model->forward(x, Mode::eval, 0);
       loss.forward(logits, y, batch->valid_rows);
       local_samples += static_cast<double>(batch->valid_rows);
