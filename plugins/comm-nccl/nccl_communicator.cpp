@@ -245,6 +245,18 @@ void NcclCommunicator::connect(const CommContext& ctx) {
   check_cuda(cudaSetDevice(device), plugin, fmt::format("cudaSetDevice({})", device));
   device_ = device;
 
+  // The NCCL_ALGO value, checked before the unique id is shared: every rank refuses alike.
+  int version = 0;
+  ncclGetVersion(&version);
+  const std::optional<std::string> algo = algo_env_value(algo_, version);
+  if (!algo) {
+    throw CommError(fmt::format("{}: NCCL {} cannot pin the tree algorithm for all-reduce alone (NCCL_ALGO=\"allreduce:"
+                                "tree\" needs NCCL >= 2.24, and a bare Tree breaks broadcast and all-gather); use "
+                                "comm.type = \"nccl-ring\" or a newer NCCL",
+                                plugin, nccl_version_text(version)));
+  }
+  algo_env_ = *algo;
+
   auto log = log::get(plugin);
   if (set_env_default("NCCL_DEBUG", nccl_debug_)) {
     log->debug("NCCL_DEBUG={} (from comm.nccl_debug; the environment had none)", nccl_debug_);
@@ -291,18 +303,9 @@ void NcclCommunicator::init_communicator(const ncclUniqueId& id) {
   // NCCL reads NCCL_ALGO while it initialises, and in non-blocking mode that continues after
   // ncclCommInitRankConfig returns, so the value stays set (under a process-wide lock) until the
   // communicator reports ready, and only then is the user's value restored.
-  int version = 0;
-  ncclGetVersion(&version);
-  const std::optional<std::string> algo = algo_env_value(algo_, version);
-  if (!algo) {
-    throw CommError(fmt::format("{}: NCCL {} cannot pin the tree algorithm for all-reduce alone (NCCL_ALGO=\"allreduce:"
-                                "tree\" needs NCCL >= 2.24, and a bare Tree breaks broadcast and all-gather); use "
-                                "comm.type = \"nccl-ring\" or a newer NCCL",
-                                plugin, nccl_version_text(version)));
-  }
   std::lock_guard<std::mutex> lock(algo_env_mutex());
-  ScopedEnv algo_env("NCCL_ALGO", *algo);
-  log->info("NCCL_ALGO={} for this communicator (rank {} of {} on cuda:{}; previous value {})", *algo,
+  ScopedEnv algo_env("NCCL_ALGO", algo_env_);
+  log->info("NCCL_ALGO={} for this communicator (rank {} of {} on cuda:{}; previous value {})", algo_env_,
             ranks_.rank, ranks_.world_size, device_,
             algo_env.previous() ? *algo_env.previous() : std::string("unset"));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;

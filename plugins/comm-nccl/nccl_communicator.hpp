@@ -80,6 +80,7 @@ class NcclCommunicator : public Communicator {
   void init_communicator(const ncclUniqueId& id);
 
   Algo algo_;
+  std::string algo_env_;  ///< the NCCL_ALGO value pinned at initialisation (set by connect)
   std::string nccl_debug_;
   std::int64_t max_ctas_ = 0;
   RankInfo ranks_;
