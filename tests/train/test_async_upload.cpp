@@ -47,10 +47,12 @@ class DeferredBackend final : public Backend {
   }
 
   std::int64_t uploads() const { return uploads_.load(); }
-  /// Largest number of ops queued at once: > 0 means the trainer ran ahead of the stream.
-  std::size_t max_queued() const {
+  /// Most uploads enqueued and not yet copied when another was enqueued. A step uploads two
+  /// tensors, so 3 or more means a step's uploads were still queued when the trainer had already
+  /// taken the next batch: the moment a refilled slot would be read late.
+  int max_pending_uploads() const {
     std::lock_guard lock(mu_);
-    return max_queued_;
+    return max_pending_uploads_;
   }
 
   std::string_view name() const override { return "deferred-cpu"; }
@@ -77,11 +79,17 @@ class DeferredBackend final : public Backend {
     if (host.memory() == MemoryKind::device) return host;
     Tensor device = inner_->allocate(host.shape(), host.dtype(), MemoryKind::device);
     ++uploads_;
+    {
+      std::lock_guard lock(mu_);
+      max_pending_uploads_ = std::max(max_pending_uploads_, ++pending_uploads_);
+    }
     // Reads `host` (the loader's pinned slot) only when the stream gets there, like
     // cudaMemcpyAsync; the Tensor handle keeps the memory alive, not its contents.
     enqueue([=, this] {
       std::this_thread::sleep_for(delay_);
       inner_->copy(host, device);
+      std::lock_guard lock(mu_);
+      --pending_uploads_;
     });
     return device;
   }
@@ -164,7 +172,6 @@ class DeferredBackend final : public Backend {
       std::lock_guard lock(mu_);
       queue_.push_back(std::move(op));
       ++enqueued_;
-      max_queued_ = std::max(max_queued_, queue_.size());
     }
     cv_.notify_all();
   }
@@ -209,7 +216,7 @@ class DeferredBackend final : public Backend {
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
   std::uint64_t enqueued_ = 0, done_ = 0;
-  std::size_t max_queued_ = 0;
+  int pending_uploads_ = 0, max_pending_uploads_ = 0;
   std::exception_ptr error_;
   bool stop_ = false;
   std::thread thread_;  // last: starts after everything above exists
@@ -238,12 +245,14 @@ struct Run {
 
 struct Result {
   std::vector<double> weights;
+  double eval_loss = 0, eval_accuracy = 0;
   std::int64_t uploads = 0;
-  std::size_t max_queued = 0;
+  int max_pending_uploads = 0;
 };
 
-/// Two epochs of the MLP on 640 Fashion-MNIST samples, batch 32, 2 workers, prefetch 1 (two
-/// staging slots, so a slot is refilled two steps after it was handed out); the final weights.
+/// Two epochs of the MLP on 640 Fashion-MNIST samples, evaluated on 320 test samples after each,
+/// batch 32, 2 workers, prefetch 1 (two staging slots, so a slot is refilled two steps after it
+/// was handed out); the final weights and evaluation.
 Result train_mlp(bool deferred_uploads) {
   Run run;
   using R = plugin::Registry;
@@ -259,6 +268,7 @@ Result train_mlp(bool deferred_uploads) {
   run.parts.precision = run.make(KILN_KIND_PRECISION, "fp32", "", &R::create_precision);
   run.parts.model = run.make(KILN_KIND_MODEL, "mlp", "hidden = [16]\ndropout = 0.2", &R::create_model);
   run.parts.train_data = run.make(KILN_KIND_DATA, "mnist", "limit = 640", &R::create_data);
+  run.parts.eval_data = run.make(KILN_KIND_DATA, "mnist", "split = \"test\"\nlimit = 320", &R::create_data);
   CommContext cc;
   cc.backend = run.parts.backend.get();
   run.parts.comm->connect(cc);
@@ -270,6 +280,8 @@ Result train_mlp(bool deferred_uploads) {
   o.train_loader.shard.seed = 11;
   o.train_loader.workers = 2;
   o.train_loader.prefetch = 1;
+  o.eval_loader = o.train_loader;  // the eval loop uploads from pinned slots too
+  o.eval_loader.shard.shuffle = data::Shuffle::no;
   o.optimizer_type = "sgd";
   o.optimizer_table = test::core_table("optimizer", "lr = 0.05\nmomentum = 0.9", train::optimizer_schema("sgd"));
   o.schedule_type = "constant";
@@ -277,19 +289,22 @@ Result train_mlp(bool deferred_uploads) {
   o.progress = io::Progress::Mode::never;
   auto model = run.parts.model;
   auto backend = run.parts.backend;
+  train::TrainResult result;
   {
     train::Trainer trainer(run.parts, o, RankInfo{}, nullptr);
-    trainer.run();
+    result = trainer.run();
   }
   backend->synchronize();
   Result out;
+  out.eval_loss = result.final_eval_loss;
+  out.eval_accuracy = result.final_eval_accuracy;
   for (const auto& p : model->parameters()) {
     const auto v = test::read(p.value);
     out.weights.insert(out.weights.end(), v.begin(), v.end());
   }
   if (deferred) {
     out.uploads = deferred->uploads();
-    out.max_queued = deferred->max_queued();
+    out.max_pending_uploads = deferred->max_pending_uploads();
   }
   return out;
 }
@@ -301,13 +316,18 @@ BOOST_AUTO_TEST_CASE(late_uploads_train_bit_identically_to_the_cpu_backend) {
   const Result deferred = train_mlp(true);
   const std::vector<double>& plain = cpu.weights;
   const std::vector<double>& late = deferred.weights;
-  // Two uploads (inputs, labels) per step, 20 steps per epoch, 2 epochs; and the trainer really
-  // ran ahead of the stream by more than one step's ops.
-  BOOST_TEST(deferred.uploads == 2 * 20 * 2);
-  BOOST_TEST(deferred.max_queued > 40u, "the stream never fell behind: max queued " << deferred.max_queued);
+  // Two uploads (inputs, labels) per step: 20 training and 10 evaluation steps per epoch, 2
+  // epochs; and the trainer really took batches while earlier uploads were still queued.
+  BOOST_TEST(deferred.uploads == 2 * (20 + 10) * 2);
+  BOOST_TEST_MESSAGE("uploads queued at once, at most: " << deferred.max_pending_uploads);
+  BOOST_TEST(deferred.max_pending_uploads >= 3, "the stream never fell behind a step: at most "
+                                                    << deferred.max_pending_uploads << " uploads queued");
   BOOST_REQUIRE_EQUAL(plain.size(), late.size());
   BOOST_REQUIRE(!plain.empty());
   std::size_t differ = 0;
   for (std::size_t i = 0; i < plain.size(); ++i) differ += plain[i] != late[i] ? 1 : 0;  // bit-identical
   BOOST_TEST(differ == 0u, differ << " of " << plain.size() << " weights differ from the plain cpu run");
+  BOOST_TEST(cpu.eval_loss > 0.0);
+  BOOST_TEST(deferred.eval_loss == cpu.eval_loss);  // bit-identical evaluation too
+  BOOST_TEST(deferred.eval_accuracy == cpu.eval_accuracy);
 }
