@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
 # The GPU check, run ON the lent GPU machine from the repository root with build-gpu carried
-# (made here by scripts/pack-gpu-carry.sh; docs/gpu-check.md): nvidia-smi, the gpu-labelled
+# (made here by scripts/pack-gpu-carry.sh; docs/gpu-check.md): a smoke stage, the gpu-labelled
 # tests, the cuda backend's op conformance against float64 references, ResNet-50 training on
 # synthetic data at batch 256 in fp32/bf16/fp16 (plus a PyTorch peer for the ratio) and the MLP on
 # Fashion-MNIST, then a short table (bench/gpu/summarize.py). Everything lands in $OUT.
 #
-# Decisions: every stage has its own `timeout` and the whole check a deadline (default 470 s,
-# inside the 8 minutes a device call is planned for); a failing stage is recorded and the next
-# one still runs. At most 8 files go to $OUT (the device tool's limit): summary.txt, env.txt,
-# ctest-gpu.log, conformance-cuda.log, train.log, metrics.jsonl, pytorch-peer.log. CUDA, cuBLAS,
-# cuDNN and NCCL come from the machine's Python nvidia-* packages; everything else from
-# build-gpu/carry-libs. The build's absolute paths (CTest files, KILN_TEST_PLUGIN_DIR) are made
-# valid by a symlink when the repository sits elsewhere than where build-gpu was configured.
-#   bash scripts/gpu-check.sh      # env: KILN_GPU_STEPS (ResNet steps/epoch, 40), KILN_GPU_BUDGET_S
+# Decisions: a lent machine has about 15 minutes of device time in all and start-up takes 1-2,
+# so the whole check is planned for about 6.5 minutes (KILN_GPU_BUDGET_S, default 390 s; call
+# it with timeout_s = 450) to leave room for one targeted rerun (KILN_GPU_STAGES). It begins
+# with a smoke stage of at most 30 s (every library resolves under ldd, nvidia-smi answers, one
+# runtime test passes) and stops there on failure, since nothing after it could work. Every later
+# stage has its own `timeout`, bounded by what is left before the deadline; a failing stage is
+# recorded and the next one still runs. Each stage's exit status and seconds go into summary.txt
+# as it ends, logs are written into $OUT while they grow, and each training run's metrics are
+# appended to metrics.jsonl as soon as it finishes, so a check killed by the device tool's
+# timeout still returns everything that ran. At most 8 files go to $OUT (the device tool's
+# limit): summary.txt, env.txt, ctest-gpu.log, conformance-cuda.log, train.log, metrics.jsonl,
+# pytorch-peer.log. CUDA, cuBLAS, cuDNN and NCCL come from the machine's Python nvidia-*
+# packages; everything else from build-gpu/carry-libs. The build's absolute paths (CTest files,
+# KILN_TEST_PLUGIN_DIR) are made valid by a symlink when the repository sits elsewhere than where
+# build-gpu was configured.
+#   bash scripts/gpu-check.sh
+#   env: KILN_GPU_STAGES (comma list of ctest,conformance,train,peer; default all; the smoke
+#        stage always runs), KILN_GPU_STEPS (ResNet steps/epoch, 40), KILN_GPU_BUDGET_S (390)
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,9 +30,10 @@ BUILD=$ROOT/build-gpu
 OUT=${OUT:-$ROOT/gpu-check-out}
 WORK=${TMPDIR:-/tmp}/kiln-gpu-check
 STEPS=${KILN_GPU_STEPS:-40}
+STAGES=${KILN_GPU_STAGES:-ctest,conformance,train,peer}
 BATCH=256
 START=$(date +%s)
-DEADLINE=$((START + ${KILN_GPU_BUDGET_S:-470}))
+DEADLINE=$((START + ${KILN_GPU_BUDGET_S:-390}))
 mkdir -p "$OUT"
 rm -rf "$WORK"
 mkdir -p "$WORK/runs"
@@ -30,6 +41,10 @@ SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
 
 say() { echo "$*" | tee -a "$SUMMARY"; }
+want() { [[ ",$STAGES," == *",$1,"* ]]; }
+# stage_done NAME EXIT STARTED: one line per finished stage, written as it ends.
+stage_done() { say "stage $1: exit $2 after $(($(date +%s) - $3)) s (check at $(($(date +%s) - START)) s)"; }
+trap 'say "gpu-check: interrupted after $(($(date +%s) - START)) s; the stages above are all that ran"; exit 130' INT TERM
 # Seconds a stage may take: its own cap, or what is left before the deadline (less a margin for
 # the summary), whichever is smaller; at least 5.
 budget() {
@@ -77,24 +92,55 @@ export LD_LIBRARY_PATH="$BUILD/lib:$BUILD/carry-libs${nvlibs:+:$nvlibs}${LD_LIBR
   echo "--- carried plugins:"
   ls "$BUILD/lib/kiln/plugins"
 } >>"$OUT/env.txt" 2>&1
-grep -A100 '^--- unresolved' "$OUT/env.txt" | grep 'not found' | tee -a "$SUMMARY"
+say "stages: smoke,$STAGES; budget $((DEADLINE - START)) s"
 
+# ---- smoke (<= 30 s): stop at once if the basics fail ----------------------------------------------
 say ""
-say "==== nvidia-smi"
-nvidia-smi 2>&1 | tee -a "$SUMMARY"
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1 | tee -a "$SUMMARY"
+say "==== smoke: libraries, nvidia-smi, one runtime test"
+t0=$START  # the environment set-up above counts towards the smoke stage's 30 s
+smoke_fail=""
+unresolved=$(grep -A100 '^--- unresolved' "$OUT/env.txt" | grep 'not found')
+if [[ -n $unresolved ]]; then
+  echo "$unresolved" | tee -a "$SUMMARY"
+  smoke_fail+=" unresolved-libraries"
+fi
+timeout 10 nvidia-smi 2>&1 | tee -a "$SUMMARY"
+((PIPESTATUS[0] == 0)) || smoke_fail+=" nvidia-smi"
+timeout 5 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1 | tee -a "$SUMMARY"
+# Plugin load, device choice and banner, and one kernel per dtype (sm_90 code present). 77 means
+# the test saw no device: a failure here.
+(cd "$BUILD/tests" && timeout 15 ./test_cuda_runtime_gpu --run_test=the_device_is_described_for_the_banner,fill_writes_every_dtype \
+  --report_level=short --color_output=no) >"$WORK/smoke-runtime.log" 2>&1
+smoke_rc=$?
+tail -n 5 "$WORK/smoke-runtime.log" | tee -a "$SUMMARY"
+((smoke_rc == 0)) || smoke_fail+=" test_cuda_runtime_gpu(exit $smoke_rc)"
+stage_done smoke "${smoke_fail:-0}" "$t0"
+if [[ -n $smoke_fail ]]; then
+  cat "$WORK/smoke-runtime.log" >>"$OUT/env.txt"
+  say "SMOKE FAILED:$smoke_fail -- stopping here (env.txt has the library list and the test output)"
+  exit 3
+fi
 
 # ---- tests ------------------------------------------------------------------------------------
-say ""
-say "==== ctest -L gpu (without the conformance suite, run next on its own)"
-timeout "$(budget 100)" ctest --test-dir "$BUILD" -L gpu -E '^test_backend_conformance_cuda$' \
-  --output-on-failure --timeout 90 >"$OUT/ctest-gpu.log" 2>&1
-say "ctest exit $?"
+if want ctest; then
+  # In parallel (one GPU is plenty for these): the stage takes as long as the slowest test.
+  say ""
+  say "==== ctest -L gpu -j4 (without the conformance suite, run next on its own)"
+  t0=$(date +%s)
+  timeout "$(budget 110)" ctest --test-dir "$BUILD" -L gpu -E '^test_backend_conformance_cuda$' -j4 \
+    --output-on-failure --timeout 100 >"$OUT/ctest-gpu.log" 2>&1
+  rc=$?
+  grep -E 'tests passed|Failed|Not Run|Timeout|\*\*\*Skipped' "$OUT/ctest-gpu.log" | tail -n 8 | tee -a "$SUMMARY"
+  stage_done ctest $rc "$t0"
+fi
 
-say "==== cuda backend conformance"
-(cd "$BUILD/tests" && timeout "$(budget 90)" ./test_backend_conformance --log_level=test_suite \
-  --report_level=short --color_output=no -- cuda) >"$OUT/conformance-cuda.log" 2>&1
-say "conformance exit $?"
+if want conformance; then
+  say "==== cuda backend conformance"
+  t0=$(date +%s)
+  (cd "$BUILD/tests" && timeout "$(budget 60)" ./test_backend_conformance --log_level=test_suite \
+    --report_level=short --color_output=no -- cuda) >"$OUT/conformance-cuda.log" 2>&1
+  stage_done conformance $? "$t0"
+fi
 
 # ---- training runs ----------------------------------------------------------------------------
 # Configs derived from the samples: backend cuda (the cpu-only `threads` key dropped), data paths
@@ -106,36 +152,47 @@ cuda_config() {
 train() {  # train NAME CAP CONFIG [--set ...]
   local name=$1 cap=$2 config=$3
   shift 3
-  local dir=$WORK/runs/$name
+  local dir=$WORK/runs/$name t0
+  t0=$(date +%s)
   mkdir -p "$dir"
   say "==== kiln train $name (cap ${cap}s)"
   {
     echo "===== $name: kiln train --config $config $*"
-    timeout --kill-after=10 "$(budget "$cap")" "$BUILD/bin/kiln" train --config "$config" --run-dir "$dir" \
+    timeout --kill-after=5 "$(budget "$cap")" "$BUILD/bin/kiln" train --config "$config" --run-dir "$dir" \
       --set checkpoint.every_epochs=0 "$@" 2>&1
     echo $? >"$dir/exit_code"
     echo "===== $name: exit $(cat "$dir/exit_code")"
   } >>"$OUT/train.log" 2>&1
   tail -n 3 "$OUT/train.log" | tee -a "$SUMMARY"
+  # This run's records now, so a check cut short keeps them (the summary rewrites the file whole).
+  find "$dir" -name metrics.jsonl -exec sed "s/^{/{\"run\": \"$name\", /" {} + >>"$OUT/metrics.jsonl" 2>/dev/null
+  stage_done "train:$name" "$(cat "$dir/exit_code")" "$t0"
 }
 
 cuda_config "$ROOT/samples/resnet50-synthetic.toml" >"$WORK/resnet50.toml"
 cuda_config "$ROOT/samples/fashion-mnist-mlp.toml" >"$WORK/mlp.toml"
-for precision in fp32 bf16 fp16; do
-  # Three epochs of STEPS steps: the first pays for cuDNN planning and warm-up, the last is the
-  # steady-state figure. lr 0.1 is the batch-256 ImageNet recipe.
-  train "resnet50-b$BATCH-$precision" 80 "$WORK/resnet50.toml" \
-    --set precision.type="$precision" --set loader.batch=$BATCH --set data.train.count=$((BATCH * STEPS)) \
-    --set run.epochs=3 --set loader.workers=12 --set loader.prefetch=4 --set optimizer.lr=0.1
-done
-train "mlp-fashion-mnist-fp32" 40 "$WORK/mlp.toml" --set run.epochs=2
+: >"$OUT/metrics.jsonl"
+if want train; then
+  for precision in fp32 bf16 fp16; do
+    # Three epochs of STEPS steps: the first pays for cuDNN planning and warm-up, the last is the
+    # steady-state figure. lr 0.1 is the batch-256 ImageNet recipe.
+    train "resnet50-b$BATCH-$precision" 40 "$WORK/resnet50.toml" \
+      --set precision.type="$precision" --set loader.batch=$BATCH --set data.train.count=$((BATCH * STEPS)) \
+      --set run.epochs=3 --set loader.workers=12 --set loader.prefetch=4 --set optimizer.lr=0.1
+  done
+  train "mlp-fashion-mnist-fp32" 25 "$WORK/mlp.toml" --set run.epochs=2
+fi
 
 # ---- PyTorch peer -------------------------------------------------------------------------------
-say "==== PyTorch peer (bench/gpu/pytorch_resnet50.py)"
-LD_LIBRARY_PATH=$BASE_LD timeout "$(budget 75)" python3 "$ROOT/bench/gpu/pytorch_resnet50.py" --batch $BATCH --steps 30 --time-cap 12 \
-  >"$WORK/peer.jsonl" 2>"$OUT/pytorch-peer.log"
-say "peer exit $?"
-cat "$WORK/peer.jsonl" >>"$OUT/pytorch-peer.log"
+: >"$WORK/peer.jsonl"
+if want peer; then
+  say "==== PyTorch peer (bench/gpu/pytorch_resnet50.py)"
+  t0=$(date +%s)
+  LD_LIBRARY_PATH=$BASE_LD timeout "$(budget 35)" python3 "$ROOT/bench/gpu/pytorch_resnet50.py" --batch $BATCH --steps 30 --time-cap 10 \
+    >"$WORK/peer.jsonl" 2>"$OUT/pytorch-peer.log"
+  stage_done peer $? "$t0"
+  cat "$WORK/peer.jsonl" >>"$OUT/pytorch-peer.log"
+fi
 
 # ---- table --------------------------------------------------------------------------------------
 say ""

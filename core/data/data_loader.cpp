@@ -6,7 +6,10 @@
 // destructor first stop new claims, then wait for chunks in flight, so no worker ever writes a
 // buffer that has been handed to a new epoch. A worker's exception is stored in its batch's
 // slot and rethrown by next() when that batch is due, and again on every later next() of the
-// epoch, so an error is never skipped.
+// epoch, so an error is never skipped. A slot whose batch the caller tied to an upload event
+// (release_after) is fenced: the first worker to claim it takes the event, marks the slot
+// `fencing` (so no other worker claims it) and waits outside the lock; the event outlives
+// start_epoch(), since an upload from the last epoch can still be pending.
 #include <fmt/format.h>
 #include <pthread.h>
 
@@ -43,6 +46,8 @@ struct Slot {
   BatchIndices rows;           // which samples, set when the first chunk is claimed
   std::int64_t done = 0;       // rows decoded (or given up on because of an error)
   std::exception_ptr error;    // first error while decoding this batch
+  std::shared_ptr<Event> in_use;  // device work may read this slot until the event completes
+  bool fencing = false;        // a worker is waiting for `in_use`; nobody claims the slot
 };
 
 }  // namespace
@@ -152,7 +157,8 @@ void DataLoader::Impl::start_workers(int count) {
 }
 
 bool DataLoader::Impl::claimable() const {
-  return active && claim_step < sharder.steps_per_epoch() && claim_step < oldest_live + ring;
+  return active && claim_step < sharder.steps_per_epoch() && claim_step < oldest_live + ring &&
+         !slots[static_cast<std::size_t>(claim_step % ring)].fencing;
 }
 
 void DataLoader::Impl::worker_loop() {
@@ -164,6 +170,26 @@ void DataLoader::Impl::worker_loop() {
 
     const std::int64_t step = claim_step;
     Slot& slot = slot_of(step);
+    if (slot.in_use) {  // an upload from this slot may be pending: wait for it first
+      const std::shared_ptr<Event> event = std::move(slot.in_use);
+      slot.fencing = true;
+      ++in_flight;  // start_epoch() waits for this too
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        event->synchronize();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      slot.fencing = false;
+      --in_flight;
+      if (error && !failure) failure = error;
+      if (in_flight == 0) idle_cv.notify_all();
+      work_cv.notify_all();
+      ready_cv.notify_all();
+      continue;  // claim again: the epoch may have changed meanwhile
+    }
     if (claim_row == 0) {  // first chunk of this step: the slot is free, point it at the step
       slot.rows = sharder.batch_in_order(order, step);
       slot.step = step;
@@ -280,9 +306,12 @@ std::optional<Batch> DataLoader::next() {
   s.work_cv.notify_all();
   const std::int64_t step = s.next_step;
   Slot& slot = s.slot_of(step);
-  s.ready_cv.wait(lock, [&] {
+  const auto ready = [&] {
     return slot.step == step && slot.done == static_cast<std::int64_t>(slot.rows.indices.size());
-  });
+  };
+  // A failed upload event (set by a fencing worker) ends the wait too.
+  s.ready_cv.wait(lock, [&] { return ready() || s.failure; });
+  if (s.failure) std::rethrow_exception(s.failure);
   if (slot.error) {
     s.failure = slot.error;
     std::rethrow_exception(s.failure);
@@ -302,6 +331,16 @@ std::optional<Batch> DataLoader::next() {
   batch.wait_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return batch;
+}
+
+void DataLoader::release_after(std::shared_ptr<Event> event) {
+  if (!event) return;
+  Impl& s = *impl_;
+  std::lock_guard lock(s.mu);
+  if (s.next_step == 0) return;  // nothing handed out in this epoch
+  // The caller's batch is step next_step - 1; workers cannot claim its slot before the next
+  // next() (claim_step < oldest_live + ring), so no worker can be writing it now.
+  s.slot_of(s.next_step - 1).in_use = std::move(event);
 }
 
 DataLoader::Stats DataLoader::stats() const {

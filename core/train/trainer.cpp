@@ -137,6 +137,9 @@ struct Trainer::Impl {
       if (batch->rows > 0) {
         const Tensor x = backend().to_device(batch->inputs);
         const Tensor y = backend().to_device(batch->labels);
+        // The uploads may still be queued (CUDA): the loader must not refill this batch's pinned
+        // slot before they are done.
+        train_loader->release_after(backend().record_event(StreamKind::compute));
         const std::uint64_t step_seed = derive_seed(opt.seed, 0xD50u, static_cast<std::uint64_t>(global_step),
                                                     static_cast<std::uint64_t>(ranks.rank));
         // The model sees the compute dtype only; the loss and its gradient are f32.
@@ -188,6 +191,7 @@ struct Trainer::Impl {
       if (batch->rows == 0) continue;
       const Tensor x = backend().to_device(batch->inputs);
       const Tensor y = backend().to_device(batch->labels);
+      eval_loader->release_after(backend().record_event(StreamKind::compute));
       const Tensor logits = boundary.logits(parts.model->forward(boundary.input(x), Mode::eval, 0));
       loss.forward(logits, y, batch->valid_rows);
       local_samples += static_cast<double>(batch->valid_rows);

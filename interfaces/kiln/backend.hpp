@@ -20,7 +20,8 @@
 // supports() in build() so a missing op is an error before training, never a silent fallback.
 //
 // Thread-safety: one thread (the trainer) issues ops; allocate(), copy() into host memory and
-// supports() may also be called from DataLoader worker threads.
+// supports() may also be called from DataLoader worker threads, and so may Event::synchronize()
+// (the loader waits for a batch's upload before refilling its staging slot).
 // Errors: BackendError (library failures, with op and shapes), UnsupportedError, and
 // BackendError for out-of-memory saying how much was asked and how much is free.
 #pragma once
@@ -95,7 +96,8 @@ class Backend {
   virtual void fill(const Tensor& t, double value) = 0;
   /// Returns a tensor usable by this backend's ops with the contents of a host tensor: the same
   /// tensor on a host backend, a device copy otherwise (in which case `host` must stay alive and
-  /// unchanged until the next synchronize()).
+  /// unchanged until the next synchronize(), or until an event recorded on the compute stream
+  /// after this call has completed: the copy may only be enqueued when this returns).
   virtual Tensor to_device(const Tensor& host) = 0;
 
   // ---- ordering ----------------------------------------------------------------------------

@@ -257,7 +257,7 @@ void CudaBackend::synchronize() {
 }
 
 std::shared_ptr<Event> CudaBackend::record_event(StreamKind stream) {
-  return std::make_shared<CudaEvent>(stream == StreamKind::compute ? compute_ : comm_);
+  return std::make_shared<CudaEvent>(stream == StreamKind::compute ? compute_ : comm_, device_);
 }
 
 void CudaBackend::wait_event(StreamKind stream, const Event& event) {

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -142,9 +143,6 @@ class DoneWork final : public Work {
 
 }  // namespace
 
-const char* algo_env_value(Algo algo) noexcept { return algo == Algo::ring ? "Ring" : "Tree"; }
-const char* algo_plugin_name(Algo algo) noexcept { return algo == Algo::ring ? "nccl-ring" : "nccl-tree"; }
-
 void CommHandle::abort() noexcept {
   bool expected = false;
   if (aborted.compare_exchange_strong(expected, true) && comm != nullptr) ncclCommAbort(comm);
@@ -201,10 +199,9 @@ NcclCommunicator::~NcclCommunicator() {
 std::string NcclCommunicator::describe() const {
   int version = 0;
   ncclGetVersion(&version);
-  // NCCL >= 2.9 encodes X*10000 + Y*100 + Z.
-  const std::string v = fmt::format("{}.{}.{}", version / 10000, (version % 10000) / 100, version % 100);
-  if (device_ < 0) return fmt::format("nccl {} algo={} (not connected)", v, algo_env_value(algo_));
-  return fmt::format("nccl {} algo={} on cuda:{}", v, algo_env_value(algo_), device_);
+  const std::string v = nccl_version_text(version);
+  if (device_ < 0) return fmt::format("nccl {} algo={} (not connected)", v, algo_display_name(algo_));
+  return fmt::format("nccl {} algo={} on cuda:{}", v, algo_display_name(algo_), device_);
 }
 
 void NcclCommunicator::connect(const CommContext& ctx) {
@@ -227,23 +224,38 @@ void NcclCommunicator::connect(const CommContext& ctx) {
                                 plugin, ranks_.rank, ranks_.world_size));
   }
 
-  // The device comes from the local rank and is set before any call that creates a CUDA
-  // context. cudaGetDeviceCount only queries, so the refusal below can name both numbers.
+  // The device is the backend's (Backend::device().index: backend.device, or the local rank by
+  // default), never the local rank by itself: the buffers and the stream NCCL is given live there.
+  // It is made current before any call that creates a CUDA context; cudaGetDeviceCount only
+  // queries, so the refusal below can name both numbers.
+  const int device = ctx.backend->device().index;
   int devices = 0;
   const cudaError_t count_err = cudaGetDeviceCount(&devices);
   if (count_err != cudaSuccess) {
-    throw CommError(fmt::format("{}: cannot choose the CUDA device for local rank {}: {}", plugin,
-                                ranks_.local_rank, cuda_message("cudaGetDeviceCount", count_err)));
+    throw CommError(fmt::format("{}: cannot use CUDA device {} (backend '{}'s device; local rank {}): {}", plugin,
+                                device, ctx.backend->name(), ranks_.local_rank,
+                                cuda_message("cudaGetDeviceCount", count_err)));
   }
-  if (ranks_.local_rank < 0 || ranks_.local_rank >= devices) {
+  if (const auto problem = device_problem(device, devices)) {
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    throw CommError(fmt::format(
-        "{}: local rank {} needs CUDA device {}, but this node has {} visible device(s) "
-        "(CUDA_VISIBLE_DEVICES={}); start at most {} process(es) per node",
-        plugin, ranks_.local_rank, ranks_.local_rank, devices, visible ? visible : "unset", devices));
+    throw CommError(fmt::format("{}: local rank {}: {} (CUDA_VISIBLE_DEVICES={}); check backend.device and start "
+                                "at most {} process(es) per node",
+                                plugin, ranks_.local_rank, *problem, visible ? visible : "unset", devices));
   }
-  check_cuda(cudaSetDevice(ranks_.local_rank), plugin, fmt::format("cudaSetDevice({})", ranks_.local_rank));
-  device_ = ranks_.local_rank;
+  check_cuda(cudaSetDevice(device), plugin, fmt::format("cudaSetDevice({})", device));
+  device_ = device;
+
+  // The NCCL_ALGO value, checked before the unique id is shared: every rank refuses alike.
+  int version = 0;
+  ncclGetVersion(&version);
+  const std::optional<std::string> algo = algo_env_value(algo_, version);
+  if (!algo) {
+    throw CommError(fmt::format("{}: NCCL {} cannot pin the tree algorithm for all-reduce alone (NCCL_ALGO=\"allreduce:"
+                                "tree\" needs NCCL >= 2.24, and a bare Tree breaks broadcast and all-gather); use "
+                                "comm.type = \"nccl-ring\" or a newer NCCL",
+                                plugin, nccl_version_text(version)));
+  }
+  algo_env_ = *algo;
 
   auto log = log::get(plugin);
   if (set_env_default("NCCL_DEBUG", nccl_debug_)) {
@@ -292,8 +304,8 @@ void NcclCommunicator::init_communicator(const ncclUniqueId& id) {
   // ncclCommInitRankConfig returns, so the value stays set (under a process-wide lock) until the
   // communicator reports ready, and only then is the user's value restored.
   std::lock_guard<std::mutex> lock(algo_env_mutex());
-  ScopedEnv algo_env("NCCL_ALGO", algo_env_value(algo_));
-  log->info("NCCL_ALGO={} for this communicator (rank {} of {} on cuda:{}; previous value {})", algo_env_value(algo_),
+  ScopedEnv algo_env("NCCL_ALGO", algo_env_);
+  log->info("NCCL_ALGO={} for this communicator (rank {} of {} on cuda:{}; previous value {})", algo_env_,
             ranks_.rank, ranks_.world_size, device_,
             algo_env.previous() ? *algo_env.previous() : std::string("unset"));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;

@@ -1,6 +1,8 @@
 // The NCCL communicator behind the `nccl-ring` and `nccl-tree` plugins. One class; the two
-// plugins differ only in the algorithm they pin (NCCL_ALGO=Ring or Tree), which NCCL reads when
-// a communicator is created, so each plugin sets it around its own ncclCommInitRankConfig.
+// plugins differ only in the all-reduce algorithm they pin (NCCL_ALGO="allreduce:ring" or
+// "allreduce:tree", see nccl_algo.hpp), which NCCL reads when a communicator is created, so each
+// plugin sets it around its own ncclCommInitRankConfig. The communicator runs on the backend's
+// CUDA device (Backend::device().index), which is not always the local rank's (backend.device).
 //
 // Decisions: the communicator is non-blocking (config.blocking = 0) so that initialisation and
 // every wait poll ncclCommGetAsyncError and honour the timeout instead of hanging in NCCL;
@@ -23,14 +25,9 @@
 #include <kiln/communicator.hpp>
 #include <kiln/plugin_args.hpp>
 
-namespace kiln::nccl {
+#include "nccl_algo.hpp"
 
-/// Which NCCL algorithm a plugin pins.
-enum class Algo : std::uint8_t { ring = 0, tree = 1 };
-/// "Ring" / "Tree": the NCCL_ALGO value.
-const char* algo_env_value(Algo algo) noexcept;
-/// "nccl-ring" / "nccl-tree": the plugin name.
-const char* algo_plugin_name(Algo algo) noexcept;
+namespace kiln::nccl {
 
 /// The NCCL handle shared by the communicator and its in-flight Work objects, so that a wait
 /// that times out can abort the communicator it belongs to.
@@ -83,6 +80,7 @@ class NcclCommunicator : public Communicator {
   void init_communicator(const ncclUniqueId& id);
 
   Algo algo_;
+  std::string algo_env_;  ///< the NCCL_ALGO value pinned at initialisation (set by connect)
   std::string nccl_debug_;
   std::int64_t max_ctas_ = 0;
   RankInfo ranks_;

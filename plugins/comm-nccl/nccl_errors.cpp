@@ -60,8 +60,9 @@ std::string_view cuda_error_hint(cudaError_t error) noexcept {
     case cudaErrorNoDevice:
       return "no CUDA device is visible; check nvidia-smi and CUDA_VISIBLE_DEVICES, or use gloo on the CPU";
     case cudaErrorInvalidDevice:
-      return "the device ordinal does not exist; each process uses device <local rank>, so start at most "
-             "as many processes per node as there are visible GPUs";
+      return "the device ordinal does not exist; each process uses the backend's device (backend.device, "
+             "by default device <local rank>), so start at most as many processes per node as there are "
+             "visible GPUs";
     case cudaErrorDevicesUnavailable:
       return "the GPU is busy or in exclusive-process mode and taken by another process; check nvidia-smi";
     case cudaErrorMemoryAllocation:

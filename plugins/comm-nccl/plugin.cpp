@@ -1,6 +1,7 @@
 // libkiln-comm-nccl.so: exports two communicator plugins from one library, `nccl-ring` and
-// `nccl-tree`, sharing every line of code; they differ only in the NCCL_ALGO value pinned while
-// their communicator is created. Same parameters for both.
+// `nccl-tree`, sharing every line of code; they differ only in the all-reduce algorithm pinned
+// (NCCL_ALGO="allreduce:ring" / "allreduce:tree") while their communicator is created; other
+// collectives keep NCCL's choice (nccl_algo.hpp). Same parameters for both.
 #include <kiln/sdk/plugin.hpp>
 
 #include "nccl_communicator.hpp"
@@ -18,6 +19,6 @@ constexpr kiln_param_spec_v1 kNcclParams[] = {
 
 KILN_PLUGIN_LIBRARY(
     kiln::sdk::plugin<kiln::Communicator, kiln::nccl::NcclRingCommunicator>(
-        "nccl-ring", "0.1.0", "NCCL on CUDA devices with the ring algorithm pinned (NCCL_ALGO=Ring)", kNcclParams),
+        "nccl-ring", "0.1.0", "NCCL on CUDA devices with ring all-reduce pinned (NCCL_ALGO=allreduce:ring)", kNcclParams),
     kiln::sdk::plugin<kiln::Communicator, kiln::nccl::NcclTreeCommunicator>(
-        "nccl-tree", "0.1.0", "NCCL on CUDA devices with the tree algorithm pinned (NCCL_ALGO=Tree)", kNcclParams));
+        "nccl-tree", "0.1.0", "NCCL on CUDA devices with tree all-reduce pinned (NCCL_ALGO=allreduce:tree)", kNcclParams));

@@ -46,8 +46,9 @@ class HostOnlyBackend final : public TestBackendBase {
 /// device checks in connect(), which come before the stream is ever used.
 class FakeStreamBackend final : public TestBackendBase {
  public:
+  explicit FakeStreamBackend(int device_index = 0) : device_index_(device_index) {}
   std::string_view name() const override { return "fake-cuda"; }
-  kiln::DeviceInfo device() const override { return {"fake GPU", kiln::MemoryKind::device, 0, 0, 1, ""}; }
+  kiln::DeviceInfo device() const override { return {"fake GPU", kiln::MemoryKind::device, device_index_, 0, 1, ""}; }
   kiln::Tensor allocate(const kiln::Shape& shape, kiln::DType dtype, kiln::MemoryKind) override {
     return kiln::host_tensor(shape, dtype);
   }
@@ -57,6 +58,7 @@ class FakeStreamBackend final : public TestBackendBase {
   void* native_stream(kiln::StreamKind) override { return &dummy_; }
 
  private:
+  int device_index_ = 0;
   int dummy_ = 0;
 };
 

@@ -63,8 +63,8 @@ BOOST_AUTO_TEST_CASE(one_library_exports_ring_and_tree) {
   BOOST_REQUIRE(tree != nullptr);
   BOOST_TEST(ring->library == tree->library);
   BOOST_TEST(ring->library.filename().string() == "libkiln-comm-nccl.so");
-  BOOST_TEST(contains(ring->summary, "NCCL_ALGO=Ring"));
-  BOOST_TEST(contains(tree->summary, "NCCL_ALGO=Tree"));
+  BOOST_TEST(contains(ring->summary, "NCCL_ALGO=allreduce:ring"), ring->summary);
+  BOOST_TEST(contains(tree->summary, "NCCL_ALGO=allreduce:tree"), tree->summary);
   BOOST_TEST(ring->version == "0.1.0");
 }
 
@@ -127,17 +127,19 @@ BOOST_AUTO_TEST_CASE(several_ranks_without_a_store_are_refused) {
   BOOST_TEST(contains(msg, "rank 1 of 2 needs a rendezvous store"), msg);
 }
 
-BOOST_AUTO_TEST_CASE(a_local_rank_without_a_device_is_refused_naming_it) {
-  // Without a GPU cudaGetDeviceCount fails; with one, device 1000 does not exist. Both name
-  // the local rank.
+BOOST_AUTO_TEST_CASE(the_backends_device_without_a_gpu_is_refused_naming_it) {
+  // The communicator uses the backend's device (backend.device may differ from the local rank).
+  // Without a GPU cudaGetDeviceCount fails; with one, device 1000 does not exist. Both name the
+  // backend's device, not the local rank's.
   const auto params = default_params();
   auto comm = make("nccl-ring", params);
-  kiln_test::FakeStreamBackend backend;
-  kiln::RankInfo ranks{0, 1, 1000, 1, "test"};
+  kiln_test::FakeStreamBackend backend(1000);
+  kiln::RankInfo ranks{0, 1, 0, 1, "test"};
   const std::string msg = connect_message(*comm, backend, ranks);
   BOOST_TEST_MESSAGE(msg);
-  const bool no_driver = contains(msg, "cannot choose the CUDA device for local rank 1000: cudaGetDeviceCount failed:");
-  const bool too_few = contains(msg, "local rank 1000 needs CUDA device 1000, but this node has");
+  const bool no_driver =
+      contains(msg, "cannot use CUDA device 1000 (backend 'fake-cuda's device; local rank 0): cudaGetDeviceCount failed:");
+  const bool too_few = contains(msg, "local rank 0: the backend computes on CUDA device 1000, but this process sees");
   BOOST_TEST((no_driver || too_few), msg);
 }
 

@@ -1,5 +1,6 @@
 // NCCL plugin logic that needs no GPU: every ncclResult_t has a sentence and a hint, the CUDA
-// errors a communicator meets have specific hints, and ScopedEnv pins and restores NCCL_ALGO.
+// errors a communicator meets have specific hints, ScopedEnv pins and restores NCCL_ALGO, the
+// NCCL_ALGO values pin all-reduce only, and the device checks.
 #define BOOST_TEST_MODULE nccl_errors
 #include <boost/test/unit_test.hpp>
 
@@ -7,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "nccl_algo.hpp"
 #include "nccl_errors.hpp"
 #include "scoped_env.hpp"
 
@@ -59,7 +61,7 @@ BOOST_AUTO_TEST_CASE(cuda_errors_get_specific_hints) {
   BOOST_TEST(no_driver == "cudaGetDeviceCount failed: cudaErrorInsufficientDriver (35): CUDA driver version is "
                           "insufficient for CUDA runtime version; the NVIDIA driver is missing or older than this "
                           "CUDA runtime; on a machine without a GPU use a CPU communicator such as gloo");
-  BOOST_TEST(contains(std::string(cuda_error_hint(cudaErrorInvalidDevice)), "device <local rank>"));
+  BOOST_TEST(contains(std::string(cuda_error_hint(cudaErrorInvalidDevice)), "the backend's device (backend.device"));
   BOOST_TEST(contains(std::string(cuda_error_hint(cudaErrorNoDevice)), "CUDA_VISIBLE_DEVICES"));
   BOOST_TEST(contains(std::string(cuda_error_hint(cudaErrorIllegalAddress)), "CUDA_LAUNCH_BLOCKING=1"));
   BOOST_TEST(contains(std::string(cuda_error_hint(cudaErrorMemoryAllocation)), "out of memory"));
@@ -96,4 +98,36 @@ BOOST_AUTO_TEST_CASE(env_default_keeps_the_users_value) {
   BOOST_TEST(set_env_default("KILN_TEST_NCCL_DEBUG", "WARN"));
   BOOST_TEST(std::string(std::getenv("KILN_TEST_NCCL_DEBUG")) == "WARN");
   ::unsetenv("KILN_TEST_NCCL_DEBUG");
+}
+
+// Tree implements only all-reduce: a bare NCCL_ALGO=Tree leaves broadcast and all-gather without an
+// algorithm on two or more ranks. The pinned values name the function (NCCL >= 2.24 syntax), and
+// never a bare "Tree".
+BOOST_AUTO_TEST_CASE(nccl_algo_pins_all_reduce_only) {
+  BOOST_TEST(*algo_env_value(Algo::tree, 22803) == "allreduce:tree");
+  BOOST_TEST(*algo_env_value(Algo::ring, 22803) == "allreduce:ring");
+  BOOST_TEST(*algo_env_value(Algo::tree, kPerFunctionAlgoVersion) == "allreduce:tree");
+  BOOST_TEST(*algo_env_value(Algo::ring, 22400) == "allreduce:ring");
+  BOOST_TEST(*algo_env_value(Algo::tree, 30000) == "allreduce:tree");
+  // Before 2.24: ring implements every collective, so a bare Ring is safe; tree is refused.
+  BOOST_TEST(*algo_env_value(Algo::ring, 22304) == "Ring");
+  BOOST_TEST(!algo_env_value(Algo::tree, 22304).has_value());
+  BOOST_TEST(!algo_env_value(Algo::tree, 22399).has_value());
+  for (int version : {21903, 22304, 22400, 22803}) {
+    for (Algo algo : {Algo::ring, Algo::tree}) {
+      const auto v = algo_env_value(algo, version);
+      if (v) BOOST_TEST(*v != "Tree", "version " << version);
+    }
+  }
+  BOOST_TEST(std::string(algo_plugin_name(Algo::tree)) == "nccl-tree");
+  BOOST_TEST(std::string(algo_display_name(Algo::ring)) == "Ring");
+  BOOST_TEST(nccl_version_text(22803) == "2.28.3");
+}
+
+BOOST_AUTO_TEST_CASE(device_checks_use_the_backends_device) {
+  BOOST_TEST(!device_problem(0, 1).has_value());
+  BOOST_TEST(!device_problem(3, 8).has_value());
+  BOOST_TEST(*device_problem(1, 1) == "the backend computes on CUDA device 1, but this process sees 1 device(s)");
+  BOOST_TEST(device_problem(-1, 4).has_value());
+  BOOST_TEST(device_problem(0, 0).has_value());
 }

@@ -254,3 +254,16 @@ BOOST_AUTO_TEST_CASE(gemm_key_describes_the_problem) {
              "c f32(64, 10) = op(a) bf16(64, 128) x op(b) (128, 10)^T + bias f32 tensor_op align 8 "
              "on device 0");
 }
+
+BOOST_AUTO_TEST_CASE(store_replaces_a_choice_refused_at_run_time) {
+  AlgoCache cache;
+  const AlgoChoice chosen = cache.get_or_select(base_key(), [] { return AlgoChoice{6, 1, 0}; });
+  BOOST_TEST(chosen.algo == 6);
+  cache.store(base_key(), AlgoChoice{1, 1, 4096});  // algo 6 was refused; 1 worked
+  const AlgoChoice later = cache.get_or_select(base_key(), []() -> AlgoChoice { throw std::runtime_error("no"); });
+  BOOST_TEST(later.algo == 1);
+  BOOST_TEST(later.workspace_bytes == 4096u);
+  BOOST_TEST(cache.size() == 1u);
+  cache.store(one_field_variants().front(), AlgoChoice{0, 0, 0});  // store also inserts
+  BOOST_TEST(cache.size() == 2u);
+}

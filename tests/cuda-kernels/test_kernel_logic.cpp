@@ -89,6 +89,11 @@ BOOST_AUTO_TEST_CASE(row_block_size_is_a_warp_multiple_with_about_eight_values_p
   BOOST_TEST(kk::row_block_size(1000) == 128u);
   BOOST_TEST(kk::row_block_size(1000000) == 1024u);
   for (std::int64_t k : {1, 7, 33, 999, 4096, 50000}) BOOST_TEST(kk::row_block_size(k) % 32 == 0u);
+  // Never above the __launch_bounds__ the row kernels are compiled with.
+  for (std::int64_t k : {std::int64_t{1}, std::int64_t{8192}, std::int64_t{8193}, std::int64_t{1} << 40}) {
+    BOOST_TEST(kk::row_block_size(k) <= kk::kMaxRowBlock);
+  }
+  BOOST_TEST(kk::row_block_size(std::int64_t{1} << 40) == kk::kMaxRowBlock);
 }
 
 BOOST_AUTO_TEST_CASE(cast_paths_follow_the_cpu_backends_rule) {

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -460,6 +462,88 @@ BOOST_AUTO_TEST_CASE(destructor_mid_epoch_does_not_hang) {
   });
   // Bounded work: the ring stops decoding (prefetch + 1 batches ahead at most per loader).
   BOOST_CHECK_LE(source->reads(), 2 * 5 * 16 + 16);
+}
+
+// An upload event the test opens by hand: synchronize() blocks until open() (or throws).
+class GateEvent final : public kiln::Event {
+ public:
+  void synchronize() override {
+    std::unique_lock lock(mu_);
+    waiters_.fetch_add(1);
+    cv_.wait(lock, [this] { return open_; });
+    if (fail_) throw kiln::BackendError("gate: the upload failed (test)");
+  }
+  void open(bool fail = false) {
+    {
+      std::lock_guard lock(mu_);
+      open_ = true;
+      fail_ = fail;
+    }
+    cv_.notify_all();
+  }
+  int waiters() const { return waiters_.load(); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+  bool fail_ = false;
+  std::atomic<int> waiters_{0};
+};
+
+BOOST_AUTO_TEST_CASE(a_slot_is_not_refilled_before_its_upload_event_completes) {
+  // prefetch 1: two slots, so step 2 goes into step 0's slot. Step 0 is tied to a closed gate
+  // (its upload "still queued"): no worker may decode step 2 until the gate opens.
+  auto source = std::make_shared<CountingSource>(40);
+  const ShardOptions s = shard(0, 4, 0, 1, LastBatch::drop, 3, Shuffle::no);
+  std::vector<Rows> want;
+  {
+    DataLoader reference(source, nullptr, loader_options(s, 2, 1));
+    want = run_epoch(reference, 0);
+  }
+  within_deadline("waiting for an upload event", [&] {
+    auto local = std::make_shared<CountingSource>(40);
+    DataLoader loader(local, nullptr, loader_options(s, 2, 1));
+    loader.start_epoch(0);
+    auto b0 = loader.next();
+    BOOST_REQUIRE(b0.has_value());
+    const Rows step0 = copy_rows(*b0);
+    auto gate = std::make_shared<GateEvent>();
+    loader.release_after(gate);
+    auto b1 = loader.next();  // releases step 0's slot to the workers...
+    BOOST_REQUIRE(b1.has_value());
+    for (int i = 0; i < 200 && gate->waiters() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    BOOST_CHECK_EQUAL(gate->waiters(), 1);       // ...and a worker waits for the gate,
+    BOOST_CHECK_EQUAL(local->reads(), 2 * 4);    // having decoded nothing of step 2
+    BOOST_CHECK(copy_rows(*b0) == step0);        // the slot still holds step 0, untouched
+    gate->open();
+    std::vector<Rows> got{step0, copy_rows(*b1)};
+    while (auto b = loader.next()) got.push_back(copy_rows(*b));
+    BOOST_CHECK(got == want);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_upload_event_is_rethrown_by_next) {
+  auto source = std::make_shared<CountingSource>(40);
+  within_deadline("a failing upload event", [&] {
+    DataLoader loader(source, nullptr, loader_options(shard(0, 4, 0, 1, LastBatch::drop, 3), 1, 1));
+    loader.start_epoch(0);
+    BOOST_REQUIRE(loader.next().has_value());
+    auto gate = std::make_shared<GateEvent>();
+    gate->open(/*fail=*/true);
+    loader.release_after(gate);
+    BOOST_REQUIRE(loader.next().has_value());  // step 1 was decoded before the gate mattered
+    // The worker refilling step 0's slot (for step 2) meets the failing event...
+    for (int i = 0; i < 400 && gate->waiters() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    BOOST_REQUIRE_EQUAL(gate->waiters(), 1);
+    // ...and the next batch is refused with its error, however far decoding got meanwhile.
+    BOOST_CHECK_EXCEPTION(loader.next(), kiln::BackendError,
+                          message_has<kiln::BackendError>("gate: the upload failed (test)"));
+    loader.release_after(nullptr);  // no constraint: accepted
+    loader.start_epoch(1);          // a new epoch starts clean
+    BOOST_CHECK(loader.next().has_value());
+  });
 }
 
 BOOST_AUTO_TEST_CASE(loader_rejects_bad_options) {

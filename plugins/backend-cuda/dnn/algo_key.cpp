@@ -114,6 +114,11 @@ std::optional<AlgoChoice> AlgoCache::find(const ConvAlgoKey& key) const {
   return std::nullopt;
 }
 
+void AlgoCache::store(const ConvAlgoKey& key, const AlgoChoice& choice) {
+  const std::lock_guard lock(mutex_);
+  map_.insert_or_assign(key, choice);
+}
+
 std::size_t AlgoCache::size() const {
   const std::lock_guard lock(mutex_);
   return map_.size();

@@ -84,6 +84,9 @@ class AlgoCache {
   AlgoChoice get_or_select(const ConvAlgoKey& key, const std::function<AlgoChoice()>& select);
   /// The cached choice, if any (no selection).
   std::optional<AlgoChoice> find(const ConvAlgoKey& key) const;
+  /// Stores `choice` for `key`, replacing what was there (a plan whose cached algorithm cuDNN
+  /// refused at run time records the candidate that worked, so later plans start with it).
+  void store(const ConvAlgoKey& key, const AlgoChoice& choice);
 
   std::size_t size() const;
   /// Lookups answered from the cache / that had to select.

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <kiln/sdk/log.hpp>
+
 namespace kiln::cuda {
 namespace {
 
@@ -25,15 +27,19 @@ cudnnMathType_t run_math(cudnnMathType_t listed, MathMode mode) {
   return mode == MathMode::fp32 ? CUDNN_FMA_MATH : listed;
 }
 
+/// Every usable heuristic result, in cuDNN's order (the first is the plan's choice, the rest are
+/// the fallbacks when one is refused at run time).
 template <class Perf, class Workspace>
-AlgoChoice pick(const DnnCheck& check, const ConvPlan& p, cudnnConvolutionDescriptor_t conv,
-                const std::vector<Perf>& perf, int returned, ConvDirection dir, Layout layout,
-                Workspace&& workspace_size) {
+std::vector<AlgoChoice> pick(const DnnCheck& check, const ConvPlan& p, cudnnConvolutionDescriptor_t conv,
+                             const std::vector<Perf>& perf, int returned, ConvDirection dir, Layout layout,
+                             Workspace&& workspace_size) {
   std::string rejected;
+  std::vector<AlgoChoice> usable;
   for (int i = 0; i < returned; ++i) {
     const Perf& r = perf[static_cast<std::size_t>(i)];
     if (r.status != CUDNN_STATUS_SUCCESS) continue;
     if (!math_acceptable(r.mathType, p.math, p.desc.dtype)) continue;
+    if (!conv_algo_allowed(dir, static_cast<int>(r.algo), p.math)) continue;  // FFT/Winograd in fp32
     const cudnnMathType_t m = run_math(r.mathType, p.math);
     check.cudnn(cudnnSetConvolutionMathType(conv, m), [&] { return "cudnnSetConvolutionMathType"; });
     std::size_t bytes = 0;
@@ -42,8 +48,9 @@ AlgoChoice pick(const DnnCheck& check, const ConvPlan& p, cudnnConvolutionDescri
       rejected += fmt::format(" algo {} needs {} MiB;", static_cast<int>(r.algo), bytes >> 20);
       continue;
     }
-    return AlgoChoice{static_cast<int>(r.algo), static_cast<int>(m), bytes};
+    usable.push_back(AlgoChoice{static_cast<int>(r.algo), static_cast<int>(m), bytes});
   }
+  if (!usable.empty()) return usable;
   check.fail_library(fmt::format(
       "cuDNN offers no usable {} algorithm for {} in {} ({} math; {} candidates{}); try another "
       "dtype or layout",
@@ -51,8 +58,8 @@ AlgoChoice pick(const DnnCheck& check, const ConvPlan& p, cudnnConvolutionDescri
       returned, rejected.empty() ? std::string() : ", over the workspace limit:" + rejected));
 }
 
-AlgoChoice select(const DnnCheck& check, cudnnHandle_t handle, const ConvPlan& p,
-                  ConvPlan::Setup& s, Layout layout, ConvDirection dir) {
+std::vector<AlgoChoice> select(const DnnCheck& check, cudnnHandle_t handle, const ConvPlan& p,
+                               ConvPlan::Setup& s, Layout layout, ConvDirection dir) {
   const auto what = [&](const char* call) {
     return fmt::format("{} for {} in {}", call, describe(p.desc), layout_word(layout));
   };
@@ -148,11 +155,44 @@ AlgoChoice ConvPlan::algo(const DnnCheck& check, cudnnHandle_t handle, Setup& s,
   if (!cached) {
     const ConvAlgoKey key = conv_algo_key(desc, direction, device, layout, math);
     cached = conv_algo_cache().get_or_select(
-        key, [&] { return select(check, handle, *this, s, layout, direction); });
+        key, [&] { return select(check, handle, *this, s, layout, direction).front(); });
   }
   check.cudnn(cudnnSetConvolutionMathType(s.conv.get(), static_cast<cudnnMathType_t>(cached->math_type)),
               [&] { return fmt::format("cudnnSetConvolutionMathType for {}", describe(desc)); });
   return *cached;
+}
+
+void ConvPlan::retry(const DnnCheck& check, cudnnHandle_t handle, Setup& s, Layout layout, ConvDirection direction,
+                     const AlgoChoice& first, cudnnStatus_t status,
+                     const std::function<cudnnStatus_t(const AlgoChoice&)>& call,
+                     const std::function<std::string(const AlgoChoice&)>& describe_choice) {
+  std::vector<int>& failed = s.failed[static_cast<std::size_t>(direction)];
+  failed.push_back(first.algo);
+  std::string attempts = fmt::format("algo {}: {} ({})", first.algo, cudnnGetErrorString(status), static_cast<int>(status));
+  AlgoChoice last = first;
+  const std::vector<AlgoChoice> ranked = select(check, handle, *this, s, layout, direction);
+  while (const std::optional<AlgoChoice> next = next_conv_candidate(ranked, failed)) {
+    check.cudnn(cudnnSetConvolutionMathType(s.conv.get(), static_cast<cudnnMathType_t>(next->math_type)),
+                [&] { return fmt::format("cudnnSetConvolutionMathType for {}", describe(desc)); });
+    last = *next;
+    status = call(*next);
+    if (status == CUDNN_STATUS_SUCCESS) {
+      s.algos[static_cast<std::size_t>(direction)] = *next;
+      conv_algo_cache().store(conv_algo_key(desc, direction, device, layout, math), *next);
+      log::get("cuda")->warn("{} for {} in {}: cuDNN refused the heuristic's algorithm at run time ({}); using algo {} "
+                             "instead",
+                             conv_direction_name(direction), describe(desc), layout_word(layout), attempts,
+                             next->algo);
+      return;
+    }
+    failed.push_back(next->algo);
+    attempts += fmt::format("; algo {}: {} ({})", next->algo, cudnnGetErrorString(status), static_cast<int>(status));
+    if (!conv_retry_on(status)) break;
+  }
+  check.cudnn(status, [&] {
+    return fmt::format("{}; every usable algorithm failed, in heuristic order: {}", describe_choice(last), attempts);
+  });
+  check.fail_library(fmt::format("{}: no convolution algorithm ran ({})", describe(desc), attempts));
 }
 
 }  // namespace kiln::cuda

@@ -8,18 +8,25 @@
 // output) needs no special handling: the extra far rows are never read; the plan checks that
 // cuDNN's output size agrees. Algorithms come from cuDNN's _v7 heuristics (first result that
 // succeeds, fits kMaxConvWorkspace and keeps the math mode: no TF32 unless allowed, never f32 data
-// converted to f16), cached process-wide per problem (algo_key.hpp).
+// converted to f16, no FFT or Winograd in a strict-fp32 plan: dnn/dnn_policy.hpp), cached
+// process-wide per problem (algo_key.hpp). If cuDNN refuses the chosen algorithm when it runs
+// (conv_retry_on), run() tries the next usable candidate in heuristic order, remembers the
+// refused ones in the plan and stores the one that worked in the process-wide cache.
 #pragma once
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cuda_backend.hpp"
 #include "dnn/algo_key.hpp"
 #include "dnn/cudnn_desc.hpp"
 #include "kiln/sdk/op_descs.hpp"
 #include "dnn/dnn_check.hpp"
+#include "dnn/dnn_policy.hpp"
 
 namespace kiln::cuda {
 
@@ -36,6 +43,7 @@ class ConvPlan final : public OpPlan {
     FilterDesc w;
     ConvDesc conv;
     std::array<std::optional<AlgoChoice>, 3> algos;  // by ConvDirection
+    std::array<std::vector<int>, 3> failed;          // algorithms refused at run time, by ConvDirection
   };
 
   /// The descriptors for `layout` (made on first use).
@@ -45,12 +53,31 @@ class ConvPlan final : public OpPlan {
   AlgoChoice algo(const DnnCheck& check, cudnnHandle_t handle, Setup& s, Layout layout,
                   ConvDirection direction);
 
+  /// Runs `call(choice)` (a cuDNN convolution call returning its status) with the algorithm for
+  /// `direction`. A status conv_retry_on() accepts moves on to the next usable candidate (see
+  /// the header); any other failure, or none left, throws BackendError with `describe(choice)`
+  /// and every attempt. Nothing is allocated unless a retry happens.
+  template <class Call, class Describe>
+  void run(const DnnCheck& check, cudnnHandle_t handle, Setup& s, Layout layout, ConvDirection direction,
+           Call&& call, Describe&& describe) {
+    const AlgoChoice first = algo(check, handle, s, layout, direction);
+    const cudnnStatus_t status = call(first);
+    if (status == CUDNN_STATUS_SUCCESS) return;
+    if (!conv_retry_on(status)) check.cudnn(status, [&] { return describe(first); });
+    retry(check, handle, s, layout, direction, first, status, std::function<cudnnStatus_t(const AlgoChoice&)>(call),
+          std::function<std::string(const AlgoChoice&)>(describe));
+  }
+
   const Conv2dDesc desc;
   const int device;
   const MathMode math;
   Dims4 x_dims, y_dims, w_dims;
 
  private:
+  void retry(const DnnCheck& check, cudnnHandle_t handle, Setup& s, Layout layout, ConvDirection direction,
+             const AlgoChoice& first, cudnnStatus_t status, const std::function<cudnnStatus_t(const AlgoChoice&)>& call,
+             const std::function<std::string(const AlgoChoice&)>& describe);
+
   std::array<std::unique_ptr<Setup>, 2> setups_;  // by Layout (row_major, nhwc)
 };
 

@@ -29,15 +29,21 @@ cudaDataType_t cuda_dtype(DType dtype) noexcept {
 }
 
 GemmPlan::GemmPlan(const DnnCheck& check, cublasLtHandle_t handle, const GemmKey& k) : key(k) {
-  if (key.bias == GemmBias::epilogue && try_build(check, handle, GemmBias::epilogue)) {
-    bias_fused_ = true;
-    return;
-  }
-  destroy();
-  if (!try_build(check, handle, GemmBias::none)) {
+  // A constructor that throws never runs the destructor: every exit by exception (a failed
+  // cuBLASLt call inside try_build, or no algorithm at all) destroys what was created first.
+  try {
+    if (key.bias == GemmBias::epilogue && try_build(check, handle, GemmBias::epilogue)) {
+      bias_fused_ = true;
+      return;
+    }
     destroy();
-    check.fail_library(fmt::format("cuBLASLt offers no algorithm for {}; try another dtype",
-                                   key.describe()));
+    if (!try_build(check, handle, GemmBias::none)) {
+      check.fail_library(fmt::format("cuBLASLt offers no algorithm for {}; try another dtype",
+                                     key.describe()));
+    }
+  } catch (...) {
+    destroy();
+    throw;
   }
 }
 
@@ -109,17 +115,23 @@ void GemmPlan::run(CudaBackend& backend, const DnnCheck& check, const Tensor& c,
                        key.describe(), c.describe(), a.describe(), b.describe(), alpha, beta,
                        bias.defined() ? bias.describe() : "none");
   };
-  if (bias_fused_) {
-    const void* ptr = bias.data();
-    check.cublas(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof(ptr)),
-                 [&] { return what("cublasLtMatmulDescSetAttribute(BIAS_POINTER)"); });
-  }
   const std::size_t ws_bytes = heuristic_.workspaceSize;
   const Tensor ws = ws_bytes > 0 ? backend.workspace(ws_bytes) : Tensor();
-  check.cublas(cublasLtMatmul(backend.cublaslt(), op_, &alpha, b.data(), a_, a.data(), b_, &beta,
-                              c.data(), c_, c.data(), c_, &heuristic_.algo,
-                              ws.defined() ? ws.data() : nullptr, ws_bytes, backend.compute_stream()),
-               [&] { return what("cublasLtMatmul"); });
+  {
+    // The plan (and op_) is shared by every backend in the process; the bias pointer is per call.
+    // cublasLtMatmul reads the descriptor when it enqueues, so setting the pointer and enqueueing
+    // under one lock keeps another thread's bias out of this call.
+    const std::lock_guard lock(bias_mutex_);
+    if (bias_fused_) {
+      const void* ptr = bias.data();
+      check.cublas(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof(ptr)),
+                   [&] { return what("cublasLtMatmulDescSetAttribute(BIAS_POINTER)"); });
+    }
+    check.cublas(cublasLtMatmul(backend.cublaslt(), op_, &alpha, b.data(), a_, a.data(), b_, &beta,
+                                c.data(), c_, c.data(), c_, &heuristic_.algo,
+                                ws.defined() ? ws.data() : nullptr, ws_bytes, backend.compute_stream()),
+                 [&] { return what("cublasLtMatmul"); });
+  }
   if (key.bias == GemmBias::none || bias_fused_) return;
   // Unfused bias: c^T(N, M) += bias(N, 1) x ones(1, M), all in c's dtype, f32 accumulation.
   const Tensor ones_ws = backend.workspace(static_cast<std::size_t>(key.m) * dtype_size(key.c));

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <mutex>
 
 #include <cublasLt.h>
 
@@ -48,10 +49,12 @@ class GemmPlan {
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
   cublasLtMatmulHeuristicResult_t heuristic_{};
   bool bias_fused_ = false;
+  std::mutex bias_mutex_;  // held from setting BIAS_POINTER on op_ until cublasLtMatmul has read it
 };
 
-/// The process-wide plan for `key` (built on first use; never evicted). Thread-safe lookup; a
-/// plan is used by one thread at a time (the trainer's).
+/// The process-wide plan for `key` (built on first use; never evicted). Thread-safe lookup; run()
+/// may be called from several threads (backends) at once. A plan that fails to build frees its
+/// descriptors and is not stored.
 GemmPlan& gemm_plan(const DnnCheck& check, cublasLtHandle_t handle, const GemmKey& key);
 
 /// cuBLAS's data type for f32, f16 and bf16.

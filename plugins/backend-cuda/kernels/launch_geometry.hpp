@@ -44,11 +44,17 @@ inline int vector_width(std::size_t element_bytes, std::initializer_list<const v
   return static_cast<int>(kVectorBytes / element_bytes);
 }
 
+/// Most threads row_block_size() ever returns. Kernels launched with it declare
+/// __launch_bounds__(kMaxRowBlock), so nvcc never gives them more registers per thread than a
+/// 1024-thread block can have (64K registers / 1024 = 64); without it the launch of a large
+/// block fails with "too many resources requested for launch" on a large class count.
+inline constexpr unsigned kMaxRowBlock = 1024;
+
 /// Threads per block for a kernel that reduces one row of `columns` values per block: about
-/// eight values per thread, a power of two between one warp and 1024 threads.
+/// eight values per thread, a power of two between one warp and kMaxRowBlock threads.
 inline unsigned row_block_size(std::int64_t columns) {
   unsigned block = 32;
-  while (block < 1024 && static_cast<std::int64_t>(block) * 8 < columns) block *= 2;
+  while (block < kMaxRowBlock && static_cast<std::int64_t>(block) * 8 < columns) block *= 2;
   return block;
 }
 

@@ -17,7 +17,8 @@ namespace {
 
 constexpr unsigned kTotalsBlock = 256;
 
-__global__ void softmax_xent_rows_kernel(float* probs, float* row_stats, const float* logits,
+// Launched with row_block_size(classes) threads, up to kMaxRowBlock.
+__global__ void __launch_bounds__(kMaxRowBlock) softmax_xent_rows_kernel(float* probs, float* row_stats, const float* logits,
                                          const std::int32_t* labels, std::int64_t classes,
                                          float on_weight, float uniform_weight) {
   const std::int64_t row = blockIdx.x;
@@ -53,7 +54,7 @@ __global__ void softmax_xent_rows_kernel(float* probs, float* row_stats, const f
   }
 }
 
-__global__ void softmax_xent_totals_kernel(float* stats, const float* row_stats, std::int64_t rows) {
+__global__ void __launch_bounds__(kTotalsBlock) softmax_xent_totals_kernel(float* stats, const float* row_stats, std::int64_t rows) {
   double loss = 0.0, correct = 0.0;
   for (std::int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
     loss += row_stats[2 * r];

@@ -6,9 +6,10 @@
 // running = (1 - factor) * running + factor * batch with the UNBIASED batch variance, i.e.
 // PyTorch's momentum rule with factor = momentum; cuDNN's saved "inverse variance" is
 // 1/sqrt(biased var + eps), which is the contract's save_invstd; the backward's param-diff blend
-// (betaParamDiff = 1) makes dgamma/dbeta accumulate as the contract says. Mode: SPATIAL_PERSISTENT
-// (the fast NHWC kernels) for nhwc f16/bf16, SPATIAL otherwise (and where cuDNN has no
-// persistent kernel for the shape). Data must be in the plan's dtype
+// (betaParamDiff = 1) makes dgamma/dbeta accumulate as the contract says. Mode
+// (dnn/dnn_policy.hpp): SPATIAL_PERSISTENT (the fast NHWC kernels) for nhwc f16, SPATIAL for bf16
+// until persistent has been seen to work there, and SPATIAL otherwise (and wherever cuDNN reports
+// a not-supported status, any cuDNN 9 sub-code, for persistent). Data must be in the plan's dtype
 // (as on the cpu backend); a y/dy/dx whose layout differs from x's is staged (dnn/staging.hpp).
 #include <array>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "kiln/sdk/op_descs.hpp"
 #include "dnn/cudnn_desc.hpp"
 #include "dnn/dnn_check.hpp"
+#include "dnn/dnn_policy.hpp"
 #include "dnn/staging.hpp"
 
 namespace kiln::cuda {
@@ -37,8 +39,7 @@ class BatchNormPlan final : public OpPlan {
     auto& slot = setups_[layout == Layout::nhwc ? 1 : 0];
     if (slot) return *slot;
     auto s = std::make_unique<Setup>();
-    s->mode = layout == Layout::nhwc && desc.dtype != DType::f32 ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT
-                                                                  : CUDNN_BATCHNORM_SPATIAL;
+    s->mode = batchnorm_start_mode(desc.dtype, layout);
     s->data.set(check, dims, desc.dtype, layout);
     check.cudnn(cudnnDeriveBNTensorDescriptor(s->stats.get(), s->data.get(), s->mode), [&] {
       return fmt::format("cudnnDeriveBNTensorDescriptor for {} ({}, {}, {}, {}) {}",
@@ -66,13 +67,13 @@ BatchNormPlan& bn_plan(const DnnCheck& check, OpPlan& plan) {
 
 using sdk::describe;  // the shared wording (kiln/sdk/op_descs.hpp)
 
-/// Runs `call(mode)`; when cuDNN has no persistent kernel for this shape (NOT_SUPPORTED, e.g. an
-/// odd channel count), the plan drops to SPATIAL for good and runs again. The saved statistics
+/// Runs `call(mode)`; when cuDNN has no persistent kernel for this shape (a NOT_SUPPORTED status
+/// or sub-code, e.g. an odd channel count), the plan drops to SPATIAL for good and runs again. The saved statistics
 /// mean the same in both modes, so a forward and a backward may differ in mode.
 template <class Call>
 cudnnStatus_t with_fallback(BatchNormPlan::Setup& s, Call&& call) {
   cudnnStatus_t status = call(s.mode);
-  if (status == CUDNN_STATUS_NOT_SUPPORTED && s.mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT) {
+  if (batchnorm_falls_back(status, s.mode)) {
     s.mode = CUDNN_BATCHNORM_SPATIAL;
     status = call(s.mode);
   }

@@ -7,7 +7,8 @@
 // read f32 master weights and write f32 outputs, as on the cpu backend. Weights are always OIHW
 // in the caller's memory; an NHWC call reads them converted to KRSC (cuDNN's tensor-core filter
 // order). dw (+)= via cuDNN's beta when cuDNN writes dw directly, otherwise via the staging's
-// accumulate. Workspace comes from the backend's caching allocator per call.
+// accumulate. Workspace comes from the backend's caching allocator per call. An algorithm cuDNN
+// refuses when it runs is replaced by the next usable candidate (ConvPlan::run, dnn/conv_plan.hpp).
 #include <fmt/format.h>
 
 #include "cuda_backend.hpp"
@@ -55,22 +56,23 @@ void CudaBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x,
   sdk::check_conv2d_forward(check, p.desc, y, x, w);
   const Layout L = x.layout();
   ConvPlan::Setup& s = p.setup(check, L);
-  const AlgoChoice a = p.algo(check, cudnn(), s, L, ConvDirection::forward);
   const Staged xs = Staged::input(*this, check, x, x.layout(), p.x_dims, dt, L);
   const Staged ws = Staged::input(*this, check, w, Layout::row_major, p.w_dims, dt, L);
   Staged ys = Staged::output(*this, check, y, y.layout(), p.y_dims, dt, L);
-  const Tensor scratch = workspace_for(*this, a);
   const float one = 1.0f, zero = 0.0f;
-  check.cudnn(cudnnConvolutionForward(cudnn(), &one, s.x.get(), xs.data(), s.w.get(), ws.data(),
-                                      s.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(a.algo),
-                                      data_or_null(scratch), a.workspace_bytes, &zero, s.y.get(),
-                                      ys.data()),
-              [&] {
-                return fmt::format("cudnnConvolutionForward (algo {}, {} workspace bytes) for {} "
-                                   "with y {}, x {}, w {} in {}",
-                                   a.algo, a.workspace_bytes, describe(p.desc), y.describe(),
-                                   x.describe(), w.describe(), layout_word(L));
-              });
+  p.run(check, cudnn(), s, L, ConvDirection::forward,
+        [&](const AlgoChoice& a) {
+          const Tensor scratch = workspace_for(*this, a);
+          return cudnnConvolutionForward(cudnn(), &one, s.x.get(), xs.data(), s.w.get(), ws.data(), s.conv.get(),
+                                         static_cast<cudnnConvolutionFwdAlgo_t>(a.algo), data_or_null(scratch),
+                                         a.workspace_bytes, &zero, s.y.get(), ys.data());
+        },
+        [&](const AlgoChoice& a) {
+          return fmt::format("cudnnConvolutionForward (algo {}, {} workspace bytes) for {} "
+                             "with y {}, x {}, w {} in {}",
+                             a.algo, a.workspace_bytes, describe(p.desc), y.describe(),
+                             x.describe(), w.describe(), layout_word(L));
+        });
   ys.finish(Accumulate::no);
 }
 
@@ -82,22 +84,23 @@ void CudaBackend::conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Ten
   sdk::check_conv2d_backward_data(check, p.desc, dx, dy, w);
   const Layout L = dy.layout();
   ConvPlan::Setup& s = p.setup(check, L);
-  const AlgoChoice a = p.algo(check, cudnn(), s, L, ConvDirection::backward_data);
   const Staged dys = Staged::input(*this, check, dy, dy.layout(), p.y_dims, dt, L);
   const Staged ws = Staged::input(*this, check, w, Layout::row_major, p.w_dims, dt, L);
   Staged dxs = Staged::output(*this, check, dx, dx.layout(), p.x_dims, dt, L);
-  const Tensor scratch = workspace_for(*this, a);
   const float one = 1.0f, zero = 0.0f;
-  check.cudnn(cudnnConvolutionBackwardData(cudnn(), &one, s.w.get(), ws.data(), s.y.get(), dys.data(),
-                                           s.conv.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo),
-                                           data_or_null(scratch), a.workspace_bytes, &zero, s.x.get(),
-                                           dxs.data()),
-              [&] {
-                return fmt::format("cudnnConvolutionBackwardData (algo {}, {} workspace bytes) for "
-                                   "{} with dx {}, dy {}, w {} in {}",
-                                   a.algo, a.workspace_bytes, describe(p.desc), dx.describe(),
-                                   dy.describe(), w.describe(), layout_word(L));
-              });
+  p.run(check, cudnn(), s, L, ConvDirection::backward_data,
+        [&](const AlgoChoice& a) {
+          const Tensor scratch = workspace_for(*this, a);
+          return cudnnConvolutionBackwardData(cudnn(), &one, s.w.get(), ws.data(), s.y.get(), dys.data(), s.conv.get(),
+                                              static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo),
+                                              data_or_null(scratch), a.workspace_bytes, &zero, s.x.get(), dxs.data());
+        },
+        [&](const AlgoChoice& a) {
+          return fmt::format("cudnnConvolutionBackwardData (algo {}, {} workspace bytes) for "
+                             "{} with dx {}, dy {}, w {} in {}",
+                             a.algo, a.workspace_bytes, describe(p.desc), dx.describe(),
+                             dy.describe(), w.describe(), layout_word(L));
+        });
   dxs.finish(Accumulate::no);
 }
 
@@ -109,25 +112,27 @@ void CudaBackend::conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const T
   sdk::check_conv2d_backward_filter(check, p.desc, dw, dy, x);
   const Layout L = x.layout();
   ConvPlan::Setup& s = p.setup(check, L);
-  const AlgoChoice a = p.algo(check, cudnn(), s, L, ConvDirection::backward_filter);
   const Staged xs = Staged::input(*this, check, x, x.layout(), p.x_dims, dt, L);
   const Staged dys = Staged::input(*this, check, dy, dy.layout(), p.y_dims, dt, L);
   Staged dws = Staged::output(*this, check, dw, Layout::row_major, p.w_dims, dt, L);
-  const Tensor scratch = workspace_for(*this, a);
   const float one = 1.0f;
   // cuDNN accumulates (beta = 1) only into the caller's own dw; scratch is overwritten and
   // finish() does the += while converting back.
   const float beta = dws.direct() && acc == Accumulate::yes ? 1.0f : 0.0f;
-  check.cudnn(cudnnConvolutionBackwardFilter(cudnn(), &one, s.x.get(), xs.data(), s.y.get(), dys.data(),
-                                             s.conv.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo),
-                                             data_or_null(scratch), a.workspace_bytes, &beta, s.w.get(),
-                                             dws.data()),
-              [&] {
-                return fmt::format("cudnnConvolutionBackwardFilter (algo {}, {} workspace bytes) "
-                                   "for {} with dw {}, dy {}, x {} in {}",
-                                   a.algo, a.workspace_bytes, describe(p.desc), dw.describe(),
-                                   dy.describe(), x.describe(), layout_word(L));
-              });
+  p.run(check, cudnn(), s, L, ConvDirection::backward_filter,
+        [&](const AlgoChoice& a) {
+          const Tensor scratch = workspace_for(*this, a);
+          return cudnnConvolutionBackwardFilter(cudnn(), &one, s.x.get(), xs.data(), s.y.get(), dys.data(),
+                                                s.conv.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo),
+                                                data_or_null(scratch), a.workspace_bytes, &beta, s.w.get(),
+                                                dws.data());
+        },
+        [&](const AlgoChoice& a) {
+          return fmt::format("cudnnConvolutionBackwardFilter (algo {}, {} workspace bytes) "
+                             "for {} with dw {}, dy {}, x {} in {}",
+                             a.algo, a.workspace_bytes, describe(p.desc), dw.describe(),
+                             dy.describe(), x.describe(), layout_word(L));
+        });
   dws.finish(acc);
 }
 

@@ -21,6 +21,13 @@
 // same for any number of workers. The staging ring holds prefetch + 1 batches: the one the
 // caller holds (valid until its next call to next()) plus `prefetch` decoded ahead of it, so
 // decoding overlaps the training step even with prefetch = 1. Nothing is allocated per batch.
+//
+// Uploads: Backend::to_device may only enqueue its copy (CUDA: cudaMemcpyAsync from the pinned
+// slot) and return, so a batch's slot can still be read by the device after the caller has moved
+// on. The caller passes an event recorded after its to_device calls to release_after(); the
+// worker that next claims that slot waits for the event (outside the lock, so neither the
+// trainer nor the other workers block) before writing a byte. A slot without an event is reused
+// as soon as next() releases it, as before (host backends, where to_device is the identity).
 #pragma once
 
 #include <cstdint>
@@ -115,6 +122,11 @@ class DataLoader {
   void start_epoch(std::int64_t epoch);
   /// The next batch of the current epoch, or nullopt after the last. Rethrows worker errors.
   std::optional<Batch> next();
+  /// The batch last returned by next() may be read by device work until `event` completes
+  /// (record it after the batch's to_device calls): its staging slot is not overwritten before
+  /// event->synchronize() has returned, which a worker thread calls. Null: no constraint. An
+  /// error from synchronize() is rethrown by a later next().
+  void release_after(std::shared_ptr<Event> event);
 
   /// Totals since construction: samples decoded and the seconds workers spent in
   /// DataSource::read, summed over workers (samples / busy_seconds = one worker's throughput).

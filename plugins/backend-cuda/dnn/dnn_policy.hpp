@@ -1,0 +1,56 @@
+// Plain-C++ decisions of the cuDNN ops, kept apart from the calls so CI tests them without a GPU:
+// how a cuDNN 9 status is classified, which batch-norm mode a plan starts in, which convolution
+// algorithms an fp32 plan may use, and which candidate a convolution falls back to when the one
+// cuDNN's heuristics ranked first is refused at run time.
+//
+// Decisions:
+// - cuDNN 9 returns sub-codes (CUDNN_STATUS_NOT_SUPPORTED_SHAPE = 3002, ..._SHARED_MEMORY_
+//   INSUFFICIENT = 3010, ...), so "not supported" is a category test (CUDNN_STATUS_CATEGORY),
+//   never `== CUDNN_STATUS_NOT_SUPPORTED`.
+// - Batch-norm starts SPATIAL_PERSISTENT only for nhwc f16. bf16 starts SPATIAL until persistent
+//   has been seen to work on a GPU (kBf16PersistentBatchNormVerified); either falls back to
+//   SPATIAL for good when cuDNN says not supported.
+// - fp32 plans (MathMode::fp32, the strict-f32 promise: ~1e-5 relative error) never use the FFT
+//   or Winograd convolution algorithms, whose transforms lose more precision than direct/GEMM
+//   ones. tf32 and tensor-op plans may (their own tolerance is 1e-3 or more).
+// - A convolution algorithm refused when it runs (a not-supported or internal-error status
+//   returned by the cuDNN call, both reported before any kernel runs) is retried with the next
+//   usable candidate in heuristic order; other statuses (bad parameters, execution failures, which
+//   may have written part of an accumulated dw) are errors at once. Only refusals cuDNN reports
+//   synchronously are caught: a kernel that faults later surfaces at the next synchronize.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include <cudnn.h>
+
+#include "dnn/algo_key.hpp"
+#include "kiln/tensor.hpp"
+
+namespace kiln::cuda {
+
+/// Whether `s` is CUDNN_STATUS_NOT_SUPPORTED or one of its cuDNN 9 sub-codes (3001..3999).
+bool cudnn_not_supported(cudnnStatus_t s) noexcept;
+
+/// Set to true once SPATIAL_PERSISTENT batch-norm in bf16 has passed the conformance suite on a
+/// GPU (docs/gpu-check.md); until then bf16 plans start in SPATIAL.
+inline constexpr bool kBf16PersistentBatchNormVerified = false;
+
+/// The mode a batch-norm plan starts in for data of `dtype` in `layout`.
+cudnnBatchNormMode_t batchnorm_start_mode(DType dtype, Layout layout) noexcept;
+
+/// Whether `status`, returned by a batch-norm call in `mode`, means: drop to SPATIAL and rerun.
+bool batchnorm_falls_back(cudnnStatus_t status, cudnnBatchNormMode_t mode) noexcept;
+
+/// Whether a plan in `math` may use algorithm `algo` (a cudnnConvolution{Fwd,BwdData,BwdFilter}
+/// Algo_t value, by `direction`): not FFT or Winograd in MathMode::fp32.
+bool conv_algo_allowed(ConvDirection direction, int algo, MathMode math) noexcept;
+
+/// Whether a convolution call that returned `status` should be retried with the next candidate.
+bool conv_retry_on(cudnnStatus_t status) noexcept;
+
+/// The first of `ranked` (heuristic order) whose algorithm is not in `failed`; nullopt if none.
+std::optional<AlgoChoice> next_conv_candidate(const std::vector<AlgoChoice>& ranked, const std::vector<int>& failed);
+
+}  // namespace kiln::cuda
