@@ -296,6 +296,7 @@ RunOutcome run_training(const TrainCommand& command) {
   to.epochs = epochs;
   to.seed = static_cast<std::uint64_t>(run.get_int("seed"));
   to.label_smoothing = static_cast<float>(smoothing);
+  to.stop_on_nonfinite_loss = run.get_bool("stop_on_nonfinite_loss");
   to.bucket_bytes = static_cast<std::int64_t>(bucket_mb * 1e6);
   to.train_loader = loader_options(loader, ranks, train_info.count, batch, "last_batch",
                                    loader.get_bool("shuffle") ? data::Shuffle::yes : data::Shuffle::no, to.seed);
