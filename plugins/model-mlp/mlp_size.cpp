@@ -36,12 +36,13 @@ std::int64_t mlp_parameter_count(const ParamMap& p, std::int64_t in_features, co
 }
 
 void check_fits_in_memory(const ParamMap& p, std::int64_t parameters, std::uint64_t physical_bytes) {
-  // Weights and gradients in f32, the least any precision keeps (ParameterStore stages both).
-  constexpr std::size_t kBytesPerParameter = 2 * sizeof(float);
+  // f32 weights and gradients (ParameterStore keeps both in every precision) and the two moment
+  // buffers of Adam, the default optimizer: what a step of the default run holds per parameter.
+  constexpr std::size_t kBytesPerParameter = 4 * sizeof(float);
   const auto needed = sdk::checked_bytes(parameters, kBytesPerParameter);
   if (physical_bytes == 0 || (needed && *needed <= physical_bytes)) return;
   throw ConfigError(fmt::format(
-      "{} give {} parameters, which need {} bytes for f32 weights and gradients alone, more than this "
+      "{} give {} parameters, which need {} bytes for their f32 weights, gradients and Adam's two moments, more than this "
       "machine's {} bytes of physical memory; {}",
       where_all(p), parameters, needed ? fmt::format("{}", *needed) : std::string("more than 2^64"), physical_bytes,
       kHint));

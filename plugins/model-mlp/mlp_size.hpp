@@ -15,8 +15,8 @@ namespace kiln::mlp {
 std::int64_t mlp_parameter_count(const ParamMap& p, std::int64_t in_features, const std::vector<std::int64_t>& hidden,
                                  std::int64_t classes);
 
-/// Throws ConfigError when `parameters` f32 values and their f32 gradients (what ParameterStore
-/// stages in host memory) need more than `physical_bytes`.
+/// Throws ConfigError when `parameters` f32 values, their gradients and Adam's two moment buffers
+/// (16 bytes each) need more than `physical_bytes`.
 void check_fits_in_memory(const ParamMap& p, std::int64_t parameters, std::uint64_t physical_bytes);
 
 /// Physical memory of this machine (sysconf); 0 when unknown, which skips the check.

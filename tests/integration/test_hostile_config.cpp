@@ -141,12 +141,12 @@ BOOST_AUTO_TEST_CASE(a_fifo_as_config_is_refused_without_blocking) {
 
 BOOST_AUTO_TEST_CASE(a_model_larger_than_the_machine_is_refused_before_it_is_built) {
   const fs::path cwd = workdir("memory");
-  // 784 x 2^40 weights: 3.5 PB of f32 values and gradients, on no machine this runs on.
+  // 784 x 2^40 weights: 14 PB with gradients and Adam's moments, on no machine this runs on.
   const std::string msg = one_line_error(
       run_kiln(cwd, {"train", "--config", kSample, "--set", "model.hidden=[1099511627776]"}));
   BOOST_TEST(msg.rfind("model plugin 'mlp' (", 0) == 0u, msg);
-  BOOST_TEST(contains(msg, "give 874111744081930 parameters, which need 6992893952655440 bytes for f32 weights and "
-                           "gradients alone, more than this machine's "),
+  BOOST_TEST(contains(msg, "give 874111744081930 parameters, which need 13985787905310880 bytes for their f32 weights, "
+                           "gradients and Adam's two moments, more than this machine's "),
              msg);
   BOOST_TEST(contains(msg, " bytes of physical memory; use fewer or narrower layers"), msg);
   BOOST_TEST(fs::is_empty(cwd));
