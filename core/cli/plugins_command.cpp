@@ -109,6 +109,8 @@ void params_json(const PluginInfo& info, std::ostream& out) {
         << ", \"type\": " << json_string(config::param_type_name(p.type))
         << ", \"default\": " << json_or_null(p.default_value)
         << ", \"choices\": " << json_or_null(p.choices) << ", \"doc\": " << json_or_null(p.doc)
+        << ", \"min\": " << json_or_null(p.min) << ", \"max\": " << json_or_null(p.max)
+        << ", \"range\": " << json_string(config::param_range_text(p))
         << '}';
   }
   out << ']';
@@ -174,6 +176,7 @@ void show_text(const PluginInfo& info, std::ostream& out) {
     out << "  " << name << std::string(width - name.size() + 2, ' ') << config::param_type_name(p.type)
         << ", " << (p.default_value ? std::string("default ") + p.default_value : "required");
     if (p.choices) out << ", one of: " << p.choices;
+    if (const std::string range = config::param_range_text(p); !range.empty()) out << ", " << range;
     out << '\n';
     if (p.doc) out << "  " << std::string(width + 2, ' ') << p.doc << '\n';
   }

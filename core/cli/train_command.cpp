@@ -12,7 +12,9 @@
 #include <fmt/format.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <thread>
 #include <iostream>
 
 #include "kiln/config/config.hpp"
@@ -65,9 +67,22 @@ class RendezvousDir {
   fs::path path_;
 };
 
+constexpr int kMaxNproc = 1024;
+constexpr int kMinNprocLimit = 16;  // so a small machine can still run the usual 2-8 rank tests
+
 int run_supervised(const std::vector<std::string>& args, int nproc, const std::string& config,
                    const std::vector<std::string>& sets, std::string run_dir, io::RunDirMode mode) {
   if (nproc < 1) throw ConfigError(fmt::format("--nproc {} must be at least 1", nproc));
+  // Every rank is a process with its own model, buffers and threads: far more of them than cores
+  // only thrashes, and a typo (--nproc 100000) would fork until the machine stops responding.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int max_nproc = std::min(kMaxNproc, std::max(kMinNprocLimit, 4 * cores));
+  if (nproc > max_nproc) {
+    throw ConfigError(fmt::format("--nproc {} is more local ranks than this machine can run: at most {} (4 x its {} "
+                                  "cores, at least {}, never more than {}); use fewer ranks, or start ranks on "
+                                  "several machines with --rank/--world-size",
+                                  nproc, max_nproc, cores, kMinNprocLimit, kMaxNproc));
+  }
   if (run_dir.empty()) {
     // Only the [run] table is read here; the ranks validate the whole config themselves.
     config::Config cfg = config::Config::load(config, sets);

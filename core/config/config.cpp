@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -168,6 +169,16 @@ Config& Config::operator=(Config&&) noexcept = default;
 Config::~Config() = default;
 
 Config Config::load(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
+  // Opening a FIFO blocks until something writes to it, and a device such as /dev/zero never
+  // ends: only a regular file (or a link to one) is read.
+  std::error_code ec;
+  const auto status = std::filesystem::status(file, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    const char* kind = std::filesystem::is_directory(status) ? "a directory"
+                       : status.type() == std::filesystem::file_type::fifo ? "a FIFO (named pipe)"
+                                                                            : "not a regular file";
+    throw IoError(fmt::format("config file '{}' is {}; give the path of a TOML file", file.string(), kind));
+  }
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     throw IoError(fmt::format("cannot read config file '{}': {}; check the path", file.string(),

@@ -15,6 +15,7 @@
 #include "config_impl.hpp"
 #include "kiln/errors.hpp"
 #include "paths.hpp"
+#include "ranges.hpp"
 #include "values.hpp"
 
 namespace kiln::config {
@@ -52,6 +53,9 @@ void check_schema(std::string_view table, std::span<const kiln_param_spec_v1> sc
       throw ConfigError(fmt::format("the schema of plugin table [{}] declares 'type', which selects "
                                     "the plugin and belongs to no schema; remove it from the schema",
                                     table));
+    }
+    if (const std::string problem = range_spec_problem(spec); !problem.empty()) {
+      throw ConfigError(fmt::format("the schema of [{}]: '{}' {}; fix the schema", table, spec.name, problem));
     }
     for (std::size_t j = 0; j < i; ++j) {
       if (std::string_view(schema[j].name) == spec.name) {
@@ -169,6 +173,11 @@ ParamMap Config::validate(std::string_view table, std::span<const kiln_param_spe
                                       indexed(key, miss->index), miss->value, joined(choices),
                                       did_you_mean(miss->value, choices)));
       }
+      if (auto miss = check_range(*c.value, *spec)) {
+        const toml::node* bad = miss->index && value.is_array() ? value.as_array()->get(*miss->index) : &value;
+        throw ConfigError(fmt::format("{}: [{}] {} = {} is out of range: it {}", I.where(path, bad->source()), table,
+                                      indexed(key, miss->index), miss->value, miss->rule));
+      }
       if (spec->type == KILN_PARAM_PATH) {
         // A --set value is typed relative to the shell's working directory, a file's value
         // relative to the file (paths.hpp).
@@ -202,6 +211,9 @@ ParamMap Config::validate(std::string_view table, std::span<const kiln_param_spe
     const std::vector<std::string> choices = split_choices(spec.choices);
     if (auto miss = check_choices(value, nullptr, choices)) {
       throw ConfigError(fmt::format("{}: '{}' is not one of {}", what, miss->value, joined(choices)));
+    }
+    if (auto miss = check_range(value, spec)) {
+      throw ConfigError(fmt::format("{}: {} {}", what, miss->value, miss->rule));
     }
     result.values.set(spec.name, std::move(value), "default");
   }

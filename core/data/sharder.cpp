@@ -12,6 +12,7 @@
 #include "kiln/data/data_loader.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/rng.hpp"
+#include "kiln/sdk/checked_size.hpp"
 
 namespace kiln::data {
 namespace {
@@ -55,7 +56,12 @@ Sharder::Sharder(const ShardOptions& options) : options_(options) {
   if (o.count < 1) {
     throw DataError(fmt::format("the data source has {} samples; it needs at least one", o.count));
   }
-  const std::int64_t global = o.batch * o.world_size;
+  // Checked: a hostile batch would otherwise wrap the global batch (and the positions
+  // batch_in_order() computes, which stay below count + global) to something small or negative.
+  const char* hint = "use a batch that fits the data (loader.batch, loader.eval_batch)";
+  const std::int64_t global =
+      sdk::mul_or_throw(o.batch, o.world_size, "the global batch (loader batch x world size)", hint);
+  (void)sdk::add_or_throw(o.count, global, "the sample positions (samples + global batch)", hint);
   if (o.last_batch == LastBatch::drop) {
     steps_ = o.count / global;
     if (steps_ == 0) {

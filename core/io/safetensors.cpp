@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -12,6 +13,7 @@
 #include "kiln/errors.hpp"
 #include "kiln/io/json.hpp"
 #include "kiln/io/run_dir.hpp"
+#include "kiln/sdk/checked_size.hpp"
 
 namespace kiln::io {
 namespace {
@@ -27,6 +29,28 @@ DType parse_dtype(const std::string& s, const std::string& where) {
   if (s == "I64") return DType::i64;
   if (s == "U8") return DType::u8;
   throw DataError(fmt::format("{}: dtype '{}' is not one Kiln reads (F32, F16, BF16, F64, I32, I64, U8)", where, s));
+}
+
+// Byte size of a tensor a file header declares, checked: a hostile shape such as [2^62, 4] must be a
+// clear error, not a product that wraps to a small number that then matches its data_offsets.
+std::uint64_t declared_bytes(const Shape& shape, DType dtype, const std::string& where) {
+  std::int64_t n = 1;
+  for (auto d : shape) {
+    const auto next = sdk::checked_mul(n, d);
+    if (!next) {
+      throw DataError(fmt::format("{}: shape {} has more elements than fit in 64 bits; the file is corrupt or "
+                                  "not a checkpoint, use another one",
+                                  where, shape_string(shape)));
+    }
+    n = *next;
+  }
+  const auto bytes = sdk::checked_bytes(n, dtype_size(dtype));
+  if (!bytes) {
+    throw DataError(fmt::format("{}: shape {} needs more bytes than fit in 64 bits; the file is corrupt or not a "
+                                "checkpoint, use another one",
+                                where, shape_string(shape)));
+  }
+  return *bytes;
 }
 
 std::string json_escape(const std::string& s) {
@@ -73,7 +97,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
   std::set<std::string> names;
   for (const auto& t : tensors) {
     if (!names.insert(t.name).second) throw IoError(fmt::format("{}: two tensors named '{}'", path.string(), t.name));
-    const std::uint64_t bytes = static_cast<std::uint64_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
+    const std::uint64_t bytes = shape_bytes(t.shape, t.dtype);
     header += fmt::format("{}\"{}\":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
                           header.size() > 1 ? "," : "", json_escape(t.name), safetensors_dtype(t.dtype),
                           fmt::join(t.shape, ","), offset, offset + bytes);
@@ -86,7 +110,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xFF));
   out += header;
   for (const auto& t : tensors) {
-    const std::size_t bytes = static_cast<std::size_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
+    const std::size_t bytes = shape_bytes(t.shape, t.dtype);
     out.append(static_cast<const char*>(t.data), bytes);
   }
   write_file_atomic(path, out);
@@ -139,10 +163,18 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
     }
     const DType dt = parse_dtype(dtype->text, t_where);
     Shape s;
-    for (const auto& d : shape->array) s.push_back(static_cast<std::int64_t>(d.as_uint(t_where + " shape")));
+    for (const auto& d : shape->array) {
+      const std::uint64_t dim = d.as_uint(t_where + " shape");
+      if (dim > static_cast<std::uint64_t>(INT64_MAX)) {
+        throw DataError(fmt::format("{} has a dimension {} larger than 2^63 - 1; the file is corrupt or not a "
+                                    "checkpoint, use another one",
+                                    t_where, dim));
+      }
+      s.push_back(static_cast<std::int64_t>(dim));
+    }
     const std::uint64_t begin = offsets->array[0].as_uint(t_where + " data_offsets");
     const std::uint64_t end = offsets->array[1].as_uint(t_where + " data_offsets");
-    const std::uint64_t expected = static_cast<std::uint64_t>(shape_numel(s)) * dtype_size(dt);
+    const std::uint64_t expected = declared_bytes(s, dt, t_where);
     if (end < begin || end - begin != expected) {
       throw DataError(fmt::format("{}: data_offsets [{}, {}] hold {} bytes but {} {} needs {}", t_where, begin, end,
                                   end - begin, dtype->text, shape_string(s), expected));

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "kiln/errors.hpp"
 #include "kiln/sdk_internal/fingerprint.hpp"
@@ -14,6 +15,8 @@ namespace {
 
 // Far more than any real library; a larger count means we are reading garbage.
 constexpr std::uint32_t kMaxPluginsPerLibrary = 1024;
+// Likewise for one plugin's parameters; checked before the table is copied.
+constexpr std::uint32_t kMaxParamsPerPlugin = 4096;
 
 std::string abi_string(std::uint32_t major, std::uint32_t minor) {
   return std::to_string(major) + "." + std::to_string(minor);
@@ -25,13 +28,21 @@ std::string text_or_empty(const char* text) { return text ? std::string(text) : 
   throw PluginError("plugin library " + library.string() + ": " + what);
 }
 
-void check_params(const kiln_plugin_v1& plugin, const std::filesystem::path& library) {
-  if (plugin.num_params > 0 && plugin.params == nullptr) {
-    fail(library, "plugin '" + std::string(plugin.name) + "' declares " +
-                      std::to_string(plugin.num_params) + " parameters but no parameter table");
-  }
-  for (std::uint32_t i = 0; i < plugin.num_params; ++i) {
-    const kiln_param_spec_v1& p = plugin.params[i];
+// A plugin built for ABI 2.0/2.1 has parameter entries that end at `doc`; walking its table with
+// this host's larger sizeof would read past each entry. Entries are copied with the stride the
+// plugin was built with into zero-filled host structs, so its min, max and flags read as zeros.
+std::vector<kiln_param_spec_v1> read_params(const kiln_plugin_v1& plugin, std::uint16_t abi_minor) {
+  const std::size_t stride = abi_minor >= 2 ? sizeof(kiln_param_spec_v1) : offsetof(kiln_param_spec_v1, min);
+  std::vector<kiln_param_spec_v1> out(plugin.num_params, kiln_param_spec_v1{});
+  const auto* bytes = reinterpret_cast<const unsigned char*>(plugin.params);
+  for (std::uint32_t i = 0; i < plugin.num_params; ++i) std::memcpy(&out[i], bytes + i * stride, stride);
+  return out;
+}
+
+void check_params(const kiln_plugin_v1& plugin, const std::vector<kiln_param_spec_v1>& params,
+                  const std::filesystem::path& library) {
+  for (std::uint32_t i = 0; i < params.size(); ++i) {
+    const kiln_param_spec_v1& p = params[i];
     if (p.name == nullptr || *p.name == '\0') {
       fail(library, "plugin '" + std::string(plugin.name) + "' parameter #" + std::to_string(i) +
                         " has no name");
@@ -59,7 +70,17 @@ PluginInfo read_plugin(const kiln_plugin_v1& plugin, const kiln_library_v1& lib,
                       (plugin.create == nullptr ? "create" : "destroy") +
                       " function; build it with kiln::sdk::plugin<>() from the Kiln SDK");
   }
-  check_params(plugin, library);
+  if (plugin.num_params > 0 && plugin.params == nullptr) {
+    fail(library, "plugin '" + name + "' declares " + std::to_string(plugin.num_params) +
+                      " parameters but no parameter table");
+  }
+  if (plugin.num_params > kMaxParamsPerPlugin) {
+    fail(library, "plugin '" + name + "' declares " + std::to_string(plugin.num_params) +
+                      " parameters (at most " + std::to_string(kMaxParamsPerPlugin) +
+                      "); the descriptor is corrupt, rebuild the plugin");
+  }
+  std::vector<kiln_param_spec_v1> params = read_params(plugin, lib.abi_minor);
+  check_params(plugin, params, library);
 
   PluginInfo info;
   info.name = name;
@@ -71,7 +92,7 @@ PluginInfo read_plugin(const kiln_plugin_v1& plugin, const kiln_library_v1& lib,
   info.abi_minor = lib.abi_minor;
   info.kiln_version = text_or_empty(lib.kiln_version);
   info.contract_fingerprint = text_or_empty(lib.contract_fingerprint);
-  info.params.assign(plugin.params, plugin.params + plugin.num_params);
+  info.params = std::move(params);
   return info;
 }
 

@@ -17,8 +17,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr kiln_param_spec_v1 kCheckpointSchema[] = {
-    {"every_epochs", KILN_PARAM_INT, "1", nullptr, "Write a checkpoint every N epochs (and after the last); 0 = never."},
-    {"keep", KILN_PARAM_INT, "3", nullptr, "How many of the newest checkpoints to keep."},
+    {"every_epochs", KILN_PARAM_INT, "1", nullptr, "Write a checkpoint every N epochs (and after the last); 0 = never.", "0", nullptr},
+    {"keep", KILN_PARAM_INT, "3", nullptr, "How many of the newest checkpoints to keep.", "1", nullptr},
 };
 
 constexpr const char* kPrefix = "epoch-";

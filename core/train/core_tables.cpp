@@ -5,19 +5,22 @@ namespace kiln::train {
 namespace {
 
 constexpr kiln_param_spec_v1 kRun[] = {
-    {"epochs", KILN_PARAM_INT, "10", nullptr, "Passes over the training split."},
-    {"seed", KILN_PARAM_INT, "42", nullptr, "Seed for initialisation, shuffling, augmentation and dropout."},
+    {"epochs", KILN_PARAM_INT, "10", nullptr, "Passes over the training split.", "1", nullptr},
+    {"seed", KILN_PARAM_INT, "42", nullptr, "Seed for initialisation, shuffling, augmentation and dropout.", "0", nullptr},
     {"run_dir", KILN_PARAM_STRING, "\"\"", nullptr,
      "Output directory; empty means runs/<YYYYmmdd-HHMMSS>. --run-dir overrides it."},
+    {"stop_on_nonfinite_loss", KILN_PARAM_BOOL, "true", nullptr,
+     "Stop with an error naming the epoch and step when the loss becomes inf or nan (no checkpoint is "
+     "written for that epoch); false trains on."},
     {"grad_bucket_mb", KILN_PARAM_FLOAT, "25.0", nullptr,
-     "Gradient all-reduce bucket size in MB (buckets are reduced while backward continues)."},
+     "Gradient all-reduce bucket size in MB (buckets are reduced while backward continues).", "0", nullptr, KILN_PARAM_MIN_EXCLUSIVE},
 };
 
 constexpr kiln_param_spec_v1 kLoader[] = {
-    {"batch", KILN_PARAM_INT, "64", nullptr, "Samples per rank per step (global batch = batch x world size)."},
-    {"eval_batch", KILN_PARAM_INT, "0", nullptr, "Per-rank evaluation batch; 0 means the same as batch."},
-    {"workers", KILN_PARAM_INT, "1", nullptr, "Decode threads per rank."},
-    {"prefetch", KILN_PARAM_INT, "4", nullptr, "Batches decoded ahead of the trainer."},
+    {"batch", KILN_PARAM_INT, "64", nullptr, "Samples per rank per step (global batch = batch x world size).", "1", nullptr},
+    {"eval_batch", KILN_PARAM_INT, "0", nullptr, "Per-rank evaluation batch; 0 means the same as batch.", "0", nullptr},
+    {"workers", KILN_PARAM_INT, "1", nullptr, "Decode threads per rank.", "1", "1024"},
+    {"prefetch", KILN_PARAM_INT, "4", nullptr, "Batches decoded ahead of the trainer.", "1", "1024"},
     {"last_batch", KILN_PARAM_STRING, "\"drop\"", "drop|pad|partial",
      "Training: what to do with the samples that do not fill a global batch."},
     {"eval_last_batch", KILN_PARAM_STRING, "\"partial\"", "drop|pad|partial",
@@ -27,7 +30,7 @@ constexpr kiln_param_spec_v1 kLoader[] = {
 
 constexpr kiln_param_spec_v1 kLoss[] = {
     {"label_smoothing", KILN_PARAM_FLOAT, "0.0", nullptr,
-     "Softmax cross-entropy target: (1 - s) * onehot + s / classes."},
+     "Softmax cross-entropy target: (1 - s) * onehot + s / classes.", "0", "1", KILN_PARAM_MAX_EXCLUSIVE},
 };
 
 constexpr kiln_param_spec_v1 kLog[] = {
@@ -38,7 +41,7 @@ constexpr kiln_param_spec_v1 kLog[] = {
 
 constexpr kiln_param_spec_v1 kDist[] = {
     {"timeout_s", KILN_PARAM_FLOAT, "300.0", nullptr,
-     "Seconds every collective and the rendezvous may take before the rank gives up and exits."},
+     "Seconds every collective and the rendezvous may take before the rank gives up and exits.", "0", "604800", KILN_PARAM_MIN_EXCLUSIVE},
     {"rendezvous", KILN_PARAM_STRING, "\"\"", nullptr,
      "Store the ranks meet through: \"file:<dir>\" on a path every rank sees. Empty: none for one "
      "rank, the supervisor's under --nproc, else the KILN_RENDEZVOUS environment variable."},

@@ -12,10 +12,10 @@ namespace kiln::train {
 namespace {
 
 constexpr kiln_param_spec_v1 kScheduleSchema[] = {
-    {"warmup_epochs", KILN_PARAM_FLOAT, "0.0", nullptr, "Linear warmup length in epochs (fractions allowed)."},
-    {"min_lr", KILN_PARAM_FLOAT, "0.0", nullptr, "cosine: the floor the rate decays to at the end of the run."},
-    {"milestones", KILN_PARAM_INT_LIST, "[]", nullptr, "step: epochs at which the rate is multiplied by gamma."},
-    {"gamma", KILN_PARAM_FLOAT, "0.1", nullptr, "step: factor applied at each milestone."},
+    {"warmup_epochs", KILN_PARAM_FLOAT, "0.0", nullptr, "Linear warmup length in epochs (fractions allowed).", "0", nullptr},
+    {"min_lr", KILN_PARAM_FLOAT, "0.0", nullptr, "cosine: the floor the rate decays to at the end of the run.", "0", nullptr},
+    {"milestones", KILN_PARAM_INT_LIST, "[]", nullptr, "step: epochs at which the rate is multiplied by gamma.", "0", nullptr},
+    {"gamma", KILN_PARAM_FLOAT, "0.1", nullptr, "step: factor applied at each milestone.", "0", nullptr, KILN_PARAM_MIN_EXCLUSIVE},
 };
 
 }  // namespace

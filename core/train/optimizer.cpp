@@ -11,20 +11,20 @@ namespace {
 // Keys every optimizer takes, then each type's own; a key of another type is an unknown key
 // (with did-you-mean and file:line) like any other, and config.toml holds only keys that apply.
 constexpr kiln_param_spec_v1 kSgdSchema[] = {
-    {"lr", KILN_PARAM_FLOAT, "0.001", nullptr, "Base learning rate (the schedule scales it)."},
-    {"weight_decay", KILN_PARAM_FLOAT, "0.0", nullptr, "L2 penalty; never applied to biases or BN parameters."},
-    {"momentum", KILN_PARAM_FLOAT, "0.0", nullptr, "Momentum factor."},
-    {"dampening", KILN_PARAM_FLOAT, "0.0", nullptr, "Dampening for momentum."},
+    {"lr", KILN_PARAM_FLOAT, "0.001", nullptr, "Base learning rate (the schedule scales it).", "0", nullptr, KILN_PARAM_MIN_EXCLUSIVE},
+    {"weight_decay", KILN_PARAM_FLOAT, "0.0", nullptr, "L2 penalty; never applied to biases or BN parameters.", "0", nullptr},
+    {"momentum", KILN_PARAM_FLOAT, "0.0", nullptr, "Momentum factor.", "0", "1", KILN_PARAM_MAX_EXCLUSIVE},
+    {"dampening", KILN_PARAM_FLOAT, "0.0", nullptr, "Dampening for momentum.", "0", "1", KILN_PARAM_MAX_EXCLUSIVE},
     {"nesterov", KILN_PARAM_BOOL, "false", nullptr, "Nesterov momentum."},
 };
 
 constexpr kiln_param_spec_v1 kAdamSchema[] = {
-    {"lr", KILN_PARAM_FLOAT, "0.001", nullptr, "Base learning rate (the schedule scales it)."},
+    {"lr", KILN_PARAM_FLOAT, "0.001", nullptr, "Base learning rate (the schedule scales it).", "0", nullptr, KILN_PARAM_MIN_EXCLUSIVE},
     {"weight_decay", KILN_PARAM_FLOAT, "0.0", nullptr,
-     "L2 penalty (adam) or decoupled decay (adamw); never applied to biases or BN parameters."},
-    {"beta1", KILN_PARAM_FLOAT, "0.9", nullptr, "Decay of the first moment."},
-    {"beta2", KILN_PARAM_FLOAT, "0.999", nullptr, "Decay of the second moment."},
-    {"eps", KILN_PARAM_FLOAT, "1e-8", nullptr, "Term added to the denominator."},
+     "L2 penalty (adam) or decoupled decay (adamw); never applied to biases or BN parameters.", "0", nullptr},
+    {"beta1", KILN_PARAM_FLOAT, "0.9", nullptr, "Decay of the first moment.", "0", "1", KILN_PARAM_MAX_EXCLUSIVE},
+    {"beta2", KILN_PARAM_FLOAT, "0.999", nullptr, "Decay of the second moment.", "0", "1", KILN_PARAM_MAX_EXCLUSIVE},
+    {"eps", KILN_PARAM_FLOAT, "1e-8", nullptr, "Term added to the denominator.", "0", nullptr, KILN_PARAM_MIN_EXCLUSIVE},
 };
 
 float positive(const ParamMap& t, const char* key) {

@@ -22,6 +22,7 @@
 #include "kiln/plugin/guarded.hpp"
 #include "kiln/plugin/plugin_call.hpp"
 #include "kiln/plugin/registry.hpp"
+#include "kiln/sdk/checked_size.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/core_tables.hpp"
 #include "kiln/train/fingerprint_communicator.hpp"
@@ -49,6 +50,19 @@ PluginChoice choose(config::Config& cfg, const plugin::Registry& registry, std::
 
 /// Accepts a data source whose samples the model can take: same dtype and element count
 /// (a model with a 1-D input takes any sample shape of that size, flattened).
+// The loader stages `prefetch + 1` buffers of batch x sample bytes; checked here, naming the key,
+// so that a huge batch is a config error before any allocation rather than a product that wraps.
+void check_batch_bytes(const ParamMap& loader, const char* key, std::int64_t batch, const DatasetInfo& data,
+                       const std::string& table) {
+  const std::string what = fmt::format("{} x one {} sample {}{}", loader.where(key), table,
+                                       dtype_name(data.sample_dtype), shape_string(data.sample_shape));
+  const char* hint = "use a batch that fits in memory";
+  const std::int64_t elems = sdk::mul_or_throw(batch, shape_numel(data.sample_shape), what, hint);
+  const auto bytes = sdk::checked_bytes(sdk::mul_or_throw(elems, loader.get_int("prefetch") + 1, what, hint),
+                                        dtype_size(data.sample_dtype));
+  if (!bytes) throw ConfigError(fmt::format("{} needs more bytes than fit in 64 bits; {}", what, hint));
+}
+
 void check_model_data(const InputSpec& spec, const DatasetInfo& data, const std::string& table) {
   const bool same_shape = spec.sample_shape == data.sample_shape;
   const bool flattenable = spec.sample_shape.size() == 1 && shape_numel(spec.sample_shape) == shape_numel(data.sample_shape);
@@ -261,6 +275,12 @@ RunOutcome run_training(const TrainCommand& command) {
     check_model_data(spec, eval_info, "data.eval");
   }
 
+  check_batch_bytes(loader, "batch", batch, train_info, "data.train");
+  if (parts.eval_data) {
+    check_batch_bytes(loader, loader.get_int("eval_batch") > 0 ? "eval_batch" : "batch", eval_batch, eval_info,
+                      "data.eval");
+  }
+
   const DeviceInfo dev = backend_call("device()", [&] { return parts.backend->device(); });
   if (!parts.comm->accepts(dev.memory)) {
     throw ConfigError(fmt::format(
@@ -276,6 +296,7 @@ RunOutcome run_training(const TrainCommand& command) {
   to.epochs = epochs;
   to.seed = static_cast<std::uint64_t>(run.get_int("seed"));
   to.label_smoothing = static_cast<float>(smoothing);
+  to.stop_on_nonfinite_loss = run.get_bool("stop_on_nonfinite_loss");
   to.bucket_bytes = static_cast<std::int64_t>(bucket_mb * 1e6);
   to.train_loader = loader_options(loader, ranks, train_info.count, batch, "last_batch",
                                    loader.get_bool("shuffle") ? data::Shuffle::yes : data::Shuffle::no, to.seed);

@@ -10,6 +10,7 @@
 #include "kiln/sdk/nn/layers.hpp"
 #include "kiln/rng.hpp"
 #include "kiln/train/checkpoint.hpp"
+#include "kiln/train/loss_guard.hpp"
 #include "kiln/train/compute_boundary.hpp"
 #include "kiln/train/grad_sync.hpp"
 #include "kiln/sdk/param_runs.hpp"
@@ -155,6 +156,12 @@ struct Trainer::Impl {
       const auto sync_start = Clock::now();
       grad_sync->finish();
       st.comm_wait_seconds += seconds_since(sync_start);
+      // Before the optimizer step: a diverged step must not reach the weights or a checkpoint.
+      // The running sum is checked every step, so the first non-finite one is the step named.
+      if (opt.stop_on_nonfinite_loss) {
+        stop_if_loss_nonfinite(backend(), *parts.comm, ranks.world_size, loss.totals().first,
+                               {epoch, opt.epochs, batch->step, steps, lr});
+      }
       ++st.steps;
       if (precision.after_allreduce(backend(), params) == StepDecision::apply) {
         optimizer->step(backend(), params, static_cast<float>(lr));

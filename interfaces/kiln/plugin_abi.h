@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 2
-#define KILN_ABI_MINOR 1
+#define KILN_ABI_MINOR 2
 /* Exported symbol name and the ELF section that holds it. */
 #define KILN_LIBRARY_SYMBOL "kiln_plugin_library"
 #define KILN_LIBRARY_SECTION "kilnplug"
@@ -51,13 +51,25 @@ typedef enum kiln_param_type {
   KILN_PARAM_PATH = 8
 } kiln_param_type;
 
-/* One parameter of a plugin's config table. */
+/* kiln_param_spec_v1.flags (ABI 2.2). */
+#define KILN_PARAM_ALLOW_NONFINITE 1u /* a float (or float list) may be inf or nan */
+#define KILN_PARAM_MIN_EXCLUSIVE 2u   /* the value must be > min, not >= min */
+#define KILN_PARAM_MAX_EXCLUSIVE 4u   /* the value must be < max, not <= max */
+
+/* One parameter of a plugin's config table. Entries of a plugin built for ABI 2.0/2.1 end at
+ * `doc`: the host walks such a table with that shorter stride and reads the fields after it as
+ * zeros (unbounded; floats must still be finite). */
 typedef struct kiln_param_spec_v1 {
   const char* name;          /* key in the table, snake_case */
   uint32_t type;             /* kiln_param_type */
   const char* default_value; /* a TOML literal ("0.2", "[128]", "\"relu\""); NULL = required */
   const char* choices;       /* for strings: allowed values separated by '|'; NULL = any */
   const char* doc;           /* one sentence, shown by `kiln plugins show` */
+  /* ABI 2.2. Bounds as TOML number literals ("0", "1e-12"); NULL = unbounded on that side. They
+   * apply to ints, floats and every element of int and float lists. */
+  const char* min;
+  const char* max;
+  uint32_t flags; /* KILN_PARAM_* flags above; 0 = inclusive bounds, finite floats only */
 } kiln_param_spec_v1;
 
 /* One plugin. A library may export several (comm-nccl exports nccl-ring and nccl-tree). */

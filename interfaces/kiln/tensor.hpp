@@ -40,8 +40,12 @@ enum class Layout : std::uint8_t {
 
 /// Logical shape, outermost dimension first.
 using Shape = std::vector<std::int64_t>;
-/// Product of the dimensions (1 for a scalar shape {}).
-std::int64_t shape_numel(const Shape& shape) noexcept;
+/// Product of the dimensions (1 for a scalar shape {}). Throws BackendError when a dimension is
+/// negative or the product does not fit in int64 (a hostile config or file could otherwise make it
+/// wrap to a small number and the allocation too small for the writes that follow).
+std::int64_t shape_numel(const Shape& shape);
+/// shape_numel(shape) * dtype_size(dtype), checked the same way against size_t.
+std::size_t shape_bytes(const Shape& shape, DType dtype);
 /// "(64, 784)".
 std::string shape_string(const Shape& shape);
 
@@ -82,6 +86,7 @@ class Tensor {
   /// Size of dimension `i`; negative `i` counts from the end. Throws BackendError out of range.
   std::int64_t dim(int i) const;
   int rank() const noexcept { return static_cast<int>(shape_.size()); }
+  // The constructor checked that numel and bytes fit, so these never throw once it returned.
   std::int64_t numel() const noexcept { return shape_numel(shape_); }
   std::size_t bytes() const noexcept { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
   DType dtype() const noexcept { return dtype_; }

@@ -11,7 +11,7 @@ constexpr kiln_param_spec_v1 kGlooParams[] = {
      "halving_doubling, or bcube (world size a power of bcube_base)"},
     {"interface", KILN_PARAM_STRING, "\"\"", nullptr,
      "Network interface for TCP (\"lo\", \"eth0\"); empty resolves this host's name"},
-    {"bcube_base", KILN_PARAM_INT, "2", nullptr, "Group size of the bcube algorithm (2..64)"},
+    {"bcube_base", KILN_PARAM_INT, "2", nullptr, "Group size of the bcube algorithm", "2", "64"},
 };
 
 }  // namespace

@@ -63,20 +63,7 @@ MnistSource::MnistSource(const PluginArgs& args) {
   if (split_ != "train" && split_ != "test") {
     throw ConfigError(fmt::format("{} = \"{}\": use \"train\" or \"test\"", p.where("split"), split_));
   }
-  if (!std::isfinite(mean)) {
-    throw ConfigError(fmt::format("{} = {} must be a finite number", p.where("mean"), mean));
-  }
-  if (!(stddev > 0) || !std::isfinite(stddev)) {
-    throw ConfigError(fmt::format("{} = {} must be a finite number > 0 (it divides every pixel)",
-                                  p.where("std"), stddev));
-  }
-  if (limit < 0) {
-    throw ConfigError(fmt::format("{} = {} must be >= 0 (0 reads every sample)", p.where("limit"), limit));
-  }
-  if (num_classes < 1 || num_classes > 256) {
-    throw ConfigError(fmt::format("{} = {} must be in 1..256 (IDX labels are bytes)",
-                                  p.where("num_classes"), num_classes));
-  }
+  // mean, std, limit and num_classes: the schema's ranges (plugin.cpp) were checked by the core.
   std::error_code ec;
   if (!fs::is_directory(path, ec)) {
     throw DataError(fmt::format("{}: \"{}\" is not a directory; point it at the folder with the "

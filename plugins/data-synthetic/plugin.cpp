@@ -6,10 +6,10 @@
 namespace {
 
 constexpr kiln_param_spec_v1 kSyntheticParams[] = {
-    {"shape", KILN_PARAM_INT_LIST, "[3, 224, 224]", nullptr, "Shape of one sample, e.g. [3, 224, 224] (with output = \"u8\": [C, H, W] of the image)."},
-    {"classes", KILN_PARAM_INT, "1000", nullptr, "Number of classes; labels are uniform in [0, classes)."},
-    {"count", KILN_PARAM_INT, "10000", nullptr, "Number of samples (ImageNet's train split has 1281167)."},
-    {"seed", KILN_PARAM_INT, "0", nullptr, "Sample i is a pure function of (seed, i), the same every epoch."},
+    {"shape", KILN_PARAM_INT_LIST, "[3, 224, 224]", nullptr, "Shape of one sample, e.g. [3, 224, 224] (with output = \"u8\": [C, H, W] of the image).", "1", nullptr},
+    {"classes", KILN_PARAM_INT, "1000", nullptr, "Number of classes; labels are uniform in [0, classes).", "1", "2147483647"},
+    {"count", KILN_PARAM_INT, "10000", nullptr, "Number of samples (ImageNet's train split has 1281167).", "1", nullptr},
+    {"seed", KILN_PARAM_INT, "0", nullptr, "Sample i is a pure function of (seed, i), the same every epoch.", "0", nullptr},
     {"output", KILN_PARAM_STRING, "\"f32\"", "f32|u8",
      "f32: normal-ish values in `shape`; u8: raw bytes (H, W, C) for shape [C, H, W] (model input = \"u8\")."},
 };

@@ -43,17 +43,7 @@ SyntheticSource::SyntheticSource(const PluginArgs& args) {
                                   p.where("output"), output));
   }
   if (shape.empty()) throw ConfigError(p.where("shape") + " is empty; give the sample shape, e.g. [3, 224, 224]");
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 1) {
-      throw ConfigError(fmt::format("{}: dimension {} is {}; every dimension must be >= 1", p.where("shape"), i,
-                                    shape[i]));
-    }
-  }
-  if (classes < 1 || classes > (std::int64_t{1} << 31) - 1) {
-    throw ConfigError(fmt::format("{} = {} must be in 1..2^31-1", p.where("classes"), classes));
-  }
-  if (count < 1) throw ConfigError(fmt::format("{} = {} must be >= 1", p.where("count"), count));
-  if (seed < 0) throw ConfigError(fmt::format("{} = {} must be >= 0", p.where("seed"), seed));
+  // Each dimension >= 1, classes in 1..2^31-1, count >= 1, seed >= 0: the schema's ranges.
   if (output_ == Output::u8 && shape.size() != 3) {
     throw ConfigError(fmt::format("{} has {} dimensions but {} = \"u8\" makes images: give [C, H, W], "
                                   "e.g. [3, 224, 224] (samples are then (H, W, C) u8)",

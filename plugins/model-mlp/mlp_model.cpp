@@ -15,6 +15,8 @@
 #include <kiln/rng.hpp>
 #include <kiln/sdk/plugin.hpp>
 
+#include "mlp_size.hpp"
+
 namespace kiln::mlp {
 namespace {
 
@@ -36,13 +38,9 @@ class MlpModel final : public Model {
         classes_(args.params->get_int("num_classes")),
         activation_(parse_activation(*args.params)),
         dropout_(static_cast<float>(args.params->get_float("dropout"))) {
+    // The schema's ranges have checked each value; what they cannot express is the total.
     const ParamMap& p = *args.params;
-    if (in_features_ < 1) throw ConfigError(p.where("in_features") + " must be at least 1");
-    if (classes_ < 2) throw ConfigError(p.where("num_classes") + " must be at least 2");
-    for (auto h : hidden_) {
-      if (h < 1) throw ConfigError(p.where("hidden") + " has a layer of size " + std::to_string(h));
-    }
-    if (!(dropout_ >= 0.0 && dropout_ < 1.0)) throw ConfigError(p.where("dropout") + " must be in [0, 1)");
+    check_fits_in_memory(p, mlp_parameter_count(p, in_features_, hidden_, classes_), physical_memory_bytes());
 
     std::int64_t width = in_features_;
     for (std::size_t i = 0; i < hidden_.size(); ++i) {
@@ -114,11 +112,13 @@ class MlpModel final : public Model {
 };
 
 constexpr kiln_param_spec_v1 kMlpParams[] = {
-    {"in_features", KILN_PARAM_INT, "784", nullptr, "Features per input sample (28x28 images flatten to 784)."},
-    {"hidden", KILN_PARAM_INT_LIST, "[128]", nullptr, "Width of each hidden layer, input side first."},
+    {"in_features", KILN_PARAM_INT, "784", nullptr, "Features per input sample (28x28 images flatten to 784).", "1",
+     nullptr},
+    {"hidden", KILN_PARAM_INT_LIST, "[128]", nullptr, "Width of each hidden layer, input side first.", "1", nullptr},
     {"activation", KILN_PARAM_STRING, "\"relu\"", "relu|tanh|sigmoid|gelu", "Activation after each hidden layer."},
-    {"dropout", KILN_PARAM_FLOAT, "0.2", nullptr, "Dropout probability after each hidden activation (training only)."},
-    {"num_classes", KILN_PARAM_INT, "10", nullptr, "Number of output classes (logits)."},
+    {"dropout", KILN_PARAM_FLOAT, "0.2", nullptr, "Dropout probability after each hidden activation (training only).",
+     "0", "1", KILN_PARAM_MAX_EXCLUSIVE},
+    {"num_classes", KILN_PARAM_INT, "10", nullptr, "Number of output classes (logits).", "2", nullptr},
 };
 
 }  // namespace kiln::mlp

@@ -34,19 +34,14 @@ Architecture architecture_for(std::int64_t depth, const std::string& where) {
 
 namespace {
 
-/// Three finite floats (one per RGB channel) from a float-list parameter; `positive` for std.
-void read_rgb(const ParamMap& p, const char* key, bool positive, float (&out)[3]) {
+/// Three floats (one per RGB channel) from a float-list parameter; the schema's ranges made them
+/// finite (and > 0 for std), the count is checked here.
+void read_rgb(const ParamMap& p, const char* key, float (&out)[3]) {
   const auto& v = p.get<std::vector<double>>(key);
   if (v.size() != 3) {
     throw ConfigError(fmt::format("{} has {} values; give one per RGB channel (3)", p.where(key), v.size()));
   }
-  for (std::size_t i = 0; i < 3; ++i) {
-    if (!std::isfinite(v[i]) || (positive && !(v[i] > 0))) {
-      throw ConfigError(fmt::format("{}: value {} at index {} must be a finite number{}", p.where(key), v[i], i,
-                                    positive ? " > 0 (it divides every pixel)" : ""));
-    }
-    out[i] = static_cast<float>(v[i]);
-  }
+  for (std::size_t i = 0; i < 3; ++i) out[i] = static_cast<float>(v[i]);
 }
 
 }  // namespace
@@ -74,24 +69,14 @@ ResnetModel::ResnetModel(const PluginArgs& args) {
                                   "images) or \"u8\" (raw (H, W, 3) bytes, normalised by the model)",
                                   p.where("input"), input));
   }
-  read_rgb(p, "mean", false, normalize_.mean);
-  read_rgb(p, "std", true, normalize_.std);
+  read_rgb(p, "mean", normalize_.mean);
+  read_rgb(p, "std", normalize_.std);
   const Architecture arch = architecture_for(depth_, p.where("depth"));
-  if (classes_ < 2) throw ConfigError(fmt::format("{} = {} must be at least 2", p.where("num_classes"), classes_));
-  if (!(width_ > 0) || !std::isfinite(width_) || width_ > 64) {
-    throw ConfigError(fmt::format("{} = {} must be a multiplier in (0, 64] of the base widths 64..512",
-                                  p.where("width"), width_));
-  }
-  if (in_channels_ < 1) {
-    throw ConfigError(fmt::format("{} = {} must be at least 1", p.where("in_channels"), in_channels_));
-  }
+  // num_classes >= 2, width in (0, 64], in_channels >= 1, image_size >= 32, std > 0 and every
+  // float finite: the schema's ranges (plugin.cpp), checked by the core before this runs.
   if (input_kind_ == InputKind::u8 && in_channels_ != 3) {
     throw ConfigError(fmt::format("{} = {} but {} = \"u8\" takes RGB (H, W, 3) bytes; set in_channels = 3",
                                   p.where("in_channels"), in_channels_, p.where("input")));
-  }
-  if (image_size_ < 32) {
-    throw ConfigError(fmt::format("{} = {} is too small: ResNet downsamples by 32, use at least 32",
-                                  p.where("image_size"), image_size_));
   }
 
   const nn::GammaInit last_gamma = zero_init ? nn::GammaInit::zeros : nn::GammaInit::ones;

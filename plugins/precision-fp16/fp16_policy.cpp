@@ -93,15 +93,19 @@ class Fp16Policy final : public PrecisionPolicy {
 };
 
 constexpr kiln_param_spec_v1 kFp16Params[] = {
-    {"initial_scale", KILN_PARAM_FLOAT, "65536.0", nullptr, "Loss scale at the first step (2^16)."},
+    {"initial_scale", KILN_PARAM_FLOAT, "65536.0", nullptr, "Loss scale at the first step (2^16).", "0", nullptr,
+     KILN_PARAM_MIN_EXCLUSIVE},
     {"growth_interval", KILN_PARAM_INT, "2000", nullptr,
-     "Consecutive finite steps after which the scale grows by growth_factor."},
-    {"growth_factor", KILN_PARAM_FLOAT, "2.0", nullptr, "Multiplier applied after growth_interval finite steps (> 1)."},
+     "Consecutive finite steps after which the scale grows by growth_factor.", "1", nullptr},
+    {"growth_factor", KILN_PARAM_FLOAT, "2.0", nullptr, "Multiplier applied after growth_interval finite steps.", "1",
+     nullptr, KILN_PARAM_MIN_EXCLUSIVE},
     {"backoff_factor", KILN_PARAM_FLOAT, "0.5", nullptr,
-     "Multiplier applied when a step's reduced gradients contain inf/NaN; that step is skipped."},
+     "Multiplier applied when a step's reduced gradients contain inf/NaN; that step is skipped.", "0", "1",
+     KILN_PARAM_MIN_EXCLUSIVE | KILN_PARAM_MAX_EXCLUSIVE},
     {"min_scale", KILN_PARAM_FLOAT, "1.0", nullptr,
-     "Floor: a backoff below it stops the run with an error (the model diverged or the data has inf/NaN)."},
-    {"max_scale", KILN_PARAM_FLOAT, "16777216.0", nullptr, "Cap on the grown scale (2^24)."},
+     "Floor: a backoff below it stops the run with an error (the model diverged or the data has inf/NaN).", "0",
+     nullptr, KILN_PARAM_MIN_EXCLUSIVE},
+    {"max_scale", KILN_PARAM_FLOAT, "16777216.0", nullptr, "Cap on the grown scale (2^24).", "0", nullptr, KILN_PARAM_MIN_EXCLUSIVE},
     {"dynamic", KILN_PARAM_BOOL, "true", nullptr,
      "false: keep initial_scale fixed and stop with an error at the first inf/NaN gradient."},
 };

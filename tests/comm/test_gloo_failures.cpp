@@ -119,8 +119,8 @@ BOOST_AUTO_TEST_CASE(bcube_needs_a_power_of_its_base) {
   });
   BOOST_TEST(msg.find("needs a world size that is a power of 2") != std::string::npos, msg);
   const auto base = error_text<ConfigError>([&] { make_communicator("gloo", "bcube_base = 1", rank_of(0, 1)); });
-  BOOST_TEST(base.find("comm.bcube_base (test.toml:") != std::string::npos, base);
-  BOOST_TEST(base.find("= 1 is out of range") != std::string::npos, base);
+  // The schema's range refuses it before the communicator is created.
+  BOOST_TEST(base == "test.toml:3:14: [comm] bcube_base = 1 is out of range: it must be in [2, 64]", base);
 }
 
 BOOST_AUTO_TEST_CASE(connects_through_a_file_store) {

@@ -147,7 +147,7 @@ BOOST_AUTO_TEST_CASE(larger_world_needs_named_run_dir) {
 BOOST_AUTO_TEST_CASE(timeout_must_be_positive) {
   const Result r = train({"--set", "dist.timeout_s=0", "--run-dir", (scratch() / "run-timeout").string()});
   BOOST_TEST(error_line(r) ==
-             "kiln: error: dist.timeout_s (--set dist.timeout_s) = 0 must be > 0 and at most 604800 (one week)");
+             "kiln: error: --set dist.timeout_s: [dist] timeout_s = 0 is out of range: it must be in (0, 604800]");
   BOOST_TEST(!fs::exists(scratch() / "run-timeout"));
 }
 

@@ -78,7 +78,8 @@ BOOST_AUTO_TEST_CASE(list_json_carries_the_same_facts) {
                                 "\", \"abi\": \"" KILN_STRINGIFY(KILN_ABI_MAJOR) "." KILN_STRINGIFY(KILN_ABI_MINOR) "\", \"kiln_version\": \"" KILN_VERSION_STRING
                                 "\", \"params\": [{\"name\": \"scale\", \"type\": \"float\", "
                                 "\"default\": \"1.0\", \"choices\": null, \"doc\": \"Constant loss "
-                                "scale.\"}, {\"name\": \"mode\", \"type\": \"string\", \"default\": "
+                                "scale.\", \"min\": null, \"max\": null, \"range\": \"finite\"}, "
+                                "{\"name\": \"mode\", \"type\": \"string\", \"default\": "
                                 "\"\\\"fast\\\"\", \"choices\": \"fast|slow\""));
   BOOST_TEST(contains(json, "\"default\": null"));
   BOOST_TEST(contains(json, "\"failures\": [\n  {\"library\": \"" +
@@ -96,7 +97,7 @@ BOOST_AUTO_TEST_CASE(show_lists_details_and_every_parameter) {
   BOOST_TEST(contains(text, "  Plugin ABI  " KILN_STRINGIFY(KILN_ABI_MAJOR) "." KILN_STRINGIFY(KILN_ABI_MINOR) "\n"));
   BOOST_TEST(contains(text, "  Built with  Kiln SDK " KILN_VERSION_STRING ", contract " KILN_CONTRACT_FINGERPRINT "\n"));
   BOOST_TEST(contains(text, "\nParameters:\n"
-                            "  scale   float, default 1.0\n"
+                            "  scale   float, default 1.0, finite\n"
                             "          Constant loss scale.\n"
                             "  mode    string, default \"fast\", one of: fast|slow\n"
                             "          How hard to try.\n"

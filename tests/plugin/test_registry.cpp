@@ -66,6 +66,26 @@ BOOST_AUTO_TEST_CASE(good_library_is_found_with_its_descriptor) {
   BOOST_TEST(registry.find(KILN_KIND_MODEL, "fixture-fp32") == nullptr);
 }
 
+// ABI 2.2 appended min, max and flags to kiln_param_spec_v1; a 2.1 plugin's table has the shorter
+// entries, and reading it with the new stride would take each entry's name from the wrong place.
+BOOST_AUTO_TEST_CASE(an_abi_2_1_parameter_table_is_read_with_its_own_entry_size) {
+  auto registry = scanned({fixture_dir("abi-2-1-params")});
+  BOOST_TEST(registry.failures().empty());
+  const auto* info = registry.find(KILN_KIND_PRECISION, "fixture-fp32");
+  BOOST_REQUIRE(info != nullptr);
+  BOOST_TEST(info->abi_minor == 1u);
+  BOOST_REQUIRE_EQUAL(info->params.size(), 3u);
+  BOOST_TEST(std::string(info->params[1].name) == "mode");
+  BOOST_TEST(std::string(info->params[1].choices) == "fast|slow");
+  BOOST_TEST(std::string(info->params[2].name) == "budget");
+  BOOST_TEST(info->params[2].default_value == nullptr);
+  for (const auto& p : info->params) {
+    BOOST_TEST(p.min == nullptr);  // unbounded: the plugin knew of no ranges
+    BOOST_TEST(p.max == nullptr);
+    BOOST_TEST(p.flags == 0u);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(created_objects_get_args_and_are_destroyed_by_the_plugin) {
   auto registry = scanned({fixture_dir("good")});
   const auto& info = registry.require(KILN_KIND_PRECISION, "fixture-fp32", "precision");

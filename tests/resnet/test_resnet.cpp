@@ -147,10 +147,11 @@ BOOST_AUTO_TEST_CASE(bad_model_parameters_are_config_errors_naming_the_key) {
   BOOST_TEST(error_text<ConfigError>([] { kiln::test::make_resnet("depth = 42"); }) ==
              "model.depth (test.toml:2) = 42 is not a ResNet depth; use 18, 34, 50, 101 or 152");
   BOOST_TEST(error_text<ConfigError>([] { kiln::test::make_resnet("image_size = 16"); }) ==
-             "model.image_size (test.toml:2) = 16 is too small: ResNet downsamples by 32, use at least 32");
-  BOOST_TEST(error_text<ConfigError>([] { kiln::test::make_resnet("width = 0.0"); }).find("model.width") == 0);
+             "test.toml:2:14: [model] image_size = 16 is out of range: it must be >= 32");
+  BOOST_TEST(error_text<ConfigError>([] { kiln::test::make_resnet("width = 0.0"); }) ==
+             "test.toml:2:9: [model] width = 0 is out of range: it must be in (0, 64]");
   BOOST_TEST(error_text<ConfigError>([] { kiln::test::make_resnet("num_classes = 1"); }) ==
-             "model.num_classes (test.toml:2) = 1 must be at least 2");
+             "test.toml:2:15: [model] num_classes = 1 is out of range: it must be >= 2");
 }
 
 BOOST_AUTO_TEST_CASE(a_backend_without_conv_is_refused_at_build_naming_the_op) {
@@ -219,7 +220,7 @@ BOOST_AUTO_TEST_CASE(synthetic_defaults_and_errors) {
   BOOST_TEST(error_text<kiln::DataError>([&] { src->read(10000, 0, kiln::SampleSlot{small.data(), 40, &label}); }) ==
              "synthetic: sample index 10000 is outside [0, 10000) (data count)");
   BOOST_TEST(error_text<kiln::ConfigError>([] { kiln::test::make_synthetic("shape = [3, 0, 4]"); }) ==
-             "data.shape (test.toml:2): dimension 1 is 0; every dimension must be >= 1");
+             "test.toml:2:13: [data] shape[1] = 0 is out of range: it must be >= 1");
   BOOST_TEST(error_text<kiln::ConfigError>([] { kiln::test::make_synthetic("count = 0"); }) ==
-             "data.count (test.toml:2) = 0 must be >= 1");
+             "test.toml:2:9: [data] count = 0 is out of range: it must be >= 1");
 }

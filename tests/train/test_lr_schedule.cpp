@@ -77,11 +77,16 @@ BOOST_AUTO_TEST_CASE(bad_configs_are_rejected) {
   BOOST_TEST(error_text<kiln::ConfigError>([] { make("linear", "", 0.1, 10, 2); }) ==
              "schedule.type = 'linear' is not one of constant, cosine, step");
   BOOST_TEST(error_text<kiln::ConfigError>([] { make("constant", "warmup_epochs = -1.0", 0.1, 10, 2); }) ==
-             "schedule.warmup_epochs (test.toml:2) must be >= 0");
+             "test.toml:2:17: [schedule] warmup_epochs = -1 is out of range: it must be >= 0");
   BOOST_TEST(error_text<kiln::ConfigError>([] { make("cosine", "min_lr = 0.5", 0.1, 10, 2); }) ==
              "schedule.min_lr (test.toml:2) must be in [0, optimizer.lr = 0.1]");
   BOOST_TEST(error_text<kiln::ConfigError>([] { make("step", "gamma = 0.0", 0.1, 10, 2); }) ==
-             "schedule.gamma (test.toml:2) must be > 0");
+             "test.toml:2:9: [schedule] gamma = 0 is out of range: it must be > 0");
+  // The schema's ranges cover each milestone (and make every float finite).
+  BOOST_TEST(error_text<kiln::ConfigError>([] { make("step", "milestones = [-1]", 0.1, 10, 2); }) ==
+             "test.toml:2:15: [schedule] milestones[0] = -1 is out of range: it must be >= 0");
+  BOOST_TEST(error_text<kiln::ConfigError>([] { make("cosine", "min_lr = nan", 0.1, 10, 2); }) ==
+             "test.toml:2:10: [schedule] min_lr = nan is out of range: it must be a finite number");
   BOOST_TEST(error_text<kiln::ConfigError>([] { make("step", "milestones = [3, 1]", 0.1, 10, 2); }) ==
              "schedule.milestones (test.toml:2) must be in increasing order");
   // A wrong type is caught by schema validation, naming the key and its line.

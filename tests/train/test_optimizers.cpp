@@ -241,13 +241,17 @@ BOOST_AUTO_TEST_CASE(foreign_and_bad_keys_are_rejected) {
   BOOST_TEST(error_text<kiln::ConfigError>([&] { kiln::train::optimizer_schema("rmsprop"); }) ==
              "optimizer.type = 'rmsprop' is not one of sgd, adam, adamw");
   BOOST_TEST(error_text<kiln::ConfigError>([&] { make("sgd", "lr = 0.0"); })
-                 .find("optimizer.lr (test.toml:2) must be > 0") == 0);
+                 .find("test.toml:2:6: [optimizer] lr = 0 is out of range: it must be > 0") == 0);
+  BOOST_TEST(error_text<kiln::ConfigError>([&] { make("adam", "lr = inf"); }) ==
+             "test.toml:2:6: [optimizer] lr = inf is out of range: it must be a finite number");
+  BOOST_TEST(error_text<kiln::ConfigError>([&] { make("adam", "eps = 0.0"); }) ==
+             "test.toml:2:7: [optimizer] eps = 0 is out of range: it must be > 0");
   BOOST_TEST(error_text<kiln::ConfigError>([&] { make("adam", "beta1 = 1.0"); })
-                 .find("optimizer.beta1 (test.toml:2) must be in [0, 1)") == 0);
+                 .find("test.toml:2:9: [optimizer] beta1 = 1 is out of range: it must be in [0, 1)") == 0);
   BOOST_TEST(error_text<kiln::ConfigError>([&] { make("sgd", "nesterov = true"); })
                  .find("needs momentum > 0") != std::string::npos);
-  BOOST_TEST(error_text<kiln::ConfigError>([&] { make("sgd", "weight_decay = -1.0"); })
-                 .find("optimizer.weight_decay") == 0);
+  BOOST_TEST(error_text<kiln::ConfigError>([&] { make("sgd", "weight_decay = -1.0"); }) ==
+             "test.toml:2:16: [optimizer] weight_decay = -1 is out of range: it must be >= 0");
 }
 
 }  // namespace

@@ -3,9 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <cstdlib>
 
 #include "kiln/errors.hpp"
+#include "kiln/sdk/checked_size.hpp"
 
 namespace kiln {
 
@@ -35,10 +37,29 @@ std::string_view dtype_name(DType dtype) noexcept {
   return "unknown";
 }
 
-std::int64_t shape_numel(const Shape& shape) noexcept {
+std::int64_t shape_numel(const Shape& shape) {
   std::int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape) {
+    if (d < 0) throw BackendError("tensor shape " + shape_string(shape) + " has a negative dimension");
+    const auto next = sdk::checked_mul(n, d);
+    if (!next) {
+      throw BackendError("tensor shape " + shape_string(shape) +
+                         " has more elements than fit in 64 bits; a size in the config or file that "
+                         "made it is far too large");
+    }
+    n = *next;
+  }
   return n;
+}
+
+std::size_t shape_bytes(const Shape& shape, DType dtype) {
+  const auto bytes = sdk::checked_bytes(shape_numel(shape), dtype_size(dtype));
+  if (!bytes) {
+    throw BackendError(fmt::format("tensor {}{} needs more bytes than fit in 64 bits; a size in the config or "
+                                   "file that made it is far too large",
+                                   dtype_name(dtype), shape_string(shape)));
+  }
+  return *bytes;
 }
 
 std::string shape_string(const Shape& shape) {
@@ -56,10 +77,9 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype, std::
                Layout layout)
     : storage_(std::move(storage)), shape_(std::move(shape)), dtype_(dtype), offset_(offset_bytes),
       layout_(layout) {
-  for (auto d : shape_) {
-    if (d < 0) throw BackendError("tensor shape " + shape_string(shape_) + " has a negative dimension");
-  }
-  if (storage_ && offset_ + bytes() > storage_->bytes()) {
+  // Checked here once, so numel() and bytes() (noexcept) cannot overflow afterwards.
+  const std::size_t view_bytes = shape_bytes(shape_, dtype_);
+  if (storage_ && (offset_ > storage_->bytes() || view_bytes > storage_->bytes() - offset_)) {
     throw BackendError(fmt::format("tensor view {} at byte offset {} does not fit in a storage of {} bytes",
                                    describe(), offset_, storage_->bytes()));
   }
@@ -90,7 +110,7 @@ void Tensor::check_element_size(std::size_t size) const {
 }
 
 Tensor Tensor::rows(std::int64_t begin, std::int64_t count) const {
-  if (rank() < 1 || begin < 0 || count < 0 || begin + count > shape_[0]) {
+  if (rank() < 1 || begin < 0 || count < 0 || count > shape_[0] - begin) {
     throw BackendError(fmt::format("rows [{}, {}) out of range for tensor {}", begin, begin + count, describe()));
   }
   if (layout_ == Layout::opaque) throw BackendError("rows() of an opaque-layout tensor " + describe());
@@ -103,7 +123,7 @@ Tensor Tensor::rows(std::int64_t begin, std::int64_t count) const {
 
 Tensor Tensor::view(std::int64_t offset, Shape shape) const {
   if (layout_ == Layout::opaque) throw BackendError("view() of an opaque-layout tensor " + describe());
-  if (offset < 0 || offset + shape_numel(shape) > numel()) {
+  if (offset < 0 || shape_numel(shape) > numel() - offset) {
     throw BackendError(fmt::format("view of {} elements at offset {} out of range for tensor {}",
                                    shape_numel(shape), offset, describe()));
   }
@@ -134,7 +154,8 @@ std::string Tensor::describe() const {
 }
 
 Tensor host_tensor(Shape shape, DType dtype) {
-  const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const std::size_t bytes = shape_bytes(shape, dtype);
+  if (bytes > SIZE_MAX - 64) throw BackendError(fmt::format("cannot allocate {} bytes of host memory", bytes));
   const std::size_t rounded = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
   if (!p) throw BackendError(fmt::format("out of host memory allocating {} bytes", bytes));

@@ -8,6 +8,7 @@
 
 #include "kiln/errors.hpp"
 #include "kiln/rng.hpp"
+#include "kiln/sdk/checked_size.hpp"
 
 namespace kiln::nn {
 namespace {
@@ -52,14 +53,24 @@ std::size_t ParameterStore::declare(std::string name, Shape shape, Init init, st
   for (const auto& p : params_) {
     if (p.name == name) throw ConfigError("two parameters are named '" + name + "'; names must be unique");
   }
+  // Sized before anything is recorded, so an overflow leaves the store as it was.
+  const std::int64_t n = shape_numel(shape);
+  const std::string what = "the parameter arena with '" + name + "' " + shape_string(shape);
+  const char* hint = "a model parameter (a width, depth or class count) is far too large";
+  const std::int64_t padded =
+      sdk::mul_or_throw(sdk::add_or_throw(n, kAlignElements - 1, what, hint) / kAlignElements, kAlignElements,
+                        what, hint);
+  const std::int64_t end = sdk::add_or_throw(arena_elements_, padded, what, hint);
+  if (!sdk::checked_bytes(end, sizeof(double))) {
+    throw ConfigError(what + " needs more bytes than fit in 64 bits; " + hint);
+  }
   Parameter p;
   p.name = std::move(name);
   p.flags = flags;
   params_.push_back(std::move(p));
   declared_.push_back(Declared{init});
   offsets_.push_back(arena_elements_);
-  const std::int64_t n = shape_numel(shape);
-  arena_elements_ += (n + kAlignElements - 1) / kAlignElements * kAlignElements;
+  arena_elements_ = end;
   shapes_pending_.push_back(std::move(shape));
   return params_.size() - 1;
 }

@@ -81,5 +81,8 @@ ParamValue parse_literal(std::string_view literal, std::uint32_t type, std::stri
 
 /// "integer", "float list", ... for a kiln_param_type.
 std::string_view param_type_name(std::uint32_t type) noexcept;
+/// The range a parameter's values must lie in, for `kiln plugins show` and messages: "> 0",
+/// "in [0, 1), finite", "finite"; empty when any value is allowed.
+std::string param_range_text(const kiln_param_spec_v1& spec);
 
 }  // namespace kiln::config

@@ -58,6 +58,8 @@ struct TrainerOptions {
   std::int64_t checkpoint_every = 0;
   std::int64_t checkpoint_keep = 3;
   std::filesystem::path resume_from;
+  /// Stop with a NumericError when the training loss becomes inf or nan (loss_guard.hpp).
+  bool stop_on_nonfinite_loss = true;
 };
 
 /// What the run achieved, for the CLI and tests.
