@@ -297,6 +297,7 @@ RunOutcome run_training(const TrainCommand& command) {
   to.seed = static_cast<std::uint64_t>(run.get_int("seed"));
   to.label_smoothing = static_cast<float>(smoothing);
   to.stop_on_nonfinite_loss = run.get_bool("stop_on_nonfinite_loss");
+  to.loss_check_every = run.get_int("loss_check_every");
   to.bucket_bytes = static_cast<std::int64_t>(bucket_mb * 1e6);
   to.train_loader = loader_options(loader, ranks, train_info.count, batch, "last_batch",
                                    loader.get_bool("shuffle") ? data::Shuffle::yes : data::Shuffle::no, to.seed);

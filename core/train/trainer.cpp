@@ -130,6 +130,7 @@ struct Trainer::Impl {
     const auto loader_before = train_loader->stats();
     const auto t0 = Clock::now();
     const std::int64_t steps = train_loader->steps_per_epoch();
+    std::int64_t first_unchecked_step = 0;  // of the non-finite loss check
     while (auto batch = train_loader->next()) {
       st.wait_seconds += batch->wait_seconds;
       const double lr = schedule->at(global_step);
@@ -157,10 +158,14 @@ struct Trainer::Impl {
       grad_sync->finish();
       st.comm_wait_seconds += seconds_since(sync_start);
       // Before the optimizer step: a diverged step must not reach the weights or a checkpoint.
-      // The running sum is checked every step, so the first non-finite one is the step named.
-      if (opt.stop_on_nonfinite_loss) {
+      // The running sum is checked every loss_check_every steps and at the epoch's last step
+      // (reading it waits for a device's queue), so the step, or the window, named is where the
+      // loss first went non-finite.
+      if (opt.stop_on_nonfinite_loss &&
+          ((batch->step + 1) % opt.loss_check_every == 0 || batch->step + 1 == steps)) {
         stop_if_loss_nonfinite(backend(), *parts.comm, ranks.world_size, loss.totals().first,
-                               {epoch, opt.epochs, batch->step, steps, lr});
+                               {epoch, opt.epochs, batch->step, steps, first_unchecked_step, lr});
+        first_unchecked_step = batch->step + 1;
       }
       ++st.steps;
       if (precision.after_allreduce(backend(), params) == StepDecision::apply) {

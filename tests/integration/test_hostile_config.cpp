@@ -114,6 +114,17 @@ BOOST_AUTO_TEST_CASE(a_diverging_run_stops_naming_the_step_and_keeps_earlier_che
   BOOST_TEST(fs::exists(run_dir / "checkpoints" / "epoch-0001" / "model.safetensors"));
 }
 
+BOOST_AUTO_TEST_CASE(a_sparser_loss_check_names_the_window_of_steps) {
+  const fs::path cwd = workdir("diverge-window");
+  const fs::path config = synthetic_config(cwd);
+  // Checked every 3rd step of 4: the first check is at step 3 and covers steps 1-3.
+  const std::string msg = one_line_error(
+      run_kiln(cwd, {"train", "--config", config.string(), "--run-dir", (cwd / "run").string(), "--set",
+                     "optimizer.lr=1e30", "--set", "run.loss_check_every=3", "--set", "log.level=\"warn\""}));
+  BOOST_TEST(msg.rfind("epoch 1/1 steps 1-3/4: the training loss is ", 0) == 0u, msg);
+  BOOST_TEST(!fs::exists(cwd / "run" / "checkpoints" / "epoch-0001"));
+}
+
 BOOST_AUTO_TEST_CASE(a_diverging_run_trains_on_when_the_stop_is_turned_off) {
   const fs::path cwd = workdir("diverge-off");
   const fs::path config = synthetic_config(cwd);

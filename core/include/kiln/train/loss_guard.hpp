@@ -15,6 +15,7 @@ namespace kiln::train {
 struct LossStepPlace {
   std::int64_t epoch = 0, epochs = 0;
   std::int64_t step = 0, steps = 0;
+  std::int64_t first_unchecked_step = 0;  ///< the window since the last check starts here
   double lr = 0;
 };
 

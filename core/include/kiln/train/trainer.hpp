@@ -60,6 +60,8 @@ struct TrainerOptions {
   std::filesystem::path resume_from;
   /// Stop with a NumericError when the training loss becomes inf or nan (loss_guard.hpp).
   bool stop_on_nonfinite_loss = true;
+  /// Steps between those checks; each reads the loss back to the host (a device sync).
+  std::int64_t loss_check_every = 1;
 };
 
 /// What the run achieved, for the CLI and tests.
