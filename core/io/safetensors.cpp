@@ -14,6 +14,7 @@
 #include "kiln/io/json.hpp"
 #include "kiln/io/run_dir.hpp"
 #include "kiln/sdk/checked_size.hpp"
+#include "kiln/sdk/crc32c.hpp"
 
 namespace kiln::io {
 namespace {
@@ -66,7 +67,47 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
+constexpr std::string_view kChecksumPrefix = "kiln.crc32c.";
+
+std::string crc_text(const void* data, std::size_t n) { return fmt::format("{:08x}", crc32c(data, n)); }
+
+/// Moves the kiln.crc32c.* keys out of `file.metadata` and checks each against its tensor's bytes
+/// (already copied into the host tensors).
+void verify_checksums(SafetensorsFile& file, const std::string& where) {
+  std::map<std::string, std::string> stored;
+  for (auto it = file.metadata.begin(); it != file.metadata.end();) {
+    if (std::string_view(it->first).substr(0, kChecksumPrefix.size()) == kChecksumPrefix) {
+      stored.emplace(it->first.substr(kChecksumPrefix.size()), it->second);
+      it = file.metadata.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (stored.empty()) return;  // not written by Kiln's writer: nothing to verify against
+  for (const auto& [name, crc] : stored) {
+    if (!file.tensors.count(name)) {
+      throw DataError(fmt::format("{}: metadata has a checksum for tensor '{}', which the file does not contain",
+                                  where, name));
+    }
+  }
+  for (const auto& [name, t] : file.tensors) {
+    auto it = stored.find(name);
+    if (it == stored.end()) {
+      throw DataError(fmt::format("{}: tensor '{}' has no checksum although the file's other tensors do", where,
+                                  name));
+    }
+    const std::string actual = crc_text(t.data(), t.bytes());
+    if (it->second != actual) {
+      throw DataError(fmt::format("{}: tensor '{}' does not match its checksum (CRC-32C {} stored, {} read)", where,
+                                  name, it->second, actual));
+    }
+  }
+  file.checksummed = true;
+}
+
 }  // namespace
+
+std::string checksum_key(const std::string& tensor_name) { return std::string(kChecksumPrefix) + tensor_name; }
 
 std::string safetensors_dtype(DType dtype) {
   switch (dtype) {
@@ -83,11 +124,13 @@ std::string safetensors_dtype(DType dtype) {
 
 void write_safetensors(const std::filesystem::path& path, const std::vector<TensorRecord>& tensors,
                        const std::map<std::string, std::string>& metadata) {
+  std::map<std::string, std::string> meta = metadata;
+  for (const auto& t : tensors) meta[checksum_key(t.name)] = crc_text(t.data, shape_bytes(t.shape, t.dtype));
   std::string header = "{";
-  if (!metadata.empty()) {
+  if (!meta.empty()) {
     header += "\"__metadata__\":{";
     bool first = true;
-    for (const auto& [k, v] : metadata) {
+    for (const auto& [k, v] : meta) {
       header += fmt::format("{}\"{}\":\"{}\"", first ? "" : ",", json_escape(k), json_escape(v));
       first = false;
     }
@@ -196,6 +239,7 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
     at = r.end;
   }
   if (at != buffer) throw DataError(fmt::format("{}: tensors cover {} of the {} data bytes", where, at, buffer));
+  verify_checksums(file, where);
   return file;
 }
 

@@ -7,6 +7,13 @@
 // implementation checks: header size limit (100 MB), valid JSON of the expected shape, known
 // dtypes, offsets contiguous from 0 and covering the whole buffer, byte counts equal to
 // numel x dtype size, no duplicate names. Any violation is a DataError naming the file.
+//
+// Checksums: Kiln's writer also stores a CRC-32C of each tensor's bytes in the metadata, as
+// "kiln.crc32c.<tensor name>" = 8 lowercase hex digits (the format allows string values only), and
+// the reader verifies every one. A flipped bit in a tensor then fails the load instead of training
+// on garbage. Files without any such key (PyTorch's, an older Kiln's) are read unverified;
+// SafetensorsFile::checksummed says which case it was. A file that has some keys must have one for
+// every tensor and none for a tensor it lacks: a partial set means a damaged or spliced header.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +41,12 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
 /// A loaded file: every tensor as a host tensor, plus the metadata.
 struct SafetensorsFile {
   std::map<std::string, Tensor> tensors;
-  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::string> metadata;  ///< without the kiln.crc32c.* keys (already checked)
+  bool checksummed = false;                       ///< every tensor's CRC-32C was stored and matched
 };
+
+/// The metadata key under which a tensor's CRC-32C is stored.
+std::string checksum_key(const std::string& tensor_name);
 
 /// Reads and validates `path`. Throws DataError (corrupt file) or IoError (unreadable).
 SafetensorsFile read_safetensors(const std::filesystem::path& path);
