@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kiln/errors.hpp"
+#include "kiln/io/metrics_trim.hpp"
 
 namespace kiln::io {
 namespace {
@@ -72,6 +73,17 @@ MetricsWriter::MetricsWriter(const std::filesystem::path& path) : path_(path) {
   file_ = std::fopen(path.c_str(), "a");
   if (!file_) throw IoError(fmt::format("cannot open {} for appending: {}", path.string(), std::strerror(errno)));
   tensorboard_ = std::make_unique<TensorBoardWriter>(path.parent_path() / "tb");
+}
+
+std::int64_t MetricsWriter::drop_epochs_after(std::int64_t epochs_done) {
+  // Closed first: the rewrite replaces the file by rename, and an open handle would keep
+  // appending to the replaced one.
+  std::fclose(file_);
+  file_ = nullptr;
+  const std::int64_t dropped = drop_metrics_after_epoch(path_, epochs_done);
+  file_ = std::fopen(path_.c_str(), "a");
+  if (!file_) throw IoError(fmt::format("cannot open {} for appending: {}", path_.string(), std::strerror(errno)));
+  return dropped;
 }
 
 MetricsWriter::~MetricsWriter() {

@@ -42,6 +42,11 @@ class MetricsWriter {
   /// Appends one line and flushes. Throws IoError (disk full) naming the file.
   void write(const MetricsRecord& record);
   const std::filesystem::path& path() const noexcept { return path_; }
+  /// For a resumed run: drops the records of epochs after `epochs_done` (metrics_trim.hpp) and
+  /// appends after what is left. TensorBoard's event files are not rewritten: the earlier run's
+  /// events stay in their own file, and TensorBoard shows both runs' points for those steps.
+  /// Returns how many lines were dropped. Throws IoError.
+  std::int64_t drop_epochs_after(std::int64_t epochs_done);
 
  private:
   std::filesystem::path path_;
