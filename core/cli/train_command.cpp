@@ -126,6 +126,8 @@ int run_train_command(const std::vector<std::string>& args) {
       ("world-size", po::value(&world), "number of ranks (with --rank)")
       ("resume", po::value(&resume),
        "continue the run in --run-dir from its newest checkpoint (auto) or from a checkpoint directory")
+      ("resume-ignore-config",
+       "resume even if the checkpoint's run differs from this config (model, seed, batch, world size, data, precision)")
       ("dump-params", po::value(&dump_params), "after training, rank 0 writes the parameters here as raw f32");
   po::variables_map vm;
   const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
@@ -150,6 +152,7 @@ int run_train_command(const std::vector<std::string>& args) {
   cmd.run_dir = run_dir;
   cmd.dump_params = dump_params;
   cmd.resume = resume;
+  cmd.resume_ignore_config = vm.count("resume-ignore-config") > 0;
   for (const auto& p : plugin_paths) cmd.plugin_dirs.emplace_back(p);
   if (vm.count("rank")) cmd.ranks.rank = rank;
   if (vm.count("world-size")) cmd.ranks.world_size = world;

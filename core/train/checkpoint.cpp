@@ -36,12 +36,49 @@ struct HostCopies {
 
 std::string number(double v) { return fmt::format("{}", v); }
 
+constexpr const char* kRunPrefix = "run.";  // trainer metadata keys holding the run identity
+
+/// Reads one checkpoint file; any corruption becomes a DataError that says what to do about it.
+io::SafetensorsFile read_file(const fs::path& path) {
+  io::SafetensorsFile f;
+  try {
+    f = io::read_safetensors(path);
+  } catch (const DataError& e) {
+    throw DataError(fmt::format("{}; {}", e.what(), kDamagedHint));
+  }
+  if (!f.checksummed) {
+    log::get("train")->debug("{} carries no checksums (written by PyTorch or an older Kiln); its tensors are not "
+                             "verified",
+                             path.string());
+  }
+  return f;
+}
+
+/// A whole, non-negative number from the metadata: a damaged "epochs_done" must not become a
+/// huge or negative position (or undefined behaviour when cast).
+std::int64_t parse_count(const std::map<std::string, std::string>& meta, const std::string& key, const fs::path& file,
+                         bool may_be_negative = false) {
+  auto it = meta.find(key);
+  if (it == meta.end()) throw DataError(fmt::format("{}: metadata has no '{}'; {}", file.string(), key, kDamagedHint));
+  std::int64_t v = 0;
+  const char* end = it->second.data() + it->second.size();
+  const auto r = std::from_chars(it->second.data(), end, v);
+  if (r.ec != std::errc() || r.ptr != end || (v < 0 && !may_be_negative)) {
+    throw DataError(fmt::format("{}: metadata '{}' = '{}' is not a {}whole number; {}", file.string(), key,
+                                it->second, may_be_negative ? "" : "non-negative ", kDamagedHint));
+  }
+  return v;
+}
+
 double parse_number(const std::map<std::string, std::string>& meta, const std::string& key, const fs::path& file) {
   auto it = meta.find(key);
   if (it == meta.end()) throw DataError(fmt::format("{}: metadata has no '{}'", file.string(), key));
   double v = 0;
   const auto r = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-  if (r.ec != std::errc()) throw DataError(fmt::format("{}: metadata '{}' = '{}' is not a number", file.string(), key, it->second));
+  if (r.ec != std::errc() || r.ptr != it->second.data() + it->second.size()) {
+    throw DataError(fmt::format("{}: metadata '{}' = '{}' is not a number; {}", file.string(), key, it->second,
+                                kDamagedHint));
+  }
   return v;
 }
 
@@ -107,6 +144,7 @@ void save_checkpoint(const fs::path& dir, std::int64_t keep, Backend& backend, C
         {"seed", std::to_string(state.seed)},
     };
     for (const auto& [k, v] : precision.state()) meta["precision." + k] = number(v);
+    for (const auto& [k, v] : run_identity_for(dir)) meta[kRunPrefix + k] = v;
     io::write_safetensors(partial / "trainer.safetensors", trainer_records, meta);
 
     fs::remove_all(final_dir, ec);
@@ -137,10 +175,56 @@ std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
   return best;
 }
 
+namespace {
+
+/// The position and identity in trainer.safetensors' metadata.
+TrainerState parse_state(const io::SafetensorsFile& trainer, const fs::path& trainer_file) {
+  TrainerState st;
+  st.epochs_done = parse_count(trainer.metadata, "epochs_done", trainer_file);
+  st.global_step = parse_count(trainer.metadata, "global_step", trainer_file);
+  st.seed = parse_count(trainer.metadata, "seed", trainer_file, true);
+  (void)parse_count(trainer.metadata, "optimizer_steps", trainer_file);
+  for (const auto& [k, v] : trainer.metadata) {
+    if (k.rfind("precision.", 0) == 0) st.precision[k.substr(10)] = parse_number(trainer.metadata, k, trainer_file);
+    if (k.rfind(kRunPrefix, 0) == 0) st.run[k.substr(std::string(kRunPrefix).size())] = v;
+  }
+  return st;
+}
+
+}  // namespace
+
+TrainerState inspect_checkpoint(const fs::path& checkpoint) {
+  (void)read_file(checkpoint / "model.safetensors");
+  const fs::path trainer_file = checkpoint / "trainer.safetensors";
+  return parse_state(read_file(trainer_file), trainer_file);
+}
+
+std::optional<IntactCheckpoint> latest_intact_checkpoint(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<fs::path> all;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_directory() || n.rfind(kPrefix, 0) != 0) continue;
+    if (!fs::exists(e.path() / "model.safetensors") || !fs::exists(e.path() / "trainer.safetensors")) continue;
+    all.push_back(e.path());
+  }
+  std::sort(all.begin(), all.end());
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      return IntactCheckpoint{*it, inspect_checkpoint(*it)};
+    } catch (const Error& e) {
+      log::get("train")->warn("--resume auto: skipping damaged checkpoint {}: {}", it->string(), e.what());
+    }
+  }
+  return std::nullopt;
+}
+
 TrainerState load_checkpoint(const fs::path& checkpoint, Backend& backend, const Model& model, Optimizer& optimizer) {
   const fs::path model_file = checkpoint / "model.safetensors", trainer_file = checkpoint / "trainer.safetensors";
-  const io::SafetensorsFile weights = io::read_safetensors(model_file);
-  const io::SafetensorsFile trainer = io::read_safetensors(trainer_file);
+  const io::SafetensorsFile weights = read_file(model_file);
+  const io::SafetensorsFile trainer = read_file(trainer_file);
+  // Metadata first: nothing is copied into the model from a checkpoint whose position is nonsense.
+  TrainerState st = parse_state(trainer, trainer_file);
   auto params = model.parameters();
   std::set<std::string> used;
   for (const auto& p : params) restore(backend, weights, p.name, p.value, model_file, used);
@@ -150,15 +234,7 @@ TrainerState load_checkpoint(const fs::path& checkpoint, Backend& backend, const
   used.clear();
   for (const auto& [n, t] : optimizer.state_views(backend, params)) restore(backend, trainer, n, t, trainer_file, used);
   check_all_used(trainer, used, trainer_file);
-
-  TrainerState st;
-  st.epochs_done = static_cast<std::int64_t>(parse_number(trainer.metadata, "epochs_done", trainer_file));
-  st.global_step = static_cast<std::int64_t>(parse_number(trainer.metadata, "global_step", trainer_file));
-  st.seed = static_cast<std::int64_t>(parse_number(trainer.metadata, "seed", trainer_file));
-  optimizer.set_steps(static_cast<std::int64_t>(parse_number(trainer.metadata, "optimizer_steps", trainer_file)));
-  for (const auto& [k, v] : trainer.metadata) {
-    if (k.rfind("precision.", 0) == 0) st.precision[k.substr(10)] = parse_number(trainer.metadata, k, trainer_file);
-  }
+  optimizer.set_steps(parse_count(trainer.metadata, "optimizer_steps", trainer_file));
   return st;
 }
 

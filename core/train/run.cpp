@@ -26,6 +26,7 @@
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/core_tables.hpp"
 #include "kiln/train/fingerprint_communicator.hpp"
+#include "kiln/train/run_identity.hpp"
 #include "kiln/version.hpp"
 
 namespace kiln::train {
@@ -146,6 +147,29 @@ void dump_parameters(const std::filesystem::path& file, Backend& backend, const 
   io::write_file_atomic(file, bytes);
 }
 
+/// Refuses to resume a checkpoint written by a different run (run_identity.hpp gives the rule),
+/// unless the command says the difference is intended.
+void check_same_run(const TrainCommand& command, const std::filesystem::path& checkpoint, const TrainerState& saved,
+                    const RunIdentity& current) {
+  auto log = log::get("kiln");
+  if (saved.run.empty()) {
+    log->warn("--resume {}: the checkpoint records no run identity (written by an older Kiln); cannot check that it "
+              "is this run's",
+              checkpoint.string());
+    return;
+  }
+  const std::vector<std::string> diffs = identity_differences(saved.run, current);
+  if (diffs.empty()) return;
+  const std::string list = fmt::format("{}", fmt::join(diffs, "; "));
+  if (command.resume_ignore_config) {
+    log->warn("--resume {}: resuming a different run as --resume-ignore-config asks: {}", checkpoint.string(), list);
+    return;
+  }
+  throw ConfigError(fmt::format("--resume {}: the checkpoint is from a different run: {}; resume with the config it "
+                                "was written with, or pass --resume-ignore-config if the change is intended",
+                                checkpoint.string(), list));
+}
+
 }  // namespace
 
 RunOutcome run_training(const TrainCommand& command) {
@@ -210,23 +234,29 @@ RunOutcome run_training(const TrainCommand& command) {
   if (checkpoint_keep < 1) throw ConfigError(checkpoint.where("keep") + " must be at least 1");
   const io::RunDirMode dir_mode = command.resume.empty() ? io::RunDirMode::fresh : io::RunDirMode::resume;
   std::filesystem::path resume_from;
+  TrainerState saved;  // what the checkpoint to resume says, verified (checksums, metadata)
   if (!command.resume.empty() && command.resume != "auto") {
     resume_from = command.resume;
     if (!std::filesystem::exists(resume_from / "model.safetensors")) {
       throw IoError(fmt::format("--resume {}: not a checkpoint directory (no model.safetensors)", command.resume));
     }
+    // An explicitly named checkpoint that is damaged stays an error: the user chose it.
+    saved = inspect_checkpoint(resume_from);
   }
 
   // ---- 2. where the run will go: chosen and checked, not created (see step 5) ----
   RunOutcome outcome;
   outcome.run_dir = ranks.rank == 0 ? io::plan_run_dir(requested, dir_mode) : std::filesystem::path(requested);
   if (command.resume == "auto") {
-    const auto latest = latest_checkpoint(outcome.run_dir / "checkpoints");
+    // The newest checkpoint may be the one the crash damaged: fall back to the newest intact one
+    // (latest_intact_checkpoint warns about each one it skips, naming it and why).
+    auto latest = latest_intact_checkpoint(outcome.run_dir / "checkpoints");
     if (!latest) {
-      throw IoError(fmt::format("--resume auto: no complete checkpoint in {}; start a fresh run instead",
+      throw IoError(fmt::format("--resume auto: no complete, intact checkpoint in {}; start a fresh run instead",
                                 (outcome.run_dir / "checkpoints").string()));
     }
-    resume_from = *latest;
+    resume_from = latest->dir;
+    saved = std::move(latest->state);
   }
 
   // ---- 3. plugins, and every check between them ----
@@ -289,6 +319,20 @@ RunOutcome run_training(const TrainCommand& command) {
         "nccl-ring or nccl-tree for CUDA device memory)",
         comm_c.info->name, dev.memory == MemoryKind::device ? "device" : "host", backend_c.info->name));
   }
+  // What this run is (run_identity.hpp), recorded in its checkpoints and compared with the one
+  // it resumes, before the run directory is touched.
+  RunIdentity identity;
+  add_params(identity, "model", model_c.params);
+  identity["model.type"] = model_c.info->name;
+  identity["seed"] = std::to_string(run.get_int("seed"));
+  identity["loader.batch"] = std::to_string(batch);
+  identity["world_size"] = std::to_string(ranks.world_size);
+  identity["data.train.count"] = std::to_string(train_info.count);
+  if (parts.eval_data) identity["data.eval.count"] = std::to_string(eval_info.count);
+  identity["precision.type"] = precision_c.info->name;
+  if (!resume_from.empty()) check_same_run(command, resume_from, saved, identity);
+  set_run_identity(outcome.run_dir / "checkpoints", identity);
+
   // The trainer makes these checks again when it builds; made here too, they fail before the
   // run directory exists: a precision the backend cannot run, a batch larger than the data.
   parts.precision->check_backend(*parts.backend);
@@ -369,6 +413,16 @@ RunOutcome run_training(const TrainCommand& command) {
   backend_call("a call from the trainer's build",
                [&] { trainer.emplace(std::move(parts), std::move(to), ranks, metrics.get()); });
   if (rollback) rollback->commit();
+  // After commit: the rollback promises to leave what was there before untouched on a failed
+  // start, and these are records of the earlier run.
+  if (metrics && !resume_from.empty()) {
+    const std::int64_t dropped = metrics->drop_epochs_after(saved.epochs_done);
+    if (dropped > 0) {
+      log->info("metrics.jsonl: dropped {} lines of epochs after {} (written before the interruption; trained "
+                "again now)",
+                dropped, saved.epochs_done);
+    }
+  }
   outcome.result = backend_call("a call from the training loop", [&] { return trainer->run(); });
   if (ranks.rank == 0 && !command.dump_params.empty()) {
     backend_call("a copy for --dump-params", [&] { dump_parameters(command.dump_params, *backend_ref, *model_ref); });

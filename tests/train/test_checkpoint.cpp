@@ -14,6 +14,7 @@
 #include "kiln/io/safetensors.hpp"
 #include "kiln/plugin/registry.hpp"
 #include "kiln/train/checkpoint.hpp"
+#include "kiln/train/run_identity.hpp"
 #include "kiln/train/trainer.hpp"
 #include "train_fixture.hpp"
 
@@ -96,6 +97,34 @@ std::vector<double> train(std::int64_t epochs, const fs::path& ckpt, const fs::p
     out.insert(out.end(), v.begin(), v.end());
   }
   return out;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+/// Flips one bit inside tensor `name`'s bytes in a Kiln-written safetensors file (its header is
+/// compact JSON: "name":{"dtype":..,"shape":[..],"data_offsets":[begin,end]}).
+void flip_tensor_byte(const fs::path& file, const std::string& name) {
+  std::string bytes = slurp(file);
+  std::uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = (header << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  const std::size_t entry = bytes.find("\"" + name + "\":{");
+  BOOST_TEST_REQUIRE(entry != std::string::npos);
+  const std::size_t offsets = bytes.find("\"data_offsets\":[", entry) + 16;
+  const std::size_t begin = std::stoull(bytes.substr(offsets));
+  bytes[8 + header + begin + 3] ^= 0x10;
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::string inspect_error(const fs::path& checkpoint) {
+  try {
+    kiln::train::inspect_checkpoint(checkpoint);
+  } catch (const kiln::DataError& e) {
+    return e.what();
+  }
+  return "<no error>";
 }
 
 BOOST_AUTO_TEST_SUITE(checkpoint)
@@ -196,6 +225,86 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_is_refused_by_name) {
   }
   BOOST_TEST(msg.find("tensor 'layers.0.weight' is f32(16, 784) but the model's is f32(32, 784)") != std::string::npos,
              msg);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(every_tensor_carries_a_checksum_and_a_flipped_byte_is_refused_naming_it) {
+  const fs::path dir = fresh_dir("flip");
+  (void)train(1, dir, {});
+  const fs::path ckpt = dir / "epoch-0001";
+  const auto weights = kiln::io::read_safetensors(ckpt / "model.safetensors");
+  BOOST_TEST(weights.checksummed);
+  BOOST_TEST(kiln::io::read_safetensors(ckpt / "trainer.safetensors").checksummed);
+  // The checksum keys are checked and removed; what is left is the metadata callers asked for.
+  BOOST_TEST(weights.metadata.count(kiln::io::checksum_key("layers.0.weight")) == 0u);
+  BOOST_TEST(inspect_error(ckpt) == "<no error>");
+
+  flip_tensor_byte(ckpt / "model.safetensors", "layers.0.weight");
+  const std::string msg = inspect_error(ckpt);
+  BOOST_TEST(msg.find((ckpt / "model.safetensors").string() + ": tensor 'layers.0.weight' does not match its "
+                      "checksum") != std::string::npos, msg);
+  BOOST_TEST(msg.find("the checkpoint is damaged; resume from an earlier one (--resume <dir>)") != std::string::npos,
+             msg);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_file_without_checksums_still_loads) {
+  // What PyTorch's safetensors writes: no __metadata__ at all.
+  const fs::path dir = fresh_dir("nocrc");
+  std::string header = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string bytes;
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xFF));
+  const float w[2] = {1.5f, -2.5f};
+  bytes += header + std::string(reinterpret_cast<const char*>(w), sizeof w);
+  std::ofstream(dir / "torch.safetensors", std::ios::binary) << bytes;
+  const auto f = kiln::io::read_safetensors(dir / "torch.safetensors");
+  BOOST_TEST(!f.checksummed);
+  BOOST_TEST(f.tensors.at("w").data_as<float>()[1] == -2.5f);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(nonsense_trainer_metadata_is_a_data_error_naming_the_file) {
+  const fs::path dir = fresh_dir("meta");
+  (void)train(1, dir, {});
+  const fs::path file = dir / "epoch-0001" / "trainer.safetensors";
+  std::string bytes = slurp(file);
+  const std::size_t at = bytes.find("\"epochs_done\":\"1\"");
+  BOOST_TEST_REQUIRE(at != std::string::npos);
+  bytes.replace(at, 17, "\"epochs_done\":\"x\"");  // same length: offsets stay valid
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  const std::string msg = inspect_error(dir / "epoch-0001");
+  BOOST_TEST(msg == file.string() + ": metadata 'epochs_done' = 'x' is not a non-negative whole number; the "
+                                    "checkpoint is damaged; resume from an earlier one (--resume <dir>)");
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(the_newest_intact_checkpoint_is_found_past_a_damaged_newest) {
+  const fs::path dir = fresh_dir("fallback");
+  (void)train(2, dir, {});
+  BOOST_TEST(kiln::train::latest_intact_checkpoint(dir)->dir.filename() == "epoch-0002");
+  flip_tensor_byte(dir / "epoch-0002" / "trainer.safetensors", "exp_avg.layers.0.weight");
+  const auto intact = kiln::train::latest_intact_checkpoint(dir);
+  BOOST_REQUIRE(intact.has_value());
+  BOOST_TEST(intact->dir.filename() == "epoch-0001");
+  BOOST_TEST(intact->state.epochs_done == 1);
+  flip_tensor_byte(dir / "epoch-0001" / "model.safetensors", "head.bias");
+  BOOST_TEST(!kiln::train::latest_intact_checkpoint(dir).has_value());
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(the_run_identity_is_recorded_and_differences_are_named) {
+  const fs::path dir = fresh_dir("identity");
+  kiln::train::set_run_identity(dir, {{"model.hidden", "[16]"}, {"world_size", "1"}});
+  (void)train(1, dir, {});
+  const auto st = kiln::train::inspect_checkpoint(dir / "epoch-0001");
+  BOOST_TEST(st.run.at("model.hidden") == "[16]");
+  const auto diffs = kiln::train::identity_differences(st.run, {{"model.hidden", "[32]"}, {"seed", "7"}});
+  BOOST_REQUIRE(diffs.size() == 3u);
+  BOOST_TEST(diffs[0] == "checkpoint was written with model.hidden = [16], this run has [32]");
+  BOOST_TEST(diffs[1] == "checkpoint was written with seed = none, this run has 7");
+  BOOST_TEST(diffs[2] == "checkpoint was written with world_size = 1, this run has none");
+  BOOST_TEST(kiln::train::param_text(kiln::ParamValue(std::vector<std::int64_t>{128, 64})) == "[128, 64]");
   fs::remove_all(dir);
 }
 

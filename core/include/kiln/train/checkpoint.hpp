@@ -10,6 +10,12 @@
 // while the others wait at a barrier, so no rank runs ahead into a collective. Resuming at an
 // epoch boundary reproduces the uninterrupted run: the data order, dropout masks and learning
 // rate are functions of (seed, epoch, step), all restored.
+//
+// Trust: every tensor carries a CRC-32C in its file's metadata (io/safetensors.hpp), verified on
+// every load, and trainer.safetensors records the run's identity ("run.<item>" metadata,
+// run_identity.hpp) so that run.cpp can refuse to resume a different run. Any damage (a checksum
+// mismatch, a malformed header, nonsense metadata) is a DataError naming the file and ending in
+// kDamagedHint.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +31,7 @@
 #include "kiln/plugin_abi.h"
 #include "kiln/precision_policy.hpp"
 #include "kiln/train/optimizer.hpp"
+#include "kiln/train/run_identity.hpp"
 
 namespace kiln::train {
 
@@ -37,7 +44,12 @@ struct TrainerState {
   std::int64_t global_step = 0;
   std::int64_t seed = 0;
   std::map<std::string, double> precision;
+  RunIdentity run;  ///< read from a checkpoint; empty for one written before identities existed
 };
+
+/// How every error about a damaged checkpoint ends.
+inline constexpr const char* kDamagedHint =
+    "the checkpoint is damaged; resume from an earlier one (--resume <dir>)";
 
 /// Writes a checkpoint for `state.epochs_done` under `dir` (the run's checkpoints/ directory) and
 /// prunes old ones. Every rank calls it; rank 0 writes. Throws IoError.
@@ -47,6 +59,19 @@ void save_checkpoint(const std::filesystem::path& dir, std::int64_t keep, Backen
 
 /// The newest complete checkpoint under `dir`, if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
+
+/// Reads both files of `checkpoint` and verifies them (checksums, header, metadata) without a
+/// model; returns the saved state. Throws DataError (damaged, naming the file) or IoError.
+TrainerState inspect_checkpoint(const std::filesystem::path& checkpoint);
+
+struct IntactCheckpoint {
+  std::filesystem::path dir;
+  TrainerState state;
+};
+
+/// The newest complete checkpoint under `dir` that inspect_checkpoint accepts; each newer one it
+/// refuses is logged as a warning naming it and why (what `--resume auto` uses).
+std::optional<IntactCheckpoint> latest_intact_checkpoint(const std::filesystem::path& dir);
 
 /// Loads a checkpoint into a built model and an optimizer; returns the saved state (the caller
 /// restores the precision policy from state.precision). Throws DataError when the checkpoint does

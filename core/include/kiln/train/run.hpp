@@ -38,6 +38,9 @@ struct TrainCommand {
   /// --resume: "" (a fresh run), "auto" (the newest complete checkpoint in the run directory's
   /// checkpoints/) or a checkpoint directory. Resuming appends to the run directory.
   std::string resume;
+  /// --resume-ignore-config: resume even though the checkpoint was written by a run whose
+  /// identity (run_identity.hpp: model, seed, batch, world size, data sizes, precision) differs.
+  bool resume_ignore_config = false;
 };
 
 struct RunOutcome {
