@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <set>
 #include <vector>
 
@@ -75,9 +76,10 @@ double parse_number(const std::map<std::string, std::string>& meta, const std::s
   if (it == meta.end()) throw DataError(fmt::format("{}: metadata has no '{}'", file.string(), key));
   double v = 0;
   const auto r = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-  if (r.ec != std::errc() || r.ptr != it->second.data() + it->second.size()) {
-    throw DataError(fmt::format("{}: metadata '{}' = '{}' is not a number; {}", file.string(), key, it->second,
-                                kDamagedHint));
+  // Non-finite values too: a "nan" loss scale restored into the precision policy trains to NaN.
+  if (r.ec != std::errc() || r.ptr != it->second.data() + it->second.size() || !std::isfinite(v)) {
+    throw DataError(fmt::format("{}: metadata '{}' = '{}' is not a finite number; {}", file.string(), key,
+                                it->second, kDamagedHint));
   }
   return v;
 }
