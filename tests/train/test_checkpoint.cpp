@@ -279,6 +279,22 @@ BOOST_AUTO_TEST_CASE(nonsense_trainer_metadata_is_a_data_error_naming_the_file) 
   fs::remove_all(dir);
 }
 
+BOOST_AUTO_TEST_CASE(a_non_finite_precision_value_is_refused_even_with_valid_checksums) {
+  // Rewritten through Kiln's writer, so the checksums are right: the metadata itself is the damage.
+  const fs::path dir = fresh_dir("nan");
+  (void)train(1, dir, {});
+  const fs::path file = dir / "epoch-0001" / "trainer.safetensors";
+  auto f = kiln::io::read_safetensors(file);
+  std::vector<kiln::io::TensorRecord> records;
+  for (const auto& [name, t] : f.tensors) records.push_back({name, t.dtype(), t.shape(), t.data()});
+  f.metadata["precision.loss_scale"] = "nan";
+  kiln::io::write_safetensors(file, records, f.metadata);
+  BOOST_TEST(inspect_error(dir / "epoch-0001") ==
+             file.string() + ": metadata 'precision.loss_scale' = 'nan' is not a finite number; the checkpoint is "
+                             "damaged; resume from an earlier one (--resume <dir>)");
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(the_newest_intact_checkpoint_is_found_past_a_damaged_newest) {
   const fs::path dir = fresh_dir("fallback");
   (void)train(2, dir, {});
