@@ -34,7 +34,8 @@ struct TensorRecord {
   const void* data = nullptr;
 };
 
-/// Writes `tensors` (in the given order) and string metadata to `path`. Throws IoError.
+/// Writes `tensors` (in the given order) and string metadata to `path`, adding each tensor's
+/// checksum key (see above). Throws IoError.
 void write_safetensors(const std::filesystem::path& path, const std::vector<TensorRecord>& tensors,
                        const std::map<std::string, std::string>& metadata);
 

@@ -4,7 +4,8 @@
 //                                                         (no wrapper prefixes), f32
 //   <run_dir>/checkpoints/epoch-0003/trainer.safetensors  optimizer state ("exp_avg.<name>", ...)
 //                                                         and, as metadata, epoch, global step,
-//                                                         optimizer steps, precision state, seed
+//                                                         optimizer steps, precision state, seed,
+//                                                         and the run's identity ("run.<item>")
 // A checkpoint is written into "checkpoints/.partial-epoch-0003" and renamed when complete, so a
 // directory named epoch-NNNN is always whole; only the newest `keep` are kept. Rank 0 writes
 // while the others wait at a barrier, so no rank runs ahead into a collective. Resuming at an
