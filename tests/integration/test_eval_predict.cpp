@@ -210,6 +210,20 @@ BOOST_AUTO_TEST_CASE(predict_csv_and_jsonl_match_eval) {
   BOOST_TEST((snapshot(dir) == before), "kiln predict changed the run directory");
 }
 
+// Under bf16 the model computes from bf16 copies of the f32 weights; the evaluation pass refreshes
+// them first, so the run's test record (after its last optimizer step) and an evaluation of the
+// checkpoint see the same weights and agree exactly.
+BOOST_AUTO_TEST_CASE(eval_reproduces_a_bf16_run) {
+  const fs::path dir = train("run-bf16", kEvalTable, {"precision.type=bf16"});
+  const Value want = test_record(dir);
+  const KilnResult r = kiln({"eval", "--run-dir", dir.string(), "--json"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  const Value got = kiln::test::json::parse(r.out);
+  BOOST_TEST(got.at("loss").number == want.at("loss").number);
+  BOOST_TEST(got.at("accuracy").number == want.at("accuracy").number);
+  BOOST_TEST(got.at("samples").number == want.at("samples").number);
+}
+
 // A run with eval_last_batch = "drop" counts only whole eval batches (48 of 50) in its test
 // record; eval reproduces that record, and predict still writes every sample.
 BOOST_AUTO_TEST_CASE(dropped_last_batch_eval_matches_run_predict_covers_all) {
