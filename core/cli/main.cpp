@@ -13,6 +13,8 @@
 #include "kiln/sdk_internal/log_setup.hpp"
 #include "kiln/version.hpp"
 #include "bench_comm_command.hpp"
+#include "eval_command.hpp"
+#include "predict_command.hpp"
 #include "plugins_command.hpp"
 #include "train_command.hpp"
 
@@ -24,6 +26,9 @@ constexpr const char* kUsage =
     "commands:\n"
     "  train --config FILE [--set key=value]... [--run-dir DIR]   train a model\n"
     "        [--nproc N]                                         ... on N local ranks (docs/distributed.md)\n"
+    "  eval --run-dir DIR [--checkpoint DIR] [--json]            evaluate a run's checkpoint on its eval split\n"
+    "  predict --run-dir DIR --output FILE.csv|.jsonl [--top-k K] top-k classes of every eval sample\n"
+    "        (both: [--set key=value]...; docs/eval-predict.md)\n"
     "  bench-comm --comm NAME [-b 8 -e 64M -f 2] [--nproc N]     all-reduce bandwidth as an nccl-tests table\n"
     "  plugins list [--json]                                     list plugins (and libraries that failed)\n"
     "  plugins show NAME                                         a plugin's kind, version, ABI and parameters\n"
@@ -64,6 +69,8 @@ int dispatch(std::vector<std::string> args) {
     return 0;
   }
   if (command == "train") return kiln::cli::run_train_command(args);
+  if (command == "eval") return kiln::cli::run_eval_command(args, std::cout);
+  if (command == "predict") return kiln::cli::run_predict_command(args, std::cout);
   if (command == "bench-comm") {
     auto dirs = take_plugin_paths(args);
     return kiln::cli::run_bench_comm_command(args, dirs, std::cout);

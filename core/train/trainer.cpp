@@ -12,6 +12,7 @@
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/loss_guard.hpp"
 #include "kiln/train/compute_boundary.hpp"
+#include "kiln/train/evaluate.hpp"
 #include "kiln/train/grad_sync.hpp"
 #include "kiln/sdk/param_runs.hpp"
 #include "kiln/train/param_sync.hpp"
@@ -196,20 +197,9 @@ struct Trainer::Impl {
   }
 
   SplitTotals evaluate(std::int64_t epoch) {
-    loss.reset_totals();
-    double local_samples = 0;
-    eval_loader->start_epoch(epoch);
-    while (auto batch = eval_loader->next()) {
-      if (batch->rows == 0) continue;
-      const Tensor x = backend().to_device(batch->inputs);
-      const Tensor y = backend().to_device(batch->labels);
-      eval_loader->release_after(backend().record_event(StreamKind::compute));
-      const Tensor logits = boundary.logits(parts.model->forward(boundary.input(x), Mode::eval, 0));
-      loss.forward(logits, y, batch->valid_rows);
-      local_samples += static_cast<double>(batch->valid_rows);
-    }
-    const auto [loss_sum, correct] = loss.totals();
-    return reduce(loss_sum, correct, local_samples);
+    const EvalSums local = evaluate_pass(
+        {&backend(), parts.model.get(), parts.precision.get(), eval_loader.get(), &loss, &boundary}, epoch);
+    return reduce(local.loss_sum, local.correct, local.samples);
   }
 
   void write(std::int64_t epoch, const char* split, const SplitTotals& t, double samples_per_s, double lr,

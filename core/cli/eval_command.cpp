@@ -1,0 +1,49 @@
+// Options and output of `kiln eval`. The figures are those of a run's "test" records in
+// metrics.jsonl (loss, accuracy, samples), computed by the trainer's own evaluation pass; the
+// JSON form uses the metrics writer's number formatting, so the two compare exactly.
+#include "eval_command.hpp"
+
+#include <boost/program_options.hpp>
+
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "eval_options.hpp"
+#include "kiln/io/metrics_writer.hpp"
+#include "kiln/train/eval_session.hpp"
+
+namespace kiln::cli {
+namespace po = boost::program_options;
+
+int run_eval_command(const std::vector<std::string>& args, std::ostream& out) {
+  po::options_description opts("kiln eval options");
+  EvalOptions common;
+  opts.add_options()("help,h", "show this help")("json", "print one JSON object instead of a line");
+  common.add_to(opts);
+  po::variables_map vm;
+  const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+  po::store(po::command_line_parser(args).options(opts).style(style).run(), vm);
+  if (vm.count("help")) {
+    out << "usage: kiln eval --run-dir DIR [--checkpoint DIR] [--set key=value]... [--json]\n\n" << opts << "\n";
+    return 0;
+  }
+  po::notify(vm);
+
+  train::EvalSession session(common.request());
+  const train::EvalSums sums = session.run();
+  if (vm.count("json")) {
+    io::MetricsRecord rec;
+    rec.add("checkpoint", session.checkpoint().string())
+        .add("loss", sums.loss())
+        .add("accuracy", sums.accuracy())
+        .add("samples", static_cast<std::int64_t>(sums.samples));
+    out << rec.to_json() << "\n";
+  } else {
+    out << fmt::format("eval  loss {:.4f}  accuracy {:.4f}  samples {}  checkpoint {}\n", sums.loss(),
+                       sums.accuracy(), static_cast<std::int64_t>(sums.samples), session.checkpoint().string());
+  }
+  return 0;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,43 @@
+// The file `kiln predict` writes: one row per sample with its index, label and top-k classes
+// and probabilities, as CSV (FILE.csv) or JSON lines (FILE.jsonl), chosen by the extension.
+//
+// Rows go to "<FILE>.partial-<pid>" in the same folder, renamed to FILE by commit(): a predict
+// that fails half way leaves neither a half file nor a clobbered old one (the temporary is
+// removed when the object is destroyed uncommitted). Throws ConfigError for another extension,
+// IoError when the file cannot be written.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <span>
+
+namespace kiln::cli {
+
+class PredictionFile {
+ public:
+  /// Throws the constructor's ConfigError for a name it would refuse, creating nothing (so a
+  /// command can refuse it before the slow part).
+  static void check_name(const std::filesystem::path& path);
+  /// Creates the temporary and writes the CSV header for `top_k` (>= 1) classes.
+  PredictionFile(const std::filesystem::path& path, std::int64_t top_k);
+  ~PredictionFile();
+  PredictionFile(const PredictionFile&) = delete;
+  PredictionFile& operator=(const PredictionFile&) = delete;
+
+  /// One sample: `classes` and `probs` hold its top-k, most probable first.
+  void write(std::int64_t index, std::int32_t label, std::span<const std::int64_t> classes,
+             std::span<const double> probs);
+  /// Flushes, closes and renames the temporary to the final name.
+  void commit();
+
+ private:
+  enum class Format { csv, jsonl };
+  static Format format_of(const std::filesystem::path& path);
+  std::filesystem::path path_, temp_;
+  Format format_;
+  std::ofstream out_;
+  bool committed_ = false;
+};
+
+}  // namespace kiln::cli

@@ -1,0 +1,61 @@
+// A finished run rebuilt for evaluation (`kiln eval`, `kiln predict`).
+//
+// From <run_dir>/config.toml (the run's resolved config) plus --set overrides, validated by the
+// same rules as `kiln train` (every table; wiring.hpp), it creates the run's backend, model and
+// precision policy for a world of one rank, the [data.eval] source, and loads a checkpoint's
+// weights and buffers (checkpoint.hpp's load_checkpoint; the optimizer state it also reads is
+// not used). No communicator is created: one rank needs none, and a run trained with nccl or
+// gloo can be evaluated where those cannot connect. Nothing is written anywhere, and the log
+// stays on the console at warn level so stdout carries only the result.
+//
+// The eval loader uses the run's [loader] eval_batch and eval_last_batch, unshuffled, so an
+// evaluation of a one-rank run's checkpoint reproduces the "test" record it wrote for that epoch.
+// With every_sample the last-batch policy is "partial" whatever the run used: every sample once.
+//
+// Errors, each one line: IoError for a missing run directory, config.toml or checkpoint;
+// ConfigError for a run (after overrides) without [data.eval] and for config mistakes; DataError
+// when the checkpoint does not fit the model (naming the tensor); plugin errors name the plugin.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/train/evaluate.hpp"
+
+namespace kiln::train {
+
+struct EvalRequest {
+  std::filesystem::path run_dir;
+  std::filesystem::path checkpoint;                ///< empty: the newest complete one in run_dir/checkpoints
+  std::vector<std::string> overrides;              ///< "--set key=value" texts, applied to config.toml
+  std::vector<std::filesystem::path> plugin_dirs;  ///< --plugin-path entries
+  bool every_sample = false;                       ///< force the "partial" last batch (predict)
+};
+
+class EvalSession {
+ public:
+  /// Builds everything and loads the checkpoint; throws as described above.
+  explicit EvalSession(const EvalRequest& request);
+  ~EvalSession();
+  EvalSession(const EvalSession&) = delete;
+  EvalSession& operator=(const EvalSession&) = delete;
+
+  /// One pass over the eval data in its order; `on_logits` sees each batch's f32 logits.
+  EvalSums run(const LogitsCallback& on_logits = {});
+
+  /// The checkpoint directory the weights came from.
+  const std::filesystem::path& checkpoint() const;
+  /// The model's number of outputs.
+  std::int64_t num_classes() const;
+  /// For copying logits to the host in a callback.
+  Backend& backend();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::train

@@ -1,0 +1,181 @@
+// Rebuilding a finished run for evaluation (see eval_session.hpp for what and why).
+#include "kiln/train/eval_session.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "kiln/config/config.hpp"
+#include "kiln/errors.hpp"
+#include "kiln/plugin/guarded.hpp"
+#include "kiln/plugin/plugin_call.hpp"
+#include "kiln/plugin/registry.hpp"
+#include "kiln/sdk_internal/log_setup.hpp"
+#include "kiln/train/checkpoint.hpp"
+#include "kiln/train/core_tables.hpp"
+#include "kiln/train/lr_schedule.hpp"
+#include "kiln/train/optimizer.hpp"
+#include "kiln/train/wiring.hpp"
+
+namespace kiln::train {
+namespace fs = std::filesystem;
+namespace {
+
+fs::path resolve_checkpoint(const EvalRequest& r) {
+  if (!r.checkpoint.empty()) {
+    // load_checkpoint reads both files; naming the missing one here beats a read error.
+    for (const char* file : {"model.safetensors", "trainer.safetensors"}) {
+      if (!fs::exists(r.checkpoint / file)) {
+        throw IoError(fmt::format("--checkpoint {}: not a complete checkpoint directory (no {})",
+                                  r.checkpoint.string(), file));
+      }
+    }
+    return r.checkpoint;
+  }
+  const fs::path dir = r.run_dir / "checkpoints";
+  const auto latest = latest_checkpoint(dir);
+  if (!latest) {
+    throw IoError(fmt::format("no complete checkpoint in {} (the run wrote none: checkpoint.every_epochs = 0, or "
+                              "it stopped before its first); pass --checkpoint DIR",
+                              dir.string()));
+  }
+  return *latest;
+}
+
+}  // namespace
+
+struct EvalSession::Impl {
+  fs::path checkpoint;
+  std::shared_ptr<Backend> backend;  // first: destroyed last, after everything that uses it
+  std::shared_ptr<PrecisionPolicy> precision;
+  std::shared_ptr<Model> model;
+  std::shared_ptr<DataSource> data;
+  std::unique_ptr<data::DataLoader> loader;
+  std::unique_ptr<nn::SoftmaxCrossEntropy> loss;
+  ComputeBoundary boundary;
+  std::int64_t classes = 0;
+  plugin::PluginOrigin backend_origin;
+
+  /// Locates a failure inside a backend call (the backend is not wrapped; run.cpp says why).
+  template <class F>
+  decltype(auto) backend_call(std::string_view method, F&& call) {
+    try {
+      return call();
+    } catch (...) {
+      plugin::rethrow_from_plugin_or_core(backend_origin, method);
+    }
+  }
+};
+
+EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Impl>()) {
+  RankInfo ranks;  // one rank: rank 0 of 1
+  ranks.source = "kiln eval";
+  log::configure(ranks, log::Level::warn);
+
+  if (!fs::is_directory(request.run_dir)) {
+    throw IoError(fmt::format("--run-dir {}: no such directory", request.run_dir.string()));
+  }
+  const fs::path config_file = request.run_dir / "config.toml";
+  if (!fs::exists(config_file)) {
+    throw IoError(fmt::format("--run-dir {}: not a run directory (no config.toml)", request.run_dir.string()));
+  }
+
+  // ---- the whole config, by the rules `kiln train` used (run.cpp step 1) ----
+  config::Config cfg = config::Config::load(config_file, request.overrides);
+  const ParamMap run = cfg.validate("run", run_schema());
+  const ParamMap loader = cfg.validate("loader", loader_schema());
+  const ParamMap loss = cfg.validate("loss", loss_schema());
+  (void)cfg.validate("log", log_schema());
+  (void)cfg.validate("dist", dist_schema());
+  (void)cfg.validate("checkpoint", checkpoint_schema());
+  const std::string optimizer_type = cfg.plugin_type("optimizer", "adam");
+  const ParamMap optimizer = cfg.validate("optimizer", optimizer_schema(optimizer_type));
+  (void)cfg.plugin_type("schedule", "constant");
+  (void)cfg.validate("schedule", schedule_schema());
+
+  plugin::Registry registry(plugin::default_search_path(request.plugin_dirs));
+  registry.scan();
+  const PluginChoice backend_c = choose(cfg, registry, KILN_KIND_BACKEND, "backend", "cpu");
+  const PluginChoice model_c = choose(cfg, registry, KILN_KIND_MODEL, "model", nullptr);
+  (void)choose(cfg, registry, KILN_KIND_DATA, "data.train", nullptr);
+  if (!cfg.has_table("data.eval")) {
+    throw ConfigError(fmt::format("{} has no eval split ([data.eval]); name a data source with --set "
+                                  "data.eval.type=... --set data.eval.path=...",
+                                  config_file.string()));
+  }
+  const PluginChoice eval_c = choose(cfg, registry, KILN_KIND_DATA, "data.eval", nullptr);
+  (void)choose(cfg, registry, KILN_KIND_COMMUNICATOR, "comm", "local");
+  const PluginChoice precision_c = choose(cfg, registry, KILN_KIND_PRECISION, "precision", "fp32");
+  cfg.check_all_consumed();
+
+  const std::int64_t batch = loader.get_int("batch");
+  if (batch < 1) throw ConfigError(loader.where("batch") + " must be at least 1");
+  const std::int64_t eval_batch = loader.get_int("eval_batch") > 0 ? loader.get_int("eval_batch") : batch;
+  const double smoothing = loss.get_float("label_smoothing");
+  if (!(smoothing >= 0 && smoothing < 1)) throw ConfigError(loss.where("label_smoothing") + " must be in [0, 1)");
+  const auto seed = static_cast<std::uint64_t>(run.get_int("seed"));
+  impl_->checkpoint = resolve_checkpoint(request);
+
+  // ---- plugins and the checks between them (run.cpp step 3) ----
+  // run_dir stays empty: the plugins must not write into the run being evaluated.
+  auto args_for = [&](const PluginChoice& c) {
+    PluginArgs a;
+    a.params = &c.params;
+    a.ranks = ranks;
+    return a;
+  };
+  Impl& s = *impl_;
+  s.backend_origin = plugin::origin_of(*backend_c.info);
+  s.backend = registry.create_backend(*backend_c.info, args_for(backend_c));
+  s.precision = plugin::guarded(registry.create_precision(*precision_c.info, args_for(precision_c)),
+                                plugin::origin_of(*precision_c.info));
+  s.model = plugin::guarded(registry.create_model(*model_c.info, args_for(model_c)), plugin::origin_of(*model_c.info));
+  s.data = plugin::guarded(registry.create_data(*eval_c.info, args_for(eval_c)), plugin::origin_of(*eval_c.info));
+  const InputSpec spec = s.model->input_spec();
+  const DatasetInfo info = s.data->describe();
+  check_model_data(spec, info, "data.eval");
+  check_batch_bytes(loader, loader.get_int("eval_batch") > 0 ? "eval_batch" : "batch", eval_batch, info, "data.eval");
+  data::LoaderOptions lo = loader_options(loader, ranks, info.count, eval_batch, "eval_last_batch", data::Shuffle::no, seed);
+  if (request.every_sample) lo.shard.last_batch = data::LastBatch::partial;
+  (void)data::Sharder(lo.shard);
+  s.precision->check_backend(*s.backend);
+
+  // ---- build as the trainer does (trainer.cpp build()), then the checkpoint ----
+  s.backend_call("a call while building the model", [&] {
+    s.loader = std::make_unique<data::DataLoader>(s.data, s.backend.get(), lo);
+    // The trainer sizes the model for its larger batch; the same size here keeps the build
+    // identical (a model may choose its workspaces by it).
+    ModelBuildContext ctx;
+    ctx.backend = s.backend.get();
+    ctx.param_dtype = s.precision->param_dtype();
+    ctx.compute_dtype = s.precision->compute_dtype();
+    ctx.max_batch = std::max(batch, eval_batch);
+    ctx.seed = seed;
+    s.model->build(ctx);
+    s.classes = spec.num_classes;
+    s.loss = std::make_unique<nn::SoftmaxCrossEntropy>(static_cast<float>(smoothing));
+    s.loss->build(*s.backend, ctx.max_batch, spec.num_classes);
+    s.boundary.build(*s.backend, ctx.compute_dtype, spec, ctx.max_batch, std::string(s.model->name()));
+    // load_checkpoint restores the optimizer state too; an optimizer of the run's kind takes it,
+    // which also checks that trainer.safetensors belongs to this model.
+    const std::unique_ptr<Optimizer> opt = make_optimizer(optimizer_type, optimizer);
+    const TrainerState st = load_checkpoint(s.checkpoint, *s.backend, *s.model, *opt);
+    s.precision->load_state(st.precision);
+  });
+}
+
+EvalSession::~EvalSession() = default;
+
+EvalSums EvalSession::run(const LogitsCallback& on_logits) {
+  Impl& s = *impl_;
+  return s.backend_call("a call from the evaluation", [&] {
+    return evaluate_pass({s.backend.get(), s.model.get(), s.precision.get(), s.loader.get(), s.loss.get(), &s.boundary},
+                         0, on_logits);
+  });
+}
+
+const fs::path& EvalSession::checkpoint() const { return impl_->checkpoint; }
+std::int64_t EvalSession::num_classes() const { return impl_->classes; }
+Backend& EvalSession::backend() { return *impl_->backend; }
+
+}  // namespace kiln::train

@@ -1,0 +1,306 @@
+// `kiln eval` and `kiln predict` through the real binary, on runs of the mlp over the synthetic
+// source (3 classes, 8 features): a one-epoch run with a 50-sample eval split and eval batch 16,
+// so the last batch is partial (50 = 3 x 16 + 2) and the eval path that trims it is exercised.
+//   - eval --json reproduces the loss, accuracy and samples of the run's "test" record exactly,
+//     the plain line carries the same figures, and the run directory is left byte for byte as it
+//     was;
+//   - predict writes one row per eval sample in order (CSV and JSON lines), probabilities of all
+//     classes sum to 1, top-1 is the most probable class, and its accuracy is eval's; with
+//     eval_last_batch = "drop" eval drops what the run dropped but predict still covers every
+//     sample;
+//   - errors are one "kiln: error: " line with exit status 1 and leave no output file.
+#define BOOST_TEST_MODULE test_eval_predict
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "json_lite.hpp"
+#include "kiln_process.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kiln::test::KilnResult;
+using kiln::test::slurp;
+using kiln::test::json::Value;
+
+constexpr int kEvalCount = 50;
+constexpr int kClasses = 3;
+
+std::string one_line_error(const KilnResult& r) {
+  BOOST_TEST(r.status == 1, "exit status " << r.status << ", stderr: " << r.err);
+  BOOST_TEST(r.err.rfind("kiln: error: ", 0) == 0u, "stderr: " << r.err);
+  BOOST_TEST((!r.err.empty() && r.err.find('\n') == r.err.size() - 1), "not one line: " << r.err);
+  return r.err.size() > 14 ? r.err.substr(13, r.err.size() - 14) : r.err;
+}
+
+KilnResult kiln(const std::vector<std::string>& args) { return kiln::test::run_kiln(kiln::test::scratch_dir(), args); }
+
+/// Every file under `dir` with its contents: what "writes nothing into the run" compares.
+std::map<fs::path, std::string> snapshot(const fs::path& dir) {
+  std::map<fs::path, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) out[e.path()] = e.is_regular_file() ? slurp(e.path()) : "";
+  return out;
+}
+
+/// Trains one epoch into scratch/<name>; `extra` is appended to the config (more tables),
+/// `sets` are --set overrides.
+fs::path train(const std::string& name, const std::string& extra, std::vector<std::string> sets = {}) {
+  const fs::path dir = kiln::test::scratch_dir() / name;
+  const fs::path config = kiln::test::scratch_dir() / (name + ".toml");
+  std::ofstream(config) << "[run]\nepochs = 1\n\n"
+                           "[backend]\ntype = \"cpu\"\nthreads = 1\n\n"
+                           "[model]\ntype = \"mlp\"\nin_features = 8\nhidden = [16]\nnum_classes = 3\n\n"
+                           "[data.train]\ntype = \"synthetic\"\nshape = [8]\nclasses = 3\ncount = 256\n\n"
+                           "[loader]\nbatch = 16\nworkers = 1\n\n"
+                           "[checkpoint]\nevery_epochs = 1\n\n"
+                           "[log]\nprogress = \"never\"\n\n"
+                        << extra;
+  std::vector<std::string> args = {"train", "--config", config.string(), "--run-dir", dir.string()};
+  for (const auto& s : sets) args.insert(args.end(), {"--set", s});
+  const KilnResult r = kiln(args);
+  BOOST_TEST_REQUIRE(r.status == 0, "kiln train failed: " << r.err);
+  return dir;
+}
+
+const std::string kEvalTable = "[data.eval]\ntype = \"synthetic\"\nshape = [8]\nclasses = 3\ncount = 50\nseed = 7\n";
+
+const fs::path& run_with_eval() {
+  static const fs::path dir = train("run-eval", kEvalTable);
+  return dir;
+}
+
+/// The run's "test" record for epoch 1.
+Value test_record(const fs::path& dir) {
+  std::istringstream in(slurp(dir / "metrics.jsonl"));
+  std::string line;
+  while (std::getline(in, line)) {
+    Value v = kiln::test::json::parse(line);
+    if (v.at("split").string == "test") return v;
+  }
+  BOOST_FAIL("no test record in " << (dir / "metrics.jsonl"));
+  return {};
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string cell; std::getline(in, cell, ',');) out.push_back(cell);
+  return out;
+}
+
+/// One predicted row, whichever format it came from.
+struct Row {
+  long index = -1, label = -1;
+  std::vector<long> top;
+  std::vector<double> prob;
+};
+
+void check_rows(const std::vector<Row>& rows, int expected_rows, double eval_accuracy) {
+  BOOST_TEST_REQUIRE(rows.size() == static_cast<std::size_t>(expected_rows));
+  int correct = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    BOOST_TEST(r.index == static_cast<long>(i), "rows out of the data source's order");
+    BOOST_TEST((r.label >= 0 && r.label < kClasses));
+    BOOST_TEST_REQUIRE(r.top.size() == static_cast<std::size_t>(kClasses));
+    double sum = 0;
+    for (std::size_t k = 0; k < r.prob.size(); ++k) {
+      sum += r.prob[k];
+      if (k > 0) BOOST_TEST(r.prob[k] <= r.prob[k - 1], "row " << i << ": top-k not most probable first");
+    }
+    BOOST_TEST(std::abs(sum - 1.0) <= 1e-5, "row " << i << ": probabilities sum to " << sum);
+    // All classes listed once, so top[0] is the argmax of the probabilities.
+    BOOST_TEST((std::set<long>(r.top.begin(), r.top.end()).size() == static_cast<std::size_t>(kClasses)));
+    if (r.top[0] == r.label) ++correct;
+  }
+  BOOST_TEST(static_cast<double>(correct) / static_cast<double>(rows.size()) == eval_accuracy);
+}
+
+std::vector<Row> read_csv(const fs::path& file) {
+  const auto lines = lines_of(slurp(file));
+  BOOST_TEST_REQUIRE(!lines.empty());
+  BOOST_TEST(lines[0] == "index,label,top1,prob1,top2,prob2,top3,prob3");
+  std::vector<Row> rows;
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const auto cells = split_csv(lines[i]);
+    BOOST_TEST_REQUIRE(cells.size() == 2u + 2u * kClasses, lines[i]);
+    Row r;
+    r.index = std::stol(cells[0]);
+    r.label = std::stol(cells[1]);
+    for (int k = 0; k < kClasses; ++k) {
+      r.top.push_back(std::stol(cells[2 + 2 * k]));
+      r.prob.push_back(std::stod(cells[3 + 2 * k]));
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::vector<Row> read_jsonl(const fs::path& file) {
+  std::vector<Row> rows;
+  for (const std::string& line : lines_of(slurp(file))) {
+    const Value v = kiln::test::json::parse(line);
+    Row r;
+    r.index = static_cast<long>(v.at("index").number);
+    r.label = static_cast<long>(v.at("label").number);
+    for (const Value& t : v.at("top").items) r.top.push_back(static_cast<long>(t.number));
+    for (const Value& p : v.at("prob").items) r.prob.push_back(p.number);
+    BOOST_TEST(r.top.size() == r.prob.size());
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+BOOST_AUTO_TEST_CASE(eval_reproduces_the_runs_test_record_and_writes_nothing) {
+  const fs::path dir = run_with_eval();
+  const Value want = test_record(dir);
+  const auto before = snapshot(dir);
+
+  const KilnResult r = kiln({"eval", "--run-dir", dir.string(), "--json"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  const Value got = kiln::test::json::parse(r.out);
+  BOOST_TEST(got.at("samples").number == static_cast<double>(kEvalCount));
+  BOOST_TEST(got.at("samples").number == want.at("samples").number);
+  BOOST_TEST(got.at("loss").number == want.at("loss").number);
+  BOOST_TEST(got.at("accuracy").number == want.at("accuracy").number);
+  BOOST_TEST(got.at("checkpoint").string == (dir / "checkpoints" / "epoch-0001").string());
+
+  // The plain line: the same figures, rounded as a run's epoch line rounds them.
+  const KilnResult line = kiln({"eval", "--run-dir", dir.string(), "--checkpoint", (dir / "checkpoints" / "epoch-0001").string()});
+  BOOST_TEST_REQUIRE(line.status == 0, line.err);
+  char want_line[200];
+  std::snprintf(want_line, sizeof want_line, "eval  loss %.4f  accuracy %.4f  samples %d  checkpoint %s\n",
+                want.at("loss").number, want.at("accuracy").number, kEvalCount,
+                (dir / "checkpoints" / "epoch-0001").string().c_str());
+  BOOST_TEST(line.out == std::string(want_line));
+  BOOST_TEST((snapshot(dir) == before), "kiln eval changed the run directory");
+}
+
+BOOST_AUTO_TEST_CASE(predict_csv_and_jsonl_match_eval) {
+  const fs::path dir = run_with_eval();
+  const double accuracy = test_record(dir).at("accuracy").number;
+  const auto before = snapshot(dir);
+  const fs::path csv = kiln::test::scratch_dir() / "pred.csv", jsonl = kiln::test::scratch_dir() / "pred.jsonl";
+  const KilnResult a = kiln({"predict", "--run-dir", dir.string(), "--output", csv.string(), "--top-k", "3"});
+  BOOST_TEST_REQUIRE(a.status == 0, a.err);
+  check_rows(read_csv(csv), kEvalCount, accuracy);
+  const KilnResult b = kiln({"predict", "--run-dir", dir.string(), "--output", jsonl.string(), "--top-k", "3"});
+  BOOST_TEST_REQUIRE(b.status == 0, b.err);
+  check_rows(read_jsonl(jsonl), kEvalCount, accuracy);
+  // The same model on the same samples: the two files agree row for row.
+  const auto rc = read_csv(csv), rj = read_jsonl(jsonl);
+  for (std::size_t i = 0; i < rc.size(); ++i) {
+    BOOST_TEST(rc[i].label == rj[i].label);
+    BOOST_TEST((rc[i].top == rj[i].top));
+  }
+  BOOST_TEST((snapshot(dir) == before), "kiln predict changed the run directory");
+}
+
+// Under bf16 the model computes from bf16 copies of the f32 weights; the evaluation pass refreshes
+// them first, so the run's test record (after its last optimizer step) and an evaluation of the
+// checkpoint see the same weights and agree exactly.
+BOOST_AUTO_TEST_CASE(eval_reproduces_a_bf16_run) {
+  const fs::path dir = train("run-bf16", kEvalTable, {"precision.type=bf16"});
+  const Value want = test_record(dir);
+  const KilnResult r = kiln({"eval", "--run-dir", dir.string(), "--json"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  const Value got = kiln::test::json::parse(r.out);
+  BOOST_TEST(got.at("loss").number == want.at("loss").number);
+  BOOST_TEST(got.at("accuracy").number == want.at("accuracy").number);
+  BOOST_TEST(got.at("samples").number == want.at("samples").number);
+}
+
+// A run with eval_last_batch = "drop" counts only whole eval batches (48 of 50) in its test
+// record; eval reproduces that record, and predict still writes every sample.
+BOOST_AUTO_TEST_CASE(dropped_last_batch_eval_matches_run_predict_covers_all) {
+  const fs::path dir = train("run-drop", kEvalTable, {"loader.eval_last_batch=\"drop\""});
+  const Value want = test_record(dir);
+  BOOST_TEST(want.at("samples").number == 48.0);
+  const KilnResult r = kiln({"eval", "--run-dir", dir.string(), "--json"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  const Value got = kiln::test::json::parse(r.out);
+  BOOST_TEST(got.at("samples").number == 48.0);
+  BOOST_TEST(got.at("loss").number == want.at("loss").number);
+  BOOST_TEST(got.at("accuracy").number == want.at("accuracy").number);
+  const fs::path out = kiln::test::scratch_dir() / "drop.jsonl";
+  const KilnResult p = kiln({"predict", "--run-dir", dir.string(), "--output", out.string(), "--top-k", "3"});
+  BOOST_TEST_REQUIRE(p.status == 0, p.err);
+  // All 50 rows; their accuracy is that of all 50, which eval with "partial" reports.
+  const KilnResult all = kiln({"eval", "--run-dir", dir.string(), "--json", "--set", "loader.eval_last_batch=partial"});
+  BOOST_TEST_REQUIRE(all.status == 0, all.err);
+  check_rows(read_jsonl(out), kEvalCount, kiln::test::json::parse(all.out).at("accuracy").number);
+}
+
+// Any data source through --set: the train split as eval data gives its 256 samples.
+BOOST_AUTO_TEST_CASE(eval_on_a_data_source_given_with_set) {
+  const fs::path dir = run_with_eval();
+  const KilnResult r = kiln({"eval", "--run-dir", dir.string(), "--json", "--set", "data.eval.count=256", "--set",
+                             "data.eval.seed=0"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  BOOST_TEST(kiln::test::json::parse(r.out).at("samples").number == 256.0);
+}
+
+BOOST_AUTO_TEST_CASE(run_without_eval_split_says_so) {
+  const fs::path dir = train("run-no-eval", "");
+  const std::string log = slurp(dir / "logs" / "rank0.log");
+  BOOST_TEST(log.find("no eval split ([data.eval]), so no test accuracy") != std::string::npos, log);
+  BOOST_TEST(log.find("final test accuracy") == std::string::npos, log);
+  const std::string msg = one_line_error(kiln({"eval", "--run-dir", dir.string()}));
+  BOOST_TEST(msg == (dir / "config.toml").string() +
+                        " has no eval split ([data.eval]); name a data source with --set data.eval.type=... --set "
+                        "data.eval.path=...");
+  // ... and a source given on the command line is evaluated.
+  const KilnResult r = kiln({"eval", "--run-dir", dir.string(), "--json", "--set", "data.eval.type=synthetic",
+                             "--set", "data.eval.shape=[8]", "--set", "data.eval.classes=3", "--set",
+                             "data.eval.count=20"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  BOOST_TEST(kiln::test::json::parse(r.out).at("samples").number == 20.0);
+}
+
+BOOST_AUTO_TEST_CASE(errors_are_one_line) {
+  const fs::path dir = run_with_eval();
+  const fs::path missing = kiln::test::scratch_dir() / "no-such-run";
+  BOOST_TEST(one_line_error(kiln({"eval", "--run-dir", missing.string()})) ==
+             "--run-dir " + missing.string() + ": no such directory");
+
+  const fs::path empty = kiln::test::scratch_dir() / "run-without-checkpoints";
+  fs::create_directories(empty);
+  fs::copy_file(dir / "config.toml", empty / "config.toml", fs::copy_options::overwrite_existing);
+  BOOST_TEST(one_line_error(kiln({"eval", "--run-dir", empty.string()})).rfind(
+                 "no complete checkpoint in " + (empty / "checkpoints").string(), 0) == 0u);
+  BOOST_TEST(one_line_error(kiln({"eval", "--run-dir", dir.string(), "--checkpoint", empty.string()})) ==
+             "--checkpoint " + empty.string() + ": not a complete checkpoint directory (no model.safetensors)");
+
+  const std::string misfit = one_line_error(kiln({"eval", "--run-dir", dir.string(), "--set", "model.hidden=[5]"}));
+  BOOST_TEST(misfit.find("tensor 'layers.0.weight' is f32(16, 8) but the model's is f32(5, 8)") != std::string::npos,
+             misfit);
+
+  // A failed predict leaves no file, not even its temporary.
+  const fs::path out_dir = kiln::test::scratch_dir() / "failed-predict";
+  fs::create_directories(out_dir);
+  one_line_error(kiln({"predict", "--run-dir", dir.string(), "--output", (out_dir / "p.csv").string(), "--set",
+                       "model.hidden=[5]"}));
+  BOOST_TEST(fs::is_empty(out_dir), "a failed predict left a file in " << out_dir);
+  BOOST_TEST(one_line_error(kiln({"predict", "--run-dir", dir.string(), "--output", (out_dir / "p.txt").string()})) ==
+             "--output " + (out_dir / "p.txt").string() +
+                 ": the file name must end in .csv or .jsonl (that picks the format)");
+  BOOST_TEST(one_line_error(kiln({"predict", "--run-dir", dir.string(), "--output", (out_dir / "p.csv").string(),
+                                  "--top-k", "4"})) == "--top-k 4 is more than the model's 3 classes");
+  BOOST_TEST(fs::is_empty(out_dir));
+}
+
+}  // namespace
