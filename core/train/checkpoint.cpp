@@ -146,7 +146,7 @@ void save_checkpoint(const fs::path& dir, std::int64_t keep, Backend& backend, C
         {"seed", std::to_string(state.seed)},
     };
     for (const auto& [k, v] : precision.state()) meta["precision." + k] = number(v);
-    for (const auto& [k, v] : run_identity_for(dir)) meta[kRunPrefix + k] = v;
+    for (const auto& [k, v] : state.run) meta[kRunPrefix + k] = v;
     io::write_safetensors(partial / "trainer.safetensors", trainer_records, meta);
 
     fs::remove_all(final_dir, ec);

@@ -268,7 +268,6 @@ RunOutcome run_training(const TrainCommand& command) {
   if (parts.eval_data) identity["data.eval.count"] = std::to_string(eval_info.count);
   identity["precision.type"] = precision_c.info->name;
   if (!resume_from.empty()) check_same_run(command, resume_from, saved, identity);
-  set_run_identity(outcome.run_dir / "checkpoints", identity);
 
   // The trainer makes these checks again when it builds; made here too, they fail before the
   // run directory exists: a precision the backend cannot run, a batch larger than the data.
@@ -278,6 +277,7 @@ RunOutcome run_training(const TrainCommand& command) {
   to.seed = static_cast<std::uint64_t>(run.get_int("seed"));
   to.label_smoothing = static_cast<float>(smoothing);
   to.stop_on_nonfinite_loss = run.get_bool("stop_on_nonfinite_loss");
+  to.run_identity = identity;
   to.loss_check_every = run.get_int("loss_check_every");
   to.bucket_bytes = static_cast<std::int64_t>(bucket_mb * 1e6);
   to.train_loader = loader_options(loader, ranks, train_info.count, batch, "last_batch",

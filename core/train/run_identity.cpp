@@ -1,23 +1,12 @@
-// Run identities: their text form, comparison and the per-directory table (see the header).
+// Run identities: their text form and comparison (see the header).
 #include "kiln/train/run_identity.hpp"
 
 #include <fmt/format.h>
 
-#include <mutex>
 #include <set>
 
 namespace kiln::train {
 namespace {
-
-std::mutex& table_mutex() {
-  static std::mutex m;
-  return m;
-}
-
-std::map<std::filesystem::path, RunIdentity>& table() {
-  static std::map<std::filesystem::path, RunIdentity> t;
-  return t;
-}
 
 template <class T>
 std::string scalar_text(const T& v) {
@@ -60,17 +49,6 @@ std::vector<std::string> identity_differences(const RunIdentity& checkpoint, con
     if (was != now) out.push_back(fmt::format("checkpoint was written with {} = {}, this run has {}", k, was, now));
   }
   return out;
-}
-
-void set_run_identity(const std::filesystem::path& checkpoint_dir, RunIdentity id) {
-  std::lock_guard<std::mutex> lock(table_mutex());
-  table()[checkpoint_dir] = std::move(id);
-}
-
-RunIdentity run_identity_for(const std::filesystem::path& checkpoint_dir) {
-  std::lock_guard<std::mutex> lock(table_mutex());
-  auto it = table().find(checkpoint_dir);
-  return it == table().end() ? RunIdentity{} : it->second;
 }
 
 }  // namespace kiln::train

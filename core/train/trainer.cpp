@@ -269,6 +269,7 @@ struct Trainer::Impl {
         st.global_step = global_step;
         st.seed = static_cast<std::int64_t>(opt.seed);
         st.precision = parts.precision->state();
+        st.run = opt.run_identity;
         save_checkpoint(opt.checkpoint_dir, opt.checkpoint_keep, backend(), *parts.comm, *parts.model, *optimizer,
                         *parts.precision, st);
       }

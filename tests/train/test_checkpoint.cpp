@@ -62,7 +62,8 @@ struct Run {
 
 /// Trains the MLP on 640 Fashion-MNIST samples for `epochs`, checkpointing into `ckpt`, resuming
 /// from `resume` if given; returns the final parameter values.
-std::vector<double> train(std::int64_t epochs, const fs::path& ckpt, const fs::path& resume, std::int64_t keep = 3) {
+std::vector<double> train(std::int64_t epochs, const fs::path& ckpt, const fs::path& resume, std::int64_t keep = 3,
+                          kiln::train::RunIdentity identity = {}) {
   Run run;
   using R = kiln::plugin::Registry;
   run.parts.backend = run.make(KILN_KIND_BACKEND, "cpu", "threads = 1", &R::create_backend);
@@ -87,6 +88,7 @@ std::vector<double> train(std::int64_t epochs, const fs::path& ckpt, const fs::p
   o.checkpoint_dir = ckpt;
   o.checkpoint_every = 1;
   o.checkpoint_keep = keep;
+  o.run_identity = std::move(identity);
   o.resume_from = resume;
   auto model = run.parts.model;
   kiln::train::Trainer trainer(run.parts, o, kiln::RankInfo{}, nullptr);
@@ -311,8 +313,7 @@ BOOST_AUTO_TEST_CASE(the_newest_intact_checkpoint_is_found_past_a_damaged_newest
 
 BOOST_AUTO_TEST_CASE(the_run_identity_is_recorded_and_differences_are_named) {
   const fs::path dir = fresh_dir("identity");
-  kiln::train::set_run_identity(dir, {{"model.hidden", "[16]"}, {"world_size", "1"}});
-  (void)train(1, dir, {});
+  (void)train(1, dir, {}, 3, {{"model.hidden", "[16]"}, {"world_size", "1"}});
   const auto st = kiln::train::inspect_checkpoint(dir / "epoch-0001");
   BOOST_TEST(st.run.at("model.hidden") == "[16]");
   const auto diffs = kiln::train::identity_differences(st.run, {{"model.hidden", "[32]"}, {"seed", "7"}});

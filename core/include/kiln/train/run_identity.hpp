@@ -8,12 +8,10 @@
 // size, the sample count of each data split and the precision type. Not recorded, so free to
 // change: the optimizer and its lr, the schedule, epochs, checkpoint and log settings.
 //
-// The identity travels from run.cpp (which knows the config) to save_checkpoint (called from the
-// trainer's loop) through a table keyed by the checkpoint directory, so the trainer, which has no
-// use for it, does not have to carry it.
+// run.cpp, which knows the config, builds it; the trainer carries it (TrainerOptions::run_identity)
+// into each checkpoint's TrainerState, and save_checkpoint writes it as "run.<item>" metadata.
 #pragma once
 
-#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,13 +32,5 @@ void add_params(RunIdentity& id, const std::string& prefix, const ParamMap& tabl
 /// One line per item that differs: "checkpoint was written with model.hidden = [128], this run has
 /// [256]"; an item only one side has reads "none" on the other. Empty when they agree.
 std::vector<std::string> identity_differences(const RunIdentity& checkpoint, const RunIdentity& current);
-
-/// Makes save_checkpoint record `id` in every checkpoint written under `checkpoint_dir` by this
-/// process (replacing what was set before for that directory).
-void set_run_identity(const std::filesystem::path& checkpoint_dir, RunIdentity id);
-
-/// What set_run_identity recorded for `checkpoint_dir`; empty if nothing (tests that drive the
-/// trainer directly), and then the checkpoint carries no identity and a resume cannot check it.
-RunIdentity run_identity_for(const std::filesystem::path& checkpoint_dir);
 
 }  // namespace kiln::train

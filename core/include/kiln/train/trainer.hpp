@@ -22,6 +22,7 @@
 #include "kiln/io/metrics_writer.hpp"
 #include "kiln/io/progress.hpp"
 #include "kiln/model.hpp"
+#include "kiln/train/run_identity.hpp"
 #include "kiln/precision_policy.hpp"
 #include "kiln/train/lr_schedule.hpp"
 #include "kiln/train/optimizer.hpp"
@@ -58,6 +59,8 @@ struct TrainerOptions {
   std::int64_t checkpoint_every = 0;
   std::int64_t checkpoint_keep = 3;
   std::filesystem::path resume_from;
+  /// What this run is (run_identity.hpp), written into every checkpoint so a resume can check it.
+  RunIdentity run_identity;
   /// Stop with a NumericError when the training loss becomes inf or nan (loss_guard.hpp).
   bool stop_on_nonfinite_loss = true;
   /// Steps between those checks; each reads the loss back to the host (a device sync).
