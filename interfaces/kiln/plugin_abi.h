@@ -6,9 +6,10 @@
  * library with immediate binding, reads the struct and checks abi_major, abi_minor,
  * struct_size, toolchain_key and contract_fingerprint before it calls anything in the library.
  *
- * Versioning rules (docs/plugin-abi.md): any change to a struct here or to a virtual function
- * or data member of an interfaces/ class bumps KILN_ABI_MAJOR; adding an optional field at the
- * end of a struct bumps KILN_ABI_MINOR. The host accepts abi_minor <= its own.
+ * Versioning rules (docs/plugin-abi.md): any change to a struct here other than appending bumps
+ * KILN_ABI_MAJOR; appending an optional field, or a value to one of its enums, bumps
+ * KILN_ABI_MINOR (the host accepts abi_minor <= its own). Changes to the C++ contract (the
+ * interfaces/ classes, the SDK's headers) are covered by contract_fingerprint instead.
  */
 #ifndef KILN_PLUGIN_ABI_H
 #define KILN_PLUGIN_ABI_H
