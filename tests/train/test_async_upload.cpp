@@ -222,26 +222,8 @@ class DeferredBackend final : public Backend {
   std::thread thread_;  // last: starts after everything above exists
 };
 
-plugin::Registry& registry() {
-  static plugin::Registry* r = [] {
-    auto* reg = new plugin::Registry({KILN_TEST_PLUGIN_DIR});
-    reg->scan();
-    return reg;
-  }();
-  return *r;
-}
-
-struct Run {
-  std::vector<std::unique_ptr<ParamMap>> params;
-  train::RunParts parts;
-  template <class Create>
-  auto make(std::uint32_t kind, const std::string& name, const std::string& body, Create create) {
-    params.push_back(std::make_unique<ParamMap>(test::plugin_params(kind, name, body)));
-    PluginArgs args;
-    args.params = params.back().get();
-    return (registry().*create)(registry().require(kind, name, "test"), args);
-  }
-};
+using Run = test::PluginRun;
+plugin::Registry& registry() { return test::plugin_registry(); }
 
 struct Result {
   std::vector<double> weights;

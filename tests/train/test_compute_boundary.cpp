@@ -139,27 +139,8 @@ BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
 
-kiln::plugin::Registry& registry() {
-  static kiln::plugin::Registry* r = [] {
-    auto* reg = new kiln::plugin::Registry({KILN_TEST_PLUGIN_DIR});
-    reg->scan();
-    return reg;
-  }();
-  return *r;
-}
-
-/// Holds the ParamMaps alive for as long as the plugins may look at them.
-struct Run {
-  std::vector<std::unique_ptr<kiln::ParamMap>> params;
-  kiln::train::RunParts parts;
-  template <class Create>
-  auto make(std::uint32_t kind, const std::string& name, const std::string& body, Create create) {
-    params.push_back(std::make_unique<kiln::ParamMap>(kiln::test::plugin_params(kind, name, body)));
-    kiln::PluginArgs args;
-    args.params = params.back().get();
-    return (registry().*create)(registry().require(kind, name, "test"), args);
-  }
-};
+using Run = kiln::test::PluginRun;
+kiln::plugin::Registry& registry() { return kiln::test::plugin_registry(); }
 
 /// Trains the mlp without hidden layers (logistic regression, no casts in it) for one epoch on
 /// 3200 Fashion-MNIST samples under `precision` ([precision] keys `body`); the result holds the

@@ -1,5 +1,5 @@
-// Helpers of the test_train executable: validated core tables from inline TOML, and a small
-// ParameterStore-backed pair of parameters on the real cpu backend for optimizer tests.
+// Helpers of the test_train executable: validated core tables from inline TOML, and plugins made
+// through the registry of the build tree (for tests that drive the Trainer with real plugins).
 #pragma once
 
 #include <memory>
@@ -10,7 +10,10 @@
 #include "kiln/config/config.hpp"
 #include "kiln/sdk/nn/parameter_store.hpp"
 #include "kiln/params.hpp"
+#include "kiln/plugin/registry.hpp"
 #include "kiln/plugin_abi.h"
+#include "kiln/plugin_args.hpp"
+#include "kiln/train/trainer.hpp"
 #include "../nn/nn_fixture.hpp"
 
 namespace kiln::test {
@@ -22,5 +25,29 @@ inline ParamMap core_table(const std::string& table, const std::string& body,
   auto cfg = config::Config::parse("[" + table + "]\n" + body + "\n", "test.toml", {});
   return cfg.validate(table, schema);
 }
+
+/// The build tree's plugins, scanned once for the whole test executable.
+inline plugin::Registry& plugin_registry() {
+  static plugin::Registry* r = [] {
+    auto* reg = new plugin::Registry({KILN_TEST_PLUGIN_DIR});
+    reg->scan();
+    return reg;
+  }();
+  return *r;
+}
+
+/// The plugins of one run, with the ParamMaps they were made from kept alive as long as they.
+struct PluginRun {
+  std::vector<std::unique_ptr<ParamMap>> params;
+  train::RunParts parts;
+  /// Makes plugin `name` of `kind` from the table `body` with registry member `create`.
+  template <class Create>
+  auto make(std::uint32_t kind, const std::string& name, const std::string& body, Create create) {
+    params.push_back(std::make_unique<ParamMap>(plugin_params(kind, name, body)));
+    PluginArgs args;
+    args.params = params.back().get();
+    return (plugin_registry().*create)(plugin_registry().require(kind, name, "test"), args);
+  }
+};
 
 }  // namespace kiln::test
