@@ -25,12 +25,8 @@ using kiln::test::check_gradient;
 using kiln::test::cpu;
 using kiln::test::device_f32;
 using kiln::test::dot;
+using kiln::test::random_values;
 using kiln::test::read;
-
-std::vector<double> random_values(std::size_t n, std::uint32_t seed, double lo = -1, double hi = 1) {
-  std::mt19937 rng(seed);
-  return kiln::test::uniform(n, rng, lo, hi);
-}
 
 std::vector<double> grad_of(const kiln::nn::ParameterStore& store, std::size_t i) { return read(store[i].grad); }
 

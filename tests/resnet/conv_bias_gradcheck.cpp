@@ -24,12 +24,8 @@ using kiln::test::check_gradient;
 using kiln::test::cpu;
 using kiln::test::device_f32;
 using kiln::test::dot;
+using kiln::test::random_values;
 using kiln::test::read;
-
-std::vector<double> random_values(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  return kiln::test::uniform(n, rng, -1, 1);
-}
 
 /// The cpu backend with NCHW activations: forwards what Conv2d with a bias uses.
 class NchwCpu final : public Backend {

@@ -20,12 +20,8 @@ using kiln::test::check_gradient;
 using kiln::test::cpu;
 using kiln::test::device_f32;
 using kiln::test::dot;
+using kiln::test::random_values;
 using kiln::test::read;
-
-std::vector<double> random_values(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  return kiln::test::uniform(n, rng, -1, 1);
-}
 
 /// Flatten of x (logical values v) in `layout`: y is v in NCHW order, dx = dy in x's layout.
 void check_flatten(Layout layout) {

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -21,6 +22,12 @@
 #include "nn_fixture.hpp"
 
 namespace kiln::test {
+
+/// n values uniform in [lo, hi) from a generator seeded with `seed` (reproducible test inputs).
+inline std::vector<double> random_values(std::size_t n, std::uint32_t seed, double lo = -1, double hi = 1) {
+  std::mt19937 rng(seed);
+  return uniform(n, rng, lo, hi);
+}
 
 struct GradCheckOptions {
   double step = 1e-2;
