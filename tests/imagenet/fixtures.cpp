@@ -8,6 +8,7 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "kiln/errors.hpp"
 #include "kiln/sdk/crc32c.hpp"
 #include "kiln/config/config.hpp"
 #include "kiln/plugin/registry.hpp"
@@ -211,5 +212,16 @@ float normalised(unsigned char v, int c) {
   constexpr float stddev[3] = {0.229f, 0.224f, 0.225f};
   return (static_cast<float>(v) / 255.0f - mean[c]) / stddev[c];
 }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const kiln::Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace kiln_test

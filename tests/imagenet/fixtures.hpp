@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -54,5 +55,11 @@ std::vector<float> read_sample(const kiln::DataSource& source, std::int64_t inde
 
 /// The normalised value of 8-bit `v` in channel `c` with ImageNet mean/std.
 float normalised(unsigned char v, int c);
+
+/// The message of the kiln::Error that `f` throws, or "<no error>".
+std::string error_of(const std::function<void()>& f);
+
+/// Whether `part` occurs in `text`.
+bool contains(const std::string& text, const std::string& part);
 
 }  // namespace kiln_test

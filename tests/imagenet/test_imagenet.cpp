@@ -94,19 +94,6 @@ void check_solid(const std::vector<float>& pixels, int size, Rgb colour) {
   }
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const kiln::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(folder_describe_and_labels_follow_sorted_wnids) {

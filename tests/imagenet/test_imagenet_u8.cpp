@@ -56,17 +56,6 @@ std::vector<std::uint8_t> read_bytes(const kiln::DataSource& source, std::int64_
   return bytes;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const kiln::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 // Every f32 value equals the normalised u8 byte at the same (c, y, x) within the byte rounding
 // (half a grey level after normalisation) plus f32 noise.
 void check_same_pixels(const std::string& extra, std::int64_t index, std::uint64_t seed) {

@@ -118,19 +118,6 @@ void on_fresh_thread(const std::function<void()>& f) {
   if (error) std::rethrow_exception(error);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const kiln::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 void check_same(const Decoded& got, const Decoded& want, const std::string& what) {
   BOOST_TEST(got.header.width == want.header.width, what);
   BOOST_TEST(got.header.height == want.header.height, what);
