@@ -1,6 +1,8 @@
 // See kiln_process.hpp.
 #include "kiln_process.hpp"
 
+#include <boost/test/unit_test.hpp>
+
 #include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,6 +60,14 @@ KilnResult run_kiln(const fs::path& cwd, const std::vector<std::string>& args) {
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+std::string one_line_error(const KilnResult& r) {
+  BOOST_TEST(r.status == 1, "exit status " << r.status << ", stderr: " << r.err);
+  BOOST_TEST(r.err.rfind("kiln: error: ", 0) == 0u, "stderr: " << r.err);
+  BOOST_TEST((!r.err.empty() && r.err.find('\n') == r.err.size() - 1), "not one line: " << r.err);
+  const std::string line = r.err.substr(0, r.err.find('\n'));
+  return line.size() >= 13 ? line.substr(13) : line;
 }
 
 fs::path fixture_dir(const std::string& name) {

@@ -20,6 +20,10 @@ const std::filesystem::path& scratch_dir();
 /// Runs `kiln args...` with `cwd` as its working directory.
 KilnResult run_kiln(const std::filesystem::path& cwd, const std::vector<std::string>& args);
 
+/// stderr of a failed run must be exactly one line starting "kiln: error: " with exit status 1
+/// (each checked with BOOST_TEST); returns that line without the prefix.
+std::string one_line_error(const KilnResult& r);
+
 /// The whole file as a string ("" if it cannot be read).
 std::string slurp(const std::filesystem::path& file);
 

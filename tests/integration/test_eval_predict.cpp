@@ -33,12 +33,7 @@ using kiln::test::json::Value;
 constexpr int kEvalCount = 50;
 constexpr int kClasses = 3;
 
-std::string one_line_error(const KilnResult& r) {
-  BOOST_TEST(r.status == 1, "exit status " << r.status << ", stderr: " << r.err);
-  BOOST_TEST(r.err.rfind("kiln: error: ", 0) == 0u, "stderr: " << r.err);
-  BOOST_TEST((!r.err.empty() && r.err.find('\n') == r.err.size() - 1), "not one line: " << r.err);
-  return r.err.size() > 14 ? r.err.substr(13, r.err.size() - 14) : r.err;
-}
+using kiln::test::one_line_error;
 
 KilnResult kiln(const std::vector<std::string>& args) { return kiln::test::run_kiln(kiln::test::scratch_dir(), args); }
 

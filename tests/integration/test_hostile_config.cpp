@@ -17,13 +17,7 @@ using kiln::test::scratch_dir;
 
 const std::string kSample = std::string(KILN_SOURCE_DIR) + "/samples/fashion-mnist-mlp.toml";
 
-/// stderr of a failed run: exactly one "kiln: error: " line; returns it without prefix/newline.
-std::string one_line_error(const kiln::test::KilnResult& r) {
-  BOOST_TEST(r.status == 1, "exit status " << r.status << ", stderr: " << r.err);
-  BOOST_TEST(r.err.rfind("kiln: error: ", 0) == 0u, "stderr: " << r.err);
-  BOOST_TEST((!r.err.empty() && r.err.find('\n') == r.err.size() - 1), "not one line: " << r.err);
-  return r.err.size() > 14 ? r.err.substr(13, r.err.size() - 14) : r.err;
-}
+using kiln::test::one_line_error;
 
 fs::path workdir(const std::string& name) {
   const fs::path dir = scratch_dir() / ("hostile-" + name);

@@ -44,14 +44,7 @@ const fs::path& scratch() { return kiln::test::scratch_dir(); }
 /// Runs kiln with `args` in the scratch directory, with only the build tree's plugins visible.
 Result kiln(const std::vector<std::string>& args) { return kiln::test::run_kiln(scratch(), args); }
 
-/// stderr must be exactly one line starting with "kiln: error: "; returns it without the prefix.
-std::string one_line_error(const Result& r) {
-  BOOST_TEST(r.status == 1, "exit status " << r.status << ", stderr: " << r.err);
-  BOOST_TEST(r.err.rfind("kiln: error: ", 0) == 0u, "stderr: " << r.err);
-  BOOST_TEST((!r.err.empty() && r.err.find('\n') == r.err.size() - 1), "not one line: " << r.err);
-  const std::string line = r.err.substr(0, r.err.find('\n'));
-  return line.size() >= 13 ? line.substr(13) : line;
-}
+using kiln::test::one_line_error;
 
 std::vector<Value> read_metrics(const fs::path& file) {
   std::vector<Value> records;
