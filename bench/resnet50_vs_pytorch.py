@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Benchmark: ResNet-50 training images/s, Kiln vs PyTorch, same machine, threads and batch.
+"""Benchmark: ResNet-50 training images/s, Kiln vs PyTorch and TensorFlow, same machine, threads and batch.
 
 Kiln runs samples/resnet50-synthetic.toml (batch 8, 224x224, SGD momentum) for `--steps` steps
 after one warm-up epoch of the same length; PyTorch runs torchvision's resnet50 with its fastest
 CPU settings: channels_last for fp32, and torch.autocast("cpu", dtype=torch.bfloat16) with
-channels_last for bf16. Each side runs in its own process, one after the other, in one
-invocation; peak resident memory is that process's ru_maxrss. With --write the table replaces
-the ResNet section of docs/benchmarks.md.
-    /usr/bin/python3 bench/resnet50_vs_pytorch.py --threads 2 --steps 10 [--write]
+channels_last for bf16; TensorFlow runs keras.applications.ResNet50 (channels_last, its native
+layout) with a compiled train step, and the "mixed_bfloat16" policy for bf16. The peers come
+from the bench venv (bench/peers.py: PyTorch 2.15 and TensorFlow 2.21 from PyPI, installed by
+scripts/setup.sh --bench). Each side runs in its own process, one after the other, in one
+invocation; peak resident memory is that process's own peak. The table starts with the CPU model
+and each side's ISA; with --write it replaces this CPU family's table in docs/benchmarks.md.
+    python3 bench/resnet50_vs_pytorch.py --threads 2 --steps 10 [--no-tf] [--write]
 """
 import argparse
 import datetime
@@ -18,7 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import peers
+
+ROOT = peers.ROOT
 
 TORCH_CHILD = r"""
 import json, sys, time, resource, torch, torchvision
@@ -49,6 +54,36 @@ print(json.dumps({"images_per_s": 8 * steps / dt,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
+TF_CHILD = r"""
+import json, os, sys, time, resource
+threads, steps, precision = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+import tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads(threads)
+tf.config.threading.set_inter_op_parallelism_threads(1)
+if precision == "bf16":
+    tf.keras.mixed_precision.set_global_policy("mixed_bfloat16")
+tf.keras.utils.set_random_seed(0)
+model = tf.keras.applications.ResNet50(weights=None, input_shape=(224, 224, 3), classes=1000)
+opt = tf.keras.optimizers.SGD(learning_rate=0.003125, momentum=0.9)
+loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=False)
+x = tf.random.normal((8, 224, 224, 3))
+y = tf.random.uniform((8,), 0, 1000, dtype=tf.int32)
+@tf.function(jit_compile=False)
+def step():
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, tf.cast(model(x, training=True), tf.float32))
+    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+for _ in range(2):
+    step().numpy()
+t0 = time.perf_counter()
+for _ in range(steps):
+    step().numpy()
+dt = time.perf_counter() - t0
+print(json.dumps({"images_per_s": 8 * steps / dt,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
 
 def run_kiln(threads, steps, precision):
     with tempfile.TemporaryDirectory() as tmp:
@@ -64,13 +99,14 @@ def run_kiln(threads, steps, precision):
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         rss_kb = int(rss_file.read_text().split()[-1])
         rows = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        detail = peers.kiln_device(run_dir)
     train = [r for r in rows if r["split"] == "train"]
-    return {"images_per_s": train[-1]["samples_per_s"], "peak_rss_mb": rss_kb / 1024}
+    return {"images_per_s": train[-1]["samples_per_s"], "peak_rss_mb": rss_kb / 1024, "detail": detail}
 
 
-def run_torch(threads, steps, precision):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    out = subprocess.run(["/usr/bin/python3", "-c", TORCH_CHILD, str(threads), str(steps), precision],
+def run_peer(child, threads, steps, precision):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), TF_CPP_MIN_LOG_LEVEL="2")
+    out = subprocess.run([peers.peer_python(), "-c", child, str(threads), str(steps), precision],
                          check=True, env=env, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -79,33 +115,39 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--no-tf", action="store_true", help="skip TensorFlow")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
+    torch_info = peers.torch_info()
+    tf_version = None if args.no_tf else peers.tf_version()
     rows = []
     for precision in ("fp32", "bf16"):
         k = run_kiln(args.threads, args.steps, precision)
-        t = run_torch(args.threads, args.steps, precision)
-        rows.append((precision, k, t))
-    lines = ["| precision | Kiln img/s | PyTorch img/s (channels_last{}) | ratio | Kiln peak RSS (MB) | PyTorch peak RSS (MB) |",
-             "|---|---|---|---|---|---|"]
-    lines[0] = lines[0].format(", autocast for bf16")
-    for precision, k, t in rows:
-        lines.append(f"| {precision} | {k['images_per_s']:.2f} | {t['images_per_s']:.2f} | "
-                     f"**{k['images_per_s'] / t['images_per_s']:.2f}x** | {k['peak_rss_mb']:.0f} | {t['peak_rss_mb']:.0f} |")
+        t = run_peer(TORCH_CHILD, args.threads, args.steps, precision)
+        f = None if args.no_tf else run_peer(TF_CHILD, args.threads, args.steps, precision)
+        rows.append((precision, k, t, f))
+    head = ("| precision | Kiln img/s | PyTorch img/s (channels_last, autocast for bf16) | Kiln/PyTorch "
+            "| Kiln peak RSS (MB) | PyTorch peak RSS (MB) |")
+    rule = "|---|---|---|---|---|---|"
+    if tf_version:
+        head += " TensorFlow img/s (mixed_bfloat16 for bf16) | Kiln/TF | TF peak RSS (MB) |"
+        rule += "---|---|---|"
+    lines = [head, rule]
+    for precision, k, t, f in rows:
+        line = (f"| {precision} | {k['images_per_s']:.2f} | {t['images_per_s']:.2f} | "
+                f"**{k['images_per_s'] / t['images_per_s']:.2f}x** | {k['peak_rss_mb']:.0f} | {t['peak_rss_mb']:.0f} |")
+        if f:
+            line += f" {f['images_per_s']:.2f} | **{k['images_per_s'] / f['images_per_s']:.2f}x** | {f['peak_rss_mb']:.0f} |"
+        lines.append(line)
+    machine = peers.machine_line(rows[0][1]["detail"], torch_info)
+    peers_text = f"PyTorch {torch_info['torch']}" + (f", TensorFlow {tf_version}" if tf_version else "")
+    print(machine)
     print("\n".join(lines))
     if args.write:
-        import torch
-        start, end = "<!-- resnet-bench -->", "<!-- /resnet-bench -->"
-        section = (f"{start}\nMeasured {datetime.date.today()}: {args.threads} threads, batch 8, 224x224, "
-                   f"{args.steps} timed steps after warm-up, PyTorch {torch.__version__}.\n\n"
-                   + "\n".join(lines) + f"\n{end}")
-        doc = ROOT / "docs/benchmarks.md"
-        text = doc.read_text()
-        if start in text and end in text:
-            text = text[: text.index(start)] + section + text[text.index(end) + len(end):]
-        else:
-            text = text.rstrip() + "\n\n## ResNet-50 training on the CPU: Kiln vs PyTorch\n\n" + section + "\n"
-        doc.write_text(text)
+        family = peers.family_key()
+        body = (f"Measured {datetime.date.today()}: {args.threads} threads, batch 8, 224x224, {args.steps} timed "
+                f"steps after warm-up; peers from PyPI ({peers_text}).\n{machine}\n\n" + "\n".join(lines))
+        doc = peers.write_section(f"resnet-bench:{family}", f"ResNet-50 on {peers.cpu_model()} (PyPI peers)", body)
         print(f"wrote {doc}", file=sys.stderr)
 
 

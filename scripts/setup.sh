@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs Kiln's build and test dependencies from Debian packages (only those missing).
-# Usage: scripts/setup.sh [--bench]     --bench also installs python3-torch for bench/.
+# Usage: scripts/setup.sh [--bench]     --bench also installs what bench/ needs: Debian's
+# python3-torch (the golden-data reference) and the PyPI peers' venv (scripts/bench-venv.sh).
 set -euo pipefail
 
 packages=(
@@ -13,7 +14,7 @@ packages=(
 )
 # The PyTorch peer needs an optimised BLAS: without OpenBLAS, Debian's torch falls back to the
 # reference BLAS and runs ~15x slower, which would flatter Kiln.
-if [[ "${1:-}" == "--bench" ]]; then packages+=(python3-torch python3-numpy libopenblas0-pthread python3-torchvision python3-pil time); fi
+if [[ "${1:-}" == "--bench" ]]; then packages+=(python3-torch python3-numpy libopenblas0-pthread python3-torchvision python3-pil time python3-venv); fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -29,4 +30,5 @@ if ((${#missing[@]})); then
 else
   echo "setup: all packages present"
 fi
+if [[ "${1:-}" == "--bench" ]]; then "$(dirname "$0")/bench-venv.sh"; fi
 # The CUDA toolkit, cuDNN and NCCL are expected in /usr/local/cuda when CUDA plugins are built.

@@ -1,0 +1,101 @@
+"""What every benchmark script shares: where the peers (PyTorch, TensorFlow) run, and which
+machine a figure was measured on.
+
+The peers run in the virtual environment that `scripts/setup.sh --bench` creates (.venv-bench:
+torch 2.15.0, torchvision 0.29.2 and tensorflow-cpu 2.21.0 from PyPI), not Debian's PyTorch 1.13,
+which stays the reference for the golden test data only. Every table a script prints or writes
+starts with `machine_line()`: the CPU model, the ISA oneDNN dispatches to in Kiln (the cpu
+backend's banner) and the one PyTorch dispatches to (torch.backends.cpu.get_cpu_capability()),
+so a figure always says where it came from. CPU families get their own tables in
+docs/benchmarks.md (`family_key()`).
+"""
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = Path(os.environ.get("KILN_BENCH_VENV", ROOT / ".venv-bench"))
+
+
+def peer_python():
+    """The bench venv's interpreter; a clear error when setup.sh --bench has not been run."""
+    python = VENV / "bin" / "python"
+    if not python.exists():
+        raise SystemExit(f"no benchmark environment at {VENV}: run scripts/setup.sh --bench first "
+                         "(or point KILN_BENCH_VENV at one)")
+    return str(python)
+
+
+def cpu_model():
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def family_key(model=None):
+    """A stable name for the CPU family, used in docs/benchmarks.md's section markers:
+    "amd-epyc", "intel-xeon", or the model's first two words."""
+    model = (model or cpu_model()).lower()
+    if "epyc" in model:
+        return "amd-epyc"
+    if "xeon" in model:
+        return "intel-xeon"
+    words = re.findall(r"[a-z0-9]+", model)
+    return "-".join(words[:2]) or "unknown"
+
+
+_TORCH_INFO = r"""
+import json, re, torch
+config = torch.__config__.show()
+m = re.search(r"oneDNN v([0-9.]+)", config) or re.search(r"MKL-DNN v([0-9.]+)", config)
+print(json.dumps({"torch": torch.__version__, "torch_isa": torch.backends.cpu.get_cpu_capability(),
+                  "torch_onednn": m.group(1) if m else "?"}))
+"""
+
+
+def torch_info():
+    """{"torch": version, "torch_isa": "AVX512", "torch_onednn": "3.x"} of the venv's PyTorch."""
+    out = subprocess.run([peer_python(), "-c", _TORCH_INFO], check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def tf_version():
+    out = subprocess.run([peer_python(), "-c", "import tensorflow as tf; print(tf.__version__)"], check=True,
+                         capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")).stdout
+    return out.strip().splitlines()[-1]
+
+
+def kiln_device(run_dir):
+    """The cpu backend's banner detail from a finished run's log ("... oneDNN 2.6 isa avx512_core_bf16")."""
+    log = Path(run_dir) / "logs" / "rank0.log"
+    for line in log.read_text().splitlines():
+        if "backend " in line and "threads)" in line:
+            return line.split("threads)", 1)[1].strip()
+    return "?"
+
+
+def machine_line(kiln_detail, torch=None):
+    """One line naming the CPU and each side's ISA, printed above every table."""
+    text = f"CPU: {cpu_model()} ({os.cpu_count()} CPUs); Kiln: {kiln_detail}"
+    if torch:
+        text += (f"; PyTorch {torch['torch']} (PyPI, oneDNN {torch['torch_onednn']}): "
+                 f"cpu capability {torch['torch_isa']}")
+    return text
+
+
+def write_section(marker, title, body):
+    """Replaces <!-- marker --> ... <!-- /marker --> in docs/benchmarks.md with `body`, or appends
+    it under `title` when the marker is new (a CPU family seen for the first time)."""
+    doc = ROOT / "docs/benchmarks.md"
+    start, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
+    section = f"{start}\n{body.rstrip()}\n{end}"
+    text = doc.read_text()
+    if start in text and end in text:
+        text = text[: text.index(start)] + section + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip() + f"\n\n### {title}\n\n" + section + "\n"
+    doc.write_text(text)
+    return doc
