@@ -13,6 +13,7 @@
 #include "kiln/sdk_internal/log_setup.hpp"
 #include "kiln/version.hpp"
 #include "bench_comm_command.hpp"
+#include "bench_data_command.hpp"
 #include "eval_command.hpp"
 #include "predict_command.hpp"
 #include "plugins_command.hpp"
@@ -25,11 +26,13 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  train --config FILE [--set key=value]... [--run-dir DIR]   train a model\n"
+    "        [--profile]                                         ... and print a per-op time table (docs/profiling.md)\n"
     "        [--nproc N]                                         ... on N local ranks (docs/distributed.md)\n"
     "  eval --run-dir DIR [--checkpoint DIR] [--json]            evaluate a run's checkpoint on its eval split\n"
     "  predict --run-dir DIR --output FILE.csv|.jsonl [--top-k K] top-k classes of every eval sample\n"
     "        (both: [--set key=value]...; docs/eval-predict.md)\n"
     "  bench-comm --comm NAME [-b 8 -e 64M -f 2] [--nproc N]     all-reduce bandwidth as an nccl-tests table\n"
+    "  bench-data --config FILE [-n BATCHES] [--json]            samples/s of a config's input pipeline alone\n"
     "  plugins list [--json]                                     list plugins (and libraries that failed)\n"
     "  plugins show NAME                                         a plugin's kind, version, ABI and parameters\n"
     "  --version                                                 print the version\n"
@@ -75,6 +78,7 @@ int dispatch(std::vector<std::string> args) {
     auto dirs = take_plugin_paths(args);
     return kiln::cli::run_bench_comm_command(args, dirs, std::cout);
   }
+  if (command == "bench-data") return kiln::cli::run_bench_data_command(args, std::cout);
   if (command == "plugins") {
     auto dirs = take_plugin_paths(args);
     return kiln::cli::run_plugins_command(args, dirs, std::cout);

@@ -115,6 +115,7 @@ int run_train_command(const std::vector<std::string>& args) {
   std::vector<std::string> sets, plugin_paths;
   std::string run_dir, dump_params, resume;
   int rank = -1, world = -1, nproc = 0;
+  std::int64_t profile_warmup = 1;
   opts.add_options()
       ("help,h", "show this help")
       ("config,c", po::value(&config)->required(), "TOML file describing the run")
@@ -128,7 +129,9 @@ int run_train_command(const std::vector<std::string>& args) {
        "continue the run in --run-dir from its newest checkpoint (auto) or from a checkpoint directory")
       ("resume-ignore-config",
        "resume even if the checkpoint's run differs from this config (model, seed, batch, world size, data, precision)")
-      ("dump-params", po::value(&dump_params), "after training, rank 0 writes the parameters here as raw f32");
+      ("dump-params", po::value(&dump_params), "after training, rank 0 writes the parameters here as raw f32")
+      ("profile", "time every backend op of the training steps; print a per-op table at the end (docs/profiling.md)")
+      ("profile-warmup", po::value(&profile_warmup), "steps not profiled first (default 1: plans are made then)");
   po::variables_map vm;
   const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
   po::store(po::command_line_parser(args).options(opts).style(style).run(), vm);
@@ -153,6 +156,9 @@ int run_train_command(const std::vector<std::string>& args) {
   cmd.dump_params = dump_params;
   cmd.resume = resume;
   cmd.resume_ignore_config = vm.count("resume-ignore-config") > 0;
+  cmd.profile = vm.count("profile") > 0;
+  if (profile_warmup < 0) throw po::error("--profile-warmup must be >= 0");
+  cmd.profile_warmup = profile_warmup;
   for (const auto& p : plugin_paths) cmd.plugin_dirs.emplace_back(p);
   if (vm.count("rank")) cmd.ranks.rank = rank;
   if (vm.count("world-size")) cmd.ranks.world_size = world;

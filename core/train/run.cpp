@@ -22,6 +22,7 @@
 #include "kiln/plugin/guarded.hpp"
 #include "kiln/plugin/plugin_call.hpp"
 #include "kiln/plugin/registry.hpp"
+#include "kiln/profile/train_profile.hpp"
 #include "kiln/sdk/checked_size.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/core_tables.hpp"
@@ -297,6 +298,8 @@ RunOutcome run_training(const TrainCommand& command) {
   to.checkpoint_every = checkpoint_every;
   to.checkpoint_keep = checkpoint_keep;
   to.resume_from = resume_from;
+  std::shared_ptr<profile::ProfilingBackend> profiler;  // --profile: every op of the steps timed
+  if (command.profile) profiler = profile::attach(parts.backend, to, command.profile_warmup);
 
   // ---- 4. rendezvous and connect ----
   if (!rendezvous.empty()) store = dist::make_store(rendezvous, ranks);
@@ -347,6 +350,10 @@ RunOutcome run_training(const TrainCommand& command) {
   const std::shared_ptr<Backend> backend_ref = parts.backend;
   const std::shared_ptr<Model> model_ref = parts.model;
   std::optional<Trainer> trainer;
+  if (profiler) {
+    backend_call("a matmul and a copy measuring peaks for --profile",
+                 [&] { profiler->measure_peaks(parts.precision->compute_dtype()); });
+  }
   backend_call("a call from the trainer's build",
                [&] { trainer.emplace(std::move(parts), std::move(to), ranks, metrics.get()); });
   if (rollback) rollback->commit();
@@ -365,6 +372,7 @@ RunOutcome run_training(const TrainCommand& command) {
     backend_call("a copy for --dump-params", [&] { dump_parameters(command.dump_params, *backend_ref, *model_ref); });
     log->info("parameters written to {}", command.dump_params.string());
   }
+  if (profiler && ranks.rank == 0) profile::report(*profiler, dev, outcome.run_dir);
   // A run without [data.eval] has no test accuracy; printing 0.0000 would read as a failed model.
   if (eval_c) {
     log->info("done: {} steps; final test accuracy {:.4f}; outputs in {}", outcome.result.steps,

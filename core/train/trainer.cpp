@@ -134,6 +134,7 @@ struct Trainer::Impl {
     std::int64_t first_unchecked_step = 0;  // of the non-finite loss check
     while (auto batch = train_loader->next()) {
       st.wait_seconds += batch->wait_seconds;
+      if (opt.on_step_begin) opt.on_step_begin();
       const double lr = schedule->at(global_step);
       precision.before_forward(backend(), params);
       grad_sync->begin_step();
@@ -177,6 +178,7 @@ struct Trainer::Impl {
       for (const Tensor& g : grad_zero_views) backend().fill(g, 0.0);
       st.global_samples += static_cast<double>(batch->global_rows);
       ++global_step;
+      if (opt.on_step_end) opt.on_step_end();
       if (progress.live() && (batch->step % 20 == 0 || batch->step + 1 == steps)) {
         const auto [loss_sum, correct] = loss.totals();
         progress.update(fmt::format("epoch {}/{} step {}/{}  loss {:.4f}  acc {:.4f}  {} samples/s  lr {:.3g}",

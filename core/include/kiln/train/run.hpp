@@ -41,6 +41,11 @@ struct TrainCommand {
   /// --resume-ignore-config: resume even though the checkpoint was written by a run whose
   /// identity (run_identity.hpp: model, seed, batch, world size, data sizes, precision) differs.
   bool resume_ignore_config = false;
+  /// --profile: time every backend op of the training steps after the first `profile_warmup`
+  /// and print the per-op table when training ends (rank 0 also writes profile.txt and
+  /// profile.json into the run directory). docs/profiling.md.
+  bool profile = false;
+  std::int64_t profile_warmup = 1;
 };
 
 struct RunOutcome {

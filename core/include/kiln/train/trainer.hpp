@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "kiln/backend.hpp"
@@ -65,6 +66,9 @@ struct TrainerOptions {
   bool stop_on_nonfinite_loss = true;
   /// Steps between those checks; each reads the loss back to the host (a device sync).
   std::int64_t loss_check_every = 1;
+  /// Called at the start of each training step (once its batch is in hand) and at its end (after
+  /// the optimizer); empty: none. kiln train --profile times steps with them (profile/).
+  std::function<void()> on_step_begin, on_step_end;
 };
 
 /// What the run achieved, for the CLI and tests.

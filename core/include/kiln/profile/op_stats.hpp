@@ -1,0 +1,55 @@
+// What `kiln train --profile` measures and how it is shown: per-op totals over the profiled
+// steps, the machine's measured reference peaks, and the table / JSON made from them
+// (docs/profiling.md explains every column).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "kiln/tensor.hpp"
+
+namespace kiln::profile {
+
+/// The work one call does: floating-point operations (0: not counted for this op) and the bytes
+/// of its operands (each tensor read or written once: a lower bound on memory traffic).
+struct Work {
+  double flops = 0;
+  double bytes = 0;
+};
+
+/// Totals for one (op, dtype) row.
+struct OpStats {
+  std::int64_t calls = 0;
+  double seconds = 0;
+  double flops = 0;
+  double bytes = 0;
+};
+
+/// Reference rates measured on this machine before training (0: not measured).
+struct Peaks {
+  double flops_per_s = 0;     ///< best 1024^3 matmul
+  std::string flops_what;     ///< "matmul f32 1024x1024x1024"
+  double bytes_per_s = 0;     ///< best 64 MiB copy (bytes read + written per second)
+};
+
+struct Profile {
+  /// Rows keyed "op dtype" ("conv2d_forward f16", "copy f32").
+  std::map<std::string, OpStats> ops;
+  std::int64_t steps = 0;       ///< steps counted (after warm-up)
+  std::int64_t warmup = 0;      ///< steps skipped first
+  double step_seconds = 0;      ///< their wall time, summed
+  Peaks peaks;
+};
+
+/// The per-op table, rows by total time (largest first), with a last row for the step time the
+/// ops do not explain (host code, waiting for data or all-reduces). `device` heads it: the CPU
+/// model and ISA or the GPU.
+std::string format_table(const Profile& profile, const std::string& device);
+
+/// The same as one JSON object: {"device", "steps", "warmup_steps", "step_ms", "peaks": {...},
+/// "ops": [{"op", "dtype", "calls", "total_ms", "share", "gflops", "gbps"}...]} (gflops/gbps null
+/// where the op's work is not counted).
+std::string to_json(const Profile& profile, const std::string& device);
+
+}  // namespace kiln::profile

@@ -1,0 +1,255 @@
+// ProfilingBackend (kiln/profile/profiling_backend.hpp): each op forwards to the inner backend
+// inside timed(), with the work it does counted from its operands' shapes.
+#include "kiln/profile/profiling_backend.hpp"
+
+#include <algorithm>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace kiln::profile {
+namespace {
+
+double bytes_of(std::initializer_list<const Tensor*> tensors) {
+  double total = 0;
+  for (const Tensor* t : tensors) {
+    if (t->defined()) total += static_cast<double>(t->bytes());
+  }
+  return total;
+}
+
+Work memory_only(std::initializer_list<const Tensor*> tensors) { return Work{0, bytes_of(tensors)}; }
+
+/// 2 * outputs * (C/groups * R * S): every output element is one dot product over the filter.
+double conv_flops(const Tensor& out_like, const Tensor& filter) {
+  const Shape& w = filter.shape();
+  return 2.0 * static_cast<double>(out_like.numel()) * static_cast<double>(w[1] * w[2] * w[3]);
+}
+
+double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+ProfilingBackend::ProfilingBackend(std::shared_ptr<Backend> inner, std::int64_t warmup_steps)
+    : inner_(std::move(inner)), warmup_(std::max<std::int64_t>(0, warmup_steps)) {
+  profile_.warmup = warmup_;
+}
+
+template <class Call>
+void ProfilingBackend::timed(std::string_view name, DType dtype, const Work& work, Call&& call) {
+  timed(name, dtype_name(dtype), work, std::forward<Call>(call));
+}
+
+template <class Call>
+void ProfilingBackend::timed(std::string_view name, std::string_view dtype, const Work& work, Call&& call) {
+  if (!counting()) {
+    call();
+    return;
+  }
+  const auto start = Clock::now();
+  call();
+  inner_->synchronize();
+  const auto end = Clock::now();
+  OpStats& s = profile_.ops[fmt::format("{} {}", name, dtype)];
+  ++s.calls;
+  s.seconds += seconds_between(start, end);
+  s.flops += work.flops;
+  s.bytes += work.bytes;
+}
+
+void ProfilingBackend::measure_peaks(DType dtype) {
+  const DType mm = inner_->supports(Op::matmul, dtype) ? dtype : DType::f32;
+  constexpr std::int64_t n = 1024;
+  const Tensor a = inner_->allocate({n, n}, mm, MemoryKind::device);
+  const Tensor b = inner_->allocate({n, n}, mm, MemoryKind::device);
+  const Tensor c = inner_->allocate({n, n}, mm, MemoryKind::device);
+  inner_->fill(a, 0.5);
+  inner_->fill(b, 0.25);
+  double best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 4; ++i) {  // the first run includes primitive creation; the best of the rest counts
+    const auto start = Clock::now();
+    inner_->matmul(c, a, Transpose::no, b, Transpose::no, 1.0f, 0.0f, Tensor());
+    inner_->synchronize();
+    if (i > 0) best = std::min(best, seconds_between(start, Clock::now()));
+  }
+  profile_.peaks.flops_per_s = 2.0 * n * n * n / best;
+  profile_.peaks.flops_what = fmt::format("matmul {} {}x{}x{}", dtype_name(mm), n, n, n);
+
+  constexpr std::int64_t elems = 16 << 20;  // 64 MiB of f32: well beyond the caches
+  const Tensor src = inner_->allocate({elems}, DType::f32, MemoryKind::device);
+  const Tensor dst = inner_->allocate({elems}, DType::f32, MemoryKind::device);
+  inner_->fill(src, 1.0);
+  inner_->fill(dst, 0.0);
+  best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 4; ++i) {
+    const auto start = Clock::now();
+    inner_->copy(src, dst);
+    inner_->synchronize();
+    if (i > 0) best = std::min(best, seconds_between(start, Clock::now()));
+  }
+  profile_.peaks.bytes_per_s = 2.0 * static_cast<double>(src.bytes()) / best;
+}
+
+void ProfilingBackend::step_begin() {
+  ++steps_seen_;
+  in_step_ = true;
+  if (counting()) {
+    inner_->synchronize();  // work of the previous step is not this step's
+    step_start_ = Clock::now();
+  }
+}
+
+void ProfilingBackend::step_end() {
+  if (counting()) {
+    inner_->synchronize();
+    profile_.step_seconds += seconds_between(step_start_, Clock::now());
+    ++profile_.steps;
+  }
+  in_step_ = false;
+}
+
+void ProfilingBackend::copy(const Tensor& src, const Tensor& dst) {
+  timed("copy", src.dtype(), memory_only({&src, &dst}), [&] { inner_->copy(src, dst); });
+}
+void ProfilingBackend::fill(const Tensor& t, double value) {
+  timed("fill", t.dtype(), memory_only({&t}), [&] { inner_->fill(t, value); });
+}
+Tensor ProfilingBackend::to_device(const Tensor& host) {
+  Tensor out;
+  timed("to_device", host.dtype(), memory_only({&host}), [&] { out = inner_->to_device(host); });
+  return out;
+}
+
+void ProfilingBackend::matmul(const Tensor& c, const Tensor& a, Transpose ta, const Tensor& b, Transpose tb,
+                              float alpha, float beta, const Tensor& bias) {
+  const double k = static_cast<double>(ta == Transpose::no ? a.shape().back() : a.shape().front());
+  Work w = memory_only({&a, &b, &c, &bias});
+  if (beta != 0.0f) w.bytes += static_cast<double>(c.bytes());  // c is read as well as written
+  w.flops = 2.0 * static_cast<double>(c.numel()) * k;
+  timed("matmul", a.dtype(), w, [&] { inner_->matmul(c, a, ta, b, tb, alpha, beta, bias); });
+}
+void ProfilingBackend::bias_grad(const Tensor& db, const Tensor& dy, Accumulate acc) {
+  timed("bias_grad", dy.dtype(), memory_only({&db, &dy}), [&] { inner_->bias_grad(db, dy, acc); });
+}
+void ProfilingBackend::activation_forward(const Tensor& y, const Tensor& x, Activation act) {
+  timed("activation_forward", x.dtype(), memory_only({&y, &x}), [&] { inner_->activation_forward(y, x, act); });
+}
+void ProfilingBackend::activation_backward(const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                                           Activation act, Accumulate acc) {
+  timed("activation_backward", dy.dtype(), memory_only({&dx, &dy, &x, &y}),
+        [&] { inner_->activation_backward(dx, dy, x, y, act, acc); });
+}
+void ProfilingBackend::add_relu_forward(const Tensor& y, const Tensor& x, const Tensor& residual) {
+  timed("add_relu_forward", x.dtype(), memory_only({&y, &x, &residual}),
+        [&] { inner_->add_relu_forward(y, x, residual); });
+}
+void ProfilingBackend::dropout_forward(const Tensor& y, const Tensor& mask, const Tensor& x, float p,
+                                       std::uint64_t seed) {
+  timed("dropout_forward", x.dtype(), memory_only({&y, &mask, &x}),
+        [&] { inner_->dropout_forward(y, mask, x, p, seed); });
+}
+void ProfilingBackend::dropout_backward(const Tensor& dx, const Tensor& dy, const Tensor& mask, float p) {
+  timed("dropout_backward", dy.dtype(), memory_only({&dx, &dy, &mask}),
+        [&] { inner_->dropout_backward(dx, dy, mask, p); });
+}
+void ProfilingBackend::add(const Tensor& c, const Tensor& a, const Tensor& b) {
+  timed("add", a.dtype(), memory_only({&c, &a, &b}), [&] { inner_->add(c, a, b); });
+}
+void ProfilingBackend::cast(const Tensor& dst, const Tensor& src) {
+  // Named by both dtypes: "cast f32->f16" and "cast f16->f32" are different loops.
+  const std::string dtypes = fmt::format("{}->{}", dtype_name(src.dtype()), dtype_name(dst.dtype()));
+  timed("cast", std::string_view(dtypes), memory_only({&dst, &src}), [&] { inner_->cast(dst, src); });
+}
+void ProfilingBackend::convert_layout(const Tensor& dst, const Tensor& src) {
+  timed("convert_layout", src.dtype(), memory_only({&dst, &src}), [&] { inner_->convert_layout(dst, src); });
+}
+void ProfilingBackend::scale(const Tensor& t, float factor) {
+  timed("scale", t.dtype(), Work{0, 2.0 * static_cast<double>(t.bytes())}, [&] { inner_->scale(t, factor); });
+}
+void ProfilingBackend::check_finite(const Tensor& flag, const Tensor& t) {
+  timed("check_finite", t.dtype(), memory_only({&t}), [&] { inner_->check_finite(flag, t); });
+}
+void ProfilingBackend::softmax_xent_forward(const Tensor& probs, const Tensor& stats, const Tensor& logits,
+                                            const Tensor& labels, float label_smoothing) {
+  timed("softmax_xent_forward", logits.dtype(), memory_only({&probs, &logits, &labels}),
+        [&] { inner_->softmax_xent_forward(probs, stats, logits, labels, label_smoothing); });
+}
+void ProfilingBackend::softmax_xent_backward(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
+                                             float label_smoothing, float scale) {
+  timed("softmax_xent_backward", probs.dtype(), memory_only({&dlogits, &probs, &labels}),
+        [&] { inner_->softmax_xent_backward(dlogits, probs, labels, label_smoothing, scale); });
+}
+void ProfilingBackend::sgd_update(const Tensor& param, const Tensor& momentum, const Tensor& grad,
+                                  const SgdStep& step) {
+  Work w = memory_only({&param, &momentum, &grad});
+  w.bytes += bytes_of({&param, &momentum});  // read and written
+  timed("sgd_update", param.dtype(), w, [&] { inner_->sgd_update(param, momentum, grad, step); });
+}
+void ProfilingBackend::adam_update(const Tensor& param, const Tensor& m, const Tensor& v, const Tensor& grad,
+                                   const AdamStep& step) {
+  Work w = memory_only({&param, &m, &v, &grad});
+  w.bytes += bytes_of({&param, &m, &v});  // read and written
+  timed("adam_update", param.dtype(), w, [&] { inner_->adam_update(param, m, v, grad, step); });
+}
+void ProfilingBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, const Tensor& w) {
+  Work work = memory_only({&y, &x, &w});
+  work.flops = conv_flops(y, w);
+  timed("conv2d_forward", x.dtype(), work, [&] { inner_->conv2d_forward(plan, y, x, w); });
+}
+void ProfilingBackend::conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Tensor& dy, const Tensor& w) {
+  Work work = memory_only({&dx, &dy, &w});
+  work.flops = conv_flops(dy, w);
+  timed("conv2d_backward_data", dy.dtype(), work, [&] { inner_->conv2d_backward_data(plan, dx, dy, w); });
+}
+void ProfilingBackend::conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const Tensor& dy, const Tensor& x,
+                                              Accumulate acc) {
+  Work work = memory_only({&dw, &dy, &x});
+  work.flops = conv_flops(dy, dw);
+  timed("conv2d_backward_filter", dy.dtype(), work, [&] { inner_->conv2d_backward_filter(plan, dw, dy, x, acc); });
+}
+void ProfilingBackend::batchnorm_train_forward(OpPlan& plan, const Tensor& y, const Tensor& save_mean,
+                                               const Tensor& save_invstd, const Tensor& x, const Tensor& gamma,
+                                               const Tensor& beta, const Tensor& running_mean,
+                                               const Tensor& running_var) {
+  timed("batchnorm_train_forward", x.dtype(), memory_only({&y, &x}), [&] {
+    inner_->batchnorm_train_forward(plan, y, save_mean, save_invstd, x, gamma, beta, running_mean, running_var);
+  });
+}
+void ProfilingBackend::batchnorm_infer_forward(OpPlan& plan, const Tensor& y, const Tensor& x, const Tensor& gamma,
+                                               const Tensor& beta, const Tensor& running_mean,
+                                               const Tensor& running_var) {
+  timed("batchnorm_infer_forward", x.dtype(), memory_only({&y, &x}),
+        [&] { inner_->batchnorm_infer_forward(plan, y, x, gamma, beta, running_mean, running_var); });
+}
+void ProfilingBackend::batchnorm_backward(OpPlan& plan, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                                          const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                          const Tensor& save_mean, const Tensor& save_invstd) {
+  timed("batchnorm_backward", dy.dtype(), memory_only({&dx, &dy, &x}), [&] {
+    inner_->batchnorm_backward(plan, dx, dgamma, dbeta, dy, x, gamma, save_mean, save_invstd);
+  });
+}
+void ProfilingBackend::pool2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x) {
+  timed("pool2d_forward", x.dtype(), memory_only({&y, &x}), [&] { inner_->pool2d_forward(plan, y, x); });
+}
+void ProfilingBackend::pool2d_backward(OpPlan& plan, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                                       const Tensor& y) {
+  timed("pool2d_backward", dy.dtype(), memory_only({&dx, &dy, &x, &y}),
+        [&] { inner_->pool2d_backward(plan, dx, dy, x, y); });
+}
+void ProfilingBackend::global_avgpool_forward(const Tensor& y, const Tensor& x) {
+  timed("global_avgpool_forward", x.dtype(), memory_only({&y, &x}), [&] { inner_->global_avgpool_forward(y, x); });
+}
+void ProfilingBackend::global_avgpool_backward(const Tensor& dx, const Tensor& dy) {
+  timed("global_avgpool_backward", dy.dtype(), memory_only({&dx, &dy}),
+        [&] { inner_->global_avgpool_backward(dx, dy); });
+}
+void ProfilingBackend::normalize_image(const Tensor& dst, const Tensor& src, const ImageNormalize& norm) {
+  timed("normalize_image", dst.dtype(), memory_only({&dst, &src}), [&] { inner_->normalize_image(dst, src, norm); });
+}
+
+}  // namespace kiln::profile
