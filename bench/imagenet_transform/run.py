@@ -4,7 +4,8 @@
 Generates ~200 JPEGs of ImageNet-like sizes (300-640 px per side, quality 90, smooth shapes plus
 texture so they compress to ImageNet-like bits/pixel), builds kiln_driver.cpp against the build
 tree, then times, in one invocation and pinned to one CPU:
-  Kiln:        `imagenet` plugin read() (RandomResizedCrop 224, flip, normalise) on one thread
+  Kiln:        `imagenet` plugin read() (RandomResizedCrop 224, flip, normalise) on one thread,
+               and the same through the whole loader: `kiln bench-data` with one worker
   torchvision: decode_jpeg + transforms.v2 on uint8 tensors (its fastest CPU path), and the
                classic PIL path (RandomResizedCrop, flip, ToTensor, Normalize), each one
                process with torch.set_num_threads(1), from the bench venv (bench/peers.py)
@@ -62,6 +63,17 @@ def build_driver(build, out):
     subprocess.run(cmd, check=True)
 
 
+def bench_data_rate(build, data_root, images, tmp):
+    """(images per CPU-second, per wall-second) of `kiln bench-data`, one loader worker, batch 32."""
+    config = tmp / "bench-data.toml"
+    config.write_text(f"""[backend]\ntype = "cpu"\nthreads = 1\n[model]\ntype = "resnet"\ndepth = 18\n
+[data.train]\ntype = "imagenet"\nroot = "{data_root}"\n[loader]\nbatch = 32\nworkers = 1\nprefetch = 2\n""")
+    out = subprocess.run([str(build / "bin/kiln"), "bench-data", "--config", str(config), "--json",
+                          "-n", str(max(1, images // 32))], check=True, capture_output=True, text=True).stdout
+    result = json.loads(out)
+    return result["samples_per_cpu_s"], result["samples_per_s"]
+
+
 def rate(cmd):
     """(images per CPU-second, images per wall-second) of one driver run."""
     result = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
@@ -85,15 +97,18 @@ def main():
         driver = tmp / "kiln_driver"
         build_driver(build, driver)
         kiln = rate([str(driver), str(build / "lib/kiln/plugins"), str(tmp / "data"), str(args.images)])
+        loader = bench_data_rate(build, tmp / "data", args.images, tmp)
         peer = [peers.peer_python(), str(HERE / "torchvision_driver.py"), str(tmp / "data"), str(args.images)]
         v2 = rate(peer + ["v2"])
         pil = rate(peer + ["pil"])
     torch = peers.torch_info()
-    print(f"CPU: {peers.cpu_model()}, pinned to CPU {args.cpu}; PyTorch {torch['torch']} (PyPI)")
+    print(f"CPU: {peers.cpu_model()}, pinned to CPU {args.cpu}; PyTorch {torch['torch']} (PyPI), "
+          f"cpu capability {torch['torch_isa']}")
     print(f"data: {args.count} JPEGs, 300-640 px per side, quality 90, {bpp:.2f} bytes/pixel")
     print(f"load average before the run   : {load:.1f} ({os.cpu_count()} CPUs)")
     print("images per CPU-second (per core; wall-clock rate in brackets, lower when CPUs are shared)")
     print(f"kiln imagenet train transform : {kiln[0]:8.1f}   ({kiln[1]:.1f} wall)")
+    print(f"kiln bench-data, 1 worker     : {loader[0]:8.1f}   ({loader[1]:.1f} wall; the whole loader)")
     print(f"torchvision decode_jpeg + v2  : {v2[0]:8.1f}   ({v2[1]:.1f} wall)")
     print(f"torchvision + PIL             : {pil[0]:8.1f}   ({pil[1]:.1f} wall)")
     print(f"ratio kiln / fastest torchvision: {kiln[0] / max(v2[0], pil[0]):6.2f}x (goal >= 2x); "
