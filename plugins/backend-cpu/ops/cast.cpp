@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "cpu_backend.hpp"
+#include "ops/f16_convert.hpp"
 #include "ops/half.hpp"
 #include "parallel.hpp"
 #include "validate.hpp"
@@ -24,7 +25,7 @@ void CpuBackend::cast(const Tensor& dst, const Tensor& src) {
     if (dst.dtype() == DType::bf16) {
       parallel_for(n, [&](std::int64_t i) { out[i] = f32_to_bf16(in[i]); });
     } else {
-      parallel_for(n, [&](std::int64_t i) { out[i] = f32_to_f16(in[i]); });
+      f32_to_f16_parallel(in, out, static_cast<std::size_t>(n));
     }
   } else {
     const auto* in = static_cast<const std::uint16_t*>(src.data());
@@ -32,7 +33,7 @@ void CpuBackend::cast(const Tensor& dst, const Tensor& src) {
     if (src.dtype() == DType::bf16) {
       parallel_for(n, [&](std::int64_t i) { out[i] = bf16_to_f32(in[i]); });
     } else {
-      parallel_for(n, [&](std::int64_t i) { out[i] = f16_to_f32(in[i]); });
+      f16_to_f32_parallel(in, out, static_cast<std::size_t>(n));
     }
   }
 }

@@ -2,6 +2,8 @@
 // of a non-direct edge is allocated here, once, when the plan builds its primitive.
 #include "ops/dnnl_edge.hpp"
 
+#include "ops/f16_convert.hpp"
+
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
@@ -57,6 +59,10 @@ Edge::Edge(const dnnl::engine& engine, const dnnl::memory::desc& user,
            EdgeSum sum)
     : direct_(user == inner && sum == EdgeSum::no), user_(user, engine, nullptr),
       scratch_(std::move(scratch)), slot_(slot) {
+  if (user.data_type() == dt::f16 && inner.data_type() == dt::f32) {
+    init_widening(engine, user, inner, sum);
+    return;
+  }
   if (direct_) {
     inner_ = user_;
     return;
@@ -73,17 +79,76 @@ Edge::Edge(const dnnl::engine& engine, const dnnl::memory::desc& user,
   }
 }
 
+void Edge::init_widening(const dnnl::engine& engine, const dnnl::memory::desc& user,
+                         const dnnl::memory::desc& inner, EdgeSum sum) {
+  direct_ = false;
+  widen_ = true;
+  // The caller's descriptor with f32 elements: the same dims and strides (plain or nhwc, dense).
+  const int ndims = user.data.ndims;
+  const dnnl::memory::dims strides(user.data.format_desc.blocking.strides,
+                                   user.data.format_desc.blocking.strides + ndims);
+  const dnnl::memory::desc wide(user.dims(), dt::f32, strides);
+  inner_ = dnnl::memory(inner, engine, nullptr);
+  wide_is_inner_ = wide == inner && sum == EdgeSum::no;
+  if (wide_is_inner_) return;
+  wide_ = dnnl::memory(wide, engine, nullptr);
+  if (!(wide == inner)) {
+    to_inner_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, wide, engine, inner));
+    to_user_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, inner, engine, wide));
+  }
+  if (sum == EdgeSum::yes) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    add_to_user_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, inner, engine, wide, attr));
+  }
+}
+
 void Edge::bind(void* data) {
   user_.set_data_handle(data);
   // A direct edge shares one dnnl::memory handle object between user_ and inner_.
   if (!direct_) inner_.set_data_handle(scratch_->get(slot_, inner_.get_desc().get_size()));
+  if (widen_ && !wide_is_inner_) wide_.set_data_handle(scratch_->get(slot_ + kWideSlot, wide_.get_desc().get_size()));
 }
 
+namespace {
+
+std::size_t f16_elements(const dnnl::memory& m) { return m.get_desc().get_size() / sizeof(std::uint16_t); }
+
+}  // namespace
+
+// oneDNN's CPU engine runs a primitive to completion inside execute() (OpenMP runtime, in-order
+// stream), so a conversion loop may read or write what a reorder has just written.
 void Edge::pull(dnnl::stream& stream) {
+  if (widen_) {
+    const dnnl::memory& target = to_inner_ ? wide_ : inner_;
+    f16_to_f32_parallel(static_cast<const std::uint16_t*>(user_.get_data_handle()),
+                        static_cast<float*>(target.get_data_handle()), f16_elements(user_));
+    if (to_inner_) to_inner_->execute(stream, wide_, inner_);
+    return;
+  }
   if (!direct_) to_inner_->execute(stream, user_, inner_);
 }
 
 void Edge::push(dnnl::stream& stream, Accumulate acc) {
+  if (widen_) {
+    auto* user = static_cast<std::uint16_t*>(user_.get_data_handle());
+    const std::size_t n = f16_elements(user_);
+    const dnnl::memory* result = &inner_;
+    if (acc == Accumulate::yes) {
+      if (!add_to_user_) throw std::logic_error("Edge::push: accumulation into an edge built without EdgeSum::yes");
+      // wide = f32(user) + inner, then back into the caller's f16.
+      f16_to_f32_parallel(user, static_cast<float*>(wide_.get_data_handle()), n);
+      add_to_user_->execute(stream, inner_, wide_);
+      result = &wide_;
+    } else if (to_user_) {
+      to_user_->execute(stream, inner_, wide_);
+      result = &wide_;
+    }
+    f32_to_f16_parallel(static_cast<const float*>(result->get_data_handle()), user, n);
+    return;
+  }
   if (direct_) return;
   if (acc == Accumulate::yes) {
     add_to_user_->execute(stream, inner_, user_);

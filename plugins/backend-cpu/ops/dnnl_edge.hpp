@@ -13,6 +13,13 @@
 // copy of its weights and weight gradients (300 MB for ResNet-50 in f32). An output edge built
 // with Accumulate::yes support also caches a reorder with a sum post-op, so `dst += result` costs
 // one pass and no extra buffer.
+//
+// f16 edges (caller f16, primitive f32) never use a oneDNN reorder for the dtype change: oneDNN
+// 2.6 converts f16 with its reference reorder on CPUs without AVX512-FP16, which made f16 conv
+// models 40-70x slower than f32. The conversion runs in Kiln's own vector loops
+// (f16_convert.hpp) into an f32 copy in the caller's layout (the "wide" buffer, scratch slot
+// slot + kWideSlot); if the primitive wants another layout too, an f32 -> f32 reorder follows,
+// which oneDNN does with its JIT kernels.
 #pragma once
 
 #include <cstddef>
@@ -60,6 +67,9 @@ enum class EdgeSum : std::uint8_t { no, yes };
 
 class Edge {
  public:
+  /// Scratch slots of the f32 copies of f16 operands are this far above the edge's own slot.
+  static constexpr int kWideSlot = 16;
+
   Edge() = default;
   /// `user` is the caller's (plain) descriptor, `inner` the one the primitive chose; a
   /// non-direct edge takes its inner memory from `scratch` slot `slot` at each bind().
@@ -77,8 +87,14 @@ class Edge {
   void push(dnnl::stream& stream, Accumulate acc = Accumulate::no);
 
  private:
+  void init_widening(const dnnl::engine& engine, const dnnl::memory::desc& user, const dnnl::memory::desc& inner,
+                     EdgeSum sum);
+
+ private:
   bool direct_ = true;
-  dnnl::memory user_, inner_;
+  bool widen_ = false;          // f16 caller, f32 primitive: converted by f16_convert.hpp
+  bool wide_is_inner_ = false;  // the f32 copy is the primitive's memory itself (same layout, no sum)
+  dnnl::memory user_, inner_, wide_;
   std::shared_ptr<EdgeScratch> scratch_;
   int slot_ = 0;
   std::optional<dnnl::reorder> to_inner_, to_user_, add_to_user_;

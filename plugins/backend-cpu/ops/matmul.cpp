@@ -11,6 +11,7 @@
 
 #include "cpu_backend.hpp"
 #include "kiln/errors.hpp"
+#include "ops/f16_convert.hpp"
 #include "ops/half.hpp"
 #include "parallel.hpp"
 #include "kiln/sdk/op_descs.hpp"
@@ -35,9 +36,8 @@ dt dnnl_type(DType d) {
 float* widen(const Tensor& t, std::vector<float>& out) {
   const auto* in = static_cast<const std::uint16_t*>(t.data());
   out.resize(static_cast<std::size_t>(t.numel()));
-  float* o = out.data();
-  parallel_for(t.numel(), [&](std::int64_t i) { o[i] = f16_to_f32(in[i]); });
-  return o;
+  f16_to_f32_parallel(in, out.data(), out.size());
+  return out.data();
 }
 
 /// Logical (rows, cols) matrix stored row-major, or its transpose stored row-major.
@@ -117,8 +117,7 @@ void MatmulCache::run(dnnl::stream& stream, const MatmulKey& key, const Tensor& 
   stream.wait();
   if (wide_c) {
     auto* out = static_cast<std::uint16_t*>(c.data());
-    const float* in = e.c32.data();
-    parallel_for(c.numel(), [&](std::int64_t i) { out[i] = f32_to_f16(in[i]); });
+    f32_to_f16_parallel(e.c32.data(), out, static_cast<std::size_t>(c.numel()));
   }
 }
 
