@@ -97,20 +97,19 @@ void ProfilingBackend::measure_peaks(DType dtype) {
 
 void ProfilingBackend::step_begin() {
   ++steps_seen_;
-  in_step_ = true;
-  if (counting()) {
-    inner_->synchronize();  // work of the previous step is not this step's
-    step_start_ = Clock::now();
-  }
+  if (steps_seen_ <= warmup_) return;
+  inner_->synchronize();  // work of the previous step is not this step's
+  step_thread_.store(std::this_thread::get_id());
+  counting_.store(true, std::memory_order_release);
+  step_start_ = Clock::now();
 }
 
 void ProfilingBackend::step_end() {
-  if (counting()) {
-    inner_->synchronize();
-    profile_.step_seconds += seconds_between(step_start_, Clock::now());
-    ++profile_.steps;
-  }
-  in_step_ = false;
+  if (!counting_.load(std::memory_order_acquire)) return;
+  inner_->synchronize();
+  profile_.step_seconds += seconds_between(step_start_, Clock::now());
+  ++profile_.steps;
+  counting_.store(false, std::memory_order_release);
 }
 
 void ProfilingBackend::copy(const Tensor& src, const Tensor& dst) {

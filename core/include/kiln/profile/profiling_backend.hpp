@@ -12,15 +12,17 @@
 //
 // Only steps count: between step_begin() and step_end() (the trainer's hooks), after the first
 // `warmup_steps` steps (which include one-off plan and primitive creation). Calls outside a step
-// (build, evaluation, checkpoints) pass through untimed. Not thread-safe for ops (one thread issues
-// them, backend.hpp); allocate() and supports() from loader threads pass straight through.
+// (build, evaluation, checkpoints) pass through untimed, and so do calls from any thread but the
+// one that began the step (backend.hpp lets loader threads allocate and copy into host memory).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "kiln/backend.hpp"
 #include "kiln/profile/op_stats.hpp"
@@ -114,12 +116,16 @@ class ProfilingBackend final : public Backend {
   /// The same, for a row whose dtype column is not one dtype ("f32->f16" for cast).
   template <class Call>
   void timed(std::string_view name, std::string_view dtype, const Work& work, Call&& call);
-  bool counting() const noexcept { return in_step_ && steps_seen_ > warmup_; }
+  /// Inside a profiled step, on the thread that runs it.
+  bool counting() const noexcept {
+    return counting_.load(std::memory_order_acquire) && std::this_thread::get_id() == step_thread_.load();
+  }
 
   std::shared_ptr<Backend> inner_;
   std::int64_t warmup_;
-  std::int64_t steps_seen_ = 0;
-  bool in_step_ = false;
+  std::int64_t steps_seen_ = 0;          // trainer thread only
+  std::atomic<bool> counting_{false};    // read by any thread that calls an op
+  std::atomic<std::thread::id> step_thread_{};
   Clock::time_point step_start_;
   Profile profile_;
 };
