@@ -86,16 +86,23 @@ def machine_line(kiln_detail, torch=None):
     return text
 
 
-def write_section(marker, title, body):
-    """Replaces <!-- marker --> ... <!-- /marker --> in docs/benchmarks.md with `body`, or appends
-    it under `title` when the marker is new (a CPU family seen for the first time)."""
+def write_section(marker, title, body, section):
+    """Replaces <!-- marker --> ... <!-- /marker --> in docs/benchmarks.md with `body`; when the
+    marker is new (a CPU family seen for the first time), adds it under a "### title" heading at
+    the end of the "## `section`..." part of the document (at the end of the file if there is none)."""
     doc = ROOT / "docs/benchmarks.md"
     start, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
-    section = f"{start}\n{body.rstrip()}\n{end}"
+    block = f"{start}\n{body.rstrip()}\n{end}"
     text = doc.read_text()
     if start in text and end in text:
-        text = text[: text.index(start)] + section + text[text.index(end) + len(end):]
+        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
     else:
-        text = text.rstrip() + f"\n\n### {title}\n\n" + section + "\n"
+        addition = f"### {title}\n\n{block}\n"
+        head = text.find(f"\n## {section}")
+        following = text.find("\n## ", head + 1) if head >= 0 else -1
+        if following >= 0:
+            text = text[:following].rstrip() + "\n\n" + addition + text[following:]
+        else:
+            text = text.rstrip() + "\n\n" + addition
     doc.write_text(text)
     return doc

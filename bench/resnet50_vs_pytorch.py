@@ -147,7 +147,8 @@ def main():
         family = peers.family_key()
         body = (f"Measured {datetime.date.today()}: {args.threads} threads, batch 8, 224x224, {args.steps} timed "
                 f"steps after warm-up; peers from PyPI ({peers_text}).\n{machine}\n\n" + "\n".join(lines))
-        doc = peers.write_section(f"resnet-bench:{family}", f"ResNet-50 on {peers.cpu_model()} (PyPI peers)", body)
+        doc = peers.write_section(f"resnet-bench:{family}", f"ResNet-50 on {peers.cpu_model()} (PyPI peers)", body,
+                                  "ResNet-50 training on the CPU")
         print(f"wrote {doc}", file=sys.stderr)
 
 
