@@ -57,20 +57,24 @@ def make_dataset(root, count, rng):
 
 
 def build_driver(build, out):
-    cmd = ["g++", "-O2", "-std=c++20", f"-I{ROOT / 'interfaces'}", f"-I{ROOT / 'core/include'}",
+    cmd = ["g++", "-O2", "-std=c++20", f"-I{ROOT / 'interfaces'}", f"-I{ROOT / 'core/include'}", f"-I{ROOT / 'sdk/include'}",
            str(HERE / "kiln_driver.cpp"), "-o", str(out), f"-L{build / 'lib'}",
-           f"-Wl,-rpath,{build / 'lib'}", "-lkiln_core"]
+           f"-Wl,-rpath,{build / 'lib'}", "-lkiln_core", "-lkiln_sdk"]
     subprocess.run(cmd, check=True)
 
 
-def bench_data_rate(build, data_root, images, tmp):
-    """(images per CPU-second, per wall-second) of `kiln bench-data`, one loader worker, batch 32."""
+def bench_data_rate(build, data_root, images, count, tmp):
+    """(images per CPU-second, per wall-second) of `kiln bench-data`, one loader worker, batch 32
+    (or the whole data set when it is smaller)."""
+    batch = min(32, count)
     config = tmp / "bench-data.toml"
     config.write_text(f"""[backend]\ntype = "cpu"\nthreads = 1\n[model]\ntype = "resnet"\ndepth = 18\n
-[data.train]\ntype = "imagenet"\nroot = "{data_root}"\n[loader]\nbatch = 32\nworkers = 1\nprefetch = 2\n""")
-    out = subprocess.run([str(build / "bin/kiln"), "bench-data", "--config", str(config), "--json",
-                          "-n", str(max(1, images // 32))], check=True, capture_output=True, text=True).stdout
-    result = json.loads(out)
+[data.train]\ntype = "imagenet"\nroot = "{data_root}"\n[loader]\nbatch = {batch}\nworkers = 1\nprefetch = 2\n""")
+    done = subprocess.run([str(build / "bin/kiln"), "bench-data", "--config", str(config), "--json",
+                           "-n", str(max(1, images // batch))], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"kiln bench-data failed: {done.stderr.strip()}")
+    result = json.loads(done.stdout)
     return result["samples_per_cpu_s"], result["samples_per_s"]
 
 
@@ -97,7 +101,7 @@ def main():
         driver = tmp / "kiln_driver"
         build_driver(build, driver)
         kiln = rate([str(driver), str(build / "lib/kiln/plugins"), str(tmp / "data"), str(args.images)])
-        loader = bench_data_rate(build, tmp / "data", args.images, tmp)
+        loader = bench_data_rate(build, tmp / "data", args.images, args.count, tmp)
         peer = [peers.peer_python(), str(HERE / "torchvision_driver.py"), str(tmp / "data"), str(args.images)]
         v2 = rate(peer + ["v2"])
         pil = rate(peer + ["pil"])
