@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs Kiln's build and test dependencies from Debian packages (only those missing).
-# Usage: scripts/setup.sh [--bench]     --bench also installs python3-torch for bench/.
+# Usage: scripts/setup.sh [--tests] [--bench]
+#   --tests also installs what the test suite needs besides the build (python3-torch and
+#           python3-torchvision: tests/finetune writes its torchvision reference at test time);
+#   --bench also installs python3-torch for bench/.
 set -euo pipefail
 
 packages=(
@@ -13,7 +16,13 @@ packages=(
 )
 # The PyTorch peer needs an optimised BLAS: without OpenBLAS, Debian's torch falls back to the
 # reference BLAS and runs ~15x slower, which would flatter Kiln.
-if [[ "${1:-}" == "--bench" ]]; then packages+=(python3-torch python3-numpy libopenblas0-pthread python3-torchvision python3-pil time); fi
+for arg in "$@"; do
+  case "$arg" in
+    --tests) packages+=(python3-torch python3-numpy python3-torchvision) ;;
+    --bench) packages+=(python3-torch python3-numpy libopenblas0-pthread python3-torchvision python3-pil time) ;;
+    *) echo "setup: unknown option '$arg' (use --tests and/or --bench)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
