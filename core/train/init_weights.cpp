@@ -5,6 +5,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -18,6 +19,7 @@ namespace {
 
 constexpr const char* kCounterSuffix = ".num_batches_tracked";
 constexpr std::size_t kListedNames = 12;  // names a message lists before "... and N more"
+constexpr std::int64_t kMessageBytes = 8192;  // rank 0's error, as broadcast to the other ranks
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -217,6 +219,36 @@ InitReport load_init_weights(const InitWeights& init, Backend& backend, const Mo
                         report.counters.size());
   }
   log->info("{}", line);
+  return report;
+}
+
+InitReport load_init_weights_on_rank0(const InitWeights* init, Backend& backend, Communicator& comm,
+                                      const Model& model) {
+  InitReport report;
+  std::exception_ptr failure;
+  std::string message;
+  if (comm.rank() == 0) {
+    try {
+      if (init == nullptr) throw Error("internal error: rank 0 was asked to load init weights but holds none");
+      report = load_init_weights(*init, backend, model);
+    } catch (const std::exception& e) {
+      failure = std::current_exception();
+      message = e.what();
+    }
+  }
+  if (comm.size() > 1) {
+    // The outcome travels as text: empty = loaded; else the error, cut to the buffer.
+    Tensor host = host_tensor({kMessageBytes}, DType::u8);
+    std::memset(host.data(), 0, kMessageBytes);
+    std::memcpy(host.data(), message.data(), std::min<std::size_t>(message.size(), kMessageBytes - 1));
+    Tensor dev = backend.allocate({kMessageBytes}, DType::u8, MemoryKind::device);
+    backend.copy(host, dev);
+    comm.broadcast(dev, 0)->wait();
+    backend.copy(dev, host);
+    if (comm.rank() != 0) message = std::string(static_cast<const char*>(host.data()));
+  }
+  if (failure) std::rethrow_exception(failure);
+  if (!message.empty()) throw ConfigError(message);
   return report;
 }
 

@@ -305,6 +305,7 @@ RunOutcome run_training(const TrainCommand& command) {
   to.checkpoint_every = checkpoint_every;
   to.checkpoint_keep = checkpoint_keep;
   to.resume_from = resume_from;
+  to.load_init = init_req && resume_from.empty();
   to.init = init;
 
   // ---- 4. rendezvous and connect ----

@@ -94,8 +94,8 @@ struct Trainer::Impl {
       start_epoch = st.epochs_done;
       global_step = st.global_step;
       log->info("resumed from {}: {} epochs done, step {}", opt.resume_from.string(), start_epoch, global_step);
-    } else if (opt.init) {
-      (void)load_init_weights(*opt.init, backend(), *parts.model);  // rank 0 only; broadcast next
+    } else if (opt.load_init) {  // rank 0 loads; every rank learns whether it worked
+      (void)load_init_weights_on_rank0(opt.init.get(), backend(), *parts.comm, *parts.model);
     }
     broadcast_initial_parameters(backend(), *parts.comm, params, parts.model->buffers());
     buffer_sync = std::make_unique<BufferSync>(backend(), *parts.comm, parts.model->buffers());

@@ -11,7 +11,8 @@
 //   - tensors stored as bf16 and f16 are converted;
 //   - through the real binary: a non-safetensors file and a missing file fail the start in one
 //     line before the run directory exists; a fine-tune run with a relative init path and a new
-//     head trains, and `kiln eval` rebuilds that run from its config.toml.
+//     head trains, and `kiln eval` rebuilds that run from its config.toml; with two ranks both
+//     report rank 0's refusal.
 #define BOOST_TEST_MODULE test_finetune
 #include <boost/test/unit_test.hpp>
 
@@ -310,4 +311,20 @@ BOOST_AUTO_TEST_CASE(fine_tune_run_with_a_new_head_and_eval_of_it) {
   const auto ev = kiln_cmd({"eval", "--run-dir", run.string(), "--json"});
   BOOST_TEST(ev.status == 0, ev.err);
   BOOST_TEST(contains(ev.out, "\"samples\""), ev.out);
+}
+
+BOOST_AUTO_TEST_CASE(with_two_ranks_every_rank_reports_rank_0s_refusal) {
+  // Only rank 0 reads the file; the others learn from it that the load failed and stop with the
+  // same message, rather than with a connection rank 0 closed.
+  const fs::path config = kiln::test::scratch_dir() / "two-ranks.toml";
+  write_config(config, 5, init_line(kWeights));
+  const auto r = kiln_cmd({"train", "--config", config.string(), "--run-dir",
+                           (kiln::test::scratch_dir() / "run-two-ranks").string(), "--nproc", "2", "--set",
+                           "comm.type=gloo"});
+  BOOST_TEST(r.status == 1);
+  const std::string refusal = "'fc.weight' is (10, 512) in the file but (5, 512) in the model";
+  std::size_t lines = 0;
+  for (std::size_t at = r.err.find(refusal); at != std::string::npos; at = r.err.find(refusal, at + 1)) ++lines;
+  BOOST_TEST(lines == 2u, r.err);
+  BOOST_TEST(!contains(r.err, "Connection closed"), r.err);
 }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "kiln/backend.hpp"
+#include "kiln/communicator.hpp"
 #include "kiln/io/safetensors.hpp"
 #include "kiln/model.hpp"
 #include "kiln/params.hpp"
@@ -74,5 +75,13 @@ struct InitReport {
 /// Throws ConfigError for a shape mismatch, a non-float tensor, or, under init_strict, missing
 /// or unexpected names; nothing is copied then.
 InitReport load_init_weights(const InitWeights& init, Backend& backend, const Model& model);
+
+/// What the trainer calls on every rank when the run loads init weights (not when resuming):
+/// rank 0 (which alone holds `init`; null elsewhere) runs load_init_weights, then tells every
+/// rank whether it succeeded (one broadcast). On failure every rank throws the same error, so a
+/// multi-rank start fails with the real reason on each rank rather than with rank 0's peers
+/// reporting a closed connection. Returns rank 0's report (empty on other ranks).
+InitReport load_init_weights_on_rank0(const InitWeights* init, Backend& backend, Communicator& comm,
+                                      const Model& model);
 
 }  // namespace kiln::train

@@ -61,8 +61,10 @@ struct TrainerOptions {
   std::int64_t checkpoint_every = 0;
   std::int64_t checkpoint_keep = 3;
   std::filesystem::path resume_from;
-  /// Fine-tuning ([model] init, init_weights.hpp): set on rank 0 only, loaded after the model is
-  /// built and before rank 0's parameters are broadcast; ignored when resuming.
+  /// Fine-tuning ([model] init, init_weights.hpp): when `load_init` (every rank; false when
+  /// resuming), rank 0 loads `init` (set on rank 0 only) after the model is built and before
+  /// rank 0's parameters are broadcast.
+  bool load_init = false;
   std::shared_ptr<const InitWeights> init;
   /// What this run is (run_identity.hpp), written into every checkpoint so a resume can check it.
   RunIdentity run_identity;
