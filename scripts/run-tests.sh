@@ -3,7 +3,7 @@
 # (CTest; GPU tests report "skipped" without a device). .ci/run calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --tests
 scripts/build.sh
 cd build
 ctest --output-on-failure -j "$(nproc)" "$@"

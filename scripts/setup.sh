@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs Kiln's build and test dependencies from Debian packages (only those missing).
-# Usage: scripts/setup.sh [--bench]     --bench also installs what bench/ needs: Debian's
-# python3-torch (the golden-data reference) and the PyPI peers' venv (scripts/bench-venv.sh).
+# Usage: scripts/setup.sh [--tests] [--bench]
+#   --tests also installs what the test suite needs besides the build (python3-torch and
+#           python3-torchvision: tests/finetune writes its torchvision reference at test time);
+#   --bench also installs what bench/ needs: Debian's python3-torch (the golden-data reference)
+#           and the PyPI peers' venv (scripts/bench-venv.sh).
 set -euo pipefail
 
 packages=(
@@ -14,7 +17,13 @@ packages=(
 )
 # The PyTorch peer needs an optimised BLAS: without OpenBLAS, Debian's torch falls back to the
 # reference BLAS and runs ~15x slower, which would flatter Kiln.
-if [[ "${1:-}" == "--bench" ]]; then packages+=(python3-torch python3-numpy libopenblas0-pthread python3-torchvision python3-pil time python3-venv); fi
+for arg in "$@"; do
+  case "$arg" in
+    --tests) packages+=(python3-torch python3-numpy python3-torchvision) ;;
+    --bench) packages+=(python3-torch python3-numpy libopenblas0-pthread python3-torchvision python3-pil time python3-venv) ;;
+    *) echo "setup: unknown option '$arg' (use --tests and/or --bench)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
@@ -30,5 +39,7 @@ if ((${#missing[@]})); then
 else
   echo "setup: all packages present"
 fi
-if [[ "${1:-}" == "--bench" ]]; then "$(dirname "$0")/bench-venv.sh"; fi
+bench=0
+for arg in "$@"; do [[ "$arg" == "--bench" ]] && bench=1; done
+if ((bench)); then "$(dirname "$0")/bench-venv.sh"; fi
 # The CUDA toolkit, cuDNN and NCCL are expected in /usr/local/cuda when CUDA plugins are built.

@@ -14,6 +14,7 @@
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/core_tables.hpp"
 #include "kiln/train/lr_schedule.hpp"
+#include "kiln/train/model_table.hpp"
 #include "kiln/train/optimizer.hpp"
 #include "kiln/train/wiring.hpp"
 
@@ -96,7 +97,8 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
   plugin::Registry registry(plugin::default_search_path(request.plugin_dirs));
   registry.scan();
   const PluginChoice backend_c = choose(cfg, registry, KILN_KIND_BACKEND, "backend", "cpu");
-  const PluginChoice model_c = choose(cfg, registry, KILN_KIND_MODEL, "model", nullptr);
+  // The host's init keys are validated and then not used: the checkpoint holds the weights.
+  const PluginChoice model_c = choose_model(cfg, registry).plugin;
   (void)choose(cfg, registry, KILN_KIND_DATA, "data.train", nullptr);
   if (!cfg.has_table("data.eval")) {
     throw ConfigError(fmt::format("{} has no eval split ([data.eval]); name a data source with --set "

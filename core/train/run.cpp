@@ -27,6 +27,7 @@
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/core_tables.hpp"
 #include "kiln/train/fingerprint_communicator.hpp"
+#include "kiln/train/model_table.hpp"
 #include "kiln/train/run_identity.hpp"
 #include "kiln/train/wiring.hpp"
 #include "kiln/version.hpp"
@@ -135,7 +136,9 @@ RunOutcome run_training(const TrainCommand& command) {
   plugin::Registry registry(plugin::default_search_path(command.plugin_dirs));
   registry.scan();
   const PluginChoice backend_c = choose(cfg, registry, KILN_KIND_BACKEND, "backend", "cpu");
-  const PluginChoice model_c = choose(cfg, registry, KILN_KIND_MODEL, "model", nullptr);
+  const ModelTable model_t = choose_model(cfg, registry);  // the plugin's keys and the host's (init)
+  const PluginChoice& model_c = model_t.plugin;
+  const std::optional<InitRequest> init_req = init_request(model_t.host);
   const PluginChoice train_c = choose(cfg, registry, KILN_KIND_DATA, "data.train", nullptr);
   std::optional<PluginChoice> eval_c;
   if (cfg.has_table("data.eval")) eval_c = choose(cfg, registry, KILN_KIND_DATA, "data.eval", nullptr);
@@ -196,6 +199,11 @@ RunOutcome run_training(const TrainCommand& command) {
     resume_from = latest->dir;
     saved = std::move(latest->state);
   }
+
+  // Fine-tuning weights: read and verified by rank 0, the only rank that loads them
+  // (init_weights.hpp); a resumed run takes its weights from the checkpoint instead.
+  std::shared_ptr<const InitWeights> init;
+  if (init_req && resume_from.empty() && ranks.rank == 0) init = read_init_weights(*init_req);
 
   // ---- 3. plugins, and every check between them ----
   // Each object is wrapped so that whatever its methods throw names the plugin, its library and
@@ -298,6 +306,8 @@ RunOutcome run_training(const TrainCommand& command) {
   to.checkpoint_every = checkpoint_every;
   to.checkpoint_keep = checkpoint_keep;
   to.resume_from = resume_from;
+  to.load_init = init_req && resume_from.empty();
+  to.init = init;
   std::shared_ptr<profile::ProfilingBackend> profiler;  // --profile: every op of the steps timed
   if (command.profile) profiler = profile::attach(parts.backend, to, command.profile_warmup);
 
@@ -342,6 +352,9 @@ RunOutcome run_training(const TrainCommand& command) {
   log->info("precision {} {}: params {}, compute {}", precision_c.info->name, precision_c.info->version,
             dtype_name(parts.precision->param_dtype()), dtype_name(parts.precision->compute_dtype()));
   log->info("run dir   {}", outcome.run_dir.string());
+  if (init_req && !resume_from.empty()) {
+    log->info("init      {} not loaded: the run resumes from {}", init_req->file.string(), resume_from.string());
+  }
 
   // ---- 7. train ----
   std::unique_ptr<io::MetricsWriter> metrics;

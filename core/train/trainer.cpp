@@ -9,7 +9,9 @@
 #include "kiln/sdk/log.hpp"
 #include "kiln/sdk/nn/layers.hpp"
 #include "kiln/rng.hpp"
+#include "kiln/train/bn_sync.hpp"
 #include "kiln/train/checkpoint.hpp"
+#include "kiln/train/init_weights.hpp"
 #include "kiln/train/loss_guard.hpp"
 #include "kiln/train/compute_boundary.hpp"
 #include "kiln/train/evaluate.hpp"
@@ -51,6 +53,7 @@ struct Trainer::Impl {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<GradSync> grad_sync;
+  std::unique_ptr<BufferSync> buffer_sync;  // rank 0's BN statistics before eval and checkpoints
   nn::SoftmaxCrossEntropy loss;
   ComputeBoundary boundary;  // the casts between f32 data/loss and the model's compute dtype
   std::vector<Tensor> grad_zero_views;
@@ -91,8 +94,12 @@ struct Trainer::Impl {
       start_epoch = st.epochs_done;
       global_step = st.global_step;
       log->info("resumed from {}: {} epochs done, step {}", opt.resume_from.string(), start_epoch, global_step);
+    } else if (opt.load_init) {  // rank 0 loads; every rank learns whether it worked
+      (void)load_init_weights_on_rank0(opt.init.get(), backend(), *parts.comm, *parts.model);
     }
     broadcast_initial_parameters(backend(), *parts.comm, params, parts.model->buffers());
+    buffer_sync = std::make_unique<BufferSync>(backend(), *parts.comm, parts.model->buffers());
+    if (!parts.model->buffers().empty()) log->info("model buffers: {}", buffer_sync->describe());
     grad_sync = std::make_unique<GradSync>(*parts.comm, params, opt.bucket_bytes);
     grad_zero_views = sdk::grad_runs(params);  // one fill per contiguous gradient run
     schedule = std::make_unique<LrSchedule>(opt.schedule_type, opt.schedule_table,
@@ -199,6 +206,7 @@ struct Trainer::Impl {
   }
 
   SplitTotals evaluate(std::int64_t epoch) {
+    buffer_sync->from_rank0();  // every rank evaluates the model a checkpoint saves
     const EvalSums local = evaluate_pass(
         {&backend(), parts.model.get(), parts.precision.get(), eval_loader.get(), &loss, &boundary}, epoch);
     return reduce(local.loss_sum, local.correct, local.samples);
@@ -272,6 +280,7 @@ struct Trainer::Impl {
         st.seed = static_cast<std::int64_t>(opt.seed);
         st.precision = parts.precision->state();
         st.run = opt.run_identity;
+        buffer_sync->from_rank0();  // the saved statistics are the ones every rank used
         save_checkpoint(opt.checkpoint_dir, opt.checkpoint_keep, backend(), *parts.comm, *parts.model, *optimizer,
                         *parts.precision, st);
       }

@@ -4,7 +4,8 @@
 // -> Model::forward -> logits cast to f32 -> softmax cross-entropy -> dlogits scaled by
 // loss_scale / (global rows this step) -> dlogits cast to the compute dtype -> Model::backward with
 // GradSync reducing buckets as they complete -> PrecisionPolicy::after_allreduce -> optimizer
-// step (unless skipped) -> zero gradients. After each epoch: evaluation on the eval split, then
+// step (unless skipped) -> zero gradients. After each epoch: rank 0's batch-norm statistics to
+// every rank (bn_sync.hpp; again before a checkpoint), evaluation on the eval split, then
 // one metrics.jsonl record per split whose numbers are reduced over all ranks, weighted by
 // sample count. Every rank runs the same number of steps (the Sharder guarantees it), so
 // collectives always match. The casts are a ComputeBoundary's (compute_boundary.hpp); under fp32
@@ -25,6 +26,7 @@
 #include "kiln/model.hpp"
 #include "kiln/train/run_identity.hpp"
 #include "kiln/precision_policy.hpp"
+#include "kiln/train/init_weights.hpp"
 #include "kiln/train/lr_schedule.hpp"
 #include "kiln/train/optimizer.hpp"
 
@@ -60,6 +62,11 @@ struct TrainerOptions {
   std::int64_t checkpoint_every = 0;
   std::int64_t checkpoint_keep = 3;
   std::filesystem::path resume_from;
+  /// Fine-tuning ([model] init, init_weights.hpp): when `load_init` (every rank; false when
+  /// resuming), rank 0 loads `init` (set on rank 0 only) after the model is built and before
+  /// rank 0's parameters are broadcast.
+  bool load_init = false;
+  std::shared_ptr<const InitWeights> init;
   /// What this run is (run_identity.hpp), written into every checkpoint so a resume can check it.
   RunIdentity run_identity;
   /// Stop with a NumericError when the training loss becomes inf or nan (loss_guard.hpp).

@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""Writes torchvision reference data for Kiln's fine-tuning tests (tests/finetune) into OUT_DIR.
+
+Run by CTest (fixture `finetune_torchvision_reference`) with Debian's python, torch 1.13 and
+python3-torchvision (scripts/setup.sh installs them as test dependencies):
+    /usr/bin/python3 tests/finetune/make_torchvision_resnet18.py OUT_DIR
+Nothing it writes is committed: the weights are 45 MB and are made again in a few seconds.
+
+Files:
+  resnet18.safetensors   torchvision resnet18(num_classes=10).state_dict() as it is, f32, with its
+                         20 int64 num_batches_tracked counters: what a user saves from torchvision.
+                         Seeded random init (torch.manual_seed(1234)); every batch norm gets
+                         non-trivial gamma, beta, running mean and running variance, so eval-mode
+                         logits depend on every tensor of the file.
+  reference.safetensors  "input" (4, 3, 64, 64) f32 and "logits" (4, 10): torchvision's eval-mode
+                         logits for that input, computed in float64 (the model cast to double) and
+                         stored as f32, so Kiln's f32 result is compared with the exact answer
+                         rather than with PyTorch's own f32 rounding.
+  not-safetensors.pt     torch.save() of a small state dict (a zip of pickles): the file a user
+                         might pass by mistake.
+
+safetensors is written here by hand (the format: u64 little-endian header length, JSON header
+{"name": {"dtype", "shape", "data_offsets"}}, padded with spaces to a multiple of 8, then the
+raw little-endian bytes); Debian 12 has no python3-safetensors.
+"""
+import json
+import pathlib
+import struct
+import sys
+
+import torch
+import torchvision
+
+DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64"}
+
+
+def write_safetensors(path, tensors, metadata=None):
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        t = t.detach().contiguous().cpu()
+        data = t.numpy().tobytes()
+        header[name] = {"dtype": DTYPES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    if metadata:
+        header["__metadata__"] = metadata
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+
+
+def main():
+    out = pathlib.Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(1234)
+    model = torchvision.models.resnet18(num_classes=10)
+    with torch.no_grad():
+        for i, m in enumerate(m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)):
+            m.weight.uniform_(0.6, 1.4)
+            m.bias.normal_(0.0, 0.1)
+            m.running_mean.normal_(0.0, 0.2)
+            m.running_var.uniform_(0.5, 2.0)
+            m.num_batches_tracked.fill_(100 + i)
+        model.fc.bias.normal_(0.0, 0.1)
+    state = model.state_dict()
+    assert sum(1 for k in state if k.endswith("num_batches_tracked")) == 20
+    write_safetensors(out / "resnet18.safetensors", state, {"format": "pt"})
+
+    x = torch.randn(4, 3, 64, 64)
+    model.eval()
+    with torch.no_grad():
+        logits = model.double()(x.double()).float()
+    write_safetensors(out / "reference.safetensors", {"input": x, "logits": logits})
+
+    torch.save({"weight": torch.zeros(3)}, out / "not-safetensors.pt")
+    print(f"wrote {out}: {len(state)} state-dict entries; logits range "
+          f"[{logits.min().item():.3f}, {logits.max().item():.3f}]")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,330 @@
+// Fine-tuning ([model] init, init_strict, init_exclude) against a torchvision resnet18 state dict
+// written at test time by make_torchvision_resnet18.py (CTest fixture; see CMakeLists.txt):
+//   - loaded into Kiln's ResNet-18, eval-mode logits equal torchvision's (computed in f64) to
+//     1e-5 absolute, every loaded tensor holds the file's exact values, and the 20
+//     num_batches_tracked counters are ignored and reported; with the running statistics
+//     excluded the logits are far off (the comparison sees the buffers);
+//   - a new head: num_classes 5 with init_exclude = ["fc.*"] loads the rest and keeps fc fresh;
+//   - errors, each naming model.init and its file:line: a shape mismatch (tensor and both shapes),
+//     a missing and an unexpected tensor under init_strict (warnings without), an exclude
+//     pattern matching nothing, and nothing copied when refused;
+//   - tensors stored as bf16 and f16 are converted;
+//   - through the real binary: a non-safetensors file and a missing file fail the start in one
+//     line before the run directory exists; a fine-tune run with a relative init path and a new
+//     head trains, and `kiln eval` rebuilds that run from its config.toml; with two ranks both
+//     report rank 0's refusal.
+#define BOOST_TEST_MODULE test_finetune
+#include <boost/test/unit_test.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "../integration/kiln_process.hpp"
+#include "../nn/nn_fixture.hpp"
+#include "kiln/config/config.hpp"
+#include "kiln/errors.hpp"
+#include "kiln/io/safetensors.hpp"
+#include "kiln/plugin_args.hpp"
+#include "kiln/sdk/half.hpp"
+#include "kiln/train/init_weights.hpp"
+#include "kiln/train/model_table.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kiln::DType;
+using kiln::Model;
+using kiln::Tensor;
+using kiln::test::cpu;
+using kiln::test::read;
+
+const fs::path kData = KILN_FINETUNE_DATA;
+const fs::path kWeights = kData / "resnet18.safetensors";
+// Absolute; torchvision's logits lie within [-0.8, 0.7]. Measured: 1.4e-6 (cpu backend, f32).
+constexpr double kLogitTolerance = 1e-5;
+constexpr std::int64_t kBatch = 4;
+constexpr std::size_t kModelTensors = 102;  // 62 parameters + 40 running statistics
+
+/// Kiln's ResNet-18 for 64x64 inputs with `classes` outputs, built in f32 (seed 7).
+std::shared_ptr<Model> resnet18(int classes) {
+  const kiln::ParamMap params = kiln::test::plugin_params(
+      KILN_KIND_MODEL, "resnet", fmt::format("depth = 18\nnum_classes = {}\nimage_size = 64\n", classes));
+  kiln::PluginArgs args;
+  args.params = &params;
+  const auto& registry = kiln::test::registry();
+  auto model = registry.create_model(registry.require(KILN_KIND_MODEL, "resnet", "model"), args);
+  kiln::ModelBuildContext ctx;
+  ctx.backend = &cpu();
+  ctx.max_batch = kBatch;
+  ctx.seed = 7;
+  model->build(ctx);
+  return model;
+}
+
+/// The host's init keys of a [model] table written as `keys` (line 3 on), through the same
+/// choose_model() and init_request() a run uses; messages name "test.toml".
+kiln::train::InitRequest request(const std::string& keys) {
+  auto cfg = kiln::config::Config::parse("[model]\ntype = \"resnet\"\n" + keys + "\n", "test.toml", {});
+  const auto table = kiln::train::choose_model(cfg, kiln::test::registry());
+  BOOST_TEST(!table.plugin.params.contains("init"), "the host's key reached the plugin's parameters");
+  auto r = kiln::train::init_request(table.host);
+  BOOST_TEST_REQUIRE(r.has_value());
+  return *r;
+}
+
+std::string init_line(const fs::path& file) { return fmt::format("init = \"{}\"", file.string()); }
+
+kiln::train::InitReport load(const std::string& keys, Model& model) {
+  return kiln::train::load_init_weights(*kiln::train::read_init_weights(request(keys)), cpu(), model);
+}
+
+std::string load_error(const std::string& keys, Model& model) {
+  return kiln::test::error_text<kiln::ConfigError>([&] { (void)load(keys, model); });
+}
+
+const kiln::io::SafetensorsFile& torchvision_file() {
+  static const auto f = kiln::io::read_safetensors(kWeights);
+  return f;
+}
+
+std::vector<double> values_of(const Tensor& host_f32) {
+  const float* p = host_f32.data_as<float>();
+  return std::vector<double>(p, p + host_f32.numel());
+}
+
+/// The model's parameter or buffer `name`, read back.
+std::vector<double> model_tensor(const Model& model, const std::string& name) {
+  for (const auto& p : model.parameters()) {
+    if (p.name == name) return read(p.value);
+  }
+  for (const auto& b : model.buffers()) {
+    if (b.name == name) return read(b.value);
+  }
+  BOOST_FAIL("the model has no tensor " << name);
+  return {};
+}
+
+/// Eval-mode logits for the reference input, and the largest difference from torchvision's.
+double logits_error(Model& model) {
+  const auto ref = kiln::io::read_safetensors(kData / "reference.safetensors");
+  const Tensor& x = ref.tensors.at("input");
+  const Tensor logits = model.forward(kiln::test::device_f32(x.shape(), values_of(x)), kiln::Mode::eval, 0);
+  const std::vector<double> got = read(logits), want = values_of(ref.tensors.at("logits"));
+  BOOST_TEST_REQUIRE(got.size() == want.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+  return worst;
+}
+
+/// torchvision's file with `edit` applied to its tensors, written to the scratch dir as `name`.
+fs::path edited_file(const std::string& name, const std::function<void(std::map<std::string, Tensor>&)>& edit) {
+  std::map<std::string, Tensor> tensors = torchvision_file().tensors;
+  edit(tensors);
+  std::vector<kiln::io::TensorRecord> records;
+  for (const auto& [n, t] : tensors) records.push_back({n, t.dtype(), t.shape(), t.data()});
+  const fs::path out = kiln::test::scratch_dir() / name;
+  kiln::io::write_safetensors(out, records, {});
+  return out;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(torchvision_resnet18_logits_match) {
+  auto model = resnet18(10);
+  const auto report = load(init_line(kWeights), *model);
+  BOOST_TEST(report.loaded.size() == kModelTensors);
+  BOOST_TEST(report.counters.size() == 20u);
+  BOOST_TEST(report.missing.empty());
+  BOOST_TEST(report.unexpected.empty());
+  BOOST_TEST(report.excluded.empty());
+  for (const std::string& name : report.loaded) {
+    BOOST_TEST(model_tensor(*model, name) == values_of(torchvision_file().tensors.at(name)),
+               name << " does not hold the file's values");
+  }
+  const double err = logits_error(*model);
+  BOOST_TEST_MESSAGE("max |Kiln - torchvision| over 4 x 10 eval-mode logits: " << err);
+  BOOST_TEST(err <= kLogitTolerance);
+}
+
+BOOST_AUTO_TEST_CASE(the_comparison_sees_the_running_statistics) {
+  auto model = resnet18(10);
+  const auto report = load(init_line(kWeights) + "\ninit_exclude = [\"*.running_mean\", \"*.running_var\"]", *model);
+  BOOST_TEST(report.excluded.size() == 40u);
+  BOOST_TEST(report.skipped.size() == 40u);
+  BOOST_TEST(logits_error(*model) > 100 * kLogitTolerance);
+}
+
+BOOST_AUTO_TEST_CASE(new_head_with_other_classes_keeps_its_fresh_initialisation) {
+  auto model = resnet18(5);
+  const auto fresh = resnet18(5);  // same seed: what fc holds before any init
+  const auto report = load(init_line(kWeights) + "\ninit_exclude = [\"fc.*\"]", *model);
+  BOOST_TEST(report.loaded.size() == kModelTensors - 2);
+  BOOST_TEST((report.excluded == std::vector<std::string>{"fc.weight", "fc.bias"}));
+  BOOST_TEST((report.skipped == std::vector<std::string>{"fc.bias", "fc.weight"}));
+  BOOST_TEST(model_tensor(*model, "fc.weight") == model_tensor(*fresh, "fc.weight"));
+  BOOST_TEST(model_tensor(*model, "conv1.weight") == values_of(torchvision_file().tensors.at("conv1.weight")));
+  BOOST_TEST(model_tensor(*model, "layer4.1.bn2.running_var") ==
+             values_of(torchvision_file().tensors.at("layer4.1.bn2.running_var")));
+}
+
+BOOST_AUTO_TEST_CASE(shape_mismatch_names_the_tensor_and_both_shapes) {
+  auto model = resnet18(5);
+  const auto before = model_tensor(*model, "conv1.weight");
+  const std::string msg = load_error(init_line(kWeights), *model);
+  BOOST_TEST(contains(msg, "model.init (test.toml:3"), msg);
+  BOOST_TEST(contains(msg, "'fc.weight' is (10, 512) in the file but (5, 512) in the model"), msg);
+  BOOST_TEST(contains(msg, "'fc.bias' is (10) in the file but (5) in the model"), msg);
+  BOOST_TEST(contains(msg, "init_exclude = [\"fc.*\"]"), msg);
+  BOOST_TEST(model_tensor(*model, "conv1.weight") == before, "a refused file changed the model");
+}
+
+BOOST_AUTO_TEST_CASE(missing_tensor_is_an_error_under_init_strict_and_a_warning_without) {
+  const fs::path file = edited_file("missing.safetensors", [](auto& t) { t.erase("layer1.0.conv1.weight"); });
+  auto model = resnet18(10);
+  const auto before = model_tensor(*model, "conv1.weight");
+  const std::string msg = load_error(init_line(file), *model);
+  BOOST_TEST(contains(msg, "model.init (test.toml:3"), msg);
+  BOOST_TEST(contains(msg, "1 model tensors missing from the file: layer1.0.conv1.weight"), msg);
+  BOOST_TEST(contains(msg, "init_strict = false"), msg);
+  BOOST_TEST(model_tensor(*model, "conv1.weight") == before, "a refused file changed the model");
+
+  const auto report = load(init_line(file) + "\ninit_strict = false", *model);
+  BOOST_TEST((report.missing == std::vector<std::string>{"layer1.0.conv1.weight"}));
+  BOOST_TEST(report.loaded.size() == kModelTensors - 1);
+}
+
+BOOST_AUTO_TEST_CASE(unexpected_tensor_is_an_error_under_init_strict_and_a_warning_without) {
+  const fs::path file = edited_file("unexpected.safetensors",
+                                    [](auto& t) { t.emplace("aux.weight", t.at("fc.bias")); });
+  auto model = resnet18(10);
+  const std::string msg = load_error(init_line(file), *model);
+  BOOST_TEST(contains(msg, "1 file tensors the model does not have: aux.weight"), msg);
+  const auto report = load(init_line(file) + "\ninit_strict = false", *model);
+  BOOST_TEST((report.unexpected == std::vector<std::string>{"aux.weight"}));
+  BOOST_TEST(report.loaded.size() == kModelTensors);
+}
+
+BOOST_AUTO_TEST_CASE(an_exclude_pattern_matching_nothing_is_reported) {
+  auto model = resnet18(10);
+  const std::string msg = load_error(init_line(kWeights) + "\ninit_exclude = [\"head.*\"]", *model);
+  BOOST_TEST(contains(msg, "init_exclude patterns matching no tensor: \"head.*\""), msg);
+}
+
+BOOST_AUTO_TEST_CASE(half_precision_tensors_are_converted) {
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    const fs::path file = edited_file(fmt::format("{}.safetensors", kiln::dtype_name(dtype)), [&](auto& tensors) {
+      for (auto& [name, t] : tensors) {
+        if (t.dtype() != DType::f32) continue;
+        Tensor h = kiln::host_tensor(t.shape(), dtype);
+        for (std::int64_t i = 0; i < t.numel(); ++i) {
+          const float v = t.template data_as<float>()[i];
+          h.template data_as<std::uint16_t>()[i] = dtype == DType::bf16 ? kiln::sdk::f32_to_bf16(v)
+                                                                        : kiln::sdk::f32_to_f16(v);
+        }
+        t = h;
+      }
+    });
+    auto model = resnet18(10);
+    BOOST_TEST(load(init_line(file), *model).loaded.size() == kModelTensors);
+    const auto stored = kiln::io::read_safetensors(file).tensors.at("layer2.0.conv2.weight");
+    const auto* bits = stored.data_as<std::uint16_t>();
+    const auto got = model_tensor(*model, "layer2.0.conv2.weight");
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const float want = dtype == DType::bf16 ? kiln::sdk::bf16_to_f32(bits[i]) : kiln::sdk::f16_to_f32(bits[i]);
+      if (got[i] != static_cast<double>(want)) ++wrong;
+    }
+    BOOST_TEST(wrong == 0u, kiln::dtype_name(dtype) << ": " << wrong << " values differ");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(init_exclude_without_init_is_an_error) {
+  auto cfg = kiln::config::Config::parse("[model]\ntype = \"resnet\"\ninit_exclude = [\"fc.*\"]\n", "test.toml", {});
+  const auto table = kiln::train::choose_model(cfg, kiln::test::registry());
+  const std::string msg =
+      kiln::test::error_text<kiln::ConfigError>([&] { (void)kiln::train::init_request(table.host); });
+  BOOST_TEST(contains(msg, "model.init_exclude (test.toml:3"), msg);
+  BOOST_TEST(contains(msg, "names no file"), msg);
+}
+
+// ---- through the real binary ----
+
+namespace {
+
+/// A fine-tuning config: ResNet-18 for 64x64 inputs on a tiny synthetic set, with `model_keys`
+/// added to [model]; written as `file`.
+void write_config(const fs::path& file, int classes, const std::string& model_keys) {
+  std::ofstream(file) << fmt::format(
+      "[run]\nepochs = 1\n\n"
+      "[model]\ntype = \"resnet\"\ndepth = 18\nnum_classes = {0}\nimage_size = 64\n{1}\n\n"
+      "[data.train]\ntype = \"synthetic\"\nshape = [3, 64, 64]\nclasses = {0}\ncount = 16\n\n"
+      "[data.eval]\ntype = \"synthetic\"\nshape = [3, 64, 64]\nclasses = {0}\ncount = 8\nseed = 7\n\n"
+      "[loader]\nbatch = 8\nworkers = 1\n\n"
+      "[optimizer]\ntype = \"sgd\"\nlr = 0.01\n\n"
+      "[log]\nprogress = \"never\"\n",
+      classes, model_keys);
+}
+
+kiln::test::KilnResult kiln_cmd(const std::vector<std::string>& args) {
+  return kiln::test::run_kiln(kiln::test::scratch_dir(), args);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_file_that_is_not_safetensors_fails_the_start_naming_the_key) {
+  const fs::path config = kiln::test::scratch_dir() / "pt.toml";
+  write_config(config, 10, init_line(kData / "not-safetensors.pt"));
+  const fs::path run = kiln::test::scratch_dir() / "run-pt";
+  const std::string msg = kiln::test::one_line_error(kiln_cmd({"train", "--config", config.string(), "--run-dir", run.string()}));
+  BOOST_TEST(contains(msg, fmt::format("model.init ({}:9", config.string())), msg);
+  BOOST_TEST(contains(msg, "not-safetensors.pt is not a readable safetensors file"), msg);
+  BOOST_TEST(contains(msg, "safetensors.torch.save_file"), msg);
+  BOOST_TEST(!fs::exists(run), "a failed start left a run directory");
+
+  write_config(config, 10, init_line(kData / "no-such.safetensors"));
+  const std::string missing =
+      kiln::test::one_line_error(kiln_cmd({"train", "--config", config.string(), "--run-dir", run.string()}));
+  BOOST_TEST(contains(missing, "no such file"), missing);
+  BOOST_TEST(!fs::exists(run));
+}
+
+BOOST_AUTO_TEST_CASE(fine_tune_run_with_a_new_head_and_eval_of_it) {
+  // The config sits next to the weights and names them relatively, as a user's would; kiln runs
+  // from the scratch directory, so the path must be anchored to the config file.
+  const fs::path config = kData / "finetune.toml";
+  write_config(config, 5, "init = \"resnet18.safetensors\"\ninit_exclude = [\"fc.*\"]");
+  const fs::path run = kiln::test::scratch_dir() / "run-finetune";
+  const auto r = kiln_cmd({"train", "--config", config.string(), "--run-dir", run.string()});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  const std::string log = kiln::test::slurp(run / "logs" / "rank0.log");
+  BOOST_TEST(contains(log, fmt::format("init: 100 of 102 model tensors loaded from {}", kWeights.string())), log);
+  BOOST_TEST(contains(log, "kept fresh (init_exclude): fc.weight, fc.bias"), log);
+  BOOST_TEST(contains(log, "ignored 20 num_batches_tracked counters"), log);
+  const std::string resolved = kiln::test::slurp(run / "config.toml");
+  BOOST_TEST(contains(resolved, kWeights.string()), resolved);
+
+  const auto ev = kiln_cmd({"eval", "--run-dir", run.string(), "--json"});
+  BOOST_TEST(ev.status == 0, ev.err);
+  BOOST_TEST(contains(ev.out, "\"samples\""), ev.out);
+}
+
+BOOST_AUTO_TEST_CASE(with_two_ranks_every_rank_reports_rank_0s_refusal) {
+  // Only rank 0 reads the file; the others learn from it that the load failed and stop with the
+  // same message, rather than with a connection rank 0 closed.
+  const fs::path config = kiln::test::scratch_dir() / "two-ranks.toml";
+  write_config(config, 5, init_line(kWeights));
+  const auto r = kiln_cmd({"train", "--config", config.string(), "--run-dir",
+                           (kiln::test::scratch_dir() / "run-two-ranks").string(), "--nproc", "2", "--set",
+                           "comm.type=gloo"});
+  BOOST_TEST(r.status == 1);
+  const std::string refusal = "'fc.weight' is (10, 512) in the file but (5, 512) in the model";
+  std::size_t lines = 0;
+  for (std::size_t at = r.err.find(refusal); at != std::string::npos; at = r.err.find(refusal, at + 1)) ++lines;
+  BOOST_TEST(lines == 2u, r.err);
+  BOOST_TEST(!contains(r.err, "Connection closed"), r.err);
+}
