@@ -30,6 +30,9 @@ constexpr kiln_param_spec_v1 kLoader[] = {
     {"eval_last_batch", KILN_PARAM_STRING, "\"partial\"", "drop|pad|partial",
      "Evaluation: the same; partial and pad count every sample exactly once."},
     {"shuffle", KILN_PARAM_BOOL, "true", nullptr, "Reshuffle the training order every epoch."},
+    {"accumulate_steps", KILN_PARAM_INT, "1", nullptr,
+     "Micro-batches whose gradients are summed per optimizer step (one all-reduce per step); the effective "
+     "global batch is batch x world size x accumulate_steps.", "1", "65536"},
 };
 
 constexpr kiln_param_spec_v1 kLoss[] = {
