@@ -371,8 +371,7 @@ struct Trainer::Impl {
       if (stop) {
         result.stopped_early = fmt::format("{}; stopped after epoch {} of {}", early_stop->reason(), epoch + 1,
                                            opt.epochs);
-        progress.line(result.stopped_early);
-        log->info("{}", result.stopped_early);
+        log->debug("{}", result.stopped_early);  // run.cpp says it on the console, once
         break;
       }
     }
