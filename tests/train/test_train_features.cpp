@@ -217,6 +217,28 @@ BOOST_AUTO_TEST_CASE(clipping_in_training_changes_the_weights_and_a_huge_max_nor
   BOOST_TEST(count_differing(plain.params, tight.params) > plain.params.size() / 2);
 }
 
+BOOST_AUTO_TEST_CASE(under_fp16_the_unscaled_gradients_are_clipped) {
+  // SGD follows the gradient's size (Adam would hide it): clipping the still-scaled fp16
+  // gradients (2^16 times larger) would shrink every update 65536-fold. Clipped after unscaling,
+  // fp16 lands next to fp32 with the same clipping.
+  auto sgd = [](double clip) {
+    return [clip](TrainerOptions& o) {
+      o.optimizer_type = "sgd";
+      o.optimizer_table = kiln::test::core_table("optimizer", "lr = 0.1", kiln::train::optimizer_schema("sgd"));
+      o.clip_grad_norm = clip;
+    };
+  };
+  const std::string no_dropout = "hidden = [16]\ndropout = 0";
+  const auto fp32_free = train(sgd(0), no_dropout);
+  const auto fp32_clipped = train(sgd(0.1), no_dropout);
+  const auto fp16_clipped = train(sgd(0.1), no_dropout, "fp16");
+  const double clipping_moves = worst_difference(fp32_free.params, fp32_clipped.params);
+  const double fp16_off_by = worst_difference(fp32_clipped.params, fp16_clipped.params);
+  BOOST_TEST_MESSAGE("sgd: clipping moves weights by up to " << clipping_moves << "; fp16 vs fp32, both clipped: "
+                                                             << fp16_off_by);
+  BOOST_TEST(fp16_off_by < 0.05 * clipping_moves);
+}
+
 // ---- gradient accumulation ----
 
 BOOST_AUTO_TEST_CASE(micro_steps_are_grouped_within_an_epoch_and_weighted_by_the_group_rows) {

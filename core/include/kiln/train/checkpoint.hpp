@@ -8,9 +8,10 @@
 //                                                         and the run's identity ("run.<item>")
 // A checkpoint is written into "checkpoints/.partial-epoch-0003" and renamed when complete, so a
 // directory named epoch-NNNN is always whole; only the newest `keep` are kept. Rank 0 writes
-// while the others wait at a barrier, so no rank runs ahead into a collective. Resuming at an
-// epoch boundary reproduces the uninterrupted run: the data order, dropout masks and learning
-// rate are functions of (seed, epoch, step), all restored.
+// while the others wait at a barrier, so no rank runs ahead into a collective. Resuming
+// reproduces the uninterrupted run, at an epoch boundary or from a checkpoint written in the
+// middle of an epoch ("epoch-0003-step-00000150", checkpoint_policy.hpp): the data order, dropout
+// masks and learning rate are functions of (seed, epoch, step), all restored.
 //
 // Trust: every tensor carries a CRC-32C in its file's metadata (io/safetensors.hpp), verified on
 // every load, and trainer.safetensors records the run's identity ("run.<item>" metadata,
