@@ -13,7 +13,7 @@ constexpr kiln_param_spec_v1 kRun[] = {
      "Stop with an error naming the epoch and step when the loss becomes inf or nan (no checkpoint is "
      "written for that epoch); false trains on."},
     {"loss_check_every", KILN_PARAM_INT, "1", nullptr,
-     "Steps between those checks (the last step of an epoch is always checked). Each check reads the loss "
+     "Optimizer steps between those checks (the last step of an epoch is always checked). Each check reads the loss "
      "back to the host, which waits for a GPU's queued work; 20-50 keeps a GPU busy, and the error then "
      "names the window of steps.", "1", nullptr},
     {"grad_bucket_mb", KILN_PARAM_FLOAT, "25.0", nullptr,
