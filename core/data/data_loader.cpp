@@ -260,9 +260,13 @@ std::int64_t DataLoader::steps_per_epoch() const noexcept {
 
 const DatasetInfo& DataLoader::info() const noexcept { return impl_->info; }
 
-void DataLoader::start_epoch(std::int64_t epoch) {
+void DataLoader::start_epoch(std::int64_t epoch, std::int64_t first_step) {
   if (epoch < 0) throw Error(fmt::format("DataLoader::start_epoch({}): epochs count from 0", epoch));
   Impl& s = *impl_;
+  if (first_step < 0 || first_step > s.sharder.steps_per_epoch()) {
+    throw Error(fmt::format("DataLoader::start_epoch({}, {}): the first step must be in [0, {}]", epoch, first_step,
+                            s.sharder.steps_per_epoch()));
+  }
   std::vector<std::int64_t> order = s.sharder.epoch_order(epoch);  // O(count), outside the lock
 
   std::unique_lock lock(s.mu);
@@ -276,9 +280,11 @@ void DataLoader::start_epoch(std::int64_t epoch) {
   }
   s.order = std::move(order);
   s.epoch = epoch;
-  s.next_step = 0;
-  s.oldest_live = 0;
-  s.claim_step = 0;
+  // Slots are indexed by step modulo the ring, so starting every counter at first_step is the
+  // same pipeline as an epoch that had already handed out the steps before it.
+  s.next_step = first_step;
+  s.oldest_live = first_step;
+  s.claim_step = first_step;
   s.claim_row = 0;
   s.failure = nullptr;
   s.active = true;

@@ -88,6 +88,15 @@ std::vector<std::int64_t> Sharder::epoch_order(std::int64_t epoch) const {
   return order;
 }
 
+std::int64_t Sharder::global_rows(std::int64_t step) const {
+  if (step < 0 || step >= steps_) {
+    throw Error(fmt::format("step {} is out of range: an epoch has {} steps", step, steps_));
+  }
+  const std::int64_t global = options_.batch * options_.world_size;
+  if (options_.last_batch != LastBatch::partial) return global;
+  return std::min(global, options_.count - step * global);
+}
+
 BatchIndices Sharder::batch(std::int64_t epoch, std::int64_t step) const {
   return batch_in_order(epoch_order(epoch), step);
 }

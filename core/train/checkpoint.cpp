@@ -20,6 +20,14 @@ namespace {
 constexpr kiln_param_spec_v1 kCheckpointSchema[] = {
     {"every_epochs", KILN_PARAM_INT, "1", nullptr, "Write a checkpoint every N epochs (and after the last); 0 = never.", "0", nullptr},
     {"keep", KILN_PARAM_INT, "3", nullptr, "How many of the newest checkpoints to keep.", "1", nullptr},
+    {"every_steps", KILN_PARAM_INT, "0", nullptr,
+     "Also write a checkpoint every N optimizer steps (global step), in the middle of an epoch too; 0 = never.", "0",
+     nullptr},
+    {"keep_best", KILN_PARAM_STRING, "\"\"", nullptr,
+     "Keep the checkpoint with the best value of this epoch metric in checkpoints/best (never pruned): "
+     "eval_loss, eval_accuracy, train_loss, train_accuracy; \"\" = off."},
+    {"keep_best_mode", KILN_PARAM_STRING, "\"auto\"", "auto|min|max",
+     "Whether lower or higher is better for keep_best; auto: min for a loss, max for an accuracy."},
 };
 
 constexpr const char* kPrefix = "epoch-";
@@ -38,6 +46,7 @@ struct HostCopies {
 std::string number(double v) { return fmt::format("{}", v); }
 
 constexpr const char* kRunPrefix = "run.";  // trainer metadata keys holding the run identity
+constexpr const char* kStatePrefix = "state.";  // trainer metadata keys holding TrainerState::extra
 
 /// Reads one checkpoint file; any corruption becomes a DataError that says what to do about it.
 io::SafetensorsFile read_file(const fs::path& path) {
@@ -114,15 +123,20 @@ void check_all_used(const io::SafetensorsFile& file, const std::set<std::string>
 
 std::span<const kiln_param_spec_v1> checkpoint_schema() { return kCheckpointSchema; }
 
-void save_checkpoint(const fs::path& dir, std::int64_t keep, Backend& backend, Communicator& comm, const Model& model,
-                     Optimizer& optimizer, const PrecisionPolicy& precision, const TrainerState& state) {
+std::string checkpoint_name(const TrainerState& state) {
+  if (state.epoch_steps_done == 0) return fmt::format("{}{:04d}", kPrefix, state.epochs_done);
+  return fmt::format("{}{:04d}-step-{:08d}", kPrefix, state.epochs_done, state.global_step);
+}
+
+void save_checkpoint_to(const fs::path& final_dir, Backend& backend, Communicator& comm, const Model& model,
+                        Optimizer& optimizer, const PrecisionPolicy& precision, const TrainerState& state,
+                        const std::map<std::string, std::string>& extra_meta) {
   auto params = model.parameters();
   // Every rank builds the optimizer state views (allocation is collective-free but keeps the
   // optimizer in the same state on every rank).
   const auto opt_state = optimizer.state_views(backend, params);
   if (comm.rank() == 0) {
-    const std::string name = fmt::format("{}{:04d}", kPrefix, state.epochs_done);
-    const fs::path partial = dir / (".partial-" + name), final_dir = dir / name;
+    const fs::path partial = final_dir.parent_path() / (".partial-" + final_dir.filename().string());
     std::error_code ec;
     fs::remove_all(partial, ec);
     fs::create_directories(partial, ec);
@@ -132,29 +146,43 @@ void save_checkpoint(const fs::path& dir, std::int64_t keep, Backend& backend, C
     std::vector<io::TensorRecord> model_records;
     for (const auto& p : params) model_records.push_back(copies.add(backend, p.name, p.value));
     for (const auto& b : model.buffers()) model_records.push_back(copies.add(backend, b.name, b.value));
-    io::write_safetensors(partial / "model.safetensors", model_records,
-                          {{"format", "pt"}, {"producer", "kiln"}, {"model", std::string(model.name())},
-                           {"epoch", std::to_string(state.epochs_done)}});
+    std::map<std::string, std::string> model_meta = {{"format", "pt"},
+                                                     {"producer", "kiln"},
+                                                     {"model", std::string(model.name())},
+                                                     {"epoch", std::to_string(state.epochs_done)}};
+    model_meta.insert(extra_meta.begin(), extra_meta.end());
+    io::write_safetensors(partial / "model.safetensors", model_records, model_meta);
 
     std::vector<io::TensorRecord> trainer_records;
     for (const auto& [n, t] : opt_state) trainer_records.push_back(copies.add(backend, n, t));
     std::map<std::string, std::string> meta = {
         {"producer", "kiln"},
         {"epochs_done", std::to_string(state.epochs_done)},
+        {"epoch_steps_done", std::to_string(state.epoch_steps_done)},
         {"global_step", std::to_string(state.global_step)},
         {"optimizer_steps", std::to_string(optimizer.steps())},
         {"seed", std::to_string(state.seed)},
     };
     for (const auto& [k, v] : precision.state()) meta["precision." + k] = number(v);
     for (const auto& [k, v] : state.run) meta[kRunPrefix + k] = v;
+    for (const auto& [k, v] : state.extra) meta[kStatePrefix + k] = number(v);
+    meta.insert(extra_meta.begin(), extra_meta.end());
     io::write_safetensors(partial / "trainer.safetensors", trainer_records, meta);
 
     fs::remove_all(final_dir, ec);
     fs::rename(partial, final_dir, ec);
     if (ec) throw IoError(fmt::format("cannot rename {} to {}: {}", partial.string(), final_dir.string(), ec.message()));
     log::get("train")->info("checkpoint written: {}", final_dir.string());
+  }
+  comm.barrier();
+}
 
-    // Prune: keep the newest `keep` complete checkpoints.
+void save_checkpoint(const fs::path& dir, std::int64_t keep, Backend& backend, Communicator& comm, const Model& model,
+                     Optimizer& optimizer, const PrecisionPolicy& precision, const TrainerState& state) {
+  save_checkpoint_to(dir / checkpoint_name(state), backend, comm, model, optimizer, precision, state);
+  if (comm.rank() == 0) {
+    // Prune: keep the newest `keep` complete checkpoints (names sort in the order written).
+    std::error_code ec;
     std::vector<fs::path> all;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
       if (e.is_directory() && e.path().filename().string().rfind(kPrefix, 0) == 0) all.push_back(e.path());
@@ -162,7 +190,6 @@ void save_checkpoint(const fs::path& dir, std::int64_t keep, Backend& backend, C
     std::sort(all.begin(), all.end());
     for (std::size_t i = 0; keep > 0 && i + static_cast<std::size_t>(keep) < all.size(); ++i) fs::remove_all(all[i], ec);
   }
-  comm.barrier();
 }
 
 std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
@@ -184,11 +211,18 @@ TrainerState parse_state(const io::SafetensorsFile& trainer, const fs::path& tra
   TrainerState st;
   st.epochs_done = parse_count(trainer.metadata, "epochs_done", trainer_file);
   st.global_step = parse_count(trainer.metadata, "global_step", trainer_file);
+  // Absent from checkpoints written before step-based checkpoints: those are all epoch ends.
+  if (trainer.metadata.count("epoch_steps_done")) {
+    st.epoch_steps_done = parse_count(trainer.metadata, "epoch_steps_done", trainer_file);
+  }
   st.seed = parse_count(trainer.metadata, "seed", trainer_file, true);
   (void)parse_count(trainer.metadata, "optimizer_steps", trainer_file);
   for (const auto& [k, v] : trainer.metadata) {
     if (k.rfind("precision.", 0) == 0) st.precision[k.substr(10)] = parse_number(trainer.metadata, k, trainer_file);
     if (k.rfind(kRunPrefix, 0) == 0) st.run[k.substr(std::string(kRunPrefix).size())] = v;
+    if (k.rfind(kStatePrefix, 0) == 0) {
+      st.extra[k.substr(std::string(kStatePrefix).size())] = parse_number(trainer.metadata, k, trainer_file);
+    }
   }
   return st;
 }
@@ -199,6 +233,13 @@ TrainerState inspect_checkpoint(const fs::path& checkpoint) {
   (void)read_file(checkpoint / "model.safetensors");
   const fs::path trainer_file = checkpoint / "trainer.safetensors";
   return parse_state(read_file(trainer_file), trainer_file);
+}
+
+std::map<std::string, std::string> checkpoint_metadata(const fs::path& checkpoint) {
+  const fs::path trainer_file = checkpoint / "trainer.safetensors";
+  io::SafetensorsFile f = read_file(trainer_file);
+  (void)parse_state(f, trainer_file);
+  return f.metadata;
 }
 
 std::optional<IntactCheckpoint> latest_intact_checkpoint(const fs::path& dir) {

@@ -13,7 +13,7 @@ constexpr kiln_param_spec_v1 kRun[] = {
      "Stop with an error naming the epoch and step when the loss becomes inf or nan (no checkpoint is "
      "written for that epoch); false trains on."},
     {"loss_check_every", KILN_PARAM_INT, "1", nullptr,
-     "Steps between those checks (the last step of an epoch is always checked). Each check reads the loss "
+     "Optimizer steps between those checks (the last step of an epoch is always checked). Each check reads the loss "
      "back to the host, which waits for a GPU's queued work; 20-50 keeps a GPU busy, and the error then "
      "names the window of steps.", "1", nullptr},
     {"grad_bucket_mb", KILN_PARAM_FLOAT, "25.0", nullptr,
@@ -30,6 +30,9 @@ constexpr kiln_param_spec_v1 kLoader[] = {
     {"eval_last_batch", KILN_PARAM_STRING, "\"partial\"", "drop|pad|partial",
      "Evaluation: the same; partial and pad count every sample exactly once."},
     {"shuffle", KILN_PARAM_BOOL, "true", nullptr, "Reshuffle the training order every epoch."},
+    {"accumulate_steps", KILN_PARAM_INT, "1", nullptr,
+     "Micro-batches whose gradients are summed per optimizer step (one all-reduce per step); the effective "
+     "global batch is batch x world size x accumulate_steps.", "1", "65536"},
 };
 
 constexpr kiln_param_spec_v1 kLoss[] = {

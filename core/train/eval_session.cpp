@@ -12,6 +12,7 @@
 #include "kiln/plugin/registry.hpp"
 #include "kiln/sdk_internal/log_setup.hpp"
 #include "kiln/train/checkpoint.hpp"
+#include "kiln/train/early_stop.hpp"
 #include "kiln/train/core_tables.hpp"
 #include "kiln/train/lr_schedule.hpp"
 #include "kiln/train/model_table.hpp"
@@ -89,6 +90,7 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
   (void)cfg.validate("log", log_schema());
   (void)cfg.validate("dist", dist_schema());
   (void)cfg.validate("checkpoint", checkpoint_schema());
+  (void)cfg.validate("early_stop", early_stop_schema());
   const std::string optimizer_type = cfg.plugin_type("optimizer", "adam");
   const ParamMap optimizer = cfg.validate("optimizer", optimizer_schema(optimizer_type));
   (void)cfg.plugin_type("schedule", "constant");

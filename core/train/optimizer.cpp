@@ -16,6 +16,8 @@ constexpr kiln_param_spec_v1 kSgdSchema[] = {
     {"momentum", KILN_PARAM_FLOAT, "0.0", nullptr, "Momentum factor.", "0", "1", KILN_PARAM_MAX_EXCLUSIVE},
     {"dampening", KILN_PARAM_FLOAT, "0.0", nullptr, "Dampening for momentum.", "0", "1", KILN_PARAM_MAX_EXCLUSIVE},
     {"nesterov", KILN_PARAM_BOOL, "false", nullptr, "Nesterov momentum."},
+    {"clip_grad_norm", KILN_PARAM_FLOAT, "0.0", nullptr,
+     "Clip gradients to this global L2 norm after the all-reduce and loss-scale unscaling; 0 = off.", "0", nullptr},
 };
 
 constexpr kiln_param_spec_v1 kAdamSchema[] = {
@@ -25,6 +27,8 @@ constexpr kiln_param_spec_v1 kAdamSchema[] = {
     {"beta1", KILN_PARAM_FLOAT, "0.9", nullptr, "Decay of the first moment.", "0", "1", KILN_PARAM_MAX_EXCLUSIVE},
     {"beta2", KILN_PARAM_FLOAT, "0.999", nullptr, "Decay of the second moment.", "0", "1", KILN_PARAM_MAX_EXCLUSIVE},
     {"eps", KILN_PARAM_FLOAT, "1e-8", nullptr, "Term added to the denominator.", "0", nullptr, KILN_PARAM_MIN_EXCLUSIVE},
+    {"clip_grad_norm", KILN_PARAM_FLOAT, "0.0", nullptr,
+     "Clip gradients to this global L2 norm after the all-reduce and loss-scale unscaling; 0 = off.", "0", nullptr},
 };
 
 float positive(const ParamMap& t, const char* key) {

@@ -29,6 +29,7 @@
 #include "kiln/train/fingerprint_communicator.hpp"
 #include "kiln/train/model_table.hpp"
 #include "kiln/train/run_identity.hpp"
+#include "kiln/train/training_features.hpp"
 #include "kiln/train/wiring.hpp"
 #include "kiln/version.hpp"
 
@@ -126,6 +127,7 @@ RunOutcome run_training(const TrainCommand& command) {
   const ParamMap logt = cfg.validate("log", log_schema());
   const ParamMap dist = cfg.validate("dist", dist_schema());
   const ParamMap checkpoint = cfg.validate("checkpoint", checkpoint_schema());
+  const ParamMap early_stop = cfg.validate("early_stop", early_stop_schema());
   log::configure(ranks, log::parse_level(logt.get_string("level")));
 
   const std::string optimizer_type = cfg.plugin_type("optimizer", "adam");
@@ -276,6 +278,7 @@ RunOutcome run_training(const TrainCommand& command) {
   identity["data.train.count"] = std::to_string(train_info.count);
   if (parts.eval_data) identity["data.eval.count"] = std::to_string(eval_info.count);
   identity["precision.type"] = precision_c.info->name;
+  add_feature_identity(loader, identity);
   if (!resume_from.empty()) check_same_run(command, resume_from, saved, identity);
 
   // The trainer makes these checks again when it builds; made here too, they fail before the
@@ -306,6 +309,7 @@ RunOutcome run_training(const TrainCommand& command) {
   to.checkpoint_every = checkpoint_every;
   to.checkpoint_keep = checkpoint_keep;
   to.resume_from = resume_from;
+  read_training_features({&optimizer, &loader, &checkpoint, &early_stop, eval_c.has_value()}, to);
   to.load_init = init_req && resume_from.empty();
   to.init = init;
   std::shared_ptr<profile::ProfilingBackend> profiler;  // --profile: every op of the steps timed
@@ -387,6 +391,7 @@ RunOutcome run_training(const TrainCommand& command) {
   }
   if (profiler && ranks.rank == 0) profile::report(*profiler, dev, outcome.run_dir);
   // A run without [data.eval] has no test accuracy; printing 0.0000 would read as a failed model.
+  if (!outcome.result.stopped_early.empty()) log->info("{}", outcome.result.stopped_early);
   if (eval_c) {
     log->info("done: {} steps; final test accuracy {:.4f}; outputs in {}", outcome.result.steps,
               outcome.result.final_eval_accuracy, outcome.run_dir.string());

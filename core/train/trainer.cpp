@@ -9,8 +9,11 @@
 #include "kiln/sdk/log.hpp"
 #include "kiln/sdk/nn/layers.hpp"
 #include "kiln/rng.hpp"
+#include "kiln/train/accumulation.hpp"
 #include "kiln/train/bn_sync.hpp"
 #include "kiln/train/checkpoint.hpp"
+#include "kiln/train/checkpoint_policy.hpp"
+#include "kiln/train/grad_clip.hpp"
 #include "kiln/train/init_weights.hpp"
 #include "kiln/train/loss_guard.hpp"
 #include "kiln/train/compute_boundary.hpp"
@@ -54,12 +57,20 @@ struct Trainer::Impl {
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<GradSync> grad_sync;
   std::unique_ptr<BufferSync> buffer_sync;  // rank 0's BN statistics before eval and checkpoints
+  std::unique_ptr<AccumulationPlan> accumulation;
+  std::unique_ptr<GradClipper> clipper;  // null: no clipping
+  std::unique_ptr<CheckpointPolicy> checkpoints;
+  std::optional<EarlyStopper> early_stop;
   nn::SoftmaxCrossEntropy loss;
   ComputeBoundary boundary;  // the casts between f32 data/loss and the model's compute dtype
   std::vector<Tensor> grad_zero_views;
   io::Progress progress;
   std::int64_t global_step = 0;
   std::int64_t start_epoch = 0;
+  std::int64_t start_step = 0;  // loader steps of start_epoch done before a mid-epoch resume
+  // What the steps before a mid-epoch resume added to that epoch's train metrics (reduced over
+  // ranks when the checkpoint was written; carried by rank 0 only, so the sum counts it once).
+  SplitTotals resumed_partial;
 
   Impl(RunParts p, TrainerOptions o, const RankInfo& r, io::MetricsWriter* m)
       : parts(std::move(p)), opt(std::move(o)), ranks(r), metrics(m), loss(opt.label_smoothing),
@@ -88,23 +99,44 @@ struct Trainer::Impl {
 
     auto params = parts.model->parameters();
     optimizer = make_optimizer(opt.optimizer_type, opt.optimizer_table);
+    data::ShardOptions shard = opt.train_loader.shard;
+    shard.count = train_loader->info().count;
+    accumulation = std::make_unique<AccumulationPlan>(shard, opt.accumulate_steps);
+    if (opt.early_stop) early_stop.emplace(*opt.early_stop);
     if (!opt.resume_from.empty()) {
       const TrainerState st = load_checkpoint(opt.resume_from, backend(), *parts.model, *optimizer);
       precision.load_state(st.precision);
+      if (early_stop) early_stop->load_state(st.extra);
       start_epoch = st.epochs_done;
+      start_step = st.epoch_steps_done;
+      if (start_step > 0 && ranks.rank == 0) {
+        auto get = [&](const char* k) { return st.extra.count(k) ? st.extra.at(k) : 0.0; };
+        resumed_partial = SplitTotals{get("epoch.loss_sum"), get("epoch.correct"), get("epoch.samples")};
+      }
       global_step = st.global_step;
-      log->info("resumed from {}: {} epochs done, step {}", opt.resume_from.string(), start_epoch, global_step);
+      if (start_step >= accumulation->loader_steps_per_epoch()) {
+        throw DataError(fmt::format("{}: the checkpoint is {} steps into an epoch of {}; {}", opt.resume_from.string(),
+                                    start_step, accumulation->loader_steps_per_epoch(), kDamagedHint));
+      }
+      log->info("resumed from {}: {} epochs done{}, step {}", opt.resume_from.string(), start_epoch,
+                start_step > 0 ? fmt::format(" and {} steps of epoch {}", start_step, start_epoch + 1) : "",
+                global_step);
     } else if (opt.load_init) {  // rank 0 loads; every rank learns whether it worked
       (void)load_init_weights_on_rank0(opt.init.get(), backend(), *parts.comm, *parts.model);
     }
+    checkpoints = std::make_unique<CheckpointPolicy>(
+        CheckpointPolicyOptions{opt.checkpoint_every, opt.checkpoint_every_steps, opt.checkpoint_keep, opt.keep_best},
+        opt.checkpoint_dir);
     broadcast_initial_parameters(backend(), *parts.comm, params, parts.model->buffers());
     buffer_sync = std::make_unique<BufferSync>(backend(), *parts.comm, parts.model->buffers());
     if (!parts.model->buffers().empty()) log->info("model buffers: {}", buffer_sync->describe());
     grad_sync = std::make_unique<GradSync>(*parts.comm, params, opt.bucket_bytes);
     grad_zero_views = sdk::grad_runs(params);  // one fill per contiguous gradient run
+    if (opt.clip_grad_norm > 0) clipper = std::make_unique<GradClipper>(backend(), params, opt.clip_grad_norm);
+    // The schedule counts optimizer steps, so with accumulation an epoch is fewer of them.
     schedule = std::make_unique<LrSchedule>(opt.schedule_type, opt.schedule_table,
                                             opt.optimizer_table.get_float("lr"),
-                                            train_loader->steps_per_epoch(), opt.epochs);
+                                            accumulation->updates_per_epoch(), opt.epochs);
     std::int64_t count = 0;
     for (const auto& p : params) count += p.value.numel();
     log->info("model {}: {} parameters in {} tensors; optimizer {}; lr schedule {}; grad sync {}",
@@ -112,6 +144,13 @@ struct Trainer::Impl {
               grad_sync->describe());
     log->info("{} steps per epoch, per-rank batch {}, global batch {}", train_loader->steps_per_epoch(),
               opt.train_loader.shard.batch, opt.train_loader.shard.batch * ranks.world_size);
+    if (opt.accumulate_steps > 1) {
+      log->info("gradient accumulation: {} micro-steps per optimizer step ({} optimizer steps per epoch, {} rows "
+                "each)",
+                opt.accumulate_steps, accumulation->updates_per_epoch(),
+                opt.accumulate_steps * opt.train_loader.shard.batch * ranks.world_size);
+    }
+    if (clipper) log->info("gradient clipping: global L2 norm at most {}", clipper->max_norm());
   }
 
   SplitTotals reduce(double loss_sum, double correct, double samples) {
@@ -125,44 +164,78 @@ struct Trainer::Impl {
     double comm_wait_seconds = 0;  // time the trainer blocked in GradSync::finish (not overlapped)
     data::DataLoader::Stats loader;  // decoded samples and worker seconds during this epoch
     std::int64_t steps = 0, skipped = 0;
+    std::int64_t updates = 0;                       // optimizer steps (groups of micro-steps)
+    double grad_norm_sum = 0;                       // pre-clip norms of the applied steps
+    std::int64_t clipped = 0, norms = 0;
   };
 
-  EpochStats train_epoch(std::int64_t epoch) {
+  /// The loop's position and state, for a checkpoint after `epochs_done` epochs and
+  /// `epoch_steps_done` loader steps of the next.
+  TrainerState position(std::int64_t epochs_done, std::int64_t epoch_steps_done) const {
+    TrainerState st;
+    st.epochs_done = epochs_done;
+    st.epoch_steps_done = epoch_steps_done;
+    st.global_step = global_step;
+    st.seed = static_cast<std::int64_t>(opt.seed);
+    st.precision = parts.precision->state();
+    st.run = opt.run_identity;
+    if (early_stop) st.extra = early_stop->state();
+    return st;
+  }
+
+  void save_rotating(const TrainerState& st) {
+    buffer_sync->from_rank0();  // the saved statistics are the ones every rank used
+    save_checkpoint(opt.checkpoint_dir, opt.checkpoint_keep, backend(), *parts.comm, *parts.model, *optimizer,
+                    *parts.precision, st);
+  }
+
+  EpochStats train_epoch(std::int64_t epoch, std::int64_t first_step) {
     auto params = parts.model->parameters();
     Model& model = *parts.model;
     PrecisionPolicy& precision = *parts.precision;
     EpochStats st;
     loss.reset_totals();
     double local_samples = 0;
-    train_loader->start_epoch(epoch);
+    const SplitTotals carried = first_step > 0 ? resumed_partial : SplitTotals{};
+    train_loader->start_epoch(epoch, first_step);
     const auto loader_before = train_loader->stats();
     const auto t0 = Clock::now();
     const std::int64_t steps = train_loader->steps_per_epoch();
-    std::int64_t first_unchecked_step = 0;  // of the non-finite loss check
+    std::int64_t first_unchecked_step = first_step;  // of the non-finite loss check
     while (auto batch = train_loader->next()) {
       st.wait_seconds += batch->wait_seconds;
       if (opt.on_step_begin) opt.on_step_begin();
       const double lr = schedule->at(global_step);
-      precision.before_forward(backend(), params);
-      grad_sync->begin_step();
+      // Accumulation (accumulation.hpp): the weights change only after a group's last
+      // micro-step, and only that one's backward hands GradSync its callback.
+      const MicroStep micro = accumulation->at(batch->step);
+      if (micro.first) precision.before_forward(backend(), params);
+      if (micro.last) grad_sync->begin_step();
       if (batch->rows > 0) {
         const Tensor x = backend().to_device(batch->inputs);
         const Tensor y = backend().to_device(batch->labels);
         // The uploads may still be queued (CUDA): the loader must not refill this batch's pinned
         // slot before they are done.
         train_loader->release_after(backend().record_event(StreamKind::compute));
-        const std::uint64_t step_seed = derive_seed(opt.seed, 0xD50u, static_cast<std::uint64_t>(global_step),
+        // Dropout masks follow the loader step (= global_step without accumulation).
+        const std::int64_t micro_index = epoch * steps + batch->step;
+        const std::uint64_t step_seed = derive_seed(opt.seed, 0xD50u, static_cast<std::uint64_t>(micro_index),
                                                     static_cast<std::uint64_t>(ranks.rank));
         // The model sees the compute dtype only; the loss and its gradient are f32.
         const Tensor logits = boundary.logits(model.forward(boundary.input(x), Mode::train, step_seed));
         loss.forward(logits, y, batch->rows);
-        // d(mean loss over the global batch) = sum over ranks of (scale / global rows) * d(loss sum).
+        // d(mean loss over the global batch) = sum over ranks (and over the accumulation
+        // group's micro-steps) of (scale / global rows of the group) * d(loss sum).
         // The scale is applied in f32 before the cast down, so fp16's loss scale lifts small
         // gradients above f16's underflow before they are rounded.
-        const float scale = precision.loss_scale() / static_cast<float>(batch->global_rows);
-        model.backward(boundary.dlogits(loss.backward(scale)), grad_sync->ready_callback());
+        const float scale = precision.loss_scale() / static_cast<float>(micro.group_rows);
+        model.backward(boundary.dlogits(loss.backward(scale)),
+                       micro.last ? grad_sync->ready_callback() : GradReadyFn([](std::size_t) {}));
         local_samples += static_cast<double>(batch->rows);
       }
+      st.global_samples += static_cast<double>(batch->global_rows);
+      ++st.steps;
+      if (!micro.last) continue;  // no collective, no update: the gradients keep adding up
       const auto sync_start = Clock::now();
       grad_sync->finish();
       st.comm_wait_seconds += seconds_since(sync_start);
@@ -171,22 +244,39 @@ struct Trainer::Impl {
       // (reading it waits for a device's queue), so the step, or the window, named is where the
       // loss first went non-finite.
       if (opt.stop_on_nonfinite_loss &&
-          ((batch->step + 1) % opt.loss_check_every == 0 || batch->step + 1 == steps)) {
+          ((micro.group + 1) % opt.loss_check_every == 0 || batch->step + 1 == steps)) {
         stop_if_loss_nonfinite(backend(), *parts.comm, ranks.world_size, loss.totals().first,
                                {epoch, opt.epochs, batch->step, steps, first_unchecked_step, lr});
         first_unchecked_step = batch->step + 1;
       }
-      ++st.steps;
+      ++st.updates;
       if (precision.after_allreduce(backend(), params) == StepDecision::apply) {
+        // Clipped after unscaling, so the threshold applies to the true gradient.
+        if (clipper) {
+          const double norm = clipper->clip();
+          st.grad_norm_sum += norm;
+          ++st.norms;
+          st.clipped += norm > clipper->max_norm();
+        }
         optimizer->step(backend(), params, static_cast<float>(lr));
       } else {
         ++st.skipped;
       }
       for (const Tensor& g : grad_zero_views) backend().fill(g, 0.0);
-      st.global_samples += static_cast<double>(batch->global_rows);
       ++global_step;
       if (opt.on_step_end) opt.on_step_end();
-      if (progress.live() && (batch->step % 20 == 0 || batch->step + 1 == steps)) {
+      if (checkpoints->step_checkpoint_due(global_step, batch->step + 1 == steps)) {
+        // The epoch's metrics so far go into the checkpoint, so a resumed epoch reports all of it.
+        const auto [loss_sum, correct] = loss.totals();
+        const SplitTotals part = reduce(loss_sum + carried.loss_sum, correct + carried.correct,
+                                        local_samples + carried.samples);
+        TrainerState here = position(epoch, batch->step + 1);
+        here.extra["epoch.loss_sum"] = part.loss_sum;
+        here.extra["epoch.correct"] = part.correct;
+        here.extra["epoch.samples"] = part.samples;
+        save_rotating(here);
+      }
+      if (progress.live() && (micro.group % 20 == 0 || batch->step + 1 == steps)) {
         const auto [loss_sum, correct] = loss.totals();
         progress.update(fmt::format("epoch {}/{} step {}/{}  loss {:.4f}  acc {:.4f}  {} samples/s  lr {:.3g}",
                                     epoch + 1, opt.epochs, batch->step + 1, steps,
@@ -201,7 +291,7 @@ struct Trainer::Impl {
     st.loader.samples = loader_after.samples - loader_before.samples;
     st.loader.busy_seconds = loader_after.busy_seconds - loader_before.busy_seconds;
     const auto [loss_sum, correct] = loss.totals();
-    st.totals = reduce(loss_sum, correct, local_samples);
+    st.totals = reduce(loss_sum + carried.loss_sum, correct + carried.correct, local_samples + carried.samples);
     return st;
   }
 
@@ -241,7 +331,11 @@ struct Trainer::Impl {
       // backward finished (what overlap did not hide).
       rec.add("comm_wait_s", train->comm_wait_seconds);
       rec.add("exposed_comm_ms_per_step",
-              train->steps > 0 ? 1e3 * train->comm_wait_seconds / static_cast<double>(train->steps) : 0.0);
+              train->updates > 0 ? 1e3 * train->comm_wait_seconds / static_cast<double>(train->updates) : 0.0);
+      if (clipper) {
+        rec.add("grad_norm", train->norms > 0 ? train->grad_norm_sum / static_cast<double>(train->norms) : 0.0);
+        rec.add("clipped_steps_epoch", train->clipped);
+      }
       rec.add("skipped_steps_epoch", train->skipped);
       for (const auto& [k, v] : parts.precision->metrics()) rec.add(k, v);
     }
@@ -251,7 +345,7 @@ struct Trainer::Impl {
   TrainResult run() {
     TrainResult result;
     for (std::int64_t epoch = start_epoch; epoch < opt.epochs; ++epoch) {
-      const EpochStats st = train_epoch(epoch);
+      const EpochStats st = train_epoch(epoch, epoch == start_epoch ? start_step : 0);
       const double lr = schedule->at(std::max<std::int64_t>(0, global_step - 1));
       const double sps = st.global_samples / std::max(1e-9, st.seconds);
       write(epoch, "train", st.totals, sps, lr, st.seconds, &st);
@@ -259,6 +353,7 @@ struct Trainer::Impl {
       result.final_train_accuracy = st.totals.accuracy();
       std::string line = fmt::format("epoch {:>3}/{}  train loss {:.4f} acc {:.4f}", epoch + 1, opt.epochs,
                                      st.totals.loss(), st.totals.accuracy());
+      EpochMetrics watched{st.totals.loss(), st.totals.accuracy(), std::nullopt, std::nullopt};
       if (eval_loader) {
         const auto te = Clock::now();
         const SplitTotals ev = evaluate(epoch);
@@ -266,23 +361,30 @@ struct Trainer::Impl {
         write(epoch, "test", ev, ev.samples / std::max(1e-9, eval_s), lr, eval_s, nullptr);
         result.final_eval_loss = ev.loss();
         result.final_eval_accuracy = ev.accuracy();
+        watched.eval_loss = ev.loss();
+        watched.eval_accuracy = ev.accuracy();
         line += fmt::format("  |  test loss {:.4f} acc {:.4f}", ev.loss(), ev.accuracy());
       }
       line += fmt::format("  |  {} samples/s  {:.2f}s  lr {:.3g}", si(sps), st.seconds, lr);
       if (st.skipped) line += fmt::format("  skipped {}", st.skipped);
       progress.line(line);
       log->debug("{}", line);
+      // Every rank holds the same reduced metrics, so every rank decides the same.
+      const bool stop = early_stop && early_stop->update(epoch, watched);
       const bool last = epoch + 1 == opt.epochs;
-      if (opt.checkpoint_every > 0 && ((epoch + 1) % opt.checkpoint_every == 0 || last)) {
-        TrainerState st;
-        st.epochs_done = epoch + 1;
-        st.global_step = global_step;
-        st.seed = static_cast<std::int64_t>(opt.seed);
-        st.precision = parts.precision->state();
-        st.run = opt.run_identity;
+      // An early stop writes the checkpoint of the epoch it stops after, like the last epoch's.
+      const bool checkpointing = opt.checkpoint_every > 0 || opt.checkpoint_every_steps > 0;
+      if (checkpoints->epoch_checkpoint_due(epoch, last, stop && checkpointing)) save_rotating(position(epoch + 1, 0));
+      if (checkpoints->offer_best(watched)) {
         buffer_sync->from_rank0();  // the saved statistics are the ones every rank used
-        save_checkpoint(opt.checkpoint_dir, opt.checkpoint_keep, backend(), *parts.comm, *parts.model, *optimizer,
-                        *parts.precision, st);
+        save_checkpoint_to(checkpoints->best_dir(), backend(), *parts.comm, *parts.model, *optimizer, *parts.precision,
+                           position(epoch + 1, 0), checkpoints->best_metadata(epoch));
+      }
+      if (stop) {
+        result.stopped_early = fmt::format("{}; stopped after epoch {} of {}", early_stop->reason(), epoch + 1,
+                                           opt.epochs);
+        log->debug("{}", result.stopped_early);  // run.cpp says it on the console, once
+        break;
       }
     }
     result.steps = global_step;

@@ -450,6 +450,33 @@ BOOST_AUTO_TEST_CASE(start_epoch_abandons_an_unfinished_epoch) {
   });
 }
 
+// A resume from a mid-epoch checkpoint starts the loader at a later step: it hands out exactly
+// the steps the full epoch would have from there on, for any ring size, and refuses a step
+// outside the epoch. global_rows(step) agrees with every batch.
+BOOST_AUTO_TEST_CASE(start_epoch_at_a_later_step_continues_the_same_epoch) {
+  auto source = std::make_shared<CountingSource>(97);
+  for (LastBatch policy : {LastBatch::drop, LastBatch::partial}) {
+    const ShardOptions s = shard(0, 5, 1, 2, policy, 11);
+    DataLoader full(source, nullptr, loader_options(s, 2, 2));
+    const std::vector<Rows> whole = run_epoch(full, 2);
+    const kiln::data::Sharder sharder(shard(97, 5, 1, 2, policy, 11));
+    for (std::size_t i = 0; i < whole.size(); ++i) {
+      BOOST_TEST(whole[i].global_rows == sharder.global_rows(static_cast<std::int64_t>(i)));
+    }
+    for (const std::int64_t first : {std::int64_t{1}, std::int64_t{4}, static_cast<std::int64_t>(whole.size()) - 1}) {
+      DataLoader later(source, nullptr, loader_options(s, 3, 1));
+      later.start_epoch(2, first);
+      std::vector<Rows> rest;
+      while (auto b = later.next()) rest.push_back(copy_rows(*b));
+      BOOST_TEST_REQUIRE(rest.size() == whole.size() - static_cast<std::size_t>(first));
+      BOOST_CHECK(std::equal(rest.begin(), rest.end(), whole.begin() + first));
+    }
+    DataLoader bad(source, nullptr, loader_options(s, 1, 1));
+    BOOST_CHECK_THROW(bad.start_epoch(0, -1), kiln::Error);
+    BOOST_CHECK_THROW(bad.start_epoch(0, static_cast<std::int64_t>(whole.size()) + 1), kiln::Error);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(destructor_mid_epoch_does_not_hang) {
   auto source = std::make_shared<CountingSource>(10000, -1, std::chrono::microseconds(100));
   within_deadline("destroying a loader mid-epoch", [&] {

@@ -200,7 +200,7 @@ BOOST_AUTO_TEST_CASE(foreign_optimizer_key_fails_before_the_run_starts) {
   const std::string msg = one_line_error(kiln({"train", "--config", kSample, "--run-dir", dir.string(), "--set",
                                                "optimizer.momentum=0.9"}));
   BOOST_TEST(msg == "--set optimizer.momentum: unknown key 'momentum' in [optimizer]; valid keys: beta1, beta2, "
-                    "eps, lr, weight_decay");
+                    "clip_grad_norm, eps, lr, weight_decay");
   BOOST_TEST(!fs::exists(dir), "a config error must fail before the run directory is made");
 }
 

@@ -1,6 +1,7 @@
 // Real multi-process training with the gloo communicator:
 //   - data-parallel equivalence: `--nproc 4` x batch 16 ends with the same parameters as one
-//     rank x batch 64 after 20 steps (dropout 0), and reports the same train metrics;
+//     rank x batch 64 after 20 steps (dropout 0), and reports the same train metrics; so does
+//     `--nproc 2` x batch 8 x 4 accumulated micro-steps;
 //   - a rank killed with SIGKILL mid-epoch under `--nproc`: kiln names it and stops the others;
 //   - the same without a supervisor (ranks started like mpirun would): the survivors exit
 //     non-zero on their own within 2 x timeout + 5 s, naming the killed rank;
@@ -166,6 +167,37 @@ BOOST_AUTO_TEST_CASE(four_ranks_equal_one_rank) {
   BOOST_TEST(r4.at("samples").number == r1.at("samples").number);
   BOOST_TEST(r4.at("accuracy").number == r1.at("accuracy").number);
   BOOST_TEST(std::fabs(r4.at("loss").number - r1.at("loss").number) <= 1e-5 * r1.at("loss").number);
+}
+
+BOOST_AUTO_TEST_CASE(two_ranks_accumulating_four_micro_steps_equal_one_rank_of_the_whole_batch) {
+  // 2 ranks x batch 8 x 4 micro-steps = 64 rows per optimizer step, as 1 rank x batch 64; the
+  // micro-steps of a step cover the same positions of the epoch order as the one big batch.
+  const std::vector<std::string> common = {"--set", "run.epochs=1", "--set", "data.train.limit=1280",
+                                           "--set", "model.dropout=0"};
+  const fs::path one = scratch() / "acc-1", two = scratch() / "acc-2";
+  auto p1 = start("acc-1", with(common, {"--run-dir", one.string(), "--dump-params", (scratch() / "acc-1.bin").string()}));
+  BOOST_TEST_REQUIRE(p1->wait_for(kWallClock).value_or(-1) == 0, err_of("acc-1"));
+  auto p2 = start("acc-2", with(common, {"--nproc", "2", "--set", "comm.type=\"gloo\"", "--set", "loader.batch=8",
+                                         "--set", "loader.accumulate_steps=4", "--run-dir", two.string(),
+                                         "--dump-params", (scratch() / "acc-2.bin").string()}));
+  BOOST_TEST_REQUIRE(p2->wait_for(kWallClock).value_or(-1) == 0, err_of("acc-2"));
+  BOOST_TEST(slurp(two / "logs/rank0.log").find("gradient accumulation: 4 micro-steps per optimizer step (20 optimizer "
+                                                "steps per epoch, 64 rows each)") != std::string::npos);
+  const auto a = read_f32(scratch() / "acc-1.bin"), b = read_f32(scratch() / "acc-2.bin");
+  BOOST_TEST_REQUIRE(a.size() == 101770u);
+  BOOST_TEST_REQUIRE(b.size() == a.size());
+  double sum_sq = 0;
+  for (float x : a) sum_sq += static_cast<double>(x) * x;
+  const double rms = std::sqrt(sum_sq / static_cast<double>(a.size()));
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double scale = std::max({std::fabs(static_cast<double>(a[i])), std::fabs(static_cast<double>(b[i])), rms});
+    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]) / scale);
+  }
+  BOOST_TEST_MESSAGE("2 ranks x 8 x 4 micro-steps vs 1 rank x 64: largest relative difference " << worst);
+  BOOST_TEST(worst <= 1e-5);
+  BOOST_TEST(train_record(two).at("step").number == 20.0);  // optimizer steps, not micro-steps
+  BOOST_TEST(train_record(two).at("samples").number == train_record(one).at("samples").number);
 }
 
 BOOST_AUTO_TEST_CASE(sigkill_under_nproc) {

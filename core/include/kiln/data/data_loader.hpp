@@ -82,6 +82,9 @@ class Sharder {
   /// Like batch(), from an order already computed by epoch_order() (the loader computes each
   /// epoch's order once instead of once per step).
   BatchIndices batch_in_order(const std::vector<std::int64_t>& order, std::int64_t step) const;
+  /// Rows summed over all ranks at `step` of any epoch (what batch().global_rows says, without
+  /// computing an order): W*B, except the short last step of `partial`.
+  std::int64_t global_rows(std::int64_t step) const;
   const ShardOptions& options() const noexcept { return options_; }
 
  private:
@@ -118,8 +121,10 @@ class DataLoader {
 
   std::int64_t steps_per_epoch() const noexcept;
   const DatasetInfo& info() const noexcept;
-  /// Starts decoding `epoch` (abandoning any unfinished epoch).
-  void start_epoch(std::int64_t epoch);
+  /// Starts decoding `epoch` (abandoning any unfinished epoch) at `first_step`: the steps before
+  /// it are skipped, as when a run resumes from a checkpoint written in the middle of an epoch.
+  /// Throws Error when first_step is not in [0, steps_per_epoch()].
+  void start_epoch(std::int64_t epoch, std::int64_t first_step = 0);
   /// The next batch of the current epoch, or nullopt after the last. Rethrows worker errors.
   std::optional<Batch> next();
   /// The batch last returned by next() may be read by device work until `event` completes

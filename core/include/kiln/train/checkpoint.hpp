@@ -8,9 +8,10 @@
 //                                                         and the run's identity ("run.<item>")
 // A checkpoint is written into "checkpoints/.partial-epoch-0003" and renamed when complete, so a
 // directory named epoch-NNNN is always whole; only the newest `keep` are kept. Rank 0 writes
-// while the others wait at a barrier, so no rank runs ahead into a collective. Resuming at an
-// epoch boundary reproduces the uninterrupted run: the data order, dropout masks and learning
-// rate are functions of (seed, epoch, step), all restored.
+// while the others wait at a barrier, so no rank runs ahead into a collective. Resuming
+// reproduces the uninterrupted run, at an epoch boundary or from a checkpoint written in the
+// middle of an epoch ("epoch-0003-step-00000150", checkpoint_policy.hpp): the data order, dropout
+// masks and learning rate are functions of (seed, epoch, step), all restored.
 //
 // Trust: every tensor carries a CRC-32C in its file's metadata (io/safetensors.hpp), verified on
 // every load, and trainer.safetensors records the run's identity ("run.<item>" metadata,
@@ -36,17 +37,28 @@
 
 namespace kiln::train {
 
-/// Keys of the [checkpoint] table: every_epochs (1; 0 = never), keep (3).
+/// Keys of the [checkpoint] table: every_epochs (1; 0 = never), keep (3), every_steps (0 = never),
+/// keep_best ("" = off) and keep_best_mode (checkpoint_policy.hpp reads them).
 std::span<const kiln_param_spec_v1> checkpoint_schema();
 
 /// Where the loop stands; saved with every checkpoint.
 struct TrainerState {
   std::int64_t epochs_done = 0;
+  /// Loader steps of epoch `epochs_done` already trained: 0 for a checkpoint written at an
+  /// epoch's end, > 0 for one written in the middle of an epoch ([checkpoint] every_steps).
+  std::int64_t epoch_steps_done = 0;
   std::int64_t global_step = 0;
   std::int64_t seed = 0;
   std::map<std::string, double> precision;
   RunIdentity run;  ///< read from a checkpoint; empty for one written before identities existed
+  /// State of the loop's other helpers ("early_stop.best", ...), saved as "state.<key>".
+  std::map<std::string, double> extra;
 };
+
+/// The directory name of the rotating checkpoint for `state`: "epoch-0003" at the end of epoch
+/// 3, "epoch-0003-step-00000150" for one written at global step 150 in the middle of epoch 4.
+/// Names sort in the order they were written, which pruning and latest_checkpoint rely on.
+std::string checkpoint_name(const TrainerState& state);
 
 /// How every error about a damaged checkpoint ends.
 inline constexpr const char* kDamagedHint =
@@ -57,6 +69,16 @@ inline constexpr const char* kDamagedHint =
 void save_checkpoint(const std::filesystem::path& dir, std::int64_t keep, Backend& backend, Communicator& comm,
                      const Model& model, Optimizer& optimizer, const PrecisionPolicy& precision,
                      const TrainerState& state);
+
+/// Writes a checkpoint into exactly `final_dir` (through a temporary name, replacing what was
+/// there), with `extra_meta` added to the metadata of both files; prunes nothing. Every rank
+/// calls it; rank 0 writes. Throws IoError.
+void save_checkpoint_to(const std::filesystem::path& final_dir, Backend& backend, Communicator& comm,
+                        const Model& model, Optimizer& optimizer, const PrecisionPolicy& precision,
+                        const TrainerState& state, const std::map<std::string, std::string>& extra_meta = {});
+
+/// The metadata of `checkpoint`'s trainer.safetensors, verified like inspect_checkpoint does.
+std::map<std::string, std::string> checkpoint_metadata(const std::filesystem::path& checkpoint);
 
 /// The newest complete checkpoint under `dir`, if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);

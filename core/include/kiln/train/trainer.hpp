@@ -16,6 +16,8 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "kiln/backend.hpp"
 #include "kiln/communicator.hpp"
@@ -27,6 +29,7 @@
 #include "kiln/train/run_identity.hpp"
 #include "kiln/precision_policy.hpp"
 #include "kiln/train/init_weights.hpp"
+#include "kiln/train/early_stop.hpp"
 #include "kiln/train/lr_schedule.hpp"
 #include "kiln/train/optimizer.hpp"
 
@@ -71,11 +74,21 @@ struct TrainerOptions {
   RunIdentity run_identity;
   /// Stop with a NumericError when the training loss becomes inf or nan (loss_guard.hpp).
   bool stop_on_nonfinite_loss = true;
-  /// Steps between those checks; each reads the loss back to the host (a device sync).
+  /// Optimizer steps between those checks; each reads the loss back to the host (a device sync).
   std::int64_t loss_check_every = 1;
   /// Called at the start of each training step (once its batch is in hand) and at its end (after
   /// the optimizer); empty: none. kiln train --profile times steps with them (profile/).
   std::function<void()> on_step_begin, on_step_end;
+  /// Gradient clipping by global norm after the all-reduce and unscaling (grad_clip.hpp); 0 = off.
+  double clip_grad_norm = 0;
+  /// Micro-batches per optimizer step (accumulation.hpp); 1 = no accumulation.
+  std::int64_t accumulate_steps = 1;
+  /// Also checkpoint every N optimizer steps, mid-epoch too (checkpoint_policy.hpp); 0 = never.
+  std::int64_t checkpoint_every_steps = 0;
+  /// Keep the best checkpoint by this metric in checkpoint_dir/best; empty = off.
+  std::optional<WatchedMetric> keep_best;
+  /// Stop when a metric stops improving (early_stop.hpp); empty = off.
+  std::optional<EarlyStopOptions> early_stop;
 };
 
 /// What the run achieved, for the CLI and tests.
@@ -83,6 +96,8 @@ struct TrainResult {
   double final_train_loss = 0, final_train_accuracy = 0;
   double final_eval_loss = 0, final_eval_accuracy = 0;
   std::int64_t steps = 0;
+  /// Why the run ended before its last epoch ("early stopping: ..."); empty when it did not.
+  std::string stopped_early;
 };
 
 class Trainer {

@@ -1,0 +1,82 @@
+// Epoch metrics to watch, early stopping on one of them, and the [early_stop] table.
+//
+// A watched metric is one of the numbers each epoch ends with: eval_loss, eval_accuracy (need an
+// eval split, [data.eval]), train_loss, train_accuracy. Its goal is min or max; "auto" means min
+// for a loss and max for an accuracy. keep_best ([checkpoint]) uses the same names and goals.
+//
+// EarlyStopper, as Keras' EarlyStopping and Lightning's: after each evaluated epoch, a value
+// better than the best so far by more than min_delta is an improvement and resets the count of
+// epochs without one; when that count reaches `patience`, the run stops after this epoch (its
+// checkpoint is written, the run ends normally). Its state (best value, epochs without
+// improvement) is saved in every checkpoint, so a resumed run stops where the uninterrupted one
+// would.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "kiln/params.hpp"
+#include "kiln/plugin_abi.h"
+
+namespace kiln::train {
+
+/// Keys of the [early_stop] table: metric ("" = off), mode, patience, min_delta.
+std::span<const kiln_param_spec_v1> early_stop_schema();
+
+/// The numbers an epoch ends with (eval ones absent without an eval split).
+struct EpochMetrics {
+  double train_loss = 0, train_accuracy = 0;
+  std::optional<double> eval_loss, eval_accuracy;
+};
+
+enum class Goal : std::uint8_t { min, max };
+
+struct WatchedMetric {
+  std::string name;  ///< "eval_loss", ...
+  Goal goal = Goal::min;
+  /// The value of this metric in `m`; throws Error when it is an eval metric and m has none.
+  double of(const EpochMetrics& m) const;
+  /// True when `value` is better than `best` by more than `min_delta`.
+  bool improves(double value, double best, double min_delta) const;
+  const char* goal_name() const { return goal == Goal::min ? "min" : "max"; }
+};
+
+/// Parses a metric name and a mode ("auto" | "min" | "max") set at `name_where` / `mode_where`.
+/// Throws ConfigError for an unknown name, naming the valid ones, and for an eval metric when
+/// the run has no eval split.
+WatchedMetric parse_watched_metric(const std::string& name, const std::string& name_where, const std::string& mode,
+                                   bool has_eval_split);
+
+struct EarlyStopOptions {
+  WatchedMetric metric;
+  std::int64_t patience = 3;
+  double min_delta = 0;
+};
+
+/// Reads the validated [early_stop] table; nullopt when metric is "" (off).
+std::optional<EarlyStopOptions> early_stop_options(const ParamMap& table, bool has_eval_split);
+
+class EarlyStopper {
+ public:
+  explicit EarlyStopper(EarlyStopOptions options);
+  /// Records epoch `epoch` (0-based); returns true when the run should stop after it.
+  bool update(std::int64_t epoch, const EpochMetrics& m);
+  /// Why it stopped, for the log ("early stopping: eval_loss has not improved by more than 0 for
+  /// 3 epochs; best 0.4012 after epoch 5").
+  std::string reason() const;
+
+  /// For checkpoints: "early_stop.best", "early_stop.best_epoch", "early_stop.bad_epochs".
+  std::map<std::string, double> state() const;
+  void load_state(const std::map<std::string, double>& state);
+
+ private:
+  EarlyStopOptions opt_;
+  bool has_best_ = false;
+  double best_ = 0;
+  std::int64_t best_epoch_ = -1, bad_epochs_ = 0;
+};
+
+}  // namespace kiln::train

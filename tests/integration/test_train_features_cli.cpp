@@ -1,0 +1,106 @@
+// The training features through the real `kiln` binary: early stopping on an eval metric
+// without an eval split is refused before anything is written, naming the file and line; an
+// early-stopped run ends normally saying why, with its last checkpoint; a run cut short after a
+// mid-epoch checkpoint (every_steps) continues with `--resume auto` to the same weights, bit for
+// bit; and the best checkpoint is kept apart from rotation.
+#define BOOST_TEST_MODULE test_train_features_cli
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "kiln_process.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kiln::test::one_line_error;
+using kiln::test::run_kiln;
+using kiln::test::slurp;
+
+fs::path workdir(const std::string& name) {
+  const fs::path dir = kiln::test::scratch_dir() / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+/// The mlp on 64 synthetic samples, batch 16: 4 steps an epoch. `extra` is appended.
+fs::path config(const fs::path& dir, const std::string& extra) {
+  const fs::path file = dir / "run.toml";
+  std::ofstream(file) << "[run]\nepochs = 3\n\n"
+                         "[backend]\ntype = \"cpu\"\nthreads = 1\n\n"
+                         "[model]\ntype = \"mlp\"\nin_features = 8\nhidden = [6]\nnum_classes = 3\n\n"
+                         "[data.train]\ntype = \"synthetic\"\nshape = [8]\nclasses = 3\ncount = 64\n\n"
+                         "[loader]\nbatch = 16\nworkers = 1\n\n"
+                         "[log]\nprogress = \"never\"\n\n"
+                      << extra;
+  return file;
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(early_stopping_on_an_eval_metric_without_an_eval_split_is_refused_naming_the_line) {
+  const fs::path cwd = workdir("no-eval");
+  const fs::path cfg = config(cwd, "[early_stop]\nmetric = \"eval_loss\"\n");
+  const std::string msg =
+      one_line_error(run_kiln(cwd, {"train", "--config", cfg.string(), "--run-dir", (cwd / "run").string()}));
+  BOOST_TEST(msg.find("early_stop.metric (" + cfg.string() + ":") == 0u, msg);
+  BOOST_TEST(msg.find("needs an eval split, and this run has none") != std::string::npos, msg);
+  BOOST_TEST(!fs::exists(cwd / "run"));
+
+  const std::string clip = one_line_error(run_kiln(
+      cwd, {"train", "--config", cfg.string(), "--run-dir", (cwd / "run").string(), "--set", "optimizer.clip_grad_norm=-1"}));
+  BOOST_TEST(clip.find("clip_grad_norm") != std::string::npos, clip);
+  BOOST_TEST(!fs::exists(cwd / "run"));
+}
+
+BOOST_AUTO_TEST_CASE(an_early_stopped_run_ends_normally_with_its_last_checkpoint) {
+  const fs::path cwd = workdir("early-stop");
+  // The training loss falls, so watched for a maximum it stops improving after epoch 1.
+  const fs::path cfg = config(cwd, "[checkpoint]\nevery_epochs = 5\n\n"
+                                   "[early_stop]\nmetric = \"train_loss\"\nmode = \"max\"\npatience = 1\n");
+  const auto r = run_kiln(cwd, {"train", "--config", cfg.string(), "--run-dir", (cwd / "run").string(), "--set",
+                                "run.epochs=10", "--set", "optimizer.lr=0.01"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  BOOST_TEST(r.err.find("early stopping: train_loss (max) has not improved by more than 0 for 1 epoch") !=
+                 std::string::npos,
+             r.err);
+  BOOST_TEST(r.err.find("stopped after epoch 2 of 10") != std::string::npos, r.err);
+  BOOST_TEST(count_of(r.err, "early stopping: ") == 1u, r.err);  // said once
+  BOOST_TEST(fs::exists(cwd / "run" / "checkpoints" / "epoch-0002" / "model.safetensors"));
+  BOOST_TEST(count_of(slurp(cwd / "run" / "metrics.jsonl"), "\"split\": \"train\"") == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(resume_auto_from_a_mid_epoch_checkpoint_reaches_the_same_weights) {
+  const fs::path cwd = workdir("mid-epoch");
+  // Steps 3, 6, 9 fall inside epochs; step 12 is the last step of epoch 3.
+  const fs::path cfg = config(cwd, "[checkpoint]\nevery_epochs = 0\nevery_steps = 3\nkeep = 10\n"
+                                   "keep_best = \"train_loss\"\n");
+  const fs::path run = cwd / "run";
+  const auto straight = run_kiln(cwd, {"train", "--config", cfg.string(), "--run-dir", run.string(), "--dump-params",
+                                       (cwd / "straight.bin").string(), "--set", "model.dropout=0.3"});
+  BOOST_TEST_REQUIRE(straight.status == 0, straight.err);
+  const fs::path ckpts = run / "checkpoints";
+  for (const char* name : {"epoch-0000-step-00000003", "epoch-0001-step-00000006", "epoch-0002-step-00000009",
+                           "epoch-0003", "best"}) {
+    BOOST_TEST(fs::exists(ckpts / name / "trainer.safetensors"), name);
+  }
+  // As if the run had died after its step-9 checkpoint: --resume auto takes the newest one,
+  // 1 step into epoch 3, and not `best`.
+  fs::remove_all(ckpts / "epoch-0003");
+  const auto resumed = run_kiln(cwd, {"train", "--config", cfg.string(), "--run-dir", run.string(), "--resume", "auto",
+                                      "--dump-params", (cwd / "resumed.bin").string(), "--set", "model.dropout=0.3"});
+  BOOST_TEST_REQUIRE(resumed.status == 0, resumed.err);
+  BOOST_TEST(resumed.err.find("2 epochs done and 1 steps of epoch 3, step 9") != std::string::npos, resumed.err);
+  const std::string a = slurp(cwd / "straight.bin"), b = slurp(cwd / "resumed.bin");
+  BOOST_TEST_REQUIRE(!a.empty());
+  BOOST_TEST((a == b), "the resumed run's weights differ from the uninterrupted run's");
+}
