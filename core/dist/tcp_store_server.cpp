@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -101,6 +102,7 @@ class TcpStoreServer::Loop {
   }
 
   int port() const { return port_; }
+  std::size_t open_connections() const { return open_.load(); }
 
  private:
   void run() {
@@ -119,6 +121,10 @@ class TcpStoreServer::Loop {
           events = POLLOUT;
         } else if (!c.parked) {
           events = POLLIN;
+        } else {
+          // Not read while parked, but a client that closes its end (it died, or gave up) must
+          // not hold its slot until the request's timeout: a client never half-closes otherwise.
+          events = POLLRDHUP;
         }
         fds.push_back({c.fd.get(), events, 0});
         owners.push_back(&c);
@@ -133,11 +139,16 @@ class TcpStoreServer::Loop {
           c.dead = true;
           continue;
         }
+        if (c.parked && (fds[i].revents & (POLLRDHUP | POLLHUP))) {
+          c.dead = true;
+          continue;
+        }
         if (fds[i].revents & POLLOUT) write_some(c);
         if (fds[i].revents & (POLLIN | POLLHUP)) read_some(c);
       }
       expire(Clock::now());
       connections_.remove_if([](const Connection& c) { return c.dead; });
+      open_.store(connections_.size());
     }
   }
 
@@ -327,11 +338,13 @@ class TcpStoreServer::Loop {
   std::list<Connection> connections_;
   std::map<std::string, std::vector<std::uint8_t>> values_;
   std::size_t stored_bytes_ = 0;
+  std::atomic<std::size_t> open_{0};
   std::thread thread_;
 };
 
 TcpStoreServer::TcpStoreServer(int port) : loop_(std::make_unique<Loop>(port)) {}
 TcpStoreServer::~TcpStoreServer() = default;
 int TcpStoreServer::port() const noexcept { return loop_->port(); }
+std::size_t TcpStoreServer::open_connections() const noexcept { return loop_->open_connections(); }
 
 }  // namespace kiln::dist

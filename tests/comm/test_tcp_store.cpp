@@ -341,6 +341,13 @@ BOOST_AUTO_TEST_CASE(client_that_disconnects_mid_request_is_forgotten) {
     frame.resize(frame.size() / 2);
     half.send(frame);
   }
+  // Both connections are dropped as soon as their clients close, not when the WAIT's 60 s
+  // timeout passes (the bound below only keeps a broken server from hanging the test).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (rank0.server()->open_connections() != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  BOOST_TEST(rank0.server()->open_connections() == 0u);
   still_serves(port);
   rank0.set("never", bytes("now"));  // wakes nobody: the parked request left with its client
   still_serves(port);

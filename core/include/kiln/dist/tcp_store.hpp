@@ -57,6 +57,8 @@ class TcpStore final : public Store {
   int port() const noexcept { return port_; }
   /// "tcp://host:port" with the first host, for messages and the banner.
   std::string endpoint() const;
+  /// The server this process runs (rank 0), else nullptr.
+  const TcpStoreServer* server() const noexcept { return server_.get(); }
 
  private:
   /// Sends one request frame on a pooled connection and returns the reply's body; throws

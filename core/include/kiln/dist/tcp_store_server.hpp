@@ -33,6 +33,8 @@ class TcpStoreServer {
 
   /// The port it listens on.
   int port() const noexcept;
+  /// Client connections held now (updated once per loop turn; for tests and diagnostics).
+  std::size_t open_connections() const noexcept;
 
   class Loop;  // the poll loop (tcp_store_server.cpp)
 
