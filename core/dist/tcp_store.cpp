@@ -34,6 +34,33 @@ wire::Reply decode(const std::vector<std::uint8_t>& body, const std::string& end
   return *std::move(d.reply);
 }
 
+/// Sends `frame` and reads one reply frame's body into `body`, all before `deadline`. A reply
+/// length outside the limits means `peer` is not a Kiln store: CommError, as retrying is futile.
+net::IoResult exchange(int fd, const std::vector<std::uint8_t>& frame, Clock::time_point deadline,
+                       std::vector<std::uint8_t>& body, std::string& error, const std::string& who,
+                       const std::string& peer) {
+  net::IoResult io = net::send_all(fd, frame, deadline, error);
+  std::uint8_t header[wire::kHeader];
+  if (io == net::IoResult::ok) io = net::recv_exact(fd, header, sizeof header, deadline, error);
+  if (io != net::IoResult::ok) return io;
+  const wire::FrameLength f = wire::frame_length(header);
+  if (!f.error.empty()) {
+    throw CommError(fmt::format("{}: the rendezvous store at {} answered with {}; is something other than a Kiln "
+                                "rank listening on that port?",
+                                who, peer, f.error));
+  }
+  body.resize(f.length);
+  return net::recv_exact(fd, body.data(), body.size(), deadline, error);
+}
+
+/// The error for a reply that is not the expected one: the server's ERROR text, or a protocol slip.
+[[noreturn]] void unexpected(const wire::Reply& r, const std::string& who, const std::string& what,
+                             const std::string& endpoint) {
+  if (r.status == wire::Status::error) throw CommError(fmt::format("{}: {} failed at {}: {}", who, what, endpoint, r.message));
+  throw CommError(fmt::format("{}: {} got an unexpected reply (status {}) from {}", who, what,
+                              static_cast<int>(r.status), endpoint));
+}
+
 }  // namespace
 
 TcpStore::TcpStore(TcpStoreOptions options) : options_(std::move(options)) {
@@ -98,17 +125,10 @@ int TcpStore::take_connection() {
         hello.op = wire::Op::hello;
         hello.version = wire::kVersion;
         hello.rank = static_cast<std::uint32_t>(options_.rank);
-        std::uint8_t header[wire::kHeader];
-        if (net::send_all(fd.get(), wire::encode(hello), attempt, error) != net::IoResult::ok ||
-            net::recv_exact(fd.get(), header, sizeof header, attempt, error) != net::IoResult::ok) {
+        std::vector<std::uint8_t> body;
+        if (exchange(fd.get(), wire::encode(hello), attempt, body, error, who(), net::to_string(addr)) !=
+            net::IoResult::ok) {
           last_error = "HELLO not answered: " + error;
-          last_address = net::to_string(addr);
-          continue;
-        }
-        const wire::FrameLength f = wire::frame_length(header);
-        std::vector<std::uint8_t> body(f.error.empty() ? f.length : 0);
-        if (!f.error.empty() || net::recv_exact(fd.get(), body.data(), body.size(), attempt, error) != net::IoResult::ok) {
-          last_error = "HELLO not answered: " + (f.error.empty() ? error : f.error);
           last_address = net::to_string(addr);
           continue;
         }
@@ -141,20 +161,8 @@ std::vector<std::uint8_t> TcpStore::round_trip(const std::vector<std::uint8_t>& 
                                                const std::string& what) {
   net::Fd fd(take_connection());
   std::string error;
-  net::IoResult io = net::send_all(fd.get(), frame, reply_deadline, error);
-  std::uint8_t header[wire::kHeader];
   std::vector<std::uint8_t> body;
-  if (io == net::IoResult::ok) io = net::recv_exact(fd.get(), header, sizeof header, reply_deadline, error);
-  if (io == net::IoResult::ok) {
-    const wire::FrameLength f = wire::frame_length(header);
-    if (!f.error.empty()) {
-      throw CommError(fmt::format("{}: the rendezvous store {} announced {}; is something other than a Kiln "
-                                  "rank listening on that port?",
-                                  who(), endpoint(), f.error));
-    }
-    body.resize(f.length);
-    io = net::recv_exact(fd.get(), body.data(), body.size(), reply_deadline, error);
-  }
+  const net::IoResult io = exchange(fd.get(), frame, reply_deadline, body, error, who(), endpoint());
   switch (io) {
     case net::IoResult::ok:
       give_back(fd.release());
@@ -181,8 +189,7 @@ void TcpStore::set(const std::string& key, const std::vector<std::uint8_t>& valu
   q.value = value;
   const std::string what = fmt::format("SET '{}'", key);
   const wire::Reply r = decode(round_trip(wire::encode(q), Clock::now() + options_.connect_timeout, what), endpoint());
-  if (r.status == wire::Status::error) throw CommError(fmt::format("{}: {} failed at {}: {}", who(), what, endpoint(), r.message));
-  if (r.status != wire::Status::ok) throw CommError(fmt::format("{}: {} got an unexpected reply from {}", who(), what, endpoint()));
+  if (r.status != wire::Status::ok) unexpected(r, who(), what, endpoint());
 }
 
 std::vector<std::uint8_t> TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
@@ -197,8 +204,7 @@ std::vector<std::uint8_t> TcpStore::get(const std::string& key, std::chrono::mil
     throw CommError(detail::timeout_message(r.missing.empty() ? std::vector<std::string>{key} : r.missing, timeout,
                                             options_.world_size, fmt::format("TCP store {}", endpoint())));
   }
-  if (r.status == wire::Status::error) throw CommError(fmt::format("{}: {} failed at {}: {}", who(), what, endpoint(), r.message));
-  throw CommError(fmt::format("{}: {} got an unexpected reply from {}", who(), what, endpoint()));
+  unexpected(r, who(), what, endpoint());
 }
 
 std::int64_t TcpStore::add(const std::string& key, std::int64_t delta) {
@@ -209,8 +215,7 @@ std::int64_t TcpStore::add(const std::string& key, std::int64_t delta) {
   const std::string what = fmt::format("ADD '{}'", key);
   const wire::Reply r = decode(round_trip(wire::encode(q), Clock::now() + options_.connect_timeout, what), endpoint());
   if (r.status == wire::Status::integer) return r.integer;
-  if (r.status == wire::Status::error) throw CommError(fmt::format("{}: {} failed at {}: {}", who(), what, endpoint(), r.message));
-  throw CommError(fmt::format("{}: {} got an unexpected reply from {}", who(), what, endpoint()));
+  unexpected(r, who(), what, endpoint());
 }
 
 void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
@@ -225,8 +230,7 @@ void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   if (r.status == wire::Status::timeout) {
     throw CommError(detail::timeout_message(r.missing, timeout, options_.world_size, fmt::format("TCP store {}", endpoint())));
   }
-  if (r.status == wire::Status::error) throw CommError(fmt::format("{}: {} failed at {}: {}", who(), what, endpoint(), r.message));
-  throw CommError(fmt::format("{}: {} got an unexpected reply from {}", who(), what, endpoint()));
+  unexpected(r, who(), what, endpoint());
 }
 
 }  // namespace kiln::dist

@@ -389,6 +389,36 @@ BOOST_AUTO_TEST_CASE(nobody_listening_is_a_clear_error_after_the_timeout) {
   BOOST_TEST(contains(msg, "check that rank 0 was started and is still alive"), msg);
 }
 
+BOOST_AUTO_TEST_CASE(a_foreign_server_on_the_port_is_named) {
+  // Something that is not a Kiln store (here: an HTTP-ish responder) holds the port.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_TEST_REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  BOOST_TEST_REQUIRE(::listen(listener, 8) == 0);
+  socklen_t len = sizeof a;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  std::thread responder([listener] {
+    const int c = ::accept(listener, nullptr, nullptr);  // answers the first connection, then stops
+    if (c < 0) return;
+    const std::string reply = "HTTP/1.1 400 Bad Request\r\n\r\n";
+    [[maybe_unused]] const auto n = ::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+    ::close(c);
+  });
+  dist::TcpStoreOptions o = options(1, 2, port);
+  dist::TcpStore client(o);
+  const auto msg = error_text<CommError>([&] { client.set("k", bytes("v")); });
+  responder.join();
+  ::close(listener);
+  // Named at the first answer, without waiting out the connect timeout: retrying cannot help.
+  BOOST_TEST(msg == "rank 1 of 2: the rendezvous store at 127.0.0.1:" + std::to_string(port) +
+                        " answered with a message of 1213486160 bytes, over the limit of 1114112 bytes; is something "
+                        "other than a Kiln rank listening on that port?",
+             msg);
+}
+
 BOOST_AUTO_TEST_CASE(port_in_use_is_named) {
   dist::TcpStore first(options(0, 2, 0, true));
   const auto msg = error_text<CommError>([&] { dist::TcpStore second(options(0, 2, first.port(), true)); });
