@@ -7,8 +7,8 @@
 //   - rank 1 alone: it gives up after dist.timeout_s naming the endpoint and "connection refused";
 //     rank 0 alone: it gives up naming the missing rank 1;
 //   - rank 0 killed while rank 1 waits for rank 2: rank 1 fails at once ("lost its connection");
-//   - under mpirun (when present; as root with --allow-run-as-root): two bench-comm ranks meet
-//     through the `mpi` rendezvous with no address given at all.
+//   - under mpirun (when present; as root with --allow-run-as-root): two bench-comm ranks, then
+//     two `kiln train` ranks, meet through the `mpi` rendezvous with no address given at all.
 // Every process runs under a hard wall clock (tests/launch/process.hpp).
 #define BOOST_TEST_MODULE test_rendezvous
 #include <boost/test/unit_test.hpp>
@@ -188,14 +188,26 @@ BOOST_AUTO_TEST_CASE(mpirun_ranks_meet_through_mpi) {
     BOOST_TEST_MESSAGE("SKIPPED: " << mpirun << " is not installed (scripts/setup.sh installs openmpi-bin)");
     return;
   }
-  std::vector<std::string> argv = {mpirun, "-np", "2", "--oversubscribe", "--bind-to", "none"};
-  if (::geteuid() == 0) argv.emplace_back("--allow-run-as-root");
-  for (const std::string& a : bench()) argv.push_back(a);
-  Env env = clean_env();
-  auto job = start("mpirun", argv, env);
-  const auto status = job->wait_for(kWallClock);
-  BOOST_TEST(status.value_or(-1) == 0, err_of("mpirun"));
+  const auto under_mpirun = [&](const std::vector<std::string>& command) {
+    std::vector<std::string> argv = {mpirun, "-np", "2", "--oversubscribe", "--bind-to", "none"};
+    if (::geteuid() == 0) argv.emplace_back("--allow-run-as-root");
+    argv.insert(argv.end(), command.begin(), command.end());
+    return argv;
+  };
+  auto job = start("mpirun", under_mpirun(bench()), clean_env());
+  BOOST_TEST(job->wait_for(kWallClock).value_or(-1) == 0, err_of("mpirun"));
   const std::string table = out_of("mpirun");
   BOOST_TEST(contains(table, "65536"), table);
   BOOST_TEST(contains(table, "# Out of bounds values : 0 OK"), table);
+
+  // kiln train says where the store was: rank 0's address and the port it chose.
+  const fs::path run_dir = scratch() / "mpirun-run";
+  auto training = start("mpirun-train", under_mpirun(train(run_dir, 60)), clean_env());
+  BOOST_TEST(training->wait_for(kWallClock).value_or(-1) == 0, err_of("mpirun-train"));
+  for (int r = 0; r < 2; ++r) {
+    const std::string log = slurp(run_dir / fmt::format("logs/rank{}.log", r));
+    BOOST_TEST(contains(log, "ranks from openmpi (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE)"), log);
+    BOOST_TEST(contains(log, "dist      rendezvous mpi at tcp://"), log);
+    BOOST_TEST(contains(log, "(from Open MPI: rank 0's store address sent with MPI_Bcast)"), log);
+  }
 }
