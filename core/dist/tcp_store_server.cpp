@@ -33,9 +33,8 @@ using net::Clock;
 
 namespace {
 
-/// A client must say HELLO within this long, in a frame of at most kHelloFrame bytes, so
-/// connections that never speak the protocol cannot hold a slot or memory for long.
-constexpr auto kHelloWithin = std::chrono::seconds(10);
+/// A client's first frame (HELLO) may be at most this long, so connections that never speak the
+/// protocol cannot make the server hold memory.
 constexpr std::size_t kHelloFrame = 64;
 /// GET/WAIT timeouts are capped at a week (as dist.timeout_s is) so deadlines cannot overflow.
 constexpr std::uint64_t kMaxTimeoutMs = 604800ull * 1000;
@@ -63,7 +62,7 @@ struct Connection {
 
 class TcpStoreServer::Loop {
  public:
-  explicit Loop(int port) {
+  Loop(int port, std::chrono::milliseconds hello_within) : hello_within_(hello_within) {
     listener_ = net::Fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!listener_) throw CommError(fmt::format("cannot create the rendezvous store's socket: {}", std::strerror(errno)));
     const int one = 1;
@@ -171,7 +170,7 @@ class TcpStoreServer::Loop {
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       Connection& c = connections_.emplace_back();
       c.fd = net::Fd(fd);
-      c.hello_deadline = Clock::now() + kHelloWithin;
+      c.hello_deadline = Clock::now() + hello_within_;
     }
   }
 
@@ -317,7 +316,7 @@ class TcpStoreServer::Loop {
   void expire(Clock::time_point now) {
     for (Connection& c : connections_) {
       if (!c.said_hello && now >= c.hello_deadline && !c.close_after_reply) {
-        reject(c, fmt::format("no HELLO within {} s", kHelloWithin.count()));
+        reject(c, fmt::format("no HELLO within {} ms", hello_within_.count()));
       }
       if (c.parked && now >= c.parked->deadline) {
         wire::Reply r;
@@ -331,6 +330,7 @@ class TcpStoreServer::Loop {
     }
   }
 
+  std::chrono::milliseconds hello_within_;
   net::Fd listener_;
   net::Fd wake_read_;
   net::Fd wake_write_;
@@ -342,7 +342,8 @@ class TcpStoreServer::Loop {
   std::thread thread_;
 };
 
-TcpStoreServer::TcpStoreServer(int port) : loop_(std::make_unique<Loop>(port)) {}
+TcpStoreServer::TcpStoreServer(int port, std::chrono::milliseconds hello_within)
+    : loop_(std::make_unique<Loop>(port, hello_within)) {}
 TcpStoreServer::~TcpStoreServer() = default;
 int TcpStoreServer::port() const noexcept { return loop_->port(); }
 std::size_t TcpStoreServer::open_connections() const noexcept { return loop_->open_connections(); }

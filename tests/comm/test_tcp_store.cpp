@@ -320,6 +320,17 @@ BOOST_AUTO_TEST_CASE(garbage_clients_get_an_error_and_the_store_survives) {
   still_serves(port);
 }
 
+BOOST_AUTO_TEST_CASE(silent_connections_are_dropped_after_the_hello_window) {
+  dist::TcpStoreServer server(0, milliseconds(200));
+  RawClient silent(server.port());
+  BOOST_TEST_REQUIRE(silent.connected());
+  // read_until_closed() returns once the server hangs up (its own limit is 20 s).
+  BOOST_TEST(error_message(silent.read_until_closed()) == "no HELLO within 200 ms");
+  RawClient talker(server.port());
+  talker.send(wire::encode(hello()));
+  BOOST_TEST((talker.read_reply().status == wire::Status::ok));  // a client that says HELLO is served
+}
+
 BOOST_AUTO_TEST_CASE(client_that_disconnects_mid_request_is_forgotten) {
   dist::TcpStore rank0(options(0, 2, 0, true));
   const int port = rank0.port();

@@ -6,13 +6,15 @@
 // SET/ADD makes them complete, or with TIMEOUT (the missing keys) when their deadline passes.
 //
 // Hostile or broken clients cannot crash or exhaust it: a frame over the size limit, malformed
-// fields, a first message that is not HELLO, or no HELLO within 10 s gets an ERROR reply (when
-// possible) and the connection is closed; a connection is read only while it has no request in
-// progress, so no client can queue unbounded work; connections are capped (kMaxConnections) and
-// so are the bytes stored (kMaxStoredBytes). A client that disconnects loses only its own
-// parked request. Nothing a client sends can stop the server.
+// fields, a first message that is not HELLO, or no HELLO within kHelloWithin (10 s) gets an
+// ERROR reply (when possible) and the connection is closed; a connection is read only while it
+// has no request in progress, so no client can queue unbounded work; connections are capped
+// (kMaxConnections) and so are the bytes stored (kMaxStoredBytes). A client that disconnects,
+// even with a request parked, is dropped at once and loses only its own request. Nothing a
+// client sends can stop the server.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -24,9 +26,13 @@ class TcpStoreServer {
   static constexpr std::size_t kMaxConnections = 1024;
   static constexpr std::size_t kMaxStoredBytes = std::size_t{256} << 20;
 
+  /// A client that has not said HELLO this long after connecting is sent an ERROR and dropped.
+  static constexpr std::chrono::milliseconds kHelloWithin{10'000};
+
   /// Listens on every IPv4 interface at `port` (0: a free port the kernel chooses; see port()).
   /// Throws CommError naming the port if it cannot (for example, it is already in use).
-  explicit TcpStoreServer(int port);
+  /// `hello_within` is shorter only in tests.
+  explicit TcpStoreServer(int port, std::chrono::milliseconds hello_within = kHelloWithin);
   ~TcpStoreServer();  ///< stops the thread and closes every connection
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
