@@ -12,6 +12,7 @@ packages=(
   libboost-dev libboost-program-options-dev libboost-test-dev libboost-filesystem-dev
   libtomlplusplus-dev libspdlog-dev libfmt-dev
   libdnnl-dev libgloo-dev libopenmpi-dev openmpi-bin
+  iproute2  # `ip netns`: tests/rendezvous runs two ranks in two network namespaces
   libturbojpeg0-dev libjpeg62-turbo-dev zlib1g-dev
   dataset-fashion-mnist
 )

@@ -23,6 +23,7 @@
 #include <memory>
 
 #include "kiln/config/config.hpp"
+#include "kiln/dist/launcher_rendezvous.hpp"
 #include "kiln/dist/stores.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/launch/ranks.hpp"
@@ -497,15 +498,18 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
   std::string rendezvous = "memory";
   if (b.ranks.world_size > 1) {
     const auto env = launch::process_env()("KILN_RENDEZVOUS");
-    if (!env || env->empty()) {
+    if (env && !env->empty()) {
+      rendezvous = *env;
+    } else if (auto implied = dist::launcher_rendezvous(b.ranks)) {
+      rendezvous = implied->spec;  // torchrun's MASTER_ADDR/PORT, or mpi under Open MPI
+    } else {
       throw ConfigError(fmt::format(
-          "rank {} of {} (from {}) needs a rendezvous: export KILN_RENDEZVOUS=file:<dir> with a directory every "
-          "rank can see, or let `kiln bench-comm --nproc {}` start the ranks",
+          "rank {} of {} (from {}) needs a rendezvous: export KILN_RENDEZVOUS=tcp://<rank 0's host>:<port> or "
+          "file:<dir> with a directory every rank can see, or let `kiln bench-comm --nproc {}` start the ranks",
           b.ranks.rank, b.ranks.world_size, b.ranks.source, b.ranks.world_size));
     }
-    rendezvous = *env;
   }
-  b.store = dist::make_store(rendezvous, b.ranks);
+  b.store = dist::make_store(rendezvous, b.ranks, o.timeout);
   CommContext ctx;
   ctx.ranks = b.ranks;
   ctx.store = b.store.get();

@@ -22,6 +22,7 @@ int parse_int(const std::string& text, const std::string& name) {
 }
 
 struct Source {
+  Launcher launcher;
   const char* name;
   const char* rank;
   const char* size;
@@ -31,11 +32,14 @@ struct Source {
 };
 
 constexpr Source kSources[] = {
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", nullptr},
-    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+    // The name of this first source is refined by torchrun_style_name(): the same variables are
+    // set by `kiln --nproc`, by torchrun and by hand.
+    {Launcher::torchrun, "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", nullptr},
+    {Launcher::openmpi, "openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
      "OMPI_COMM_WORLD_LOCAL_SIZE", nullptr},
-    {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", nullptr, nullptr},
-    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_STEP_ID"},
+    {Launcher::pmi, "pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", nullptr, nullptr},
+    {Launcher::slurm, "slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
+     "SLURM_STEP_ID"},
 };
 
 void check(const RankInfo& r) {
@@ -49,7 +53,45 @@ void check(const RankInfo& r) {
   }
 }
 
+/// Who set RANK/WORLD_SIZE: the --nproc supervisor marks its ranks with KILN_LAUNCHER, torchrun
+/// (its elastic agent) always sets TORCHELASTIC_RUN_ID; anything else set them by hand.
+Launcher torchrun_style(const EnvLookup& env) {
+  if (const auto l = env("KILN_LAUNCHER"); l && *l == kKilnNprocLauncher) return Launcher::kiln_nproc;
+  if (env("TORCHELASTIC_RUN_ID")) return Launcher::torchrun;
+  return Launcher::environment;
+}
+
+const Source* find_source(const EnvLookup& env) {
+  for (const Source& s : kSources) {
+    if (!env(s.rank) || !env(s.size)) continue;
+    if (s.required && !env(s.required)) continue;
+    return &s;
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+const char* launcher_name(Launcher l) {
+  switch (l) {
+    case Launcher::none: return "default";
+    case Launcher::command_line: return "command line";
+    case Launcher::kiln_nproc: return "kiln --nproc";
+    case Launcher::torchrun: return "torchrun";
+    case Launcher::environment: return "environment";
+    case Launcher::openmpi: return "openmpi";
+    case Launcher::pmi: return "pmi";
+    case Launcher::slurm: return "slurm";
+  }
+  return "unknown";
+}
+
+Launcher detect_launcher(const ExplicitRanks& ex, const EnvLookup& env) {
+  if (ex.rank || ex.world_size) return Launcher::command_line;
+  const Source* s = find_source(env);
+  if (!s) return Launcher::none;
+  return s->launcher == Launcher::torchrun ? torchrun_style(env) : s->launcher;
+}
 
 EnvLookup process_env() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -73,11 +115,10 @@ RankInfo resolve_ranks(const ExplicitRanks& ex, const EnvLookup& env) {
     check(r);
     return r;
   }
-  for (const Source& s : kSources) {
+  if (const Source* found = find_source(env)) {
+    const Source& s = *found;
     auto rank = env(s.rank);
     auto size = env(s.size);
-    if (!rank || !size) continue;
-    if (s.required && !env(s.required)) continue;
     r.rank = parse_int(*rank, s.rank);
     r.world_size = parse_int(*size, s.size);
     r.local_rank = r.rank;
@@ -86,7 +127,8 @@ RankInfo resolve_ranks(const ExplicitRanks& ex, const EnvLookup& env) {
     if (s.local_size) {
       if (auto ls = env(s.local_size)) r.local_world_size = parse_int(*ls, s.local_size);
     }
-    r.source = fmt::format("{} ({}, {})", s.name, s.rank, s.size);
+    const char* name = s.launcher == Launcher::torchrun ? launcher_name(torchrun_style(env)) : s.name;
+    r.source = fmt::format("{} ({}, {})", name, s.rank, s.size);
     check(r);
     return r;
   }

@@ -275,6 +275,7 @@ std::map<std::string, std::string> rank_environment(int rank, int nproc, int cor
       {"WORLD_SIZE", std::to_string(nproc)},
       {"LOCAL_RANK", std::to_string(rank)},
       {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
+      {"KILN_LAUNCHER", kKilnNprocLauncher},  // so the ranks' banner says "kiln --nproc", not torchrun
   };
   if (!rendezvous.empty()) vars["KILN_RENDEZVOUS"] = rendezvous;
   if (!env("OMP_NUM_THREADS")) vars["OMP_NUM_THREADS"] = std::to_string(std::max(1, cores / std::max(1, nproc)));

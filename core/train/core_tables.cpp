@@ -50,8 +50,10 @@ constexpr kiln_param_spec_v1 kDist[] = {
     {"timeout_s", KILN_PARAM_FLOAT, "300.0", nullptr,
      "Seconds every collective and the rendezvous may take before the rank gives up and exits.", "0", "604800", KILN_PARAM_MIN_EXCLUSIVE},
     {"rendezvous", KILN_PARAM_STRING, "\"\"", nullptr,
-     "Store the ranks meet through: \"file:<dir>\" on a path every rank sees. Empty: none for one "
-     "rank, the supervisor's under --nproc, else the KILN_RENDEZVOUS environment variable."},
+     "Store the ranks meet through: \"tcp://<host>:<port>\" (served by rank 0 on that host), \"mpi\" "
+     "(under mpirun) or \"file:<dir>\" on a path every rank sees. Empty: none for one rank, the supervisor's "
+     "under --nproc, else KILN_RENDEZVOUS, else tcp from torchrun's MASTER_ADDR/MASTER_PORT or mpi under "
+     "Open MPI."},
     {"fingerprint", KILN_PARAM_BOOL, "false", nullptr,
      "Debug: before every collective, compare (sequence, op, dtype, count) across ranks and stop with both "
      "sides shown when they differ, instead of hanging."},

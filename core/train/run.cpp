@@ -2,7 +2,8 @@
 // trainer (run.hpp gives the order and why the run directory comes so late).
 //
 // Multi-rank decisions made here: the rendezvous store comes from dist.rendezvous, else
-// KILN_RENDEZVOUS (what `kiln train --nproc` sets), and is required only for more than one rank;
+// KILN_RENDEZVOUS (what `kiln train --nproc` sets), else what the launcher implies (torchrun's
+// MASTER_ADDR/PORT, Open MPI), and is required only for more than one rank;
 // every rank writes into one run directory that must be named explicitly, because ranks started
 // by mpirun/srun cannot agree on a timestamped default.
 #include "kiln/train/run.hpp"
@@ -14,6 +15,7 @@
 #include <optional>
 
 #include "kiln/config/config.hpp"
+#include "kiln/dist/launcher_rendezvous.hpp"
 #include "kiln/dist/stores.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/io/run_dir.hpp"
@@ -46,18 +48,20 @@ std::string toml_string(const std::string& text) {
   return out + "\"";
 }
 
-/// The rendezvous spec for this rank: dist.rendezvous, else KILN_RENDEZVOUS, else none (only
-/// valid for a world of one). Returns {spec, where it came from}.
+/// The rendezvous spec for this rank: dist.rendezvous, else KILN_RENDEZVOUS, else the launcher's
+/// (torchrun's MASTER_ADDR/PORT, Open MPI: launcher_rendezvous.hpp), else none (only valid for a
+/// world of one). Returns {spec, where it came from}.
 std::pair<std::string, std::string> rendezvous_spec(const ParamMap& dist, const RankInfo& ranks) {
   if (const std::string& key = dist.get_string("rendezvous"); !key.empty()) return {key, dist.where("rendezvous")};
   if (auto env = launch::process_env()("KILN_RENDEZVOUS"); env && !env->empty()) {
     return {*env, "environment variable KILN_RENDEZVOUS"};
   }
+  if (auto implied = dist::launcher_rendezvous(ranks)) return {implied->spec, implied->from};
   if (ranks.world_size > 1) {
     throw ConfigError(fmt::format(
         "rank {} of {} (ranks from {}) has no rendezvous store to meet the other ranks through: set "
-        "dist.rendezvous = \"file:<dir>\" (or export KILN_RENDEZVOUS=file:<dir>) with a directory every rank "
-        "can see, or start the ranks with `kiln train --nproc N`",
+        "dist.rendezvous = \"tcp://<rank 0's host>:<port>\" or \"file:<dir>\" with a directory every rank can "
+        "see (or export KILN_RENDEZVOUS=...), or start the ranks with `kiln train --nproc N`",
         ranks.rank, ranks.world_size, ranks.source));
   }
   return {"", "none (one rank)"};
@@ -316,7 +320,7 @@ RunOutcome run_training(const TrainCommand& command) {
   if (command.profile) profiler = profile::attach(parts.backend, to, command.profile_warmup);
 
   // ---- 4. rendezvous and connect ----
-  if (!rendezvous.empty()) store = dist::make_store(rendezvous, ranks);
+  if (!rendezvous.empty()) store = dist::make_store(rendezvous, ranks, timeout);
   CommContext cc;
   cc.ranks = ranks;
   cc.store = store.get();
@@ -351,8 +355,10 @@ RunOutcome run_training(const TrainCommand& command) {
   log->info("data      train: {}", train_info.description);
   if (parts.eval_data) log->info("data      eval: {}", eval_info.description);
   log->info("comm      {} {}: {}", comm_c.info->name, comm_c.info->version, parts.comm->describe());
-  log->info("dist      rendezvous {} (from {}); timeout {} s per collective", rendezvous.empty() ? "-" : rendezvous,
-            rendezvous_from, static_cast<double>(timeout.count()) / 1000.0);
+  const std::string store_at = store && dist::describe_store(*store) != rendezvous
+                                  ? fmt::format(" at {}", dist::describe_store(*store)) : "";
+  log->info("dist      rendezvous {}{} (from {}); timeout {} s per collective", rendezvous.empty() ? "-" : rendezvous,
+            store_at, rendezvous_from, static_cast<double>(timeout.count()) / 1000.0);
   log->info("precision {} {}: params {}, compute {}", precision_c.info->name, precision_c.info->version,
             dtype_name(parts.precision->param_dtype()), dtype_name(parts.precision->compute_dtype()));
   log->info("run dir   {}", outcome.run_dir.string());

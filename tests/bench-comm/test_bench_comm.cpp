@@ -173,7 +173,7 @@ BOOST_AUTO_TEST_CASE(bad_flags_are_config_errors) {
 
 BOOST_AUTO_TEST_CASE(world_two_without_rendezvous_says_how) {
   const std::string msg = message_of([] { run_local({"--rank", "1", "--world-size", "2", "-b", "8", "-e", "8"}); });
-  BOOST_TEST(contains(msg, "needs a rendezvous: export KILN_RENDEZVOUS=file:<dir>"));
+  BOOST_TEST(contains(msg, "needs a rendezvous: export KILN_RENDEZVOUS=tcp://<rank 0's host>:<port> or file:<dir>"), msg);
   BOOST_TEST(contains(msg, "--nproc 2"));
 }
 
@@ -191,7 +191,7 @@ BOOST_AUTO_TEST_CASE(gloo_two_ranks_through_nproc) {
   BOOST_TEST(status == 0);
   BOOST_TEST(contains(text, "#  Rank  0 Group  0 Pid "));
   BOOST_TEST(contains(text, "#  Rank  1 Group  0 Pid "));
-  BOOST_TEST(contains(text, "2 rank(s) (ranks from torchrun"));
+  BOOST_TEST(contains(text, "2 rank(s) (ranks from kiln --nproc (RANK, WORLD_SIZE))"), text);
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : rows_of(text)) {
     if (r.size() == 13u) rows.push_back(r);

@@ -148,7 +148,7 @@ BOOST_AUTO_TEST_CASE(make_store_specs) {
   BOOST_TEST(mem.find("store 'memory' only works inside one process, but the world has 2 ranks "
                       "(from RANK/WORLD_SIZE)") != std::string::npos, mem);
   const auto bad = error_text<ConfigError>([&] { dist::make_store("redis://x", one); });
-  BOOST_TEST(bad.find("unknown rendezvous store 'redis://x'; use file:<dir>") != std::string::npos, bad);
+  BOOST_TEST(bad.find("unknown rendezvous store 'redis://x'; use tcp://<host>:<port>") != std::string::npos, bad);
   const auto empty = error_text<ConfigError>([&] { dist::make_store("file:", one); });
   BOOST_TEST(empty.find("names no directory") != std::string::npos, empty);
   const auto io = error_text<IoError>([&] { dist::make_store("file:/proc/kiln-cannot-exist/x", one); });

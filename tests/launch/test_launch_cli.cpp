@@ -94,7 +94,7 @@ BOOST_AUTO_TEST_CASE(nproc_one_end_to_end) {
   for (const char* f : {"config.toml", "metrics.jsonl", "logs/rank0.log"}) BOOST_TEST(fs::exists(dir / f), f);
   const std::string log = slurp(dir / "logs/rank0.log");
   BOOST_TEST(log.find("| world 1 | rank 0 -> ") != std::string::npos);
-  BOOST_TEST(log.find("ranks from torchrun (RANK, WORLD_SIZE)") != std::string::npos, log);
+  BOOST_TEST(log.find("ranks from kiln --nproc (RANK, WORLD_SIZE)") != std::string::npos, log);
   BOOST_TEST(log.find("dist      rendezvous file:" + (scratch() / "tmp").string() + "/kiln-rendezvous-") !=
                  std::string::npos,
              log);
@@ -131,8 +131,8 @@ BOOST_AUTO_TEST_CASE(larger_world_needs_rendezvous) {
   const Result r = train({"--rank", "1", "--world-size", "2", "--run-dir", dir.string()});
   BOOST_TEST(error_line(r) ==
              "kiln: error: rank 1 of 2 (ranks from command line) has no rendezvous store to meet the other ranks "
-             "through: set dist.rendezvous = \"file:<dir>\" (or export KILN_RENDEZVOUS=file:<dir>) with a directory "
-             "every rank can see, or start the ranks with `kiln train --nproc N`");
+             "through: set dist.rendezvous = \"tcp://<rank 0's host>:<port>\" or \"file:<dir>\" with a directory every "
+             "rank can see (or export KILN_RENDEZVOUS=...), or start the ranks with `kiln train --nproc N`");
   BOOST_TEST(!fs::exists(dir), "a run directory was created before the config was known to be valid");
 }
 

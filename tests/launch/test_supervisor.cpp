@@ -248,7 +248,8 @@ BOOST_AUTO_TEST_CASE(rank_environment_values) {
   const auto v = kiln::launch::rank_environment(3, 4, 16, "file:/r", env);
   const std::map<std::string, std::string> want{{"RANK", "3"},           {"WORLD_SIZE", "4"},
                                                 {"LOCAL_RANK", "3"},     {"LOCAL_WORLD_SIZE", "4"},
-                                                {"KILN_RENDEZVOUS", "file:/r"}, {"OMP_NUM_THREADS", "4"}};
+                                                {"KILN_RENDEZVOUS", "file:/r"}, {"OMP_NUM_THREADS", "4"},
+                                                {"KILN_LAUNCHER", "kiln --nproc"}};
   BOOST_TEST((v == want));
   // Fewer cores than ranks: still one thread each.
   BOOST_TEST(kiln::launch::rank_environment(0, 8, 2, "", env).at("OMP_NUM_THREADS") == "1");

@@ -1,5 +1,6 @@
 // kiln::launch::resolve_ranks with an injected environment: each launcher's variables, the
-// precedence explicit -> torchrun -> Open MPI -> PMI -> Slurm (only under srun) -> default, and
+// precedence explicit -> torchrun-style (kiln --nproc / torchrun / by hand) -> Open MPI -> PMI ->
+// Slurm (only under srun) -> default, and
 // the ConfigError text for values that are not integers or not a valid rank.
 #include <boost/test/unit_test.hpp>
 
@@ -37,7 +38,8 @@ void expect(const kiln::RankInfo& r, int rank, int world, int local_rank, int lo
   BOOST_TEST(r.source == source);
 }
 
-const Env kTorchrun = {{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}};
+const Env kTorchrun = {{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"},
+                       {"TORCHELASTIC_RUN_ID", "none"}};
 const Env kOmpi = {{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "6"},
                    {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"}};
 const Env kPmi = {{"PMI_RANK", "2"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "1"}};
@@ -69,7 +71,24 @@ BOOST_AUTO_TEST_CASE(each_launcher) {
   expect(resolve(kPmi), 2, 4, 1, 4, "pmi (PMI_RANK, PMI_SIZE)");  // PMI has no local size: world
   expect(resolve(kSlurm), 7, 16, 3, 4, "slurm (SLURM_PROCID, SLURM_NTASKS)");
   // Without the local variables, local = global.
-  expect(resolve({{"RANK", "2"}, {"WORLD_SIZE", "3"}}), 2, 3, 2, 3, "torchrun (RANK, WORLD_SIZE)");
+  expect(resolve({{"RANK", "2"}, {"WORLD_SIZE", "3"}}), 2, 3, 2, 3, "environment (RANK, WORLD_SIZE)");
+}
+
+// The same RANK/WORLD_SIZE variables come from three launchers; the banner names the right one.
+BOOST_AUTO_TEST_CASE(who_set_the_torchrun_variables) {
+  using kiln::launch::Launcher;
+  const Env by_hand = {{"RANK", "1"}, {"WORLD_SIZE", "2"}};
+  const Env nproc = merged({by_hand, {{"KILN_LAUNCHER", "kiln --nproc"}}});
+  expect(resolve(nproc), 1, 2, 1, 2, "kiln --nproc (RANK, WORLD_SIZE)");
+  BOOST_TEST((kiln::launch::detect_launcher({}, lookup(nproc)) == Launcher::kiln_nproc));
+  BOOST_TEST((kiln::launch::detect_launcher({}, lookup(kTorchrun)) == Launcher::torchrun));
+  BOOST_TEST((kiln::launch::detect_launcher({}, lookup(by_hand)) == Launcher::environment));
+  BOOST_TEST((kiln::launch::detect_launcher({}, lookup(kOmpi)) == Launcher::openmpi));
+  BOOST_TEST((kiln::launch::detect_launcher({}, lookup(kSlurm)) == Launcher::slurm));
+  BOOST_TEST((kiln::launch::detect_launcher({1, 2}, lookup(kTorchrun)) == Launcher::command_line));
+  BOOST_TEST((kiln::launch::detect_launcher({}, lookup({})) == Launcher::none));
+  // Any other KILN_LAUNCHER value is not the supervisor's mark.
+  expect(resolve(merged({by_hand, {{"KILN_LAUNCHER", "x"}}})), 1, 2, 1, 2, "environment (RANK, WORLD_SIZE)");
 }
 
 BOOST_AUTO_TEST_CASE(slurm_only_under_srun) {
@@ -98,12 +117,12 @@ BOOST_AUTO_TEST_CASE(bad_values_are_config_errors) {
   BOOST_TEST(error({{"PMI_RANK", "4"}, {"PMI_SIZE", "4"}}) ==
              "rank 4 of world size 4 (from pmi (PMI_RANK, PMI_SIZE)) is not a valid rank");
   BOOST_TEST(error({{"RANK", "0"}, {"WORLD_SIZE", "0"}}) ==
-             "rank 0 of world size 0 (from torchrun (RANK, WORLD_SIZE)) is not a valid rank");
+             "rank 0 of world size 0 (from environment (RANK, WORLD_SIZE)) is not a valid rank");
   BOOST_TEST(error({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "x"}}) ==
              "environment variable OMPI_COMM_WORLD_LOCAL_RANK='x' is not an integer");
   BOOST_TEST(error({{"KILN_LOCAL_RANK", "z"}}, {0, 2}) == "environment variable KILN_LOCAL_RANK='z' is not an integer");
   BOOST_TEST(error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "-1"}}) ==
-             "local rank -1 of 2 (from torchrun (RANK, WORLD_SIZE)) is not valid");
+             "local rank -1 of 2 (from environment (RANK, WORLD_SIZE)) is not valid");
 }
 
 }  // namespace

@@ -3,7 +3,10 @@
 //   MemoryStore  in-process, for tests that run one thread per rank
 //   FileStore    a directory on a (shared) filesystem: each key is a file written atomically
 //                (temp + rename); get/wait poll with a short back-off until the timeout
-//   make_store   "file:<dir>" -> FileStore; "memory" -> a MemoryStore (world size 1 only)
+//   TcpStore     served over TCP by rank 0 (tcp_store.hpp), no shared filesystem needed
+//   make_store   "tcp://host:port" -> TcpStore (rank 0 serves on port); "mpi" -> TcpStore on a
+//                free port whose address rank 0 sends with MPI_Bcast; "file:<dir>" -> FileStore;
+//                "memory" -> a MemoryStore (world size 1 only)
 // Timeouts name the missing keys, and for rendezvous keys named after ranks
 // ("<prefix>/rank<N>") the missing ranks, so a hang becomes "waiting for ranks {3, 5} of 8".
 #pragma once
@@ -21,8 +24,15 @@ namespace kiln::dist {
 class MemoryStore;  // defined in memory_store.hpp
 class FileStore;    // defined in file_store.hpp
 
-/// Creates the store described by `spec` ("file:<dir>", "memory"). Throws ConfigError for an
-/// unknown spec, IoError if the directory cannot be created.
-std::unique_ptr<Store> make_store(const std::string& spec, const RankInfo& ranks);
+/// Creates the store described by `spec` ("tcp://host:port", "mpi", "file:<dir>", "memory").
+/// `timeout` bounds how long a TCP client keeps trying to reach rank 0's server. Throws
+/// ConfigError for an unknown or malformed spec, IoError if the directory cannot be created,
+/// CommError if rank 0 cannot open its server or MPI fails.
+std::unique_ptr<Store> make_store(const std::string& spec, const RankInfo& ranks,
+                                  std::chrono::milliseconds timeout = std::chrono::minutes(5));
+
+/// Where a store made by make_store lives, for the banner: "tcp://10.0.0.1:41234" (the real
+/// port and rank 0's first address, also for "mpi"), "file:<dir>" or "memory".
+std::string describe_store(const Store& store);
 
 }  // namespace kiln::dist

@@ -2,7 +2,9 @@
 // source that decided (conventions: explicit -> torchrun -> Open MPI -> PMI -> Slurm -> alone).
 //
 //   explicit  --rank/--world-size given on the command line (and KILN_LOCAL_RANK if set)
-//   torchrun  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE
+//   torchrun  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE; named after who set them: "kiln --nproc"
+//             (KILN_LAUNCHER=kiln --nproc, set by the supervisor), "torchrun" (TORCHELASTIC_RUN_ID set)
+//             or "environment" (set by hand or by another tool)
 //   openmpi   OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
 //   pmi       PMI_RANK, PMI_SIZE, MPI_LOCALRANKID
 //   slurm     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (only under srun: SLURM_STEP_ID set)
@@ -28,6 +30,16 @@ struct ExplicitRanks {
   std::optional<int> rank;
   std::optional<int> world_size;
 };
+
+/// Which launcher started this process, by the same rules as resolve_ranks.
+enum class Launcher { none, command_line, kiln_nproc, torchrun, environment, openmpi, pmi, slurm };
+
+/// The value of KILN_LAUNCHER the --nproc supervisor gives its ranks.
+inline constexpr const char* kKilnNprocLauncher = "kiln --nproc";
+
+Launcher detect_launcher(const ExplicitRanks& explicit_ranks, const EnvLookup& env = process_env());
+/// "kiln --nproc", "torchrun", "environment", "openmpi", "pmi", "slurm", "command line", "default".
+const char* launcher_name(Launcher launcher);
 
 RankInfo resolve_ranks(const ExplicitRanks& explicit_ranks, const EnvLookup& env = process_env());
 
