@@ -72,6 +72,13 @@ void Progress::line(const std::string& text) {
   last_output_ = now();
 }
 
+void Progress::clear() {
+  if (!dirty_) return;
+  std::fprintf(opt_.out, "\r\033[2K");
+  std::fflush(opt_.out);
+  dirty_ = false;
+}
+
 Progress::Mode parse_progress_mode(const std::string& text, const std::string& where) {
   if (text == "auto") return Progress::Mode::automatic;
   if (text == "always") return Progress::Mode::always;

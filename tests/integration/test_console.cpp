@@ -7,7 +7,8 @@
 //   - [log] every_steps = 4 writes "train_step" records at steps 4, 8, ...; every record of
 //     metrics.jsonl starts with wall_time, and the step records of an epoch add up to its epoch
 //     record (samples, and the loss weighted by samples);
-//   - a run without an eval split never prints a test accuracy.
+//   - a run without an eval split never prints a test accuracy;
+//   - `kiln eval` shows its progress on stderr, leaving stdout to the result.
 // No output is compared against a duration: lines are counted, never timed.
 #define BOOST_TEST_MODULE test_console
 #include <boost/test/unit_test.hpp>
@@ -39,7 +40,7 @@ KilnResult train(const std::string& name, const std::string& log, const std::str
                            "[model]\ntype = \"mlp\"\nin_features = 8\nhidden = [16]\nnum_classes = 3\n\n"
                            "[data.train]\ntype = \"synthetic\"\nshape = [8]\nclasses = 3\ncount = 256\n\n"
                            "[loader]\nbatch = 16\nworkers = 1\n\n"
-                           "[checkpoint]\nevery_epochs = 0\n\n"
+                           "[checkpoint]\nevery_epochs = 1\n\n"
                            "[log]\n"
                         << log << "\n\n"
                         << extra;
@@ -135,6 +136,18 @@ BOOST_AUTO_TEST_CASE(a_run_without_eval_data_prints_no_test_accuracy) {
   BOOST_TEST(all.find("acc 0.0000") == std::string::npos, all);
   BOOST_TEST(lines_starting(r.out, "eval ").empty(), r.out);
   BOOST_TEST(all.find("no eval split") != std::string::npos, all);
+}
+
+BOOST_AUTO_TEST_CASE(kiln_eval_shows_its_progress_on_stderr) {
+  train("eval-progress", "progress = \"never\"", kEvalTable);
+  const KilnResult r = kiln::test::run_kiln(
+      kiln::test::scratch_dir(), {"eval", "--run-dir", (kiln::test::scratch_dir() / "eval-progress").string(), "--json",
+                                  "--set", "log.progress=auto", "--set", "log.progress_every_s=0"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  BOOST_TEST(kiln::test::json::parse(r.out).at("samples").number == 50.0);  // stdout: the result alone
+  const auto lines = lines_starting(r.err, "eval step ");
+  BOOST_TEST(lines.size() == 4u, r.err);  // 50 samples in batches of 16
+  BOOST_TEST(lines.back().rfind("eval step 4/4 (100%)", 0) == 0u, lines.back());
 }
 
 }  // namespace

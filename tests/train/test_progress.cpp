@@ -164,6 +164,14 @@ BOOST_AUTO_TEST_CASE(on_a_terminal_one_line_redrawn_in_place_and_erased_by_a_per
   BOOST_TEST(text.find("\r\033[2Kepoch 1/1 [##########..........] 2/4  50% 00:01<00:01 | 13 samples/s") !=
              std::string::npos);
   BOOST_TEST(text.ends_with("\r\033[2Kdone\n"));
+  // clear() only erases a line that is shown: before other output to the same terminal.
+  p.clear();
+  BOOST_TEST(out.text() == text);
+  clock.t += 1;
+  p.update(3, 24, {});
+  p.clear();
+  BOOST_TEST(out.text().ends_with("\r\033[2K"));
+  BOOST_TEST(count(out.text(), "\n") == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(always_redraws_off_a_terminal_never_shows_only_permanent_lines) {

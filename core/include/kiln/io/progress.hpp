@@ -49,6 +49,8 @@ class Progress {
   void update(std::int64_t done, double samples, std::vector<std::pair<std::string, std::string>> values);
   /// Erases a live line and prints `text` as a permanent line (also with mode never).
   void line(const std::string& text);
+  /// Erases a live line, if one is shown (before other output to the same terminal).
+  void clear();
 
   /// True when updates are redrawn in place, false when they are plain lines or not shown.
   bool live() const noexcept { return live_; }
