@@ -24,8 +24,6 @@ Progress::Progress(Options options) : opt_(std::move(options)) {
   phase_start_ = last_output_;
 }
 
-Progress::Progress(Mode mode, bool enabled, std::FILE* out) : Progress(Options{.mode = mode, .enabled = enabled, .out = out}) {}
-
 double Progress::now() const { return opt_.clock(); }
 
 int Progress::live_width() const {

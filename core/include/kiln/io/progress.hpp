@@ -36,7 +36,6 @@ class Progress {
   };
 
   explicit Progress(Options options);
-  Progress(Mode mode, bool enabled, std::FILE* out = stdout);
 
   /// Starts a phase ("epoch 3/10" with `total_steps` steps): elapsed time and ETA count from here.
   void begin(std::string phase, std::int64_t total_steps);
