@@ -14,23 +14,38 @@
 namespace kiln::io {
 namespace {
 
-/// The record's "epoch", if the line is a JSON object with a whole-number one.
-std::optional<std::uint64_t> epoch_of(std::string_view line, const std::string& where) {
+/// Where a record belongs: its whole-number "epoch" and "step", where it has them.
+struct Position {
+  std::optional<std::uint64_t> epoch, step;
+};
+
+Position position_of(std::string_view line, const std::string& where) {
+  Position p;
   try {
     const JsonValue v = parse_json(line, where);
-    if (v.kind != JsonValue::Kind::object) return std::nullopt;
+    if (v.kind != JsonValue::Kind::object) return p;
     for (const auto& [k, field] : v.object) {
-      if (k == "epoch") return field.as_uint(where);
+      try {
+        if (k == "epoch") p.epoch = field.as_uint(where);
+        if (k == "step") p.step = field.as_uint(where);
+      } catch (const DataError&) {
+        // Not a whole number: that field does not place the record.
+      }
     }
   } catch (const DataError&) {
     // Not a record this writer made: kept as it is; it is not ours to judge.
   }
-  return std::nullopt;
+  return p;
+}
+
+bool written_after(const Position& p, std::int64_t epochs_done, std::int64_t steps_done) {
+  if (p.step) return *p.step > static_cast<std::uint64_t>(steps_done);
+  return p.epoch && *p.epoch > static_cast<std::uint64_t>(epochs_done);
 }
 
 }  // namespace
 
-std::int64_t drop_metrics_after_epoch(const std::filesystem::path& path, std::int64_t epochs_done) {
+std::int64_t drop_metrics_after(const std::filesystem::path& path, std::int64_t epochs_done, std::int64_t steps_done) {
   if (!std::filesystem::exists(path)) return 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(fmt::format("cannot read {}", path.string()));
@@ -44,8 +59,7 @@ std::int64_t drop_metrics_after_epoch(const std::filesystem::path& path, std::in
       break;
     }
     const std::string_view line(text.data() + at, nl - at);
-    const auto epoch = epoch_of(line, path.string());
-    if (epoch && *epoch > static_cast<std::uint64_t>(epochs_done)) {
+    if (written_after(position_of(line, path.string()), epochs_done, steps_done)) {
       ++dropped;
     } else {
       kept.append(line).push_back('\n');

@@ -1,13 +1,15 @@
-// JSON-lines writer. Numbers are written with enough digits to round-trip; non-finite numbers
-// (which JSON lacks) are written as null.
+// JSON-lines writer (see the header). Numbers are written with enough digits to round-trip;
+// non-finite numbers (which JSON lacks) are written as null.
 #include "kiln/io/metrics_writer.hpp"
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
 #include "kiln/errors.hpp"
+#include "kiln/io/metric_tags.hpp"
 #include "kiln/io/metrics_trim.hpp"
 
 namespace kiln::io {
@@ -44,6 +46,10 @@ MetricsRecord& MetricsRecord::add(std::string key, std::string value) {
   fields_.emplace_back(std::move(key), std::move(value));
   return *this;
 }
+MetricsRecord& MetricsRecord::add_field(std::string key, Field::second_type value) {
+  fields_.emplace_back(std::move(key), std::move(value));
+  return *this;
+}
 
 std::string MetricsRecord::to_json() const {
   std::string out = "{";
@@ -69,18 +75,24 @@ std::string MetricsRecord::to_json() const {
   return out + "}";
 }
 
-MetricsWriter::MetricsWriter(const std::filesystem::path& path) : path_(path) {
+MetricsWriter::MetricsWriter(const std::filesystem::path& path, std::function<double()> wall_clock)
+    : path_(path), wall_clock_(std::move(wall_clock)) {
+  if (!wall_clock_) {
+    wall_clock_ = [] {
+      return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    };
+  }
   file_ = std::fopen(path.c_str(), "a");
   if (!file_) throw IoError(fmt::format("cannot open {} for appending: {}", path.string(), std::strerror(errno)));
   tensorboard_ = std::make_unique<TensorBoardWriter>(path.parent_path() / "tb");
 }
 
-std::int64_t MetricsWriter::drop_epochs_after(std::int64_t epochs_done) {
+std::int64_t MetricsWriter::drop_records_after(std::int64_t epochs_done, std::int64_t steps_done) {
   // Closed first: the rewrite replaces the file by rename, and an open handle would keep
   // appending to the replaced one.
   std::fclose(file_);
   file_ = nullptr;
-  const std::int64_t dropped = drop_metrics_after_epoch(path_, epochs_done);
+  const std::int64_t dropped = drop_metrics_after(path_, epochs_done, steps_done);
   file_ = std::fopen(path_.c_str(), "a");
   if (!file_) throw IoError(fmt::format("cannot open {} for appending: {}", path_.string(), std::strerror(errno)));
   return dropped;
@@ -91,25 +103,36 @@ MetricsWriter::~MetricsWriter() {
 }
 
 void MetricsWriter::write(const MetricsRecord& record) {
-  const std::string line = record.to_json() + "\n";
-  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
-    throw IoError(fmt::format("cannot append to {}: {}", path_.string(), std::strerror(errno)));
-  }
+  double wall_time = 0;
+  bool has_wall_time = false;
   std::string split = "metrics";
   std::int64_t step = 0;
-  std::vector<std::pair<std::string, double>> scalars;
   for (const auto& [key, value] : record.fields()) {
     if (key == "split" && std::holds_alternative<std::string>(value)) split = std::get<std::string>(value);
     if (key == "step" && std::holds_alternative<std::int64_t>(value)) step = std::get<std::int64_t>(value);
-  }
-  for (const auto& [key, value] : record.fields()) {
-    if (key == "epoch" || key == "step") continue;
-    if (const double* d = std::get_if<double>(&value)) scalars.emplace_back(split + "/" + key, *d);
-    if (const std::int64_t* n = std::get_if<std::int64_t>(&value)) {
-      scalars.emplace_back(split + "/" + key, static_cast<double>(*n));
+    if (key == "wall_time" && std::holds_alternative<double>(value)) {
+      wall_time = std::get<double>(value);
+      has_wall_time = true;
     }
   }
-  tensorboard_->add_scalars(scalars, step);
+  MetricsRecord stamped;
+  if (!has_wall_time) {
+    wall_time = wall_clock_();
+    stamped.add("wall_time", wall_time);
+    for (const auto& [key, value] : record.fields()) stamped.add_field(key, value);
+  }
+  const std::string line = (has_wall_time ? record : stamped).to_json() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
+    throw IoError(fmt::format("cannot append to {}: {}", path_.string(), std::strerror(errno)));
+  }
+  std::vector<std::pair<std::string, double>> scalars;
+  for (const auto& [key, value] : record.fields()) {
+    const auto tag = tensorboard_tag(split, key);
+    if (!tag) continue;
+    if (const double* d = std::get_if<double>(&value)) scalars.emplace_back(*tag, *d);
+    if (const std::int64_t* n = std::get_if<std::int64_t>(&value)) scalars.emplace_back(*tag, static_cast<double>(*n));
+  }
+  tensorboard_->add_scalars(scalars, step, wall_time);
 }
 
 }  // namespace kiln::io

@@ -57,14 +57,14 @@ std::string version_event() {
   return e;
 }
 
-std::string scalar_event(const std::string& tag, double value, std::int64_t step) {
+std::string scalar_event(const std::string& tag, double value, std::int64_t step, double wall_time) {
   std::string v;
   put_bytes(v, 1, tag);
   put_float(v, 2, static_cast<float>(value));
   std::string summary;
   put_bytes(summary, 1, v);
   std::string e;
-  put_double(e, 1, now_seconds());
+  put_double(e, 1, wall_time);
   put_int64(e, 2, step);
   put_bytes(e, 5, summary);
   return e;
@@ -108,7 +108,12 @@ void TensorBoardWriter::write_record(const std::string& payload) {
 }
 
 void TensorBoardWriter::add_scalars(const std::vector<std::pair<std::string, double>>& scalars, std::int64_t step) {
-  for (const auto& [tag, value] : scalars) write_record(scalar_event(tag, value, step));
+  add_scalars(scalars, step, now_seconds());
+}
+
+void TensorBoardWriter::add_scalars(const std::vector<std::pair<std::string, double>>& scalars, std::int64_t step,
+                                    double wall_time) {
+  for (const auto& [tag, value] : scalars) write_record(scalar_event(tag, value, step, wall_time));
   if (std::fflush(file_) != 0) throw IoError(fmt::format("cannot flush {}: {}", path_.string(), std::strerror(errno)));
 }
 

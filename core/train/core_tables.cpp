@@ -43,7 +43,14 @@ constexpr kiln_param_spec_v1 kLoss[] = {
 constexpr kiln_param_spec_v1 kLog[] = {
     {"level", KILN_PARAM_STRING, "\"info\"", "trace|debug|info|warn|error", "Console log level on rank 0."},
     {"progress", KILN_PARAM_STRING, "\"auto\"", "auto|always|never",
-     "Live progress line: auto shows it only on a terminal."},
+     "Progress display: auto redraws a line in place on a terminal and prints a plain line every "
+     "progress_every_s otherwise; always redraws even when not a terminal; never shows only the epoch lines."},
+    {"progress_every_s", KILN_PARAM_FLOAT, "30.0", nullptr,
+     "Not on a terminal: print a progress line when nothing was printed for this many seconds (0 = after "
+     "every step).", "0", nullptr},
+    {"every_steps", KILN_PARAM_INT, "0", nullptr,
+     "Write a \"train_step\" record (loss, accuracy, throughput, step time, data wait) to metrics.jsonl and "
+     "TensorBoard every N optimizer steps; 0 = epoch records only.", "0", nullptr},
 };
 
 constexpr kiln_param_spec_v1 kDist[] = {

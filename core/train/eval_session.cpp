@@ -7,6 +7,7 @@
 
 #include "kiln/config/config.hpp"
 #include "kiln/errors.hpp"
+#include "kiln/io/progress.hpp"
 #include "kiln/plugin/guarded.hpp"
 #include "kiln/plugin/plugin_call.hpp"
 #include "kiln/plugin/registry.hpp"
@@ -17,6 +18,7 @@
 #include "kiln/train/lr_schedule.hpp"
 #include "kiln/train/model_table.hpp"
 #include "kiln/train/optimizer.hpp"
+#include "kiln/train/progress_values.hpp"
 #include "kiln/train/wiring.hpp"
 
 namespace kiln::train {
@@ -57,6 +59,7 @@ struct EvalSession::Impl {
   ComputeBoundary boundary;
   std::int64_t classes = 0;
   plugin::PluginOrigin backend_origin;
+  io::Progress::Options progress;  // the run's [log] progress settings, on stderr
 
   /// Locates a failure inside a backend call (the backend is not wrapped; run.cpp says why).
   template <class F>
@@ -87,7 +90,7 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
   const ParamMap run = cfg.validate("run", run_schema());
   const ParamMap loader = cfg.validate("loader", loader_schema());
   const ParamMap loss = cfg.validate("loss", loss_schema());
-  (void)cfg.validate("log", log_schema());
+  const ParamMap logt = cfg.validate("log", log_schema());
   (void)cfg.validate("dist", dist_schema());
   (void)cfg.validate("checkpoint", checkpoint_schema());
   (void)cfg.validate("early_stop", early_stop_schema());
@@ -129,6 +132,9 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
     return a;
   };
   Impl& s = *impl_;
+  s.progress = {.mode = io::parse_progress_mode(logt.get_string("progress"), logt.where("progress")),
+                .out = stderr,
+                .every_s = logt.get_float("progress_every_s")};
   s.backend_origin = plugin::origin_of(*backend_c.info);
   s.backend = registry.create_backend(*backend_c.info, args_for(backend_c));
   s.precision = plugin::guarded(registry.create_precision(*precision_c.info, args_for(precision_c)),
@@ -172,10 +178,21 @@ EvalSession::~EvalSession() = default;
 
 EvalSums EvalSession::run(const LogitsCallback& on_logits) {
   Impl& s = *impl_;
-  return s.backend_call("a call from the evaluation", [&] {
-    return evaluate_pass({s.backend.get(), s.model.get(), s.precision.get(), s.loader.get(), s.loss.get(), &s.boundary},
-                         0, on_logits);
-  });
+  // On stderr: stdout carries only the result (a --json document, predictions' summary).
+  io::Progress progress(s.progress);
+  progress.begin("eval", s.loader->steps_per_epoch());
+  double seen = 0;
+  EvalParts parts{s.backend.get(), s.model.get(), s.precision.get(), s.loader.get(), s.loss.get(), &s.boundary};
+  parts.after_batch = [&](const data::Batch& batch) {
+    seen += static_cast<double>(batch.valid_rows);  // one rank: its samples are all of them
+    if (progress.due()) {
+      const auto [loss_sum, correct] = s.loss->totals();
+      progress.update(batch.step + 1, seen, eval_progress_values(loss_sum, correct, seen));
+    }
+  };
+  const EvalSums sums = s.backend_call("a call from the evaluation", [&] { return evaluate_pass(parts, 0, on_logits); });
+  progress.clear();
+  return sums;
 }
 
 const fs::path& EvalSession::checkpoint() const { return impl_->checkpoint; }

@@ -10,7 +10,10 @@ EvalSums evaluate_pass(const EvalParts& p, std::int64_t epoch, const LogitsCallb
   double local_samples = 0;
   p.loader->start_epoch(epoch);
   while (auto batch = p.loader->next()) {
-    if (batch->rows == 0) continue;
+    if (batch->rows == 0) {
+      if (p.after_batch) p.after_batch(*batch);
+      continue;
+    }
     const Tensor x = backend.to_device(batch->inputs);
     const Tensor y = backend.to_device(batch->labels);
     // The uploads may still be queued (CUDA): the loader must not refill this batch's pinned
@@ -20,6 +23,7 @@ EvalSums evaluate_pass(const EvalParts& p, std::int64_t epoch, const LogitsCallb
     p.loss->forward(logits, y, batch->valid_rows);
     if (on_logits) on_logits(*batch, y, logits);
     local_samples += static_cast<double>(batch->valid_rows);
+    if (p.after_batch) p.after_batch(*batch);
   }
   const auto [loss_sum, correct] = p.loss->totals();
   return EvalSums{loss_sum, correct, local_samples};

@@ -309,6 +309,8 @@ RunOutcome run_training(const TrainCommand& command) {
   to.schedule_type = schedule_type;
   to.schedule_table = schedule;
   to.progress = io::parse_progress_mode(logt.get_string("progress"), logt.where("progress"));
+  to.progress_every_s = logt.get_float("progress_every_s");
+  to.metrics_every_steps = logt.get_int("every_steps");
   to.checkpoint_dir = outcome.run_dir / "checkpoints";
   to.checkpoint_every = checkpoint_every;
   to.checkpoint_keep = checkpoint_keep;
@@ -383,11 +385,11 @@ RunOutcome run_training(const TrainCommand& command) {
   // After commit: the rollback promises to leave what was there before untouched on a failed
   // start, and these are records of the earlier run.
   if (metrics && !resume_from.empty()) {
-    const std::int64_t dropped = metrics->drop_epochs_after(saved.epochs_done);
+    const std::int64_t dropped = metrics->drop_records_after(saved.epochs_done, saved.global_step);
     if (dropped > 0) {
-      log->info("metrics.jsonl: dropped {} lines of epochs after {} (written before the interruption; trained "
-                "again now)",
-                dropped, saved.epochs_done);
+      log->info("metrics.jsonl: dropped {} lines written after step {} (epoch {}) before the interruption; "
+                "trained again now",
+                dropped, saved.global_step, saved.epochs_done);
     }
   }
   outcome.result = backend_call("a call from the training loop", [&] { return trainer->run(); });

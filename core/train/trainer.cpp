@@ -21,6 +21,8 @@
 #include "kiln/train/grad_sync.hpp"
 #include "kiln/sdk/param_runs.hpp"
 #include "kiln/train/param_sync.hpp"
+#include "kiln/train/progress_values.hpp"
+#include "kiln/train/step_metrics.hpp"
 
 namespace kiln::train {
 namespace {
@@ -65,6 +67,7 @@ struct Trainer::Impl {
   ComputeBoundary boundary;  // the casts between f32 data/loss and the model's compute dtype
   std::vector<Tensor> grad_zero_views;
   io::Progress progress;
+  StepMetrics step_metrics;  // [log] every_steps records
   std::int64_t global_step = 0;
   std::int64_t start_epoch = 0;
   std::int64_t start_step = 0;  // loader steps of start_epoch done before a mid-epoch resume
@@ -74,7 +77,9 @@ struct Trainer::Impl {
 
   Impl(RunParts p, TrainerOptions o, const RankInfo& r, io::MetricsWriter* m)
       : parts(std::move(p)), opt(std::move(o)), ranks(r), metrics(m), loss(opt.label_smoothing),
-        progress(opt.progress, r.rank == 0) {}
+        progress(io::Progress::Options{.mode = opt.progress, .enabled = r.rank == 0, .every_s = opt.progress_every_s}),
+        step_metrics(opt.metrics_every_steps, m,
+                     [this](const std::vector<double>& v) { return sum_over_ranks(backend(), *parts.comm, v); }) {}
 
   Backend& backend() { return *parts.backend; }
 
@@ -201,6 +206,8 @@ struct Trainer::Impl {
     const auto loader_before = train_loader->stats();
     const auto t0 = Clock::now();
     const std::int64_t steps = train_loader->steps_per_epoch();
+    progress.begin(fmt::format("epoch {}/{}", epoch + 1, opt.epochs), steps);
+    step_metrics.start_epoch();
     std::int64_t first_unchecked_step = first_step;  // of the non-finite loss check
     while (auto batch = train_loader->next()) {
       st.wait_seconds += batch->wait_seconds;
@@ -276,13 +283,18 @@ struct Trainer::Impl {
         here.extra["epoch.samples"] = part.samples;
         save_rotating(here);
       }
-      if (progress.live() && (micro.group % 20 == 0 || batch->step + 1 == steps)) {
+      if (step_metrics.due(global_step)) {
         const auto [loss_sum, correct] = loss.totals();
-        progress.update(fmt::format("epoch {}/{} step {}/{}  loss {:.4f}  acc {:.4f}  {} samples/s  lr {:.3g}",
-                                    epoch + 1, opt.epochs, batch->step + 1, steps,
-                                    local_samples > 0 ? loss_sum / local_samples : 0.0,
-                                    local_samples > 0 ? correct / local_samples : 0.0,
-                                    si(st.global_samples / std::max(1e-9, seconds_since(t0))), lr));
+        step_metrics.record(epoch + 1, global_step, lr,
+                            {loss_sum, correct, local_samples, st.global_samples, st.wait_seconds,
+                             st.comm_wait_seconds, st.steps},
+                            precision.metrics());
+      }
+      // Reading the running loss waits for a GPU's queue: only when the display will show it.
+      if (progress.due()) {
+        const auto [loss_sum, correct] = loss.totals();
+        progress.update(batch->step + 1, st.global_samples,
+                        train_progress_values(loss_sum, correct, local_samples, lr, precision.metrics()));
       }
     }
     backend().synchronize();
@@ -297,8 +309,18 @@ struct Trainer::Impl {
 
   SplitTotals evaluate(std::int64_t epoch) {
     buffer_sync->from_rank0();  // every rank evaluates the model a checkpoint saves
-    const EvalSums local = evaluate_pass(
-        {&backend(), parts.model.get(), parts.precision.get(), eval_loader.get(), &loss, &boundary}, epoch);
+    progress.begin(fmt::format("eval  {}/{}", epoch + 1, opt.epochs), eval_loader->steps_per_epoch());
+    double local_seen = 0, global_seen = 0;
+    EvalParts eval{&backend(), parts.model.get(), parts.precision.get(), eval_loader.get(), &loss, &boundary};
+    eval.after_batch = [&](const data::Batch& b) {
+      local_seen += static_cast<double>(b.valid_rows);
+      global_seen += static_cast<double>(b.global_valid);
+      if (progress.due()) {
+        const auto [loss_sum, correct] = loss.totals();
+        progress.update(b.step + 1, global_seen, eval_progress_values(loss_sum, correct, local_seen));
+      }
+    };
+    const EvalSums local = evaluate_pass(eval, epoch);
     return reduce(local.loss_sum, local.correct, local.samples);
   }
 

@@ -93,17 +93,18 @@ BOOST_AUTO_TEST_CASE(writer_appends_one_line_per_record) {
   TempDir tmp;
   const fs::path file = tmp.path / "metrics.jsonl";
   {
-    kiln::io::MetricsWriter w(file);
+    // Every record starts with its wall_time (Unix seconds), from the clock the writer is given.
+    kiln::io::MetricsWriter w(file, [] { return 1.5; });
     BOOST_TEST(w.path() == file);
     w.write(MetricsRecord().add("epoch", std::int64_t{1}));
     // Flushed after every record: readable while the writer is still open.
-    BOOST_TEST(slurp(file) == "{\"epoch\": 1}\n");
+    BOOST_TEST(slurp(file) == "{\"wall_time\": 1.5, \"epoch\": 1}\n");
   }
   {
-    kiln::io::MetricsWriter w(file);  // appends, never truncates
+    kiln::io::MetricsWriter w(file, [] { return 2.0; });  // appends, never truncates
     w.write(MetricsRecord().add("epoch", std::int64_t{2}));
   }
-  BOOST_TEST(slurp(file) == "{\"epoch\": 1}\n{\"epoch\": 2}\n");
+  BOOST_TEST(slurp(file) == "{\"wall_time\": 1.5, \"epoch\": 1}\n{\"wall_time\": 2.0, \"epoch\": 2}\n");
   const std::string err = kiln::test::error_text<kiln::IoError>(
       [&] { kiln::io::MetricsWriter w(tmp.path / "missing" / "metrics.jsonl"); });
   BOOST_TEST(err.find("cannot open " + (tmp.path / "missing" / "metrics.jsonl").string()) == 0);

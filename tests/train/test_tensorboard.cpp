@@ -5,10 +5,12 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -100,6 +102,51 @@ BOOST_AUTO_TEST_CASE(metrics_writer_mirrors_numeric_fields_to_tensorboard) {
   BOOST_REQUIRE(records.size() == 3u);  // version + accuracy + samples (epoch/step are not scalars)
   BOOST_TEST(records[1].find("test/accuracy") != std::string::npos);
   BOOST_TEST(records[2].find("test/samples") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+// A diverged loss: null in metrics.jsonl (no NaN in JSON), the IEEE value itself in TensorBoard,
+// which draws it as a triangle. Performance counters go to the perf/ group; every event carries
+// the record's wall_time.
+BOOST_AUTO_TEST_CASE(non_finite_values_perf_group_and_wall_time) {
+  const fs::path dir = fresh_dir("nonfinite");
+  {
+    kiln::io::MetricsWriter w(dir / "metrics.jsonl", [] { return 1234.5; });
+    kiln::io::MetricsRecord r;
+    r.add("epoch", std::int64_t{1}).add("step", std::int64_t{3}).add("split", std::string("train_step"));
+    r.add("loss", std::nan("")).add("accuracy", std::numeric_limits<double>::infinity()).add("samples_per_s", 10.0);
+    w.write(r);
+  }
+  std::ifstream in(dir / "metrics.jsonl");
+  std::string line;
+  std::getline(in, line);
+  BOOST_TEST(line == R"({"wall_time": 1234.5, "epoch": 1, "step": 3, "split": "train_step", "loss": null, )"
+                     R"("accuracy": null, "samples_per_s": 10.0})");
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir / "tb")) files.push_back(e.path());
+  BOOST_REQUIRE(files.size() == 1u);
+  const auto records = read_records(files[0]);
+  BOOST_REQUIRE(records.size() == 4u);
+  auto simple_value = [](const std::string& event) {
+    // simple_value (key 0x15, then 4 bytes) is the last field of the innermost message, so the
+    // event's last five bytes.
+    BOOST_REQUIRE(event.size() > 5u);
+    BOOST_TEST(event[event.size() - 5] == '\x15');
+    float v = 0;
+    std::memcpy(&v, event.data() + event.size() - 4, 4);
+    return v;
+  };
+  BOOST_TEST(records[1].find("train_step/loss") != std::string::npos);
+  BOOST_TEST(std::isnan(simple_value(records[1])));
+  BOOST_TEST(records[2].find("train_step/accuracy") != std::string::npos);
+  BOOST_TEST(std::isinf(simple_value(records[2])));
+  BOOST_TEST(records[3].find("perf/train_step/samples_per_s") != std::string::npos);
+  BOOST_TEST(simple_value(records[3]) == 10.0f);
+  // Event.wall_time (field 1, fixed64: key 0x09) is the record's.
+  const double wall = 1234.5;
+  std::string encoded("\x09", 1);
+  encoded.append(reinterpret_cast<const char*>(&wall), 8);
+  for (std::size_t i = 1; i < records.size(); ++i) BOOST_TEST(records[i].rfind(encoded, 0) == 0u);
   fs::remove_all(dir);
 }
 

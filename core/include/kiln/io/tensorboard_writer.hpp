@@ -5,8 +5,8 @@
 // little-endian); each payload a serialized tensorflow.Event: the first carries file_version
 // "brain.Event:2", the rest a Summary with one scalar (tag, simple_value) at a step. The
 // ~30 lines of protobuf encoding are in the .cpp (field numbers from event.proto/summary.proto).
-// Flushed after every add_scalars() call: records are written once per epoch, so the cost is nil
-// and a crash loses nothing.
+// Flushed after every add_scalars() call: records are written once per epoch, or every [log]
+// every_steps steps, so the cost is small and a crash loses nothing.
 #pragma once
 
 #include <cstdint>
@@ -26,8 +26,12 @@ class TensorBoardWriter {
   TensorBoardWriter(const TensorBoardWriter&) = delete;
   TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;
 
-  /// Writes one scalar event per (tag, value) at `step`, then flushes. Throws IoError.
+  /// Writes one scalar event per (tag, value) at `step`, then flushes. Throws IoError. Values
+  /// are stored as float (simple_value): NaN and infinities stay what they are, and a finite
+  /// double beyond float's range becomes an infinity. `wall_time` (Unix seconds) is the events'
+  /// time; without it, now.
   void add_scalars(const std::vector<std::pair<std::string, double>>& scalars, std::int64_t step);
+  void add_scalars(const std::vector<std::pair<std::string, double>>& scalars, std::int64_t step, double wall_time);
   const std::filesystem::path& path() const noexcept { return path_; }
 
  private:

@@ -40,6 +40,8 @@ struct EvalParts {
   data::DataLoader* loader = nullptr;
   nn::SoftmaxCrossEntropy* loss = nullptr;
   ComputeBoundary* boundary = nullptr;
+  /// Called after each batch, empty ones included (a progress display); may be empty.
+  std::function<void(const data::Batch& batch)> after_batch;
 };
 
 /// Runs `epoch` of the loader (its order; unshuffled eval loaders ignore the epoch).

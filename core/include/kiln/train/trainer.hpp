@@ -58,6 +58,10 @@ struct TrainerOptions {
   std::string schedule_type;
   ParamMap schedule_table;
   io::Progress::Mode progress = io::Progress::Mode::automatic;
+  /// Off a terminal: a plain progress line when nothing was printed for this long (0 = every step).
+  double progress_every_s = 30;
+  /// A "train_step" metrics record every N optimizer steps (step_metrics.hpp); 0 = none.
+  std::int64_t metrics_every_steps = 0;
   /// Checkpoints: written under checkpoint_dir every `checkpoint_every` epochs and after the
   /// last (0 = never), newest `checkpoint_keep` kept. `resume_from` (a checkpoint directory)
   /// restores weights, optimizer, precision state and the position before training starts.
