@@ -20,10 +20,14 @@ mkdir -p "$dest/include" "$dest/lib64"
 # NVIDIA's images install cuDNN and NCCL as distribution packages: headers in /usr/include (cuDNN
 # 9's through update-alternatives links), shared libraries in /usr/lib/<triplet>. Links are
 # dereferenced for headers and recreated beside the library they name; static archives stay.
+# (No names with spaces here, so the for loops over find are safe; a pipe into `while read`
+# would lose found_* in its subshell.)
 found_cudnn=no found_nccl=no
+# shellcheck disable=SC2044
 for header in $(find /usr/include -maxdepth 2 \( -name 'cudnn*.h' -o -name 'nccl*.h' \)); do
   cp -L "$header" "$dest/include/"
 done
+# shellcheck disable=SC2044
 for lib in $(find /usr/lib /usr/lib64 -maxdepth 2 \( -name 'libcudnn*.so*' -o -name 'libnccl*.so*' \) 2>/dev/null); do
   name=$(basename "$lib")
   case $name in libcudnn*) found_cudnn=yes ;; libnccl*) found_nccl=yes ;; esac

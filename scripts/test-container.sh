@@ -102,7 +102,7 @@ build_args=(--network host --jobs 2 -f docker/Dockerfile -t "$image"
             --build-arg BASE_IMAGE="$base_image" --build-arg OS_IMAGE="$base_image")
 # JupyterLab comes from PyPI: give pip this host's CA bundle, which also trusts a TLS-intercepting
 # proxy's CA where the host has one (a build secret: it is not stored in the image).
-[[ -s /etc/ssl/certs/ca-certificates.crt ]] && build_args+=(--secret id=ca-bundle,src=/etc/ssl/certs/ca-certificates.crt)
+[[ -s /etc/ssl/certs/ca-certificates.crt ]] && build_args+=(--secret "id=ca-bundle,src=/etc/ssl/certs/ca-certificates.crt")
 [[ ${KILN_CONTAINER_NO_CACHE:-0} == 1 ]] && build_args+=(--no-cache)
 build_start=$SECONDS
 podman build "${build_args[@]}" . > "$work/build.log" 2>&1 || { tail -n 60 "$work/build.log"; fail "podman build failed (log above)"; }
@@ -158,8 +158,10 @@ podman run -d --name "$container" -v "$runs:/runs" \
 api_status() { curl -s -o /dev/null -w '%{http_code}' "$@" "http://127.0.0.1:$jupyter_port/api/status" || true; }
 deadline=$((SECONDS + 120))
 until [[ $(api_status -H "Authorization: token $token") == 200 ]]; do
-  podman container exists "$container" && [[ $(podman inspect -f '{{.State.Running}}' "$container") == true ]] \
-    || { podman logs "$container" 2>&1 | tail -n 30; fail "the services container stopped"; }
+  if [[ $(podman inspect -f '{{.State.Running}}' "$container" 2> /dev/null) != true ]]; then
+    podman logs "$container" 2>&1 | tail -n 30
+    fail "the services container stopped"
+  fi
   ((SECONDS < deadline)) || { podman logs "$container" 2>&1 | tail -n 30; fail "JupyterLab did not answer on port $jupyter_port within 120 s"; }
   sleep 1
 done
@@ -195,7 +197,7 @@ ok "sshd refuses another key and offers no password login (methods: $methods)"
 step "5. samples/start-here.ipynb, executed over SSH"
 kssh 'cd samples && jupyter nbconvert --to notebook --execute start-here.ipynb --output /tmp/start-here.out.ipynb' \
   || fail "the sample notebook failed (jupyter nbconvert --execute)"
-notebook_run=$(ls -d "$runs"/notebook-* 2> /dev/null | tail -n 1)
+notebook_run=$(find "$runs" -maxdepth 1 -name 'notebook-*' | sort | tail -n 1)
 [[ -n $notebook_run && -f $notebook_run/curves.png ]] || fail "the notebook made no run with curves.png in /runs"
 ls "$notebook_run"/tb/events.out.tfevents.* > /dev/null || fail "the notebook's run has no TensorBoard event file"
 accuracy=$(final_test_accuracy "$notebook_run")
