@@ -5,5 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --tests
 scripts/build.sh
+# The container image (docs/container.md): build the CPU image with podman and check it from outside.
+if [[ ${KILN_CONTAINER_TEST:-1} == 0 ]]; then
+  echo "run-tests: container test left out (KILN_CONTAINER_TEST=0)"
+else
+  scripts/test-container.sh
+fi
 cd build
 ctest --output-on-failure -j "$(nproc)" "$@"
