@@ -94,7 +94,7 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
   (void)cfg.validate("schedule", schedule_schema());
 
   plugin::Registry registry(plugin::default_search_path(request.plugin_dirs));
-  registry.scan();
+  registry.index();  // loads only the plugins this run names (registry.hpp)
   const PluginChoice backend_c = choose(cfg, registry, KILN_KIND_BACKEND, "backend", "cpu");
   const PluginChoice model_c = choose(cfg, registry, KILN_KIND_MODEL, "model", nullptr);
   (void)choose(cfg, registry, KILN_KIND_DATA, "data.train", nullptr);
