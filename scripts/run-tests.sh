@@ -7,3 +7,5 @@ scripts/setup.sh
 scripts/build.sh
 cd build
 ctest --output-on-failure -j "$(nproc)" "$@"
+# The sanitizer job (docs/reliability.md): core, CPU plugins and chosen tests under ASan + UBSan.
+cd .. && scripts/sanitize.sh
