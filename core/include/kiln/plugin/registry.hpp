@@ -2,10 +2,12 @@
 //
 // The registry scans the search path (--plugin-path dirs, then KILN_PLUGIN_PATH entries, then
 // <dir of the kiln executable>/../lib/kiln/plugins), in that order, for files named
-// libkiln-*.so. For each file it: refuses world-writable directories and files; confirms with
+// libkiln-*.so. For each file it: refuses paths someone other than the user or root could
+// change (the whole written and resolved path, plugin/path_trust.hpp); confirms with
 // boost::dll::library_info that the "kilnplug" section and the descriptor symbol exist (so a
-// foreign .so is never executed); loads the library with immediate binding (RTLD_NOW |
-// RTLD_LOCAL); reads kiln_library_v1 and checks abi_major ==, abi_minor <=, struct_size,
+// foreign .so is never executed); loads it once in a forked child, so initialisers that exit,
+// crash or hang are refused instead of ending the host (plugin/load_probe.hpp); loads the
+// library with immediate binding (RTLD_NOW | RTLD_LOCAL); reads kiln_library_v1 and checks abi_major ==, abi_minor <=, struct_size,
 // toolchain key; then records each plugin it exports. The first plugin with a given
 // (kind, name) wins; later ones are logged as shadowed. A library that fails is recorded with
 // its reason (shown by `kiln plugins list`) and is an error only if a run asks for a plugin it
