@@ -241,6 +241,15 @@ echo "fault-inject: killed and stopped ranks"
 # The full training split: an epoch of 60000 samples in batches of 16 takes many seconds.
 ranks=(--set run.epochs=3 --set 'comm.type="gloo"' --set loader.batch=16 --set dist.timeout_s=3
        --set "data.train.path=\"$mnist\"" --set "data.eval.path=\"$mnist\"")
+children_of() {  # pids whose parent is $1 (read from /proc: pgrep is not in every image)
+  local stat rest fields
+  for stat in /proc/[0-9]*/stat; do
+    { read -r rest <"$stat"; } 2>/dev/null || continue
+    rest=${rest##*) }             # after "pid (comm) ": the command name may hold spaces
+    read -r -a fields <<<"$rest"  # state, ppid, ...
+    if [[ ${fields[1]} == "$1" ]]; then stat=${stat#/proc/}; echo "${stat%/stat}"; fi
+  done
+}
 # rank_fault NAME SIGNAL TEXT: start 2 ranks, send SIGNAL to rank 1 once training runs; the job
 # must end with exit 1 naming rank 1.
 rank_fault() {
@@ -252,7 +261,7 @@ rank_fault() {
   while [[ -z "$rank1" ]] && ((i++ < 600)); do
     sleep 0.1
     grep -q "steps per epoch" "$err" 2>/dev/null || continue
-    for p in $(pgrep -P "$sup"); do
+    for p in $(children_of "$sup"); do
       tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'RANK=1' && rank1=$p
     done
   done
