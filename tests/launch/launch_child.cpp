@@ -65,7 +65,11 @@ int main(int argc, char** argv) {
   const std::string arg = colon == std::string::npos ? "" : action.substr(colon + 1);
   if (verb == "exit") return std::atoi(arg.c_str());
   if (verb == "signal") {
-    ::kill(::getpid(), std::atoi(arg.c_str()));
+    // Default disposition first: under AddressSanitizer its SIGSEGV handler would otherwise turn
+    // the death by signal into "exit 1" after a report.
+    const int sig = std::atoi(arg.c_str());
+    ::signal(sig, SIG_DFL);
+    ::kill(::getpid(), sig);
     ::pause();
   }
   if (verb == "sleep") sleep_seconds(std::atoi(arg.c_str()));
