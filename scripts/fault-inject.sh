@@ -202,21 +202,31 @@ long=(--set run.epochs=4 --set checkpoint.every_epochs=1 --set "data.train.path=
 if timeout 300 "$kiln" train --config "$config" --set log.progress=never "${long[@]}" --run-dir "$reference" \
   >/dev/null 2>"$scratch/reference.err"; then
   want=$(test_figures "$reference")
+  declare -A landed=([early]=0 [resumed]=0 [finished]=0)
   for ((i = 0; i < kill_trials; i++)); do
     dir="$scratch/r-kill-$i"
     "$kiln" train --config "$config" --set log.progress=never "${long[@]}" --run-dir "$dir" >/dev/null 2>&1 &
     pid=$!
-    # Deterministic spread of kill times: 0.3 s to ~2.3 s into the run, then whatever is on disk.
-    sleep "$(awk -v i="$i" -v n="$kill_trials" 'BEGIN { printf "%.2f", 0.3 + 2.0 * i / (n > 1 ? n - 1 : 1) }')"
+    # Deterministic kill points: once checkpoint k (1..3) is on disk, 0 to 0.29 s later, so the
+    # kills land in the next epoch's training or in the middle of writing checkpoint k + 1.
+    k=$((1 + i % 3))
+    for ((w = 0; w < 6000; w++)); do
+      [[ -d "$dir/checkpoints/epoch-000$k" ]] || ! kill -0 "$pid" 2>/dev/null && break
+      sleep 0.01
+    done
+    sleep "$(awk -v i="$i" 'BEGIN { printf "%.3f", ((i * 37) % 30) / 100 }')"
     kill -KILL "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
     finished=$?
     if ((finished == 0)); then
       resume=()  # it finished before the kill: its own result is compared
+      landed[finished]=$((landed[finished] + 1))
     elif [[ -d "$dir/checkpoints" ]] && ls "$dir/checkpoints" | grep -q epoch; then
       resume=(--resume auto)
+      landed[resumed]=$((landed[resumed] + 1))
     else
       rm -rf "$dir"; resume=()  # killed before the first checkpoint: nothing to resume, start again
+      landed[early]=$((landed[early] + 1))
     fi
     if ((finished != 0)) && ! timeout 300 "$kiln" train --config "$config" --set log.progress=never "${long[@]}" --run-dir "$dir" \
       "${resume[@]}" >/dev/null 2>"$scratch/kill-$i.err"; then
@@ -233,6 +243,8 @@ if timeout 300 "$kiln" train --config "$config" --set log.progress=never "${long
     else record clean "kill-$i"
     fi
   done
+  echo "  kills: ${landed[early]} before the first checkpoint, ${landed[resumed]} after one (resumed with --resume auto)," \
+    "${landed[finished]} after the run had finished"
 else
   record wrong kill-reference "the uninterrupted reference run failed: $(tail -1 "$scratch/reference.err")"
 fi
