@@ -13,3 +13,5 @@ else
 fi
 cd build
 ctest --output-on-failure -j "$(nproc)" "$@"
+# The sanitizer job (docs/reliability.md): core, CPU plugins and chosen tests under ASan + UBSan.
+cd .. && scripts/sanitize.sh

@@ -483,7 +483,7 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
   const std::string toml = fmt::format("[backend]\ntype = \"{}\"\n[comm]\ntype = \"{}\"\n", o.backend, o.comm);
   config::Config cfg = config::Config::parse(toml, "bench-comm", o.sets);
   plugin::Registry registry(plugin::default_search_path(dirs));
-  registry.scan();
+  registry.index();  // loads only the plugins this run names (registry.hpp)
   const auto& backend_info = registry.require(KILN_KIND_BACKEND, cfg.plugin_type("backend"), "backend (--backend)");
   const ParamMap backend_params = cfg.validate("backend", backend_info.params);
   const auto& comm_info = registry.require(KILN_KIND_COMMUNICATOR, cfg.plugin_type("comm"), "comm (--comm)");

@@ -3,6 +3,7 @@
 #include <boost/program_options/errors.hpp>
 
 #include <cstdio>
+#include <new>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -112,6 +113,13 @@ int main(int argc, char** argv) {
   } catch (const boost::program_options::error& e) {
     std::fprintf(stderr, "kiln: %s (see kiln --help)\n", e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    // A host allocation the core made itself (plugins' and backends' large requests are checked
+    // first and say how many bytes they need): still an error about resources, not a bug.
+    kiln::log::flush();
+    std::fprintf(stderr, "kiln: error: out of host memory: an allocation in kiln's host code could not be met "
+                         "(std::bad_alloc); reduce the batch size, the model or the data loader's workers\n");
+    return 1;
   } catch (const std::exception& e) {
     kiln::log::flush();
     std::fprintf(stderr, "kiln: internal error: %s\n", e.what());

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <thread>
 #include <iostream>
@@ -20,6 +21,7 @@
 #include "kiln/config/config.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/io/run_dir.hpp"
+#include "kiln/launch/rendezvous_dir.hpp"
 #include "kiln/launch/supervisor.hpp"
 #include "kiln/train/core_tables.hpp"
 #include "kiln/train/run.hpp"
@@ -44,29 +46,6 @@ std::vector<std::string> without_option(const std::vector<std::string>& args, co
   return out;
 }
 
-/// A fresh private directory for the ranks' file store; removed when the job ends.
-class RendezvousDir {
- public:
-  RendezvousDir() {
-    std::string pattern = (fs::temp_directory_path() / "kiln-rendezvous-XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) {
-      throw IoError(fmt::format("cannot create a rendezvous directory {}: set TMPDIR to a writable directory",
-                                pattern));
-    }
-    path_ = pattern;
-  }
-  ~RendezvousDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  RendezvousDir(const RendezvousDir&) = delete;
-  RendezvousDir& operator=(const RendezvousDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 constexpr int kMaxNproc = 1024;
 constexpr int kMinNprocLimit = 16;  // so a small machine can still run the usual 2-8 rank tests
 
@@ -83,16 +62,16 @@ int run_supervised(const std::vector<std::string>& args, int nproc, const std::s
                                   "several machines with --rank/--world-size",
                                   nproc, max_nproc, cores, kMinNprocLimit, kMaxNproc));
   }
-  if (run_dir.empty()) {
-    // Only the [run] table is read here; the ranks validate the whole config themselves.
-    config::Config cfg = config::Config::load(config, sets);
-    run_dir = cfg.validate("run", train::run_schema()).get_string("run_dir");
-  }
+  // Only [run] and [dist] are read here; the ranks validate the whole config themselves.
+  config::Config cfg = config::Config::load(config, sets);
+  if (run_dir.empty()) run_dir = cfg.validate("run", train::run_schema()).get_string("run_dir");
+  // A rank stopped for longer than a collective may take fails the job, naming it (supervisor.hpp).
+  const double timeout_s = cfg.validate("dist", train::dist_schema()).get_float("timeout_s");
   // Only chosen here (a timestamped default must be the same for every rank): the ranks create
   // it once they have checked the config and their plugins and met, so a start that fails
   // leaves nothing behind (run.hpp).
   const fs::path dir = fs::absolute(io::plan_run_dir(run_dir, mode));
-  RendezvousDir rendezvous;
+  launch::RendezvousDir rendezvous;  // also removes those left by killed supervisors
 
   launch::SuperviseOptions o;
   o.program = fs::read_symlink("/proc/self/exe");
@@ -102,6 +81,7 @@ int run_supervised(const std::vector<std::string>& args, int nproc, const std::s
   o.args.push_back(dir.string());
   o.nproc = nproc;
   o.rendezvous = "file:" + rendezvous.path().string();
+  if (timeout_s > 0 && timeout_s <= 604800) o.stall_limit = std::chrono::milliseconds(std::llround(timeout_s * 1000));
   const launch::SuperviseOutcome outcome = launch::supervise(o);
   if (outcome.exit_code != 0) std::cerr << "kiln: error: " << outcome.message << std::endl;
   return outcome.exit_code;

@@ -133,8 +133,14 @@ DataLoader::Impl::~Impl() {
 }
 
 Tensor DataLoader::Impl::staging(Backend* backend, const Shape& shape, DType dtype) const {
-  Tensor t = backend ? backend->allocate(shape, dtype, MemoryKind::host_pinned)
-                     : host_tensor(shape, dtype);
+  Tensor t;
+  try {
+    t = backend ? backend->allocate(shape, dtype, MemoryKind::host_pinned) : host_tensor(shape, dtype);
+  } catch (const BackendError& e) {
+    // Name who asked: the batch buffer is sized by loader.batch (or eval_batch).
+    throw BackendError(fmt::format("data loader, batch buffer {}{} (sized by loader.batch): {}", dtype_name(dtype),
+                                   shape_string(shape), e.what()));
+  }
   if (!t.defined() || t.memory() == MemoryKind::device || t.shape() != shape ||
       t.dtype() != dtype) {
     throw BackendError(fmt::format(

@@ -7,6 +7,9 @@
 // child calls only async-signal-safe functions on arrays prepared beforehand.
 // Which failure is reported: the first reaped; among children reaped together, a rank killed by
 // a signal wins over one that exited non-zero, since a peer's death makes the others fail too.
+// A stopped rank (SIGSTOP, a debugger) is seen at once through waitpid(WUNTRACED): it is warned
+// about, and blamed when a peer then fails (the peers fail because it stopped answering, usually
+// in a collective's timeout), or when it stays stopped past `stall_limit`.
 #include "kiln/launch/supervisor.hpp"
 
 #include <fmt/format.h>
@@ -19,6 +22,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <optional>
 
 #include "kiln/errors.hpp"
@@ -35,7 +39,25 @@ struct Child {
   pid_t pid = -1;
   bool running = true;
   int status = 0;  ///< waitpid status once reaped
+  std::optional<Clock::time_point> stopped_since;  ///< set while the kernel reports it stopped
+  int stop_signal = 0;
 };
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "?";
+  return buf;
+}
+
+/// "rank 2 (pid 1234 on host vm)": enough to find the process from another terminal.
+std::string who(const Child& c, const std::string& host) {
+  return fmt::format("rank {} (pid {} on host {})", c.rank, c.pid, host);
+}
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  if (d.count() % 1000 == 0) return fmt::format("{} s", d.count() / 1000);
+  return fmt::format("{:.3g} s", static_cast<double>(d.count()) / 1000.0);
+}
 
 bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
 
@@ -126,7 +148,12 @@ class Supervisor {
     start_all();
     std::optional<Clock::time_point> kill_at;  // set once the remaining ranks were sent SIGTERM
     while (running_count() > 0) {
-      const int sig = signals_.wait(kill_at);
+      const int sig = signals_.wait(next_deadline(kill_at));
+      if (sig == 0 && !kill_at && stalled()) {
+        stop_all();
+        kill_at = Clock::now() + o_.grace;
+        continue;
+      }
       if (sig == SIGINT || sig == SIGTERM) {
         if (!interrupted_ && failure_ < 0) {
           interrupted_ = sig;
@@ -139,8 +166,7 @@ class Supervisor {
         kill_at.reset();
       }
       if (reap() && !kill_at && running_count() > 0) {
-        stopped_ = running_count();
-        send_all(SIGTERM);
+        stop_all();
         kill_at = Clock::now() + o_.grace;
       }
     }
@@ -192,6 +218,66 @@ class Supervisor {
     children_.push_back(Child{rank, pid, true, 0});
   }
 
+  /// SIGTERM to every running rank; a stopped one also gets SIGCONT so that it can act on it.
+  void stop_all() {
+    stopped_ = running_count();
+    send_all(SIGTERM);
+    for (const Child& c : children_) {
+      if (c.running && c.stopped_since) ::kill(c.pid, SIGCONT);
+    }
+  }
+
+  /// The grace deadline if stopping, else when the longest-stopped rank passes the stall limit.
+  std::optional<Clock::time_point> next_deadline(std::optional<Clock::time_point> kill_at) const {
+    if (kill_at) return kill_at;
+    if (!o_.stall_limit || failure_ >= 0 || interrupted_) return std::nullopt;
+    std::optional<Clock::time_point> first;
+    for (const Child& c : children_) {
+      if (c.running && c.stopped_since && (!first || *c.stopped_since < *first)) first = c.stopped_since;
+    }
+    if (!first) return std::nullopt;
+    return *first + *o_.stall_limit;
+  }
+
+  /// Whether a rank has been stopped for longer than the stall limit; if so it is the failure.
+  bool stalled() {
+    if (!o_.stall_limit || failure_ >= 0 || interrupted_) return false;
+    const auto now = Clock::now();
+    for (Child& c : children_) {
+      if (c.running && c.stopped_since && now - *c.stopped_since >= *o_.stall_limit) {
+        failure_ = static_cast<int>(&c - children_.data());
+        stall_ = true;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  const Child* stopped_child() const {
+    for (const Child& c : children_) {
+      if (c.running && c.stopped_since) return &c;
+    }
+    return nullptr;
+  }
+
+  void note_stop(Child& c, int status) {
+    if (WIFSTOPPED(status)) {
+      if (c.stopped_since) return;
+      c.stopped_since = Clock::now();
+      c.stop_signal = WSTOPSIG(status);
+      if (failure_ >= 0 || interrupted_) return;  // being stopped by us anyway
+      std::string limit = o_.stall_limit ? fmt::format(" within {}", seconds_text(*o_.stall_limit)) : "";
+      std::fprintf(stderr,
+                   "kiln: warning: %s was stopped by signal %d (%s); the other ranks wait for it: continue it "
+                   "(kill -CONT %d)%s or the job fails\n",
+                   who(c, host_).c_str(), c.stop_signal, signal_name(c.stop_signal).c_str(), static_cast<int>(c.pid),
+                   limit.c_str());
+      std::fflush(stderr);
+    } else if (WIFCONTINUED(status)) {
+      c.stopped_since.reset();
+    }
+  }
+
   int running_count() const {
     return static_cast<int>(std::count_if(children_.begin(), children_.end(), [](const Child& c) { return c.running; }));
   }
@@ -207,12 +293,19 @@ class Supervisor {
     std::vector<Child*> ended;
     for (Child& c : children_) {
       if (!c.running) continue;
-      int status = 0;
-      const pid_t r = ::waitpid(c.pid, &status, WNOHANG);
-      if (r == c.pid) {
+      // Several state changes may be queued (stopped, continued, exited): take them all.
+      for (;;) {
+        int status = 0;
+        const pid_t r = ::waitpid(c.pid, &status, WNOHANG | WUNTRACED | WCONTINUED);
+        if (r != c.pid) break;
+        if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
+          note_stop(c, status);
+          continue;
+        }
         c.running = false;
         c.status = status;
         ended.push_back(&c);
+        break;
       }
     }
     return note_failures(ended);
@@ -238,6 +331,12 @@ class Supervisor {
     }
     if (!pick) return false;
     failure_ = static_cast<int>(pick - children_.data());
+    // A peer failing while a rank is stopped: the stopped rank is the cause (the peer timed out
+    // waiting for it, or saw its connection stall), so it is the one named.
+    if (const Child* s = stopped_child()) {
+      consequence_ = failure_;
+      failure_ = static_cast<int>(s - children_.data());
+    }
     return true;
   }
 
@@ -247,10 +346,23 @@ class Supervisor {
       const Child& f = children_[static_cast<std::size_t>(failure_)];
       out.exit_code = 1;
       out.failed_rank = f.rank;
-      out.message = fmt::format("rank {} (pid {}) {}; {}", f.rank, f.pid, describe_status(f.status),
-                                stopped_ == 0   ? std::string("no other rank was running")
-                                : stopped_ == 1 ? std::string("stopped the other rank")
-                                                : fmt::format("stopped the other {} ranks", stopped_));
+      // Here the named rank is among those stopped by the supervisor, so all are counted.
+      const std::string ended = fmt::format("stopped {}", ranks_phrase(stopped_));
+      const std::string stopped_text =
+          f.stop_signal ? fmt::format("was stopped by signal {} ({})", f.stop_signal, signal_name(f.stop_signal)) : "";
+      if (stall_) {
+        out.message = fmt::format("{} {} and stayed stopped for {}, the stall limit (dist.timeout_s); {}", who(f, host_),
+                                  stopped_text, seconds_text(*o_.stall_limit), ended);
+      } else if (consequence_ >= 0) {
+        const Child& c = children_[static_cast<std::size_t>(consequence_)];
+        out.message = fmt::format("{} {} and made no progress; rank {} (pid {}) then {}; {}", who(f, host_),
+                                  stopped_text, c.rank, c.pid, describe_status(c.status), ended);
+      } else {
+        out.message = fmt::format("{} {}; {}", who(f, host_), describe_status(f.status),
+                                  stopped_ == 0   ? std::string("no other rank was running")
+                                  : stopped_ == 1 ? std::string("stopped the other rank")
+                                                  : fmt::format("stopped the other {} ranks", stopped_));
+      }
     } else if (interrupted_) {
       out.exit_code = 128 + interrupted_;
       out.message = fmt::format("interrupted by {}; stopped {}", signal_name(interrupted_), ranks_phrase(stopped_));
@@ -262,6 +374,9 @@ class Supervisor {
   const BlockedSignals& signals_;
   std::vector<Child> children_;
   int failure_ = -1;  ///< index in children_ of the failure reported
+  int consequence_ = -1;  ///< index of the rank that failed while failure_ was stopped, or -1
+  bool stall_ = false;    ///< failure_ stayed stopped past the stall limit
+  std::string host_ = host_name();
   int interrupted_ = 0;
   int stopped_ = 0;  ///< ranks still running when the supervisor started stopping them
 };

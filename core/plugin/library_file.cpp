@@ -15,16 +15,11 @@
 
 #include "kiln/errors.hpp"
 #include "kiln/plugin_abi.h"
+#include "load_probe.hpp"
+#include "path_trust.hpp"
 
 namespace kiln::plugin {
 namespace {
-
-bool world_writable(const std::filesystem::path& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec) return false;  // a missing path is reported by whoever tries to open it
-  return (status.permissions() & std::filesystem::perms::others_write) != std::filesystem::perms::none;
-}
 
 // The process-wide "late unload registry" (Boost.DLL FAQ): handles are never closed, because
 // objects, vtables and exception types made by plugin code may live until exit. Keyed by
@@ -72,20 +67,10 @@ void check_descriptor_present(const std::filesystem::path& library) {
 
 }  // namespace
 
-void check_directory_trusted(const std::filesystem::path& dir) {
-  if (world_writable(dir)) {
-    throw PluginError("plugin directory " + dir.string() + " is world-writable, so anyone could "
-                      "plant code in it; refusing to load plugins from it (fix with `chmod o-w " +
-                      dir.string() + "`)");
-  }
-}
+void check_directory_trusted(const std::filesystem::path& dir) { check_path_trusted(dir, "plugin directory"); }
 
 const void* load_plugin_library(const std::filesystem::path& library) {
-  if (world_writable(library)) {
-    throw PluginError("plugin library " + library.string() + " is world-writable, so anyone could "
-                      "replace its code; refusing to load it (fix with `chmod o-w " +
-                      library.string() + "`)");
-  }
+  check_path_trusted(library, "plugin library");
   check_descriptor_present(library);
 
   std::error_code ec;
@@ -95,6 +80,7 @@ const void* load_plugin_library(const std::filesystem::path& library) {
   std::lock_guard lock(loaded.mutex);
   if (const auto it = loaded.by_path.find(key); it != loaded.by_path.end()) return it->second.second;
 
+  probe_library_load(library);  // its initialisers must not end the process (load_probe.hpp)
   auto handle = std::make_unique<boost::dll::shared_library>();
   try {
     handle->load(boost::dll::fs::path(library.string()),

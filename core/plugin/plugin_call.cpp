@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <new>
 #include <typeinfo>
 
 #include "kiln/errors.hpp"
@@ -71,6 +72,9 @@ std::string prefix_of(const PluginOrigin& origin, std::string_view method) {
 [[noreturn]] void rethrow_foreign(const std::string& prefix) {
   try {
     throw;
+  } catch (const std::bad_alloc&) {
+    throw LocatedError<PluginError>(prefix + "ran out of host memory (std::bad_alloc); reduce the batch size or the "
+                                             "model");
   } catch (const std::exception& e) {
     throw LocatedError<PluginError>(prefix + e.what());
   } catch (...) {

@@ -3,7 +3,10 @@
 //
 // A bad library never stops a scan (it becomes a LoadFailure); it matters only when a run asks
 // for a plugin, and then require() lists everything that could explain the miss.
+// index() + lookups load on demand: a library named after the plugin asked for first
+// (libkiln-<kind>-<name>.so), every other library only if none of those provides it.
 #include <algorithm>
+#include <cerrno>
 #include <set>
 #include <system_error>
 
@@ -29,9 +32,11 @@ std::vector<std::filesystem::path> plugin_files(const std::filesystem::path& dir
   std::vector<std::filesystem::path> files;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (is_plugin_file_name(it->path().filename().string()) && it->is_regular_file()) {
-      files.push_back(it->path());
-    }
+    if (!is_plugin_file_name(it->path().filename().string())) continue;
+    // A link that cannot be followed (a loop, a dangling target) is kept, so that loading it
+    // reports why instead of the file silently not being there.
+    std::error_code type_ec;
+    if (it->is_regular_file(type_ec) || type_ec) files.push_back(it->path());
   }
   if (ec) {
     throw PluginError("cannot list plugin directory " + dir.string() + ": " + ec.message() +
@@ -108,60 +113,90 @@ std::shared_ptr<T> create_object(const PluginInfo& info, std::uint32_t kind, con
 Registry::Registry(std::vector<std::filesystem::path> search_path)
     : search_path_(std::move(search_path)) {}
 
-void Registry::scan() {
+void Registry::index() {
   plugins_.clear();
   failures_.clear();
   shadowed_.clear();
+  candidates_.clear();
+  seen_.clear();
   auto logger = log::get("plugin");
-  std::set<std::filesystem::path> seen;  // canonical paths: a dir listed twice is scanned once
-
   for (const auto& dir : search_path_) {
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec)) {
-      logger->debug("plugin directory {} does not exist; skipped", dir.string());
+      if (ec && ec.value() == ELOOP) {
+        failures_.push_back({dir, "plugin directory " + dir.string() + " cannot be resolved: a symlink loop (too "
+                                  "many levels of symbolic links); fix or remove the link"});
+        logger->warn("{}", failures_.back().reason);
+      } else {
+        logger->debug("plugin directory {} does not exist; skipped", dir.string());
+      }
       continue;
     }
-    std::vector<std::filesystem::path> files;
     try {
       check_directory_trusted(dir);
-      files = plugin_files(dir);
+      for (auto& file : plugin_files(dir)) candidates_.push_back({std::move(file), false});
     } catch (const PluginError& e) {
       failures_.push_back({dir, e.what()});
       logger->warn("{}", e.what());
-      continue;
-    }
-    for (const auto& file : files) {
-      const auto canonical = std::filesystem::weakly_canonical(file, ec);
-      if (!seen.insert(ec ? file : canonical).second) continue;
-      std::vector<PluginInfo> found;
-      try {
-        found = read_descriptor(load_plugin_library(file), file);
-      } catch (const PluginError& e) {
-        failures_.push_back({file, e.what()});
-        logger->debug("{}", e.what());
-        continue;
-      }
-      for (auto& info : found) {
-        if (const PluginInfo* winner = find(info.kind, info.name)) {
-          logger->warn("{} plugin '{}' in {} is shadowed by the one in {} (earlier in the plugin "
-                       "path); using the latter",
-                       kind_name(info.kind), info.name, file.string(), winner->library.string());
-          shadowed_.push_back({std::move(info), winner->library});
-        } else {
-          logger->debug("found {} plugin '{}' {} in {}", kind_name(info.kind), info.name,
-                        info.version, file.string());
-          plugins_.push_back(std::move(info));
-        }
-      }
     }
   }
 }
 
-const PluginInfo* Registry::find(std::uint32_t kind, std::string_view name) const {
+void Registry::scan() {
+  index();
+  for (auto& candidate : candidates_) load(candidate);
+}
+
+void Registry::load(Candidate& candidate) const {
+  if (candidate.tried) return;
+  candidate.tried = true;
+  const auto& file = candidate.file;
+  auto logger = log::get("plugin");
+  std::error_code ec;
+  const auto canonical = std::filesystem::weakly_canonical(file, ec);
+  if (!seen_.insert(ec ? file : canonical).second) return;  // a dir listed twice is loaded once
+  std::vector<PluginInfo> found;
+  try {
+    found = read_descriptor(load_plugin_library(file), file);
+  } catch (const PluginError& e) {
+    failures_.push_back({file, e.what()});
+    logger->debug("{}", e.what());
+    return;
+  }
+  for (auto& info : found) {
+    if (const PluginInfo* winner = find_loaded(info.kind, info.name)) {
+      logger->warn("{} plugin '{}' in {} is shadowed by the one in {} (earlier in the plugin "
+                   "path); using the latter",
+                   kind_name(info.kind), info.name, file.string(), winner->library.string());
+      shadowed_.push_back({std::move(info), winner->library});
+    } else {
+      logger->debug("found {} plugin '{}' {} in {}", kind_name(info.kind), info.name, info.version, file.string());
+      plugins_.push_back(std::move(info));
+    }
+  }
+}
+
+const PluginInfo* Registry::find_loaded(std::uint32_t kind, std::string_view name) const {
   for (const auto& info : plugins_) {
     if (info.kind == kind && info.name == name) return &info;
   }
   return nullptr;
+}
+
+static std::string_view file_kind_name(std::uint32_t kind) noexcept {
+  return kind == KILN_KIND_COMMUNICATOR ? std::string_view("comm") : kind_name(kind);
+}
+
+const PluginInfo* Registry::find(std::uint32_t kind, std::string_view name) const {
+  if (const PluginInfo* info = find_loaded(kind, name)) return info;
+  // Libraries named after the plugin first, in search path order; the others only if needed.
+  const std::string own_file = "libkiln-" + std::string(file_kind_name(kind)) + "-" + std::string(name) + ".so";
+  for (auto& candidate : candidates_) {
+    if (candidate.file.filename() == own_file) load(candidate);
+  }
+  if (const PluginInfo* info = find_loaded(kind, name)) return info;
+  for (auto& candidate : candidates_) load(candidate);
+  return find_loaded(kind, name);
 }
 
 namespace {
@@ -189,7 +224,7 @@ std::string search_report(const std::vector<std::filesystem::path>& search_path,
 
 const PluginInfo& Registry::require(std::uint32_t kind, std::string_view name,
                                     std::string_view table) const {
-  if (const PluginInfo* info = find(kind, name)) return *info;
+  if (const PluginInfo* info = find(kind, name)) return *info;  // on a miss, every library is loaded
 
   std::vector<std::string> same_kind;
   std::vector<std::string> other_kinds;  // "'cpu' is a backend plugin"
@@ -212,6 +247,7 @@ const PluginInfo& Registry::require(std::uint32_t kind, std::string_view name,
 }
 
 std::vector<const PluginInfo*> Registry::require_any_kind(std::string_view name) const {
+  for (auto& candidate : candidates_) load(candidate);
   std::vector<const PluginInfo*> matches;
   std::vector<std::string> names;
   for (const auto& info : plugins_) {

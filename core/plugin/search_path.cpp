@@ -1,13 +1,15 @@
 // Where plugins are looked for, and the human names of plugin kinds.
 //
 // Order matters (first match wins): explicit --plugin-path dirs, then KILN_PLUGIN_PATH entries,
-// then the install's plugin dir found from the running executable (bin/../<libdir>/kiln/plugins;
+// (absolute only: a relative one is an error), then the install's plugin dir found from the
+// running executable (bin/../<libdir>/kiln/plugins;
 // the build tree mirrors this as build/lib/kiln/plugins). Missing directories are kept in the
 // list (they show up in "searched: ..." messages) and skipped by scan().
 #include <cstdlib>
 #include <string>
 #include <system_error>
 
+#include "kiln/errors.hpp"
 #include "kiln/plugin/registry.hpp"
 
 #ifndef KILN_PLUGIN_INSTALL_SUBDIR
@@ -48,7 +50,17 @@ std::vector<std::filesystem::path> default_search_path(
     std::size_t begin = 0;
     while (begin <= value.size()) {
       const std::size_t end = std::min(value.find(':', begin), value.size());
-      if (end > begin) append_unique(dirs, std::filesystem::absolute(value.substr(begin, end - begin)));
+      if (end > begin) {
+        const std::filesystem::path entry = value.substr(begin, end - begin);
+        // Like ld.so in secure mode: a relative entry would mean "wherever kiln happens to be
+        // started", so a run in an untrusted directory could pick up planted plugins.
+        if (entry.is_relative()) {
+          throw PluginError("KILN_PLUGIN_PATH entry '" + entry.string() + "' is a relative path, which would "
+                            "be looked up in whatever directory kiln runs from; use an absolute path (e.g. "
+                            "KILN_PLUGIN_PATH=" + std::filesystem::absolute(entry).string() + ")");
+        }
+        append_unique(dirs, entry);
+      }
       begin = end + 1;
     }
   }

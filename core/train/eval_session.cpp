@@ -100,7 +100,7 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
   (void)cfg.validate("schedule", schedule_schema());
 
   plugin::Registry registry(plugin::default_search_path(request.plugin_dirs));
-  registry.scan();
+  registry.index();  // loads only the plugins this run names (registry.hpp)
   const PluginChoice backend_c = choose(cfg, registry, KILN_KIND_BACKEND, "backend", "cpu");
   // The host's init keys are validated and then not used: the checkpoint holds the weights.
   const PluginChoice model_c = choose_model(cfg, registry).plugin;

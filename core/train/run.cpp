@@ -140,7 +140,7 @@ RunOutcome run_training(const TrainCommand& command) {
   const ParamMap schedule = cfg.validate("schedule", schedule_schema());
 
   plugin::Registry registry(plugin::default_search_path(command.plugin_dirs));
-  registry.scan();
+  registry.index();  // loads only the plugins this run names (registry.hpp)
   const PluginChoice backend_c = choose(cfg, registry, KILN_KIND_BACKEND, "backend", "cpu");
   const ModelTable model_t = choose_model(cfg, registry);  // the plugin's keys and the host's (init)
   const PluginChoice& model_c = model_t.plugin;

@@ -4,15 +4,16 @@
 #include "cpu_backend.hpp"
 
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "cpu_info.hpp"
+#include "host_memory.hpp"
 #include "kiln/errors.hpp"
 #include "op_table.hpp"
 
@@ -79,18 +80,23 @@ Tensor CpuBackend::allocate(const Shape& shape, DType dtype, MemoryKind where) {
                                      i, shape_string(shape)));
     }
   }
-  const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
-  const std::size_t rounded = std::max<std::size_t>(64, (bytes + 63) / 64 * 64);
-  void* p = std::aligned_alloc(64, rounded);
-  if (p == nullptr) {
-    const long free_pages = sysconf(_SC_AVPHYS_PAGES);
-    const long page = sysconf(_SC_PAGE_SIZE);
-    throw BackendError(fmt::format(
-        "cpu backend: out of host memory allocating {} {} ({} bytes) with {} bytes free; "
-        "reduce the batch size or the model",
-        dtype_name(dtype), shape_string(shape), bytes,
-        free_pages > 0 && page > 0 ? std::int64_t{free_pages} * page : 0));
+  const std::size_t bytes = shape_bytes(shape, dtype);  // checked: an overflow is a BackendError
+  const auto refuse = [&](const std::optional<HostMemory>& available) {
+    return BackendError(fmt::format(
+        "cpu backend, allocate: a {} tensor of shape {} needs {} bytes, {} available{}; reduce the batch size or "
+        "the model (the config value that sets this shape is too large for this machine)",
+        dtype_name(dtype), shape_string(shape), bytes, available ? fmt::format("{}", available->bytes) : "?",
+        available ? fmt::format(" ({})", available->source) : std::string(" (unknown)")));
+  };
+  // Checked before asking: with overcommit a huge malloc "succeeds" and the OOM killer ends the
+  // process later, with no message at all.
+  if (bytes >= kCheckedAllocationBytes) {
+    const auto available = available_host_memory();
+    if (available && bytes > available->bytes) throw refuse(available);
   }
+  const std::size_t rounded = std::max<std::size_t>(64, (bytes + 63) / 64 * 64);
+  void* p = bytes > SIZE_MAX - 63 ? nullptr : std::aligned_alloc(64, rounded);
+  if (p == nullptr) throw refuse(available_host_memory());
   // Every kind is plain host memory; report it as host so nobody expects DMA-able pages.
   (void)where;
   auto storage = std::make_shared<Storage>(p, bytes, MemoryKind::host, [](void* q) { std::free(q); });

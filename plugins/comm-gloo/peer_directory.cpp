@@ -117,6 +117,7 @@ Liveness PeerDirectory::liveness(int r) const {
     }
     if ((flags & kPfExiting) != 0) return Liveness::gone;
     if (!p.start_ticks.empty() && fields[kStartField] != p.start_ticks) return Liveness::gone;  // pid reused
+    if (state == "T" || state == "t") return Liveness::stopped;
     return Liveness::alive;
   }
   // No /proc entry to read: ask the kernel directly.
@@ -127,7 +128,7 @@ Liveness PeerDirectory::liveness(int r) const {
 std::string PeerDirectory::explain(std::string_view gloo_message) const {
   // Gone ranks are certain and say everything; the address only helps when none was found (a
   // peer on another host), because survivors close their connections too once they fail.
-  std::string gone, connection;
+  std::string gone, stopped, connection;
   const auto add = [](std::string& to, const std::string& clause) { to += (to.empty() ? "" : "; ") + clause; };
   for (int r = 0; r < static_cast<int>(processes_.size()); ++r) {
     if (r == self_) continue;
@@ -136,6 +137,10 @@ std::string PeerDirectory::explain(std::string_view gloo_message) const {
     const std::string& address = static_cast<std::size_t>(r) < addresses_.size() ? addresses_[static_cast<std::size_t>(r)] : std::string();
     if (live == Liveness::gone) {
       add(gone, fmt::format("rank {} is gone (its process {} on host {} no longer exists)", r, p.pid, p.host));
+    } else if (live == Liveness::stopped) {
+      add(stopped, fmt::format("rank {} is stopped (its process {} on host {} is stopped by a signal or a debugger "
+                               "and makes no progress)",
+                               r, p.pid, p.host));
     } else if (names_address(gloo_message, address)) {
       add(connection,
           live == Liveness::alive
@@ -145,7 +150,10 @@ std::string PeerDirectory::explain(std::string_view gloo_message) const {
                             "cannot check)", r, address, p.pid, p.host.empty() ? "?" : p.host));
     }
   }
-  return gone.empty() ? connection : gone;
+  // A stopped rank comes first: the others fail because of it, and a survivor that failed
+  // first (and so is "gone" by now) is only its consequence.
+  if (!stopped.empty() || !gone.empty()) return stopped + (stopped.empty() || gone.empty() ? "" : "; ") + gone;
+  return connection;
 }
 
 }  // namespace kiln::gloo_comm

@@ -2,7 +2,9 @@
 // failed collective can name the rank(s) that are gone. Non-blocking signals: a same-host peer is
 // checked in /proc (zombie, exiting or pid reused = gone) or with kill(pid, 0); otherwise Gloo's
 // "[ip]:port" is matched against the address the rank published for its pair with us (across hosts,
-// but only says which connection failed, and only when we dialled it). Gone ranks are named alone.
+// but only says which connection failed, and only when we dialled it). Stopped ranks (state T or t
+// in /proc: a SIGSTOP or a debugger) and gone ranks are named, stopped first; the connection
+// only when neither was found.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +30,9 @@ struct ProcessIdentity {
 };
 
 /// Whether a process still exists, as far as this host can tell.
-enum class Liveness : std::uint8_t { alive, gone, unknown };
+/// `stopped`: the process exists but is stopped (SIGSTOP, SIGTSTP, a debugger), so it makes no
+/// progress; it is named like a gone rank, since it is what the others are waiting for.
+enum class Liveness : std::uint8_t { alive, gone, stopped, unknown };
 
 class PeerDirectory {
  public:
@@ -39,8 +43,9 @@ class PeerDirectory {
   /// Liveness of rank `r`'s process as seen from this process (unknown on another host).
   Liveness liveness(int r) const;
 
-  /// A clause naming every rank that is gone, e.g. "rank 2 is gone (its process 12345 on host vm
-  /// no longer exists)"; if none is, the rank whose address `gloo_message` names; else "".
+  /// A clause naming every rank that is stopped, then every one that is gone, e.g. "rank 2 is gone
+  /// (its process 12345 on host vm no longer exists)"; if none is, the rank whose address
+  /// `gloo_message` names; else "".
   std::string explain(std::string_view gloo_message) const;
 
  private:

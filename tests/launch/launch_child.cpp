@@ -6,6 +6,8 @@
 //   sleep:S         sleep S seconds, then exit 0 (SIGTERM ends it, as it would a real rank)
 //   stubborn:S      ignore SIGTERM and sleep S seconds (forces the supervisor to SIGKILL)
 //   env:DIR         write the launcher variables and argv to DIR/rank<R>.txt, exit 0
+//   after-stop:P:N  wait (up to 60 s) until rank P is stopped (state T in /proc; its pid from
+//                   KILN_TEST_PIDDIR), then exit with status N: a peer failing because of it
 // If KILN_TEST_PIDDIR is set it first writes its pid to KILN_TEST_PIDDIR/rank<R>.pid, so a
 // test can check that no rank outlives the supervisor.
 #include <signal.h>
@@ -13,6 +15,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 namespace {
@@ -24,6 +27,17 @@ std::string env_or(const char* name, const char* fallback) {
 
 void sleep_seconds(int s) {
   for (int i = 0; i < s * 10; ++i) ::usleep(100000);
+}
+
+/// Whether the process whose pid is in `pid_file` is stopped (state T in /proc/<pid>/stat).
+bool peer_stopped(const std::string& pid_file) {
+  std::ifstream in(pid_file);
+  long pid = 0;
+  if (!(in >> pid) || pid <= 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  const std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'T';
 }
 
 }  // namespace
@@ -51,13 +65,25 @@ int main(int argc, char** argv) {
   const std::string arg = colon == std::string::npos ? "" : action.substr(colon + 1);
   if (verb == "exit") return std::atoi(arg.c_str());
   if (verb == "signal") {
-    ::kill(::getpid(), std::atoi(arg.c_str()));
+    // Default disposition first: under AddressSanitizer its SIGSEGV handler would otherwise turn
+    // the death by signal into "exit 1" after a report.
+    const int sig = std::atoi(arg.c_str());
+    ::signal(sig, SIG_DFL);
+    ::kill(::getpid(), sig);
     ::pause();
   }
   if (verb == "sleep") sleep_seconds(std::atoi(arg.c_str()));
   if (verb == "stubborn") {
     ::signal(SIGTERM, SIG_IGN);
     sleep_seconds(std::atoi(arg.c_str()));
+  }
+  if (verb == "after-stop") {
+    const auto colon2 = arg.find(':');
+    const std::string peer = arg.substr(0, colon2);
+    const int status = std::atoi(arg.substr(colon2 + 1).c_str());
+    const std::string pid_file = env_or("KILN_TEST_PIDDIR", ".") + "/rank" + peer + ".pid";
+    for (int i = 0; i < 600 && !peer_stopped(pid_file); ++i) ::usleep(100000);
+    return status;
   }
   if (verb == "env") {
     std::ofstream out(arg + "/rank" + rank + ".txt");

@@ -3,6 +3,7 @@
 // test runner). Prints what `kiln train --nproc` prints and exits with the same status.
 //
 //   launch_driver NPROC GRACE_MS RENDEZVOUS PROGRAM [ARGS...]     (RENDEZVOUS "-" for none)
+// KILN_TEST_STALL_MS, if set, is the stall limit (kiln train passes dist.timeout_s).
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   o.rendezvous = std::string(argv[3]) == "-" ? "" : argv[3];
   o.program = argv[4];
   for (int i = 5; i < argc; ++i) o.args.emplace_back(argv[i]);
+  if (const char* stall = std::getenv("KILN_TEST_STALL_MS")) o.stall_limit = std::chrono::milliseconds(std::atoi(stall));
   try {
     const kiln::launch::SuperviseOutcome r = kiln::launch::supervise(o);
     std::cout << "failed_rank=" << r.failed_rank << std::endl;

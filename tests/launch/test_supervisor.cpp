@@ -7,12 +7,16 @@
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <fstream>
+#include <sstream>
 #include <thread>
 
+#include "kiln/launch/rendezvous_dir.hpp"
 #include "kiln/launch/supervisor.hpp"
 #include "process.hpp"
 
@@ -87,6 +91,14 @@ struct Case {
   }
 };
 
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::string host() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
 void check_none_alive(const Run& r) {
   for (const auto& [rank, pid] : r.pids) BOOST_TEST(!kiln::test::process_alive(pid), "rank " << rank << " survived");
 }
@@ -109,8 +121,8 @@ BOOST_AUTO_TEST_CASE(exit_status_stops_the_others) {
   BOOST_TEST_REQUIRE(r.status.has_value(), "supervisor hung");
   BOOST_TEST(*r.status == 1);
   BOOST_TEST_REQUIRE(r.pids.count(1) == 1u);
-  BOOST_TEST(r.err == fmt::format("kiln: error: rank 1 (pid {}) exited with status 3; stopped the other 3 ranks\n",
-                                  r.pids.at(1)));
+  BOOST_TEST(r.err == fmt::format("kiln: error: rank 1 (pid {} on host {}) exited with status 3; stopped the other 3 ranks\n",
+                                  r.pids.at(1), host()));
   BOOST_TEST(r.out == "failed_rank=1\n");
   check_none_alive(r);
 }
@@ -121,9 +133,9 @@ BOOST_AUTO_TEST_CASE(signal_death_is_named) {
   BOOST_TEST_REQUIRE(r.status.has_value(), "supervisor hung");
   BOOST_TEST(*r.status == 1);
   BOOST_TEST_REQUIRE(r.pids.count(2) == 1u);
-  BOOST_TEST(r.err == fmt::format("kiln: error: rank 2 (pid {}) was killed by signal 9 (SIGKILL); stopped the other 3 "
+  BOOST_TEST(r.err == fmt::format("kiln: error: rank 2 (pid {} on host {}) was killed by signal 9 (SIGKILL); stopped the other 3 "
                                   "ranks\n",
-                                  r.pids.at(2)));
+                                  r.pids.at(2), host()));
   check_none_alive(r);
 }
 
@@ -132,9 +144,9 @@ BOOST_AUTO_TEST_CASE(segfault_is_named) {
   const Run r = c.run(2, 5000, {"0=signal:11", "*=sleep:100"});
   BOOST_TEST_REQUIRE(r.status.has_value(), "supervisor hung");
   BOOST_TEST(*r.status == 1);
-  BOOST_TEST(r.err == fmt::format("kiln: error: rank 0 (pid {}) was killed by signal 11 (SIGSEGV); stopped the other "
+  BOOST_TEST(r.err == fmt::format("kiln: error: rank 0 (pid {} on host {}) was killed by signal 11 (SIGSEGV); stopped the other "
                                   "rank\n",
-                                  r.pids.at(0)));
+                                  r.pids.at(0), host()));
   check_none_alive(r);
 }
 
@@ -145,7 +157,8 @@ BOOST_AUTO_TEST_CASE(sigterm_ignored_then_sigkill) {
   BOOST_TEST_REQUIRE(r.status.has_value(), "supervisor hung: the stubborn rank was never killed");
   BOOST_TEST(*r.status == 1);
   BOOST_TEST(r.err ==
-             fmt::format("kiln: error: rank 0 (pid {}) exited with status 1; stopped the other rank\n", r.pids.at(0)));
+             fmt::format("kiln: error: rank 0 (pid {} on host {}) exited with status 1; stopped the other rank\n", r.pids.at(0),
+                         host()));
   check_none_alive(r);
 }
 
@@ -162,9 +175,81 @@ BOOST_AUTO_TEST_CASE(last_rank_failing_alone) {
   const Run r = c.finish(*p, 3);
   BOOST_TEST_REQUIRE(r.status.has_value(), "supervisor hung");
   BOOST_TEST(*r.status == 1);
-  BOOST_TEST(r.err == fmt::format("kiln: error: rank 2 (pid {}) was killed by signal 9 (SIGKILL); no other rank was "
+  BOOST_TEST(r.err == fmt::format("kiln: error: rank 2 (pid {} on host {}) was killed by signal 9 (SIGKILL); no other rank was "
                                   "running\n",
-                                  r2));
+                                  r2, host()));
+}
+
+BOOST_AUTO_TEST_CASE(stopped_rank_is_blamed_when_a_peer_fails) {
+  // Rank 1 stops itself (SIGSTOP); rank 0 then fails, as a real rank would on its collective's
+  // timeout. The stopped rank is the one named, the failing peer is mentioned, nothing survives.
+  Case c;
+  const Run r = c.run(3, 300, {"1=signal:19", "0=after-stop:1:1", "*=sleep:100"});
+  BOOST_TEST_REQUIRE(r.status.has_value(), "supervisor hung");
+  BOOST_TEST(*r.status == 1);
+  BOOST_TEST_REQUIRE(r.pids.size() == 3u);
+  BOOST_TEST(r.out == "failed_rank=1\n");
+  const std::string warning =
+      fmt::format("kiln: warning: rank 1 (pid {} on host {}) was stopped by signal 19 (SIGSTOP); the other ranks wait "
+                  "for it: continue it (kill -CONT {}) or the job fails\n",
+                  r.pids.at(1), host(), r.pids.at(1));
+  const std::string error =
+      fmt::format("kiln: error: rank 1 (pid {} on host {}) was stopped by signal 19 (SIGSTOP) and made no progress; "
+                  "rank 0 (pid {}) then exited with status 1; stopped 2 ranks\n",
+                  r.pids.at(1), host(), r.pids.at(0));
+  BOOST_TEST(r.err == warning + error);
+  check_none_alive(r);
+}
+
+BOOST_AUTO_TEST_CASE(rank_stopped_past_the_stall_limit_ends_the_job) {
+  // Nobody else fails (a single stopped rank would otherwise hang the job forever): the stall
+  // limit (dist.timeout_s under kiln train) ends it, naming the rank.
+  Case c;
+  const Run r = c.run(2, 300, {"1=signal:19", "*=sleep:100"}, "-", {{"KILN_TEST_STALL_MS", "500"}});
+  BOOST_TEST_REQUIRE(r.status.has_value(), "supervisor hung");
+  BOOST_TEST(*r.status == 1);
+  BOOST_TEST_REQUIRE(r.pids.size() == 2u);
+  BOOST_TEST(r.out == "failed_rank=1\n");
+  BOOST_TEST(contains(r.err, fmt::format("kiln: warning: rank 1 (pid {} on host {}) was stopped by signal 19 "
+                                                     "(SIGSTOP)",
+                                                     r.pids.at(1), host())),
+             r.err);
+  BOOST_TEST(contains(r.err, fmt::format("kiln: error: rank 1 (pid {} on host {}) was stopped by signal 19 "
+                                                     "(SIGSTOP) and stayed stopped for 0.5 s, the stall limit "
+                                                     "(dist.timeout_s); stopped 2 ranks\n",
+                                                     r.pids.at(1), host())),
+             r.err);
+  check_none_alive(r);
+}
+
+BOOST_AUTO_TEST_CASE(continued_rank_is_not_blamed) {
+  // A rank stopped and continued before anything fails is only warned about.
+  Case c;
+  auto p = c.start(2, 300, {"1=sleep:100", "*=sleep:100"}, "-", {{"KILN_TEST_STALL_MS", "600000"}});
+  c.wait_for_ranks(2);
+  const pid_t r1 = static_cast<pid_t>(std::stol(slurp(c.dir / "rank1.pid")));
+  const pid_t r0 = static_cast<pid_t>(std::stol(slurp(c.dir / "rank0.pid")));
+  ::kill(r1, SIGSTOP);
+  // Wait until the supervisor has said so, then continue it and fail rank 0.
+  const auto deadline = std::chrono::steady_clock::now() + kWallClock;
+  while (!contains(slurp(c.dir / "err.txt"), "kiln: warning: rank 1")) {
+    BOOST_TEST_REQUIRE((std::chrono::steady_clock::now() < deadline), "no warning about the stopped rank");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(r1, SIGCONT);
+  // The continue must be seen before rank 0 fails: wait until rank 1 runs again.
+  while (contains(slurp(fmt::format("/proc/{}/stat", r1)), ") T ")) {
+    BOOST_TEST_REQUIRE((std::chrono::steady_clock::now() < deadline), "rank 1 never continued");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // Even if the supervisor reaps both changes at once, the continue is applied before the death.
+  ::kill(r0, SIGKILL);
+  const Run r = c.finish(*p, 2);
+  BOOST_TEST_REQUIRE(r.status.has_value(), "supervisor hung");
+  BOOST_TEST(*r.status == 1);
+  BOOST_TEST(contains(
+                 r.err, fmt::format("kiln: error: rank 0 (pid {} on host {}) was killed by signal 9 (SIGKILL)", r0, host())),
+             r.err);
 }
 
 BOOST_AUTO_TEST_CASE(sigterm_to_supervisor_is_forwarded) {
@@ -264,4 +349,42 @@ BOOST_AUTO_TEST_CASE(signal_names) {
   BOOST_TEST(kiln::launch::signal_name(9) == "SIGKILL");
   BOOST_TEST(kiln::launch::signal_name(15) == "SIGTERM");
   BOOST_TEST(kiln::launch::signal_name(11) == "SIGSEGV");
+}
+
+BOOST_AUTO_TEST_CASE(stale_rendezvous_dirs_are_removed) {
+  // A killed supervisor cannot remove its rendezvous directory; the next one removes it, and
+  // only directories whose recorded supervisor is gone.
+  Case c;
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(gone, &status, 0);
+  const auto make = [&](const std::string& name, const std::string& owner) {
+    fs::create_directories(c.dir / name);
+    if (!owner.empty()) std::ofstream(c.dir / name / "supervisor") << owner << "\n";
+  };
+  make("kiln-rendezvous-dead", fmt::format("{} 12345", gone));
+  make("kiln-rendezvous-alive", fmt::format("{} {}", ::getpid(), "0"));  // start time differs: pid reused
+  make("kiln-rendezvous-nofile", "");
+  make("other-dir", fmt::format("{} 12345", gone));
+  std::string self_stat = slurp("/proc/self/stat");
+  const auto close = self_stat.rfind(')');
+  std::istringstream fields(self_stat.substr(close + 2));
+  std::string field, ticks;
+  for (int i = 3; i <= 22 && fields >> field; ++i) ticks = field;
+  make("kiln-rendezvous-mine", fmt::format("{} {}", ::getpid(), ticks));
+
+  BOOST_TEST(kiln::launch::remove_stale_rendezvous_dirs(c.dir) == 2);
+  BOOST_TEST(!fs::exists(c.dir / "kiln-rendezvous-dead"));
+  BOOST_TEST(!fs::exists(c.dir / "kiln-rendezvous-alive"));
+  BOOST_TEST(fs::exists(c.dir / "kiln-rendezvous-nofile"));
+  BOOST_TEST(fs::exists(c.dir / "other-dir"));
+  BOOST_TEST(fs::exists(c.dir / "kiln-rendezvous-mine"));
+
+  {
+    kiln::launch::RendezvousDir dir(c.dir);
+    BOOST_TEST(fs::is_directory(dir.path()));
+    BOOST_TEST(slurp(dir.path() / "supervisor") == fmt::format("{} {}\n", ::getpid(), ticks));
+    BOOST_TEST(kiln::launch::remove_stale_rendezvous_dirs(c.dir) == 0);  // its own is alive
+  }
 }

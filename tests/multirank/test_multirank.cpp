@@ -13,6 +13,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -117,6 +118,16 @@ pid_t rank_pid(pid_t parent, int rank) {
 const std::vector<std::string> kLongRun = {"--set", "run.epochs=3",  "--set", "comm.type=\"gloo\"",
                                            "--set", "loader.batch=16", "--set", fmt::format("dist.timeout_s={}", kTimeoutS)};
 
+std::string host() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// A stopped rank is caught by the collective timeout and the supervisor's stall limit, both
+// dist.timeout_s; this bound only keeps a broken build from hanging the test.
+constexpr std::chrono::seconds kStopLimit{4 * kTimeoutS + 60};
+
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -216,7 +227,8 @@ BOOST_AUTO_TEST_CASE(sigkill_under_nproc) {
   BOOST_TEST_REQUIRE(status.has_value(), "kiln did not exit within " << kFailureLimit.count() << " s");
   BOOST_TEST(*status == 1);
   const std::string line = error_line(err_of("kill-nproc"));
-  const std::string want = fmt::format("kiln: error: rank 2 (pid {}) was killed by signal 9 (SIGKILL); ", ranks[2]);
+  const std::string want = fmt::format("kiln: error: rank 2 (pid {} on host {}) was killed by signal 9 (SIGKILL); ",
+                                       ranks[2], host());
   BOOST_TEST(line.rfind(want, 0) == 0u, line);
   for (int r = 0; r < 4; ++r) {
     BOOST_TEST(!kiln::test::process_alive(ranks[static_cast<std::size_t>(r)]), "rank " << r << " was left behind");
@@ -286,4 +298,63 @@ BOOST_AUTO_TEST_CASE(rank_exiting_before_rendezvous) {
                  line);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(sigstop_under_nproc) {
+  // A rank that stops (SIGSTOP) instead of dying: the supervisor names it, with pid and host,
+  // ends the job with status 1, leaves no rank behind, and keeps what the run already wrote.
+  const fs::path dir = scratch() / "stop-nproc";
+  auto sup = start("stop-nproc", with(kLongRun, {"--nproc", "4", "--run-dir", dir.string()}));
+  wait_for_text(scratch() / "stop-nproc.err", "steps per epoch", kWallClock);
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // into the epoch
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(rank_pid(sup->pid(), r));
+  for (int r = 0; r < 4; ++r) BOOST_TEST_REQUIRE(ranks[static_cast<std::size_t>(r)] > 0, "rank " << r << " not found");
+  ::kill(ranks[2], SIGSTOP);
+
+  const auto status = sup->wait_for(kStopLimit);
+  BOOST_TEST_REQUIRE(status.has_value(), "kiln did not exit within " << kStopLimit.count() << " s");
+  BOOST_TEST(*status == 1);
+  const std::string err = err_of("stop-nproc");
+  const std::string line = error_line(err);
+  const std::string want =
+      fmt::format("kiln: error: rank 2 (pid {} on host {}) was stopped by signal 19 (SIGSTOP) and ", ranks[2], host());
+  BOOST_TEST(line.rfind(want, 0) == 0u, line);
+  BOOST_TEST(err.find(fmt::format("kiln: warning: rank 2 (pid {} on host {}) was stopped", ranks[2], host())) !=
+                 std::string::npos,
+             err);
+  for (int r = 0; r < 4; ++r) {
+    BOOST_TEST(!kiln::test::process_alive(ranks[static_cast<std::size_t>(r)]), "rank " << r << " was left behind");
+  }
+  BOOST_TEST(fs::exists(dir / "config.toml"), "the run directory was lost");
+}
+
+BOOST_AUTO_TEST_CASE(sigstop_without_supervisor) {
+  // Under mpirun/srun nobody watches the ranks: the survivors time out in their collective and
+  // each names the stopped rank (its process is in state T on this host), not a healthy peer.
+  const fs::path dir = scratch() / "stop-free", rdzv = scratch() / "stop-free-rdzv";
+  fs::create_directories(rdzv);
+  std::vector<std::unique_ptr<Process>> ranks;
+  for (int r = 0; r < 4; ++r) {
+    Env env = clean_env();
+    env["RANK"] = std::to_string(r);
+    env["WORLD_SIZE"] = "4";
+    env["OMP_NUM_THREADS"] = "1";
+    env["KILN_RENDEZVOUS"] = "file:" + rdzv.string();
+    ranks.push_back(start(fmt::format("stop-free-{}", r), with(kLongRun, {"--run-dir", dir.string()}), env));
+  }
+  wait_for_text(scratch() / "stop-free-0.err", "steps per epoch", kWallClock);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  ::kill(ranks[2]->pid(), SIGSTOP);
+  for (int r : {0, 1, 3}) {
+    const auto status = ranks[static_cast<std::size_t>(r)]->wait_for(kStopLimit);
+    BOOST_TEST_REQUIRE(status.has_value(), "rank " << r << " did not exit within " << kStopLimit.count() << " s");
+    BOOST_TEST(*status == 1, "rank " << r);
+    const std::string line = error_line(err_of(fmt::format("stop-free-{}", r)));
+    BOOST_TEST(line.find(fmt::format("rank {} of 4", r)) != std::string::npos, line);
+    BOOST_TEST(line.find(fmt::format("rank 2 is stopped (its process {} on host ", ranks[2]->pid())) != std::string::npos,
+               line);
+  }
+  ::kill(ranks[2]->pid(), SIGKILL);
+  BOOST_TEST(ranks[2]->wait_for(kWallClock).value_or(-1) == 128 + SIGKILL);
 }

@@ -98,7 +98,8 @@ BOOST_AUTO_TEST_CASE(plugin_or_core_passes_the_cores_own_errors) {
   BOOST_TEST(message_of<kiln::BackendError>([&] { call([] { throw kiln::BackendError("out of memory"); }); }) ==
              "backend plugin 'cpu' (libkiln-backend-cpu.so), a call from the trainer: out of memory");
   BOOST_TEST(message_of<kiln::PluginError>([&] { call([] { throw std::bad_alloc(); }); }) ==
-             "backend plugin 'cpu' (libkiln-backend-cpu.so), a call from the trainer: std::bad_alloc");
+             "backend plugin 'cpu' (libkiln-backend-cpu.so), a call from the trainer: ran out of host memory "
+             "(std::bad_alloc); reduce the batch size or the model");
 }
 
 BOOST_AUTO_TEST_CASE(guarded_data_source_names_each_method) {

@@ -4,13 +4,16 @@
 // (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), KILN_RENDEZVOUS and OMP_NUM_THREADS (cores / N
 // unless the user set it). It never loads plugins. When a child fails (non-zero exit or a signal)
 // the others get SIGTERM, then SIGKILL after a grace period, and the outcome names the rank that
-// failed first. SIGINT/SIGTERM sent to the supervisor are forwarded. Children die with the
-// supervisor (PR_SET_PDEATHSIG), so killing it leaves no rank behind.
+// failed first, with its pid and host. A rank the kernel reports stopped is warned about at once
+// and blamed if a peer fails while it is stopped (the peers time out waiting for it) or if it
+// stays stopped past `stall_limit`. SIGINT/SIGTERM sent to the supervisor are forwarded.
+// Children die with the supervisor (PR_SET_PDEATHSIG), so killing it leaves no rank behind.
 #pragma once
 
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,9 @@ struct SuperviseOptions {
   int nproc = 1;                          ///< ranks to start, >= 1
   std::string rendezvous;                 ///< KILN_RENDEZVOUS for the children; empty: not set
   std::chrono::milliseconds grace{5000};  ///< between SIGTERM and SIGKILL when stopping ranks
+  /// A rank stopped (SIGSTOP, SIGTSTP, a debugger) for longer than this fails the job, naming
+  /// it; `kiln train` passes dist.timeout_s. Unset: a stopped rank is blamed only once a peer fails.
+  std::optional<std::chrono::milliseconds> stall_limit;
 };
 
 /// How the job ended.

@@ -2,10 +2,12 @@
 //
 // The registry scans the search path (--plugin-path dirs, then KILN_PLUGIN_PATH entries, then
 // <dir of the kiln executable>/../lib/kiln/plugins), in that order, for files named
-// libkiln-*.so. For each file it: refuses world-writable directories and files; confirms with
+// libkiln-*.so. For each file it: refuses paths someone other than the user or root could
+// change (the whole written and resolved path, plugin/path_trust.hpp); confirms with
 // boost::dll::library_info that the "kilnplug" section and the descriptor symbol exist (so a
-// foreign .so is never executed); loads the library with immediate binding (RTLD_NOW |
-// RTLD_LOCAL); reads kiln_library_v1 and checks abi_major ==, abi_minor <=, struct_size,
+// foreign .so is never executed); loads it once in a forked child, so initialisers that exit,
+// crash or hang are refused instead of ending the host (plugin/load_probe.hpp); loads the
+// library with immediate binding (RTLD_NOW | RTLD_LOCAL); reads kiln_library_v1 and checks abi_major ==, abi_minor <=, struct_size,
 // toolchain key; then records each plugin it exports. The first plugin with a given
 // (kind, name) wins; later ones are logged as shadowed. A library that fails is recorded with
 // its reason (shown by `kiln plugins list`) and is an error only if a run asks for a plugin it
@@ -13,12 +15,21 @@
 //
 // Lifetime: loaded libraries are never unloaded (they stay in a process-wide list until exit),
 // so objects and exceptions made by plugin code can never outlive that code.
-// Thread-safety: scan() is not thread-safe; lookups and create() are, after scan().
+// A run does not scan: index() lists the libkiln-*.so files (after the directory checks) and a
+// lookup loads, in search path order, the libraries named after the plugin it asks for
+// (libkiln-<kind>-<name>.so, kind one of backend, model, data, comm, precision), and every other
+// library only if none of those provides it. So a broken or hostile library elsewhere in the
+// path does not touch a run that names its plugins' own libraries.
+//
+// Thread-safety: scan() and index() are not thread-safe; after scan(), lookups and create()
+// are; after index(), lookups may load libraries and must come from one thread.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,17 +86,22 @@ class Registry {
   Registry(Registry&&) noexcept = default;
   Registry& operator=(Registry&&) noexcept = default;
 
-  /// Scans the search path once. Never throws for a bad library; see failures().
+  /// Scans the search path once, loading every library. Never throws for a bad library; see
+  /// failures(). For `kiln plugins list` and tests.
   void scan();
+  /// Lists the search path's plugin files without loading any; lookups then load on demand
+  /// (see the file comment). What `kiln train`, eval and predict use.
+  void index();
 
   const std::vector<std::filesystem::path>& search_path() const noexcept { return search_path_; }
-  /// Every usable plugin, in discovery order.
-  const std::vector<PluginInfo>& plugins() const noexcept { return plugins_; }
+  /// Every usable plugin loaded so far, in discovery order (a deque: growing it on a lazy
+  /// lookup keeps earlier PluginInfo references valid).
+  const std::deque<PluginInfo>& plugins() const noexcept { return plugins_; }
   const std::vector<LoadFailure>& failures() const noexcept { return failures_; }
   /// Plugins hidden by an earlier one of the same kind and name (also logged when found).
   const std::vector<ShadowedPlugin>& shadowed() const noexcept { return shadowed_; }
 
-  /// The plugin of `kind` named `name`, or nullptr.
+  /// The plugin of `kind` named `name`, or nullptr (after index(), loading what it needs).
   const PluginInfo* find(std::uint32_t kind, std::string_view name) const;
   /// Like find(), but throws PluginError: "no model plugin named 'mpl' (asked for by [model]
   /// type) (did you mean 'mlp'?); known model plugins: mlp; searched: ...", followed by the
@@ -105,10 +121,21 @@ class Registry {
   std::shared_ptr<PrecisionPolicy> create_precision(const PluginInfo& info, const PluginArgs& args) const;
 
  private:
+  struct Candidate {
+    std::filesystem::path file;
+    bool tried = false;  ///< loaded, or failed and recorded in failures_
+  };
+  void load(Candidate& candidate) const;
+  const PluginInfo* find_loaded(std::uint32_t kind, std::string_view name) const;
+
   std::vector<std::filesystem::path> search_path_;
-  std::vector<PluginInfo> plugins_;
-  std::vector<LoadFailure> failures_;
-  std::vector<ShadowedPlugin> shadowed_;
+  // Mutable: a lookup after index() loads libraries, which is not a change a caller can see
+  // beyond plugins() growing.
+  mutable std::vector<Candidate> candidates_;
+  mutable std::set<std::filesystem::path> seen_;  ///< canonical paths of libraries loaded
+  mutable std::deque<PluginInfo> plugins_;
+  mutable std::vector<LoadFailure> failures_;
+  mutable std::vector<ShadowedPlugin> shadowed_;
 };
 
 }  // namespace kiln::plugin

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The sanitizer job: the core, the CPU plugins and a chosen set of their tests built with
+# -fsanitize=address,undefined (CUDA off) into build-asan/, then those tests run. Any report
+# fails the job (UBSan is made fatal; ASan is fatal by default, leaks included).
+#
+# What is built is limited to keep the job within ~8 minutes on 2 cores: the kiln CLI, the cpu
+# backend, mlp, mnist, synthetic, local and fp32 plugins, the plugin test fixtures and the test
+# binaries below (no gloo, no resnet, no CUDA). The tests chosen cover the size arithmetic, the
+# config and plugin loaders, the supervisor, data reading, checkpoints and a few end-to-end runs.
+# Usage: scripts/sanitize.sh [extra ctest arguments]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache); fi
+flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+# -O1 -g1: fast to compile, still line numbers in every report.
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_WITH_CUDA=OFF "${launcher[@]}" \
+  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
+  -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+
+tests=(test_config test_idx test_data_loader test_plugin_trust test_supervisor test_train_errors)
+cmake --build build-asan -j "$(nproc)" --target kiln backend-cpu model-mlp data-mnist data-synthetic comm-local \
+  precision-fp32 launch_child launch_driver "${tests[@]}"
+built=$(date +%s)
+
+# The plugins are dlopen()ed by an instrumented executable, so the ASan runtime is already there.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+regex="^($(IFS='|'; echo "${tests[*]}"))\$"
+ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -R "$regex" "$@"
+end=$(date +%s)
+echo "sanitize: build $((built - start)) s, tests $((end - built)) s, total $((end - start)) s"
