@@ -149,6 +149,10 @@ BOOST_AUTO_TEST_CASE(check_zero_prints_na) {
   BOOST_TEST(rows[0][8] == "N/A");
   BOOST_TEST(rows[0][12] == "N/A");
   BOOST_TEST(contains(text, "validation: 0"));
+  // In the JSON report an unchecked #wrong is null, as nccl-tests writes it.
+  const auto doc = kiln::test::json::parse(run_local({"-b", "64", "-e", "64", "-c", "0", "-n", "1", "-w", "0", "--json"}));
+  BOOST_TEST(doc.at("config").at("validation").number == 0);
+  BOOST_TEST((doc.at("results").items.at(0).at("in_place").at("nwrong").kind == kiln::test::json::Value::Kind::null));
 }
 
 namespace {
@@ -293,8 +297,10 @@ BOOST_AUTO_TEST_CASE(world_two_without_rendezvous_says_how) {
 
 #ifdef KILN_BENCH_HAVE_GLOO
 BOOST_AUTO_TEST_CASE(gloo_two_ranks_through_nproc) {
+  const auto report = std::filesystem::temp_directory_path() / ("kiln-bench-gloo-" + std::to_string(::getpid()) + ".json");
+  std::filesystem::remove(report);
   const std::string cmd = std::string(KILN_BENCH_DRIVER) + " bench-comm --comm gloo --nproc 2 -b 8 -e 1M -f 8 -n 3 -w 1 " +
-                          "--timeout 60 --plugin-path " + KILN_TEST_PLUGIN_DIR + " 2>&1";
+                          "-g 1 -J " + report.string() + " --timeout 60 --plugin-path " + KILN_TEST_PLUGIN_DIR + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   BOOST_REQUIRE(p != nullptr);
   std::string text;
@@ -320,5 +326,27 @@ BOOST_AUTO_TEST_CASE(gloo_two_ranks_through_nproc) {
   // busbw = algbw * 2(n-1)/n = algbw for two ranks.
   BOOST_TEST(rows.back()[6] == rows.back()[7]);
   BOOST_TEST(contains(text, "# Out of bounds values : 0 OK"));
+
+  // The -J report of the two ranks: one device per rank, the table's rows, busbw = algbw.
+  const json::Value doc = json::parse(read_file(report));
+  std::filesystem::remove(report);
+  const auto& devices = doc.at("config").at("devices").items;
+  BOOST_REQUIRE(devices.size() == 2u);
+  BOOST_TEST(devices[0].at("rank").number == 0);
+  BOOST_TEST(devices[1].at("rank").number == 1);
+  BOOST_TEST(devices[0].at("pid").number != devices[1].at("pid").number);
+  BOOST_TEST(doc.at("kiln").at("world_size").number == 2);
+  BOOST_TEST(doc.at("kiln").at("comm").string == "gloo");
+  const auto& results = doc.at("results").items;
+  BOOST_REQUIRE(results.size() == sizes.size());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    BOOST_TEST(results[i].at("size").number == std::stod(sizes[i]));
+    for (const char* half : {"out_of_place", "in_place"}) {
+      const json::Value& h = results[i].at(half);
+      BOOST_TEST(h.at("bus_bw").number == h.at("alg_bw").number);
+      BOOST_TEST(h.at("nwrong").number == 0);
+    }
+  }
+  BOOST_TEST(doc.at("out_of_bounds").at("okay").string == "true");
 }
 #endif
