@@ -51,7 +51,7 @@ for p in "${pids[@]}"; do wait "$p"; done
 echo "# direct: $(head -1 "$out/direct.0.txt" | sed 's/^# //')"
 
 # 4. Side by side (sizes in bytes); ratio = kiln in-place busbw / direct busbw. The JSON output
-#    carries 4 decimals where the table has 2.
+#    (nccl-tests' -J schema, docs/bench-comm.md) carries 6 decimals where the table has 2.
 python3 - "$out/kiln.json" "$out/direct.0.txt" <<'PY'
 import json, sys
 kiln = json.load(open(sys.argv[1]))
@@ -61,18 +61,19 @@ for line in open(sys.argv[2]):
     if line.startswith("#") or len(f) != 5:
         continue
     direct[int(f[0])] = float(f[4])
-print(f"# kiln: {kiln['comm_describe']}, {kiln['world_size']} ranks, {kiln['datatype']} {kiln['op']}")
+k, first = kiln["kiln"], (kiln["results"] or [{}])[0]
+print(f"# kiln: {k['comm_describe']}, {k['world_size']} ranks, {first.get('type')} {first.get('redop')}")
 print(f"{'size(B)':>12}  {'kiln oop busbw':>14}  {'kiln ip busbw':>14}  {'direct busbw':>14}  {'ratio':>7}")
 at64 = None
 for row in kiln["results"]:
-    s, ip, oop = row["size"], row["in_place"]["busbw_gbs"], row["out_of_place"]["busbw_gbs"]
+    s, ip, oop = row["size"], row["in_place"]["bus_bw"], row["out_of_place"]["bus_bw"]
     d = direct.get(s)
     ratio = f"{ip / d:.3f}" if d else "-"
     print(f"{s:>12}  {oop:>14.4f}  {ip:>14.4f}  {(f'{d:.4f}' if d is not None else '-'):>14}  {ratio:>7}")
     if s == 64 << 20 and d:
         at64 = ip / d
-if kiln["out_of_bounds"]:
-    print(f"# kiln bench-comm reported {kiln['out_of_bounds']} wrong elements")
+if kiln["out_of_bounds"]["count"]:
+    print(f"# kiln bench-comm reported {kiln['out_of_bounds']['count']} wrong elements")
 if at64 is None:
     print("# no 64 MB row (set MAX=64M or more to get the ratio the goal is stated at)")
 else:

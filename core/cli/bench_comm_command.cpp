@@ -7,6 +7,7 @@
 // - Checking fills the input with small rank-dependent integers (1 + (rank + i) % 4), exact in
 //   every dtype for the sums of up to 512 ranks, and counts elements that differ (#wrong).
 #include "bench_comm_command.hpp"
+#include "bench_comm_json.hpp"
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
@@ -18,7 +19,10 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -56,6 +60,7 @@ struct BenchOptions {
   std::string backend = "cpu";
   std::vector<std::string> sets;
   bool json = false;
+  std::string json_file;  // -J: also write the JSON report here
   std::chrono::milliseconds timeout{300000};
 };
 
@@ -290,32 +295,36 @@ std::string half_text(const Half& h) {
   return fmt::format("  {}  {:6.2f}  {:6.2f}  {:>5}", time_text(h.time_us), h.algbw, h.busbw, wrong);
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-std::string json_half(const Half& h) {
-  return fmt::format("{{\"time_us\": {:.3f}, \"algbw_gbs\": {:.4f}, \"busbw_gbs\": {:.4f}, \"wrong\": {}}}", h.time_us,
-                     h.algbw, h.busbw, h.wrong < 0 ? std::string("null") : std::to_string(h.wrong));
-}
-
 /// "pid|host|device index|device name" for one rank, shared through the store.
 std::string rank_line_payload(const Backend& backend) {
   char host[256] = {0};
   ::gethostname(host, sizeof(host) - 1);
   const DeviceInfo dev = backend.device();
   return fmt::format("{}|{}|{}|{}|{}", ::getpid(), host, dev.index, backend.name(), dev.name);
+}
+
+/// -J FILE, created empty and exclusively before the run, as nccl-tests does: an existing FILE is
+/// kept and FILE.0, FILE.1, ... are tried instead. Returns the path claimed.
+std::string claim_json_file(const std::string& path) {
+  std::string target = path;
+  for (int n = 0;; ++n) {
+    std::FILE* f = std::fopen(target.c_str(), "wx");
+    if (f) {
+      std::fclose(f);
+      return target;
+    }
+    if (errno != EEXIST || n > 999) {
+      throw IoError(fmt::format("-J/--output_file: cannot create {}: {}", target, std::strerror(errno)));
+    }
+    target = fmt::format("{}.{}", path, n);
+  }
+}
+
+void write_json_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::trunc);
+  f << text << "\n";
+  f.close();
+  if (!f) throw IoError(fmt::format("-J/--output_file: cannot write {}", path));
 }
 
 std::vector<std::string> split(const std::string& s, char sep, std::size_t parts) {
@@ -411,7 +420,7 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
   BenchOptions o;
   std::string minb = "32M", maxb = "32M", stepb = "1M", dtype = "float", op = "sum";
   std::vector<std::string> extra_paths;
-  int rank = -1, world = -1, nproc = 0;
+  int rank = -1, world = -1, nproc = 0, ngpus = 1;
   double timeout_s = 300;
   po::options_description opts("kiln bench-comm options (nccl-tests flags, plus plugin choice)");
   opts.add_options()
@@ -428,7 +437,9 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
       ("check,c", po::value(&o.check), "check iterations per size; 0 disables #wrong (default 1)")
       ("datatype,d", po::value(&dtype), "float, half, bfloat16 or double (default float)")
       ("op,o", po::value(&op), "sum, avg, max or min (default sum)")
-      ("json", po::bool_switch(&o.json), "print JSON instead of the table")
+      ("ngpus,g", po::value(&ngpus), "GPUs per process; only 1 (each rank drives one device)")
+      ("json", po::bool_switch(&o.json), "print nccl-tests' JSON report instead of the table")
+      ("output_file,J", po::value(&o.json_file), "also write nccl-tests' JSON report to this file")
       ("nproc", po::value(&nproc), "start N local ranks and supervise them (like torchrun --nproc-per-node)")
       ("rank", po::value(&rank), "this process's rank (with --world-size; overrides launcher variables)")
       ("world-size", po::value(&world), "number of ranks (with --rank)")
@@ -439,11 +450,19 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
   po::store(po::command_line_parser(args).options(opts).style(style).run(), vm);
   if (vm.count("help")) {
     out << "usage: kiln bench-comm --comm NAME [--backend NAME] [-b 8 -e 64M -f 2] [-n 20 -w 5 -c 1]\n"
-           "                       [-d float|half|bfloat16|double] [-o sum|avg|max|min] [--json] [--nproc N]\n\n"
+           "                       [-d float|half|bfloat16|double] [-o sum|avg|max|min] [-g 1] [--json] [-J FILE]\n"
+           "                       [--nproc N]\n\n"
         << opts << "\n";
     return 0;
   }
   po::notify(vm);
+
+  if (ngpus != 1) {
+    throw ConfigError(fmt::format("-g/--ngpus {}: Kiln drives one device per rank, so only -g 1 is valid; start more "
+                                  "ranks instead (--nproc N, torchrun or mpirun)",
+                                  ngpus));
+  }
+  const std::string start_time = bench_json_now();
 
   std::vector<fs::path> dirs = plugin_dirs;
   for (const auto& p : extra_paths) dirs.emplace_back(p);
@@ -536,17 +555,29 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
   const std::string payload = rank_line_payload(*b.backend);
   b.store->set(fmt::format("kiln/bench-comm/rank{}", b.ranks.rank), std::vector<std::uint8_t>(payload.begin(), payload.end()));
   std::vector<std::string> rank_lines;
+  std::vector<BenchJsonDevice> devices;
   if (b.ranks.rank == 0) {
     for (int r = 0; r < b.ranks.world_size; ++r) {
       const auto v = b.store->get(fmt::format("kiln/bench-comm/rank{}", r), o.timeout);
       const auto f = split(std::string(v.begin(), v.end()), '|', 5);
       rank_lines.push_back(fmt::format("#  Rank {:2} Group  0 Pid {:>6} on {:>10} device {:>2} [{}] {}", r, f[0], f[1],
                                        f[2], f[3], f[4]));
+      BenchJsonDevice d;
+      d.rank = r;
+      d.pid = std::atoi(f[0].c_str());
+      d.hostname = f[1];
+      d.device = std::atoi(f[2].c_str());
+      d.device_hex = f[3];
+      d.device_info = f[4];
+      devices.push_back(d);
     }
   }
 
   const std::string describe = b.comm->describe();
+  std::string json_path;
+  if (b.ranks.rank == 0 && !o.json_file.empty()) json_path = claim_json_file(o.json_file);
   if (b.ranks.rank == 0 && !o.json) {
+    if (!json_path.empty()) out << "# Writing JSON output to " << json_path << "\n";
     const std::string step = vm.count("stepfactor") ? fmt::format("{}(factor)", o.step_factor)
                                                     : fmt::format("{}(bytes)", o.step_bytes);
     out << fmt::format("# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {} warmup iters: {} iters: {} agg iters: 1 "
@@ -587,20 +618,39 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
   b.comm->barrier();
 
   if (b.ranks.rank == 0) {
-    if (o.json) {
-      out << "{\"command\": \"bench-comm\", \"collective\": \"all_reduce\", \"comm\": " << json_string(o.comm)
-          << ", \"comm_describe\": " << json_string(describe) << ", \"backend\": " << json_string(o.backend)
-          << ", \"world_size\": " << b.ranks.world_size << ", \"datatype\": " << json_string(o.dtype_label)
-          << ", \"op\": " << json_string(o.op_label) << ", \"iters\": " << o.iters << ", \"warmup_iters\": " << o.warmup
-          << ", \"check\": " << o.check << ", \"results\": [";
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        out << (i ? ", " : "") << "{\"size\": " << rows[i].bytes << ", \"count\": " << rows[i].count
-            << ", \"out_of_place\": " << json_half(rows[i].out_of_place)
-            << ", \"in_place\": " << json_half(rows[i].in_place) << "}";
+    if (o.json || !o.json_file.empty()) {
+      BenchJsonReport r;
+      r.start_time = start_time;
+      r.args = {"kiln", "bench-comm"};
+      r.args.insert(r.args.end(), args.begin(), args.end());
+      r.env = bench_json_env(environ);
+      r.min_bytes = o.min_bytes;
+      r.max_bytes = o.max_bytes;
+      r.step_factor = vm.count("stepfactor") ? o.step_factor : 0;
+      r.step_bytes = o.step_bytes;
+      r.warmup_iters = o.warmup;
+      r.iters = o.iters;
+      r.check = o.check;
+      r.devices = devices;
+      r.type = o.dtype_label;
+      r.redop = o.op_label;
+      for (const Row& row : rows) {
+        const auto half = [](const Half& h) { return BenchJsonHalf{h.time_us, h.algbw, h.busbw, h.wrong}; };
+        r.results.push_back({row.bytes, row.count, half(row.out_of_place), half(row.in_place)});
       }
-      out << "], \"out_of_bounds\": " << wrong_total << ", \"avg_busbw_gbs\": " << fmt::format("{:.4f}", avg_bw)
-          << "}\n";
-    } else {
+      r.wrong_total = wrong_total;
+      r.avg_bus_bw = avg_bw;
+      r.comm = o.comm;
+      r.comm_describe = describe;
+      r.backend = o.backend;
+      r.ranks_from = b.ranks.source;
+      r.world_size = b.ranks.world_size;
+      r.end_time = bench_json_now();
+      const std::string text = bench_json_text(r);
+      if (o.json) out << text << "\n";
+      if (!json_path.empty()) write_json_file(json_path, text);
+    }
+    if (!o.json) {
       out << fmt::format("# Out of bounds values : {} {}\n", wrong_total, wrong_total ? "FAILED" : "OK");
       out << fmt::format("# Avg bus bandwidth    : {:g}\n", avg_bw);
       out << "#\n";

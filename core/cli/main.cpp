@@ -35,7 +35,7 @@ constexpr const char* kUsage =
     "  bench-comm --comm NAME [-b 8 -e 64M -f 2] [--nproc N]     all-reduce bandwidth as an nccl-tests table\n"
     "  bench-data --config FILE [-n BATCHES] [--json]            samples/s of a config's input pipeline alone\n"
     "  plugins list [--json]                                     list plugins (and libraries that failed)\n"
-    "  plugins show NAME                                         a plugin's kind, version, ABI and parameters\n"
+    "  plugins show NAME [--json]                                a plugin's kind, version, ABI and parameters\n"
     "  --version                                                 print the version\n"
     "\n"
     "every command accepts --plugin-path DIR (repeatable), searched before KILN_PLUGIN_PATH and\n"

@@ -123,7 +123,8 @@ void plugin_json(const PluginInfo& info, std::ostream& out) {
       << ", \"summary\": " << json_string(info.summary)
       << ", \"library\": " << json_string(info.library.string())
       << ", \"abi\": " << json_string(abi_text(info))
-      << ", \"kiln_version\": " << json_string(info.kiln_version) << ", \"params\": ";
+      << ", \"kiln_version\": " << json_string(info.kiln_version)
+      << ", \"contract\": " << json_string(info.contract_fingerprint) << ", \"params\": ";
   params_json(info, out);
   out << '}';
 }
@@ -150,6 +151,16 @@ void list_json(const Registry& registry, std::ostream& out) {
   out << "],\n \"search_path\": [";
   for (std::size_t i = 0; i < registry.search_path().size(); ++i) {
     out << (i ? ", " : "") << json_string(registry.search_path()[i].string());
+  }
+  out << "]}\n";
+}
+
+/// `show NAME --json`: every plugin of that name (one per kind), each as in `list --json`.
+void show_json(const std::vector<const PluginInfo*>& matches, std::ostream& out) {
+  out << "{\"plugins\": [";
+  for (std::size_t i = 0; i < matches.size(); ++i) {
+    out << (i ? ",\n  " : "\n  ");
+    plugin_json(*matches[i], out);
   }
   out << "]}\n";
 }
@@ -184,7 +195,7 @@ void show_text(const PluginInfo& info, std::ostream& out) {
 
 [[noreturn]] void usage_error(const std::string& what) {
   throw ConfigError("kiln plugins: " + what +
-                    "; usage: `kiln plugins list [--json]` or `kiln plugins show NAME`");
+                    "; usage: `kiln plugins list [--json]` or `kiln plugins show NAME [--json]`");
 }
 
 }  // namespace
@@ -213,10 +224,23 @@ int run_plugins_command(const std::vector<std::string>& args,
     return 0;
   }
   if (sub == "show") {
-    if (args.size() != 2) usage_error("`show` takes exactly one plugin name");
+    std::vector<std::string> names;
+    bool json = false;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+      if (args[i] == "--json") {
+        json = true;
+      } else {
+        names.push_back(args[i]);
+      }
+    }
+    if (names.size() != 1) usage_error("`show` takes exactly one plugin name");
     Registry registry(plugin::default_search_path(plugin_path_dirs));
     registry.scan();
-    const auto matches = registry.require_any_kind(args[1]);
+    const auto matches = registry.require_any_kind(names[0]);
+    if (json) {
+      show_json(matches, out);
+      return 0;
+    }
     for (std::size_t i = 0; i < matches.size(); ++i) {
       if (i) out << '\n';
       show_text(*matches[i], out);

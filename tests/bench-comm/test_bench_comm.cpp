@@ -1,10 +1,15 @@
 // `kiln bench-comm`: flag parsing, the nccl-tests table shape and #wrong = 0 with the `local`
-// communicator in this process, --json, and (when the gloo plugin is built) two ranks started by
+// communicator in this process, --json and -J in nccl-tests' JSON schema, -g, and (when the gloo plugin is built) two ranks started by
 // --nproc through the test driver. Values and text are asserted, never timings.
 #define BOOST_TEST_MODULE bench_comm
 #include <boost/test/unit_test.hpp>
 
+#include <unistd.h>
+
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -12,6 +17,7 @@
 
 #include "cli/bench_comm_command.hpp"
 #include "kiln/errors.hpp"
+#include "../integration/json_lite.hpp"
 
 namespace {
 
@@ -143,16 +149,128 @@ BOOST_AUTO_TEST_CASE(check_zero_prints_na) {
   BOOST_TEST(rows[0][8] == "N/A");
   BOOST_TEST(rows[0][12] == "N/A");
   BOOST_TEST(contains(text, "validation: 0"));
+  // In the JSON report an unchecked #wrong is null, as nccl-tests writes it.
+  const auto doc = kiln::test::json::parse(run_local({"-b", "64", "-e", "64", "-c", "0", "-n", "1", "-w", "0", "--json"}));
+  BOOST_TEST(doc.at("config").at("validation").number == 0);
+  BOOST_TEST((doc.at("results").items.at(0).at("in_place").at("nwrong").kind == kiln::test::json::Value::Kind::null));
 }
 
-BOOST_AUTO_TEST_CASE(json_output) {
-  const std::string text = run_local({"-b", "8", "-e", "16", "-f", "2", "-n", "1", "-w", "0", "--json"});
-  BOOST_TEST(text.rfind("{\"command\": \"bench-comm\", \"collective\": \"all_reduce\", \"comm\": \"local\"", 0) == 0);
-  BOOST_TEST(contains(text, "\"results\": [{\"size\": 8, \"count\": 2, \"out_of_place\": {\"time_us\": "));
-  BOOST_TEST(contains(text, "{\"size\": 16, \"count\": 4,"));
-  BOOST_TEST(contains(text, "\"wrong\": 0}"));
-  BOOST_TEST(contains(text, "\"out_of_bounds\": 0, \"avg_busbw_gbs\": 0.0000}"));
+namespace {
+
+namespace json = kiln::test::json;
+
+/// Checks one report against nccl-tests' JSON schema (version 2) and the run's own figures.
+void check_nccl_tests_schema(const json::Value& doc, const std::vector<long long>& sizes, int iters, int warmup) {
+  BOOST_TEST(doc.at("version").number == 2);
+  BOOST_TEST(doc.at("start_time").string.size() == 19u);  // "%Y-%m-%d %H:%M:%S"
+  BOOST_TEST(doc.at("end_time").string.size() == 19u);
+  BOOST_TEST(doc.at("end_time").string >= doc.at("start_time").string);
+  BOOST_REQUIRE(doc.at("args").items.size() >= 2u);
+  BOOST_TEST(doc.at("args").items[1].string == "bench-comm");
+  BOOST_TEST((doc.at("env").kind == json::Value::Kind::array));
+  BOOST_TEST((doc.at("nccl_version").kind == json::Value::Kind::null));
+  const json::Value& config = doc.at("config");
+  BOOST_TEST(config.at("nthreads").number == 1);
+  BOOST_TEST(config.at("ngpus").number == 1);
+  BOOST_TEST(config.at("minimum_bytes").number == static_cast<double>(sizes.front()));
+  BOOST_TEST(config.at("maximum_bytes").number == static_cast<double>(sizes.back()));
+  BOOST_TEST(config.at("step_factor").number == 2);
+  BOOST_TEST(config.find("step_bytes") == nullptr);
+  BOOST_TEST(config.at("warmup_iters").number == warmup);
+  BOOST_TEST(config.at("iterations").number == iters);
+  BOOST_TEST(config.at("aggregated_iterations").number == 1);
+  BOOST_TEST(config.at("validation").number == 1);
+  BOOST_TEST(config.at("graph").number == 0);
+  BOOST_TEST(config.at("blocking_collectives").string == "true");  // nccl-tests writes booleans as strings
+  BOOST_TEST(config.at("per_iter_timing").string == "false");
+  BOOST_TEST(config.at("parallel_init").string == "false");
+  const auto& devices = config.at("devices").items;
+  BOOST_REQUIRE(devices.size() == 1u);
+  BOOST_TEST(devices[0].at("rank").number == 0);
+  BOOST_TEST(devices[0].at("group").number == 0);
+  BOOST_TEST(devices[0].at("pid").number > 0);
+  BOOST_TEST(!devices[0].at("hostname").string.empty());
+  BOOST_TEST(devices[0].at("device_hex").string == "cpu");
+  const auto& results = doc.at("results").items;
+  BOOST_REQUIRE(results.size() == sizes.size());
+  double busbw_sum = 0;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const json::Value& row = results[i];
+    BOOST_TEST(row.at("size").number == static_cast<double>(sizes[i]));
+    BOOST_TEST(row.at("count").number == static_cast<double>(sizes[i] / 4));
+    BOOST_TEST(row.at("type").string == "float");
+    BOOST_TEST(row.at("redop").string == "sum");
+    BOOST_TEST(row.at("root").string == "    -1");  // the table's "%6i" text, as nccl-tests writes it
+    BOOST_TEST(row.at("actual_iterations").number == iters);
+    BOOST_TEST(row.at("experiment_name").string == "");
+    for (const char* half : {"out_of_place", "in_place"}) {
+      const json::Value& h = row.at(half);
+      BOOST_TEST(h.at("time").number > 0);
+      // alg_bw = size / time (GB/s, time in us); 6 decimals written, so compare loosely.
+      BOOST_TEST(std::abs(h.at("alg_bw").number - sizes[i] / (h.at("time").number * 1e3)) <= 2e-6);
+      BOOST_TEST(h.at("bus_bw").number == 0);  // 2(n-1)/n = 0 for one rank
+      BOOST_TEST(h.at("nwrong").number == 0);
+      busbw_sum += h.at("bus_bw").number;
+    }
+  }
+  BOOST_TEST(doc.at("out_of_bounds").at("count").number == 0);
+  BOOST_TEST(doc.at("out_of_bounds").at("okay").string == "true");
+  BOOST_TEST(doc.at("average_bus_bandwidth").at("bandwidth").number == busbw_sum / (2 * sizes.size()));
+  BOOST_TEST(doc.at("average_bus_bandwidth").at("okay").string == "unchecked");
+  BOOST_TEST(doc.at("errors").items.empty());
+  const json::Value& kiln = doc.at("kiln");
+  BOOST_TEST(kiln.at("collective").string == "all_reduce");
+  BOOST_TEST(kiln.at("comm").string == "local");
+  BOOST_TEST(kiln.at("backend").string == "cpu");
+  BOOST_TEST(kiln.at("world_size").number == 1);
+}
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(json_output_has_the_nccl_tests_schema) {
+  int rc = -1;
+  const std::string text = run_local({"-b", "8", "-e", "32", "-f", "2", "-n", "2", "-w", "1", "-g", "1", "--json"}, &rc);
+  BOOST_TEST_MESSAGE(text);
+  BOOST_TEST(rc == 0);
   BOOST_TEST(!contains(text, "# nThread"));
+  const json::Value doc = json::parse(text);
+  check_nccl_tests_schema(doc, {8, 16, 32}, 2, 1);
+  BOOST_TEST(doc.at("args").items.back().string == "--json");
+}
+
+BOOST_AUTO_TEST_CASE(output_file_writes_the_json_next_to_the_table) {
+  const auto dir = std::filesystem::temp_directory_path() / ("kiln-bench-json-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "allreduce.json";
+  int rc = -1;
+  const std::string text = run_local({"-b", "8", "-e", "32", "-f", "2", "-n", "1", "-w", "0", "-J", file.string()}, &rc);
+  BOOST_TEST(rc == 0);
+  BOOST_TEST(contains(text, "# Writing JSON output to " + file.string() + "\n"));
+  BOOST_TEST(contains(text, "# Out of bounds values : 0 OK"));  // the table is still printed
+  check_nccl_tests_schema(json::parse(read_file(file)), {8, 16, 32}, 1, 0);
+  // An existing file is kept, and FILE.0 written instead (nccl-tests' rule).
+  const std::string first = read_file(file);
+  const std::string again = run_local({"-b", "8", "-e", "32", "-f", "2", "-n", "1", "-w", "0", "-J", file.string()});
+  BOOST_TEST(contains(again, "# Writing JSON output to " + file.string() + ".0\n"));
+  BOOST_TEST(read_file(file) == first);
+  check_nccl_tests_schema(json::parse(read_file(file.string() + ".0")), {8, 16, 32}, 1, 0);
+  const std::string bad = message_of([&] { run_local({"-b", "8", "-e", "8", "-J", (dir / "no/such/dir.json").string()}); });
+  BOOST_TEST(contains(bad, "-J/--output_file: cannot create"), bad);
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(gpus_per_process_other_than_one_is_refused) {
+  const std::string msg = message_of([] { run_local({"-g", "2", "-b", "8", "-e", "8"}); });
+  BOOST_TEST(contains(msg, "-g/--ngpus 2: Kiln drives one device per rank, so only -g 1 is valid"), msg);
+  BOOST_TEST(contains(message_of([] { run_local({"-g", "0"}); }), "only -g 1 is valid"));
 }
 
 BOOST_AUTO_TEST_CASE(bad_flags_are_config_errors) {
@@ -179,8 +297,10 @@ BOOST_AUTO_TEST_CASE(world_two_without_rendezvous_says_how) {
 
 #ifdef KILN_BENCH_HAVE_GLOO
 BOOST_AUTO_TEST_CASE(gloo_two_ranks_through_nproc) {
+  const auto report = std::filesystem::temp_directory_path() / ("kiln-bench-gloo-" + std::to_string(::getpid()) + ".json");
+  std::filesystem::remove(report);
   const std::string cmd = std::string(KILN_BENCH_DRIVER) + " bench-comm --comm gloo --nproc 2 -b 8 -e 1M -f 8 -n 3 -w 1 " +
-                          "--timeout 60 --plugin-path " + KILN_TEST_PLUGIN_DIR + " 2>&1";
+                          "-g 1 -J " + report.string() + " --timeout 60 --plugin-path " + KILN_TEST_PLUGIN_DIR + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   BOOST_REQUIRE(p != nullptr);
   std::string text;
@@ -206,5 +326,27 @@ BOOST_AUTO_TEST_CASE(gloo_two_ranks_through_nproc) {
   // busbw = algbw * 2(n-1)/n = algbw for two ranks.
   BOOST_TEST(rows.back()[6] == rows.back()[7]);
   BOOST_TEST(contains(text, "# Out of bounds values : 0 OK"));
+
+  // The -J report of the two ranks: one device per rank, the table's rows, busbw = algbw.
+  const json::Value doc = json::parse(read_file(report));
+  std::filesystem::remove(report);
+  const auto& devices = doc.at("config").at("devices").items;
+  BOOST_REQUIRE(devices.size() == 2u);
+  BOOST_TEST(devices[0].at("rank").number == 0);
+  BOOST_TEST(devices[1].at("rank").number == 1);
+  BOOST_TEST(devices[0].at("pid").number != devices[1].at("pid").number);
+  BOOST_TEST(doc.at("kiln").at("world_size").number == 2);
+  BOOST_TEST(doc.at("kiln").at("comm").string == "gloo");
+  const auto& results = doc.at("results").items;
+  BOOST_REQUIRE(results.size() == sizes.size());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    BOOST_TEST(results[i].at("size").number == std::stod(sizes[i]));
+    for (const char* half : {"out_of_place", "in_place"}) {
+      const json::Value& h = results[i].at(half);
+      BOOST_TEST(h.at("bus_bw").number == h.at("alg_bw").number);
+      BOOST_TEST(h.at("nwrong").number == 0);
+    }
+  }
+  BOOST_TEST(doc.at("out_of_bounds").at("okay").string == "true");
 }
 #endif

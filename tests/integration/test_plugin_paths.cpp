@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "json_lite.hpp"
 #include "kiln_process.hpp"
 
 namespace {
@@ -84,6 +85,25 @@ BOOST_AUTO_TEST_CASE(plugins_show_names_the_path_type) {
     }
   }
   BOOST_TEST(found, "no 'path' parameter line in:\n" << r.out);
+}
+
+BOOST_AUTO_TEST_CASE(plugins_show_json_from_the_binary_parses) {
+  const auto r = run_kiln(scratch_dir(), {"plugins", "show", "mnist", "--json"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  const kiln::test::json::Value doc = kiln::test::json::parse(r.out);
+  BOOST_REQUIRE(doc.at("plugins").items.size() == 1u);
+  const auto& p = doc.at("plugins").items[0];
+  BOOST_TEST(p.at("name").string == "mnist");
+  BOOST_TEST(p.at("kind").string == "data");
+  BOOST_TEST(!p.at("contract").string.empty());
+  bool found = false;
+  for (const auto& param : p.at("params").items) {
+    if (param.at("name").string != "path") continue;
+    found = true;
+    BOOST_TEST(param.at("type").string == "path");
+    BOOST_TEST(param.at("default").string == "\"/usr/share/datasets/fashion-mnist\"");
+  }
+  BOOST_TEST(found, "no 'path' parameter in:\n" << r.out);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "kiln/errors.hpp"
 #include "kiln/version.hpp"
 #include "test_helpers.hpp"
+#include "../integration/json_lite.hpp"
 
 using kiln_test::contains;
 using kiln_test::fixture_dir;
@@ -76,6 +77,7 @@ BOOST_AUTO_TEST_CASE(list_json_carries_the_same_facts) {
                             "\"1.2.3\", \"summary\": \"Fixture policy that does nothing.\", "
                             "\"library\": \"" + fixture_library("good").string() +
                                 "\", \"abi\": \"" KILN_STRINGIFY(KILN_ABI_MAJOR) "." KILN_STRINGIFY(KILN_ABI_MINOR) "\", \"kiln_version\": \"" KILN_VERSION_STRING
+                                "\", \"contract\": \"" KILN_CONTRACT_FINGERPRINT
                                 "\", \"params\": [{\"name\": \"scale\", \"type\": \"float\", "
                                 "\"default\": \"1.0\", \"choices\": null, \"doc\": \"Constant loss "
                                 "scale.\", \"min\": null, \"max\": null, \"range\": \"finite\"}, "
@@ -105,6 +107,42 @@ BOOST_AUTO_TEST_CASE(show_lists_details_and_every_parameter) {
                             "          Steps allowed; no default.\n"));
 }
 
+BOOST_AUTO_TEST_CASE(show_json_parses_and_carries_what_the_text_shows) {
+  namespace json = kiln::test::json;
+  const json::Value doc = json::parse(run({"show", "fixture-fp32", "--json"}, {fixture_dir("good")}));
+  const auto& plugins = doc.at("plugins").items;
+  BOOST_REQUIRE(plugins.size() == 1u);
+  const json::Value& p = plugins[0];
+  BOOST_TEST(p.at("name").string == "fixture-fp32");
+  BOOST_TEST(p.at("kind").string == "precision");
+  BOOST_TEST(p.at("version").string == "1.2.3");
+  BOOST_TEST(p.at("summary").string == "Fixture policy that does nothing.");
+  BOOST_TEST(p.at("library").string == fixture_library("good").string());
+  BOOST_TEST(p.at("abi").string == KILN_STRINGIFY(KILN_ABI_MAJOR) "." KILN_STRINGIFY(KILN_ABI_MINOR));
+  BOOST_TEST(p.at("kiln_version").string == KILN_VERSION_STRING);
+  BOOST_TEST(p.at("contract").string == KILN_CONTRACT_FINGERPRINT);
+  const auto& params = p.at("params").items;
+  BOOST_REQUIRE(params.size() == 3u);
+  BOOST_TEST(params[0].at("name").string == "scale");
+  BOOST_TEST(params[0].at("type").string == "float");
+  BOOST_TEST(params[0].at("default").string == "1.0");
+  BOOST_TEST(params[0].at("range").string == "finite");
+  BOOST_TEST(params[1].at("choices").string == "fast|slow");
+  BOOST_TEST(params[2].at("name").string == "budget");
+  BOOST_TEST((params[2].at("default").kind == json::Value::Kind::null));  // required
+  BOOST_TEST(params[2].at("doc").string == "Steps allowed; no default.");
+  // --json may come before the name too; show's entries are list's entries for the same plugin.
+  const json::Value listed = json::parse(run({"list", "--json"}, {fixture_dir("good")}));
+  const json::Value* same = nullptr;
+  for (const auto& q : listed.at("plugins").items) {
+    if (q.at("name").string == "fixture-fp32") same = &q;
+  }
+  BOOST_REQUIRE(same != nullptr);
+  BOOST_TEST(same->at("contract").string == p.at("contract").string);
+  BOOST_TEST(same->at("params").items.size() == params.size());
+  BOOST_TEST(json::parse(run({"show", "--json", "fixture-fp32"}, {fixture_dir("good")})).at("plugins").items.size() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(show_unknown_name_suggests) {
   const auto message = message_of<kiln::PluginError>({"show", "twin-c"});
   BOOST_TEST(message.starts_with("no plugin named 'twin-c' (did you mean 'twin-"));
@@ -114,8 +152,9 @@ BOOST_AUTO_TEST_CASE(show_unknown_name_suggests) {
 BOOST_AUTO_TEST_CASE(malformed_command_lines_are_config_errors) {
   BOOST_TEST(message_of<kiln::ConfigError>({"lst"}) ==
              "kiln plugins: unknown subcommand 'lst'; usage: `kiln plugins list [--json]` or "
-             "`kiln plugins show NAME`");
+             "`kiln plugins show NAME [--json]`");
   BOOST_TEST(contains(message_of<kiln::ConfigError>({"show"}), "`show` takes exactly one plugin name"));
+  BOOST_TEST(contains(message_of<kiln::ConfigError>({"show", "--json"}), "`show` takes exactly one plugin name"));
   BOOST_TEST(contains(message_of<kiln::ConfigError>({"list", "--yaml"}),
                       "unexpected argument '--yaml' to `list`"));
 }
