@@ -6,8 +6,10 @@
 //   sleep:S         sleep S seconds, then exit 0 (SIGTERM ends it, as it would a real rank)
 //   stubborn:S      ignore SIGTERM and sleep S seconds (forces the supervisor to SIGKILL)
 //   env:DIR         write the launcher variables and argv to DIR/rank<R>.txt, exit 0
-//   after-stop:P:N  wait (up to 60 s) until rank P is stopped (state T in /proc; its pid from
-//                   KILN_TEST_PIDDIR), then exit with status N: a peer failing because of it
+//   after-stop:P:N  wait (up to 60 s) until every rank has written its pid and rank P is stopped
+//                   (state T in /proc; pids from KILN_TEST_PIDDIR), then exit with status N: a
+//                   peer failing because of it (waiting for every pid file keeps the test's pid
+//                   list complete: the supervisor stops the others as soon as this rank exits)
 // If KILN_TEST_PIDDIR is set it first writes its pid to KILN_TEST_PIDDIR/rank<R>.pid, so a
 // test can check that no rank outlives the supervisor.
 #include <signal.h>
@@ -81,8 +83,16 @@ int main(int argc, char** argv) {
     const auto colon2 = arg.find(':');
     const std::string peer = arg.substr(0, colon2);
     const int status = std::atoi(arg.substr(colon2 + 1).c_str());
-    const std::string pid_file = env_or("KILN_TEST_PIDDIR", ".") + "/rank" + peer + ".pid";
-    for (int i = 0; i < 600 && !peer_stopped(pid_file); ++i) ::usleep(100000);
+    const std::string dir = env_or("KILN_TEST_PIDDIR", ".");
+    const int world = std::atoi(env_or("WORLD_SIZE", "1").c_str());
+    auto all_started = [&] {
+      for (int r = 0; r < world; ++r) {
+        if (::access((dir + "/rank" + std::to_string(r) + ".pid").c_str(), F_OK) != 0) return false;
+      }
+      return true;
+    };
+    const std::string pid_file = dir + "/rank" + peer + ".pid";
+    for (int i = 0; i < 600 && !(all_started() && peer_stopped(pid_file)); ++i) ::usleep(100000);
     return status;
   }
   if (verb == "env") {
