@@ -175,4 +175,17 @@ std::uint64_t JsonValue::as_uint(const std::string& what) const {
 
 JsonValue parse_json(std::string_view text, const std::string& what) { return Parser(text, what).document(); }
 
+std::string json_quoted(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<int>(c));
+      continue;
+    }
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 }  // namespace kiln::io

@@ -54,19 +54,6 @@ std::uint64_t declared_bytes(const Shape& shape, DType dtype, const std::string&
   return *bytes;
 }
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<int>(c));
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
 constexpr std::string_view kChecksumPrefix = "kiln.crc32c.";
 
 std::string crc_text(const void* data, std::size_t n) { return fmt::format("{:08x}", crc32c(data, n)); }
@@ -131,7 +118,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
     header += "\"__metadata__\":{";
     bool first = true;
     for (const auto& [k, v] : meta) {
-      header += fmt::format("{}\"{}\":\"{}\"", first ? "" : ",", json_escape(k), json_escape(v));
+      header += fmt::format("{}{}:{}", first ? "" : ",", json_quoted(k), json_quoted(v));
       first = false;
     }
     header += "}";
@@ -141,8 +128,8 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
   for (const auto& t : tensors) {
     if (!names.insert(t.name).second) throw IoError(fmt::format("{}: two tensors named '{}'", path.string(), t.name));
     const std::uint64_t bytes = shape_bytes(t.shape, t.dtype);
-    header += fmt::format("{}\"{}\":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
-                          header.size() > 1 ? "," : "", json_escape(t.name), safetensors_dtype(t.dtype),
+    header += fmt::format("{}{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+                          header.size() > 1 ? "," : "", json_quoted(t.name), safetensors_dtype(t.dtype),
                           fmt::join(t.shape, ","), offset, offset + bytes);
     offset += bytes;
   }

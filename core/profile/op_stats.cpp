@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "kiln/io/json.hpp"
+
 namespace kiln::profile {
 namespace {
 
@@ -30,19 +32,6 @@ std::pair<std::string, std::string> split_key(const std::string& key) {
   const auto space = key.rfind(' ');
   if (space == std::string::npos) return {key, ""};
   return {key.substr(0, space), key.substr(space + 1)};
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<int>(c));
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
 }
 
 std::string json_number_or_null(double v, bool known) { return known ? fmt::format("{:.6g}", v) : "null"; }
@@ -87,9 +76,9 @@ std::string to_json(const Profile& p, const std::string& device) {
   std::string out = fmt::format(
       "{{\"device\": {}, \"steps\": {}, \"warmup_steps\": {}, \"step_ms\": {}, \"peaks\": {{\"gflops\": {}, "
       "\"gflops_what\": {}, \"gbps\": {}}}, \"ops\": [",
-      json_string(device), p.steps, p.warmup,
+      io::json_quoted(device), p.steps, p.warmup,
       json_number_or_null(p.steps > 0 ? 1e3 * p.step_seconds / static_cast<double>(p.steps) : 0, p.steps > 0),
-      json_number_or_null(p.peaks.flops_per_s / 1e9, p.peaks.flops_per_s > 0), json_string(p.peaks.flops_what),
+      json_number_or_null(p.peaks.flops_per_s / 1e9, p.peaks.flops_per_s > 0), io::json_quoted(p.peaks.flops_what),
       json_number_or_null(p.peaks.bytes_per_s / 1e9, p.peaks.bytes_per_s > 0));
   bool first = true;
   for (const auto& [key, s] : by_time(p)) {
@@ -97,7 +86,7 @@ std::string to_json(const Profile& p, const std::string& device) {
     out += fmt::format(
         "{}{{\"op\": {}, \"dtype\": {}, \"calls\": {}, \"total_ms\": {:.6g}, \"share\": {}, \"gflops\": {}, "
         "\"gbps\": {}}}",
-        first ? "" : ", ", json_string(op), json_string(dtype), s.calls, 1e3 * s.seconds,
+        first ? "" : ", ", io::json_quoted(op), io::json_quoted(dtype), s.calls, 1e3 * s.seconds,
         json_number_or_null(s.seconds / p.step_seconds, p.step_seconds > 0),
         json_number_or_null(s.seconds > 0 ? s.flops / s.seconds / 1e9 : 0, s.flops > 0 && s.seconds > 0),
         json_number_or_null(s.seconds > 0 ? s.bytes / s.seconds / 1e9 : 0, s.bytes > 0 && s.seconds > 0));

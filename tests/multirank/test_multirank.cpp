@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -133,6 +134,26 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
   return a;
 }
 
+/// Four `kiln train` ranks (kLongRun into `run_dir`) started the way mpirun/srun would start them:
+/// RANK/WORLD_SIZE set, a file rendezvous in scratch()/<name>-rdzv, no supervisor. Rank r's output
+/// goes to scratch()/<name>-<r>.{out,err}; `extra(r)` adds arguments for one rank.
+std::vector<std::unique_ptr<Process>> start_four_ranks(
+    const std::string& name, const fs::path& run_dir,
+    const std::function<std::vector<std::string>(int)>& extra = [](int) { return std::vector<std::string>{}; }) {
+  const fs::path rdzv = scratch() / (name + "-rdzv");
+  fs::create_directories(rdzv);
+  std::vector<std::unique_ptr<Process>> ranks;
+  for (int r = 0; r < 4; ++r) {
+    Env env = clean_env();
+    env["RANK"] = std::to_string(r);
+    env["WORLD_SIZE"] = "4";
+    env["OMP_NUM_THREADS"] = "1";
+    env["KILN_RENDEZVOUS"] = "file:" + rdzv.string();
+    ranks.push_back(start(fmt::format("{}-{}", name, r), with(with(kLongRun, {"--run-dir", run_dir.string()}), extra(r)), env));
+  }
+  return ranks;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(four_ranks_equal_one_rank) {
@@ -238,17 +259,8 @@ BOOST_AUTO_TEST_CASE(sigkill_under_nproc) {
 BOOST_AUTO_TEST_CASE(sigkill_without_supervisor) {
   // Four ranks started the way mpirun/srun would start them: no one stops the survivors, the
   // communicator must notice the dead peer itself.
-  const fs::path dir = scratch() / "kill-free", rdzv = scratch() / "kill-free-rdzv";
-  fs::create_directories(rdzv);
-  std::vector<std::unique_ptr<Process>> ranks;
-  for (int r = 0; r < 4; ++r) {
-    Env env = clean_env();
-    env["RANK"] = std::to_string(r);
-    env["WORLD_SIZE"] = "4";
-    env["OMP_NUM_THREADS"] = "1";
-    env["KILN_RENDEZVOUS"] = "file:" + rdzv.string();
-    ranks.push_back(start(fmt::format("kill-free-{}", r), with(kLongRun, {"--run-dir", dir.string()}), env));
-  }
+  const fs::path dir = scratch() / "kill-free";
+  const auto ranks = start_four_ranks("kill-free", dir);
   wait_for_text(scratch() / "kill-free-0.err", "steps per epoch", kWallClock);
   std::this_thread::sleep_for(std::chrono::seconds(1));
   BOOST_TEST_REQUIRE(slurp(dir / "metrics.jsonl").empty(), "the first epoch ended before the kill");
@@ -271,19 +283,11 @@ BOOST_AUTO_TEST_CASE(sigkill_without_supervisor) {
 BOOST_AUTO_TEST_CASE(rank_exiting_before_rendezvous) {
   // exit(1)-style death: rank 2 has a broken data path, reports it and exits 1 before it
   // reaches the rendezvous; the others give up after dist.timeout_s naming rank 2.
-  const fs::path dir = scratch() / "exit-free", rdzv = scratch() / "exit-free-rdzv";
-  fs::create_directories(rdzv);
-  std::vector<std::unique_ptr<Process>> ranks;
-  for (int r = 0; r < 4; ++r) {
-    Env env = clean_env();
-    env["RANK"] = std::to_string(r);
-    env["WORLD_SIZE"] = "4";
-    env["OMP_NUM_THREADS"] = "1";
-    env["KILN_RENDEZVOUS"] = "file:" + rdzv.string();
-    auto args = with(kLongRun, {"--run-dir", dir.string()});
-    if (r == 2) args = with(args, {"--set", "data.train.path=\"" + (scratch() / "no-such-dir").string() + "\""});
-    ranks.push_back(start(fmt::format("exit-free-{}", r), args, env));
-  }
+  const fs::path dir = scratch() / "exit-free";
+  const auto ranks = start_four_ranks("exit-free", dir, [](int r) {
+    return r == 2 ? std::vector<std::string>{"--set", "data.train.path=\"" + (scratch() / "no-such-dir").string() + "\""}
+                  : std::vector<std::string>{};
+  });
   const auto deadline = std::chrono::steady_clock::now() + kFailureLimit;
   for (int r = 0; r < 4; ++r) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -332,17 +336,8 @@ BOOST_AUTO_TEST_CASE(sigstop_under_nproc) {
 BOOST_AUTO_TEST_CASE(sigstop_without_supervisor) {
   // Under mpirun/srun nobody watches the ranks: the survivors time out in their collective and
   // each names the stopped rank (its process is in state T on this host), not a healthy peer.
-  const fs::path dir = scratch() / "stop-free", rdzv = scratch() / "stop-free-rdzv";
-  fs::create_directories(rdzv);
-  std::vector<std::unique_ptr<Process>> ranks;
-  for (int r = 0; r < 4; ++r) {
-    Env env = clean_env();
-    env["RANK"] = std::to_string(r);
-    env["WORLD_SIZE"] = "4";
-    env["OMP_NUM_THREADS"] = "1";
-    env["KILN_RENDEZVOUS"] = "file:" + rdzv.string();
-    ranks.push_back(start(fmt::format("stop-free-{}", r), with(kLongRun, {"--run-dir", dir.string()}), env));
-  }
+  const fs::path dir = scratch() / "stop-free";
+  const auto ranks = start_four_ranks("stop-free", dir);
   wait_for_text(scratch() / "stop-free-0.err", "steps per epoch", kWallClock);
   std::this_thread::sleep_for(std::chrono::seconds(1));
   ::kill(ranks[2]->pid(), SIGSTOP);

@@ -23,6 +23,10 @@ struct JsonValue {
   std::uint64_t as_uint(const std::string& what) const;
 };
 
+/// `text` as a JSON string literal, quotes included: `"` and `\` escaped, control characters as
+/// \u00XX. The one writer-side escape of the files Kiln writes by hand (safetensors headers, profiles).
+std::string json_quoted(std::string_view text);
+
 /// Parses one JSON document (surrounding whitespace allowed). `what` names the source in errors.
 JsonValue parse_json(std::string_view text, const std::string& what);
 
