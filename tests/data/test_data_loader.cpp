@@ -560,13 +560,19 @@ BOOST_AUTO_TEST_CASE(a_failed_upload_event_is_rethrown_by_next) {
     auto gate = std::make_shared<GateEvent>();
     gate->open(/*fail=*/true);
     loader.release_after(gate);
-    BOOST_REQUIRE(loader.next().has_value());  // step 1 was decoded before the gate mattered
-    // The worker refilling step 0's slot (for step 2) meets the failing event...
-    for (int i = 0; i < 400 && gate->waiters() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    BOOST_REQUIRE_EQUAL(gate->waiters(), 1);
-    // ...and the next batch is refused with its error, however far decoding got meanwhile.
-    BOOST_CHECK_EXCEPTION(loader.next(), kiln::BackendError,
-                          message_has<kiln::BackendError>("gate: the upload failed (test)"));
+    // The worker refilling step 0's slot (for step 2) meets the failing event. Whether step 1 was
+    // handed out before that is a race; the next() after it (step 1's or, at the latest, step 2's,
+    // which needs that slot) is refused with the event's error.
+    bool refused = false;
+    for (int step = 1; step <= 2 && !refused; ++step) {
+      try {
+        BOOST_REQUIRE(loader.next().has_value());
+      } catch (const kiln::BackendError& e) {
+        BOOST_TEST(std::string(e.what()).find("gate: the upload failed (test)") != std::string::npos, e.what());
+        refused = true;
+      }
+    }
+    BOOST_TEST(refused, "no next() rethrew the failed upload");
     loader.release_after(nullptr);  // no constraint: accepted
     loader.start_epoch(1);          // a new epoch starts clean
     BOOST_CHECK(loader.next().has_value());
