@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm_thread.hpp"
 #include "half_ops.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/sdk/log.hpp"
@@ -20,16 +21,27 @@
 
 namespace kiln::mpi_comm {
 
-/// What pending Works and the communicator share; the session is destroyed last, so MPI is
-/// finalised (when the plugin started it) only after the communicator and ops are freed.
+/// Return code of a task skipped because the communicator had already failed.
+constexpr int kSkipped = -1;
+
+/// What pending Works and the communicator share. Destroyed in order: the MPI thread (after its
+/// queue), the ops and communicator, then the session, so MPI is finalised (when the plugin
+/// started it) last. After a failure the thread may be stuck inside MPI; then nothing of MPI is
+/// freed or finalised (the session is leaked on purpose) and the process is expected to exit.
 struct Shared {
-  MpiSession session;
+  std::unique_ptr<MpiSession> session = std::make_unique<MpiSession>();
   MPI_Comm comm = MPI_COMM_NULL;
   std::unique_ptr<HalfOps> half_ops;
+  std::unique_ptr<CommThread> thread;
   std::atomic<bool> poisoned{false};
   std::string poison_reason;  // set once, before poisoned becomes true
 
   ~Shared() {
+    thread.reset();
+    if (poisoned.load()) {
+      (void)session.release();
+      return;
+    }
     const std::lock_guard<std::mutex> lock(mpi_lock());
     half_ops.reset();
     int finalized = 0;
@@ -43,6 +55,7 @@ struct Shared {
     if (poisoned.load()) return;
     poison_reason = reason;
     poisoned.store(true);
+    if (thread) thread->abandon(kSkipped);
   }
   std::mutex poison_mutex;
 };
@@ -105,37 +118,30 @@ void divide(void* data, DType dtype, std::size_t n, int world) {
   }
 }
 
-/// One collective: its MPI requests (several when the buffer was chunked), what to do once
-/// they complete (avg's division), and the words for errors.
+/// One collective (several when the buffer was chunked) queued on the MPI thread, what to do
+/// once it completes (avg's division), and the words for errors.
 class MpiWork final : public Work {
  public:
   MpiWork(std::shared_ptr<Shared> shared, std::string label, std::chrono::milliseconds timeout,
-          std::vector<MPI_Request> requests, std::function<void()> then, Tensor keep_alive_a,
+          std::vector<std::shared_ptr<Done>> parts, std::function<void()> then, Tensor keep_alive_a,
           Tensor keep_alive_b)
-      : shared_(std::move(shared)), label_(std::move(label)), timeout_(timeout), requests_(std::move(requests)),
+      : shared_(std::move(shared)), label_(std::move(label)), timeout_(timeout), parts_(std::move(parts)),
         then_(std::move(then)), a_(std::move(keep_alive_a)), b_(std::move(keep_alive_b)) {}
 
   void wait() override {
     if (done_) return;
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    for (;;) {
-      if (shared_->poisoned.load()) {
-        throw CommError(fmt::format("{}: the communicator was aborted before it completed ({})", label_,
-                                    shared_->poison_reason));
-      }
-      int flag = 0;
+    for (const auto& part : parts_) {
       int rc = MPI_SUCCESS;
-      {
-        const std::lock_guard<std::mutex> lock(mpi_lock());
-        rc = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag, MPI_STATUSES_IGNORE);
-      }
-      if (rc != MPI_SUCCESS) fail(fmt::format("MPI reported: {}", mpi_error_text(rc)));
-      if (flag) break;
-      if (std::chrono::steady_clock::now() > deadline) {
+      if (!part->wait_until(deadline, rc)) {
         fail(fmt::format("not complete after the timeout of {}; a peer may have died, hung, or issued "
                          "different collectives", seconds_text(timeout_)));
       }
-      std::this_thread::yield();  // other threads of this rank (and oversubscribed ranks) may run
+      if (rc == kSkipped) {
+        throw CommError(fmt::format("{} was not run: the communicator had already failed ({})", label_,
+                                    shared_->poison_reason));
+      }
+      if (rc != MPI_SUCCESS) fail(fmt::format("MPI reported: {}", mpi_error_text(rc)));
     }
     if (then_) then_();
     done_ = true;
@@ -151,12 +157,20 @@ class MpiWork final : public Work {
   std::shared_ptr<Shared> shared_;
   std::string label_;
   std::chrono::milliseconds timeout_;
-  std::vector<MPI_Request> requests_;
+  std::vector<std::shared_ptr<Done>> parts_;
   std::function<void()> then_;
   Tensor a_;  // the tensors MPI reads and writes stay alive until the collective completes
   Tensor b_;
   bool done_ = false;
 };
+
+/// Queues one blocking MPI call on the thread, holding mpi_lock() while it runs.
+std::shared_ptr<Done> submit(Shared& shared, std::function<int()> call) {
+  return shared.thread->submit([call = std::move(call)] {
+    const std::lock_guard<std::mutex> lock(mpi_lock());
+    return call();
+  });
+}
 
 }  // namespace
 
@@ -190,6 +204,7 @@ void MpiCommunicator::connect(const CommContext& ctx) {
     shared->half_ops = std::make_unique<HalfOps>();
     library_ = MpiSession::library_version();
   }
+  shared->thread = std::make_unique<CommThread>();
   shared_ = std::move(shared);
   log::get("mpi")->info("mpi connected: rank {} of {} (from {}), {}, timeout {}", ranks_.rank, ranks_.world_size,
                         ranks_.source, library_, seconds_text(timeout_));
@@ -239,30 +254,21 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce(const Tensor& t, ReduceOp op) 
   const std::int64_t count = t.numel();
   const std::string label = fmt::format("mpi all_reduce #{} ({} x {}, {}) on rank {} of {}", seq,
                                         dtype_name(dtype), count, op_name(op), ranks_.rank, ranks_.world_size);
-  std::vector<MPI_Request> requests;
-  {
-    const std::lock_guard<std::mutex> lock(mpi_lock());
-    auto* base = static_cast<char*>(t.data());
-    const std::size_t esize = dtype_size(dtype);
-    for (std::int64_t at = 0; at < count; at += kMaxChunk) {
-      const int n = static_cast<int>(std::min(kMaxChunk, count - at));
-      MPI_Request request = MPI_REQUEST_NULL;
-      const int rc = MPI_Iallreduce(MPI_IN_PLACE, base + static_cast<std::size_t>(at) * esize, n, type, mpi_op,
-                                    shared_->comm, &request);
-      if (rc != MPI_SUCCESS) {
-        const std::string message = fmt::format("{} failed to start: {}", label, mpi_error_text(rc));
-        shared_->poison(message);
-        throw CommError(message);
-      }
-      requests.push_back(request);
-    }
+  std::vector<std::shared_ptr<Done>> parts;
+  auto* base = static_cast<char*>(t.data());
+  const std::size_t esize = dtype_size(dtype);
+  const MPI_Comm comm = shared_->comm;
+  for (std::int64_t at = 0; at < count; at += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, count - at));
+    void* chunk = base + static_cast<std::size_t>(at) * esize;
+    parts.push_back(submit(*shared_, [=] { return MPI_Allreduce(MPI_IN_PLACE, chunk, n, type, mpi_op, comm); }));
   }
   std::function<void()> then;
   if (op == ReduceOp::avg && count > 0) {
     const int world = ranks_.world_size;
     then = [t, dtype, count, world] { divide(t.data(), dtype, static_cast<std::size_t>(count), world); };
   }
-  return std::make_unique<MpiWork>(shared_, label, timeout_, std::move(requests), std::move(then), t, Tensor());
+  return std::make_unique<MpiWork>(shared_, label, timeout_, std::move(parts), std::move(then), t, Tensor());
 }
 
 std::unique_ptr<Work> MpiCommunicator::broadcast(const Tensor& t, int root) {
@@ -275,24 +281,16 @@ std::unique_ptr<Work> MpiCommunicator::broadcast(const Tensor& t, int root) {
   }
   const std::string label = fmt::format("mpi broadcast #{} ({} x {}, root {}) on rank {} of {}", seq,
                                         dtype_name(t.dtype()), t.numel(), root, ranks_.rank, ranks_.world_size);
-  std::vector<MPI_Request> requests;
-  {
-    const std::lock_guard<std::mutex> lock(mpi_lock());
-    auto* base = static_cast<char*>(t.data());
-    const auto bytes = static_cast<std::int64_t>(t.bytes());
-    for (std::int64_t at = 0; at < bytes; at += kMaxChunk) {
-      const int n = static_cast<int>(std::min(kMaxChunk, bytes - at));
-      MPI_Request request = MPI_REQUEST_NULL;
-      const int rc = MPI_Ibcast(base + at, n, MPI_BYTE, root, shared_->comm, &request);
-      if (rc != MPI_SUCCESS) {
-        const std::string message = fmt::format("{} failed to start: {}", label, mpi_error_text(rc));
-        shared_->poison(message);
-        throw CommError(message);
-      }
-      requests.push_back(request);
-    }
+  std::vector<std::shared_ptr<Done>> parts;
+  auto* base = static_cast<char*>(t.data());
+  const auto bytes = static_cast<std::int64_t>(t.bytes());
+  const MPI_Comm comm = shared_->comm;
+  for (std::int64_t at = 0; at < bytes; at += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, bytes - at));
+    void* chunk = base + at;
+    parts.push_back(submit(*shared_, [=] { return MPI_Bcast(chunk, n, MPI_BYTE, root, comm); }));
   }
-  return std::make_unique<MpiWork>(shared_, label, timeout_, std::move(requests), nullptr, t, Tensor());
+  return std::make_unique<MpiWork>(shared_, label, timeout_, std::move(parts), nullptr, t, Tensor());
 }
 
 std::unique_ptr<Work> MpiCommunicator::all_gather(const Tensor& out, const Tensor& in) {
@@ -312,35 +310,21 @@ std::unique_ptr<Work> MpiCommunicator::all_gather(const Tensor& out, const Tenso
   }
   const std::string label = fmt::format("mpi all_gather #{} ({} x {}) on rank {} of {}", seq,
                                         dtype_name(in.dtype()), in.numel(), ranks_.rank, ranks_.world_size);
-  MPI_Request request = MPI_REQUEST_NULL;
-  {
-    const std::lock_guard<std::mutex> lock(mpi_lock());
-    const int n = static_cast<int>(in.bytes());
-    const int rc = MPI_Iallgather(in.data(), n, MPI_BYTE, out.data(), n, MPI_BYTE, shared_->comm, &request);
-    if (rc != MPI_SUCCESS) {
-      const std::string message = fmt::format("{} failed to start: {}", label, mpi_error_text(rc));
-      shared_->poison(message);
-      throw CommError(message);
-    }
-  }
-  return std::make_unique<MpiWork>(shared_, label, timeout_, std::vector<MPI_Request>{request}, nullptr, out, in);
+  const int n = static_cast<int>(in.bytes());
+  void* send = in.data();
+  void* recv = out.data();
+  const MPI_Comm comm = shared_->comm;
+  auto part = submit(*shared_, [=] { return MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm); });
+  return std::make_unique<MpiWork>(shared_, label, timeout_, std::vector<std::shared_ptr<Done>>{part}, nullptr, out, in);
 }
 
 void MpiCommunicator::barrier() {
   require_connected("barrier");
   const std::uint64_t seq = next_seq_++;
   const std::string label = fmt::format("mpi barrier #{} on rank {} of {}", seq, ranks_.rank, ranks_.world_size);
-  MPI_Request request = MPI_REQUEST_NULL;
-  {
-    const std::lock_guard<std::mutex> lock(mpi_lock());
-    const int rc = MPI_Ibarrier(shared_->comm, &request);
-    if (rc != MPI_SUCCESS) {
-      const std::string message = fmt::format("{} failed to start: {}", label, mpi_error_text(rc));
-      shared_->poison(message);
-      throw CommError(message);
-    }
-  }
-  MpiWork(shared_, label, timeout_, {request}, nullptr, Tensor(), Tensor()).wait();
+  const MPI_Comm comm = shared_->comm;
+  auto part = submit(*shared_, [comm] { return MPI_Barrier(comm); });
+  MpiWork(shared_, label, timeout_, {part}, nullptr, Tensor(), Tensor()).wait();
 }
 
 void MpiCommunicator::abort() noexcept {

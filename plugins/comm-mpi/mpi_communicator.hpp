@@ -5,17 +5,18 @@
 // rendezvous store is not used; MPI has its own. connect() duplicates MPI_COMM_WORLD, so Kiln's
 // traffic never matches anyone else's messages.
 //
-// Collectives are MPI's non-blocking ones (MPI_Iallreduce, MPI_Ibcast, MPI_Iallgather,
-// MPI_Ibarrier), started in the calling thread; Work::wait() polls MPI_Test until done or the
-// connect() timeout passes. f32 and f64 use MPI's own sum/max/min; f16 and bf16 use the
+// Collectives are MPI's blocking ones (MPI_Allreduce, MPI_Bcast, MPI_Allgather, MPI_Barrier),
+// queued in issue order to the communicator's own MPI thread (comm_thread.hpp says why not the
+// non-blocking ones); Work::wait() waits for it until done or the connect() timeout passes. f32 and f64 use MPI's own sum/max/min; f16 and bf16 use the
 // operators of half_ops.hpp. avg is a sum divided by the world size after it completes, in the
 // element type's precision (f16/bf16 divide in f32 and round once), as the gloo plugin does.
 // Buffers of more than 2^30 elements are sent as several collectives (MPI counts are int).
 //
 // Failures (an MPI error code, a timeout) become a CommError naming the op, its number, dtype x
 // count, and the rank, and poison the communicator. MPI cannot cancel a started collective, so
-// abort() only poisons it: pending and later waits fail at once; the process is expected to
-// exit, and mpirun then stops the other ranks.
+// abort() only poisons it: queued collectives are skipped, pending and later waits fail at once,
+// a collective stuck inside MPI is abandoned with its thread; the process is expected to exit,
+// and mpirun then stops the other ranks.
 #pragma once
 
 #include <atomic>

@@ -57,8 +57,8 @@ MpiSession::MpiSession() {
   }
   if (provided < MPI_THREAD_SERIALIZED) {
     throw CommError(fmt::format(
-        "mpi communicator: MPI runs at {}, but the plugin needs MPI_THREAD_SERIALIZED (collectives "
-        "are waited on from other threads than the one that started MPI); whoever calls MPI_Init "
+        "mpi communicator: MPI runs at {}, but the plugin needs MPI_THREAD_SERIALIZED (its "
+        "collectives run on a thread of their own); whoever calls MPI_Init "
         "first must ask for MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE",
         thread_level_name(provided)));
   }

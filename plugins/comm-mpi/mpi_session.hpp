@@ -4,9 +4,9 @@
 // has started MPI, start it, and whoever started it finalises it. Here that is the last live
 // session of this plugin (a reference count), not an atexit handler: the plugin is a dlopen()ed
 // library and an atexit function inside it could outlive its code. The plugin asks for
-// MPI_THREAD_SERIALIZED, the least it needs: collectives and waits may come from different
-// threads (GradSync launches from backward callbacks), never two at once, because every MPI call
-// of the plugin holds mpi_lock(). If MPI was started by someone else with less than that, the
+// MPI_THREAD_SERIALIZED, the least it needs: its MPI calls come from two threads (the one that
+// connects and its MPI thread, comm_thread.hpp), never two at once, because every MPI call of
+// the plugin holds mpi_lock(). If MPI was started by someone else with less than that, the
 // session refuses with a message saying so.
 #pragma once
 

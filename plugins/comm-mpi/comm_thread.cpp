@@ -1,0 +1,78 @@
+// The mpi communicator's MPI thread (see comm_thread.hpp).
+#include "comm_thread.hpp"
+
+#include <utility>
+
+namespace kiln::mpi_comm {
+
+void Done::finish(int rc) {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+    rc_ = rc;
+  }
+  cv_.notify_all();
+}
+
+bool Done::wait_until(std::chrono::steady_clock::time_point deadline, int& rc) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!cv_.wait_until(lock, deadline, [this] { return done_; })) return false;
+  rc = rc_;
+  return true;
+}
+
+CommThread::CommThread() : state_(std::make_shared<State>()) { thread_ = std::thread(loop, state_); }
+
+CommThread::~CommThread() {
+  bool abandoned = false;
+  {
+    const std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->stopping = true;
+    abandoned = state_->abandoned;
+  }
+  state_->cv.notify_all();
+  // An abandoned thread may be inside a collective that never returns; it owns its state.
+  if (abandoned) thread_.detach();
+  else thread_.join();
+}
+
+std::shared_ptr<Done> CommThread::submit(std::function<int()> task) {
+  auto done = std::make_shared<Done>();
+  {
+    const std::lock_guard<std::mutex> lock(state_->mutex);
+    if (state_->abandoned) {
+      done->finish(state_->skipped_rc);
+      return done;
+    }
+    state_->tasks.emplace_back(std::move(task), done);
+  }
+  state_->cv.notify_all();
+  return done;
+}
+
+void CommThread::abandon(int skipped_rc) noexcept {
+  std::deque<std::pair<std::function<int()>, std::shared_ptr<Done>>> skipped;
+  {
+    const std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->abandoned = true;
+    state_->skipped_rc = skipped_rc;
+    skipped.swap(state_->tasks);
+  }
+  for (auto& [task, done] : skipped) done->finish(skipped_rc);
+}
+
+void CommThread::loop(std::shared_ptr<State> state) {
+  for (;;) {
+    std::pair<std::function<int()>, std::shared_ptr<Done>> next;
+    {
+      std::unique_lock<std::mutex> lock(state->mutex);
+      state->cv.wait(lock, [&] { return state->stopping || !state->tasks.empty(); });
+      if (state->tasks.empty()) return;  // stopping, nothing left
+      next = std::move(state->tasks.front());
+      state->tasks.pop_front();
+    }
+    next.second->finish(next.first());
+  }
+}
+
+}  // namespace kiln::mpi_comm
