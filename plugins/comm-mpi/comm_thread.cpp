@@ -31,9 +31,18 @@ CommThread::~CommThread() {
     abandoned = state_->abandoned;
   }
   state_->cv.notify_all();
-  // An abandoned thread may be inside a collective that never returns; it owns its state.
-  if (abandoned) thread_.detach();
-  else thread_.join();
+  // An abandoned thread may be inside a collective that never returns: give it a moment to
+  // finish one that is merely late, then leave it (it owns its state).
+  if (abandoned) {
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    const bool exited = state_->cv.wait_for(lock, std::chrono::seconds(2), [this] { return state_->exited; });
+    lock.unlock();
+    if (!exited) {
+      thread_.detach();
+      return;
+    }
+  }
+  thread_.join();
 }
 
 std::shared_ptr<Done> CommThread::submit(std::function<int()> task) {
@@ -67,7 +76,11 @@ void CommThread::loop(std::shared_ptr<State> state) {
     {
       std::unique_lock<std::mutex> lock(state->mutex);
       state->cv.wait(lock, [&] { return state->stopping || !state->tasks.empty(); });
-      if (state->tasks.empty()) return;  // stopping, nothing left
+      if (state->tasks.empty()) {  // stopping, nothing left
+        state->exited = true;
+        state->cv.notify_all();
+        return;
+      }
       next = std::move(state->tasks.front());
       state->tasks.pop_front();
     }

@@ -6,7 +6,7 @@
 // collectives asynchronous for the caller (GradSync keeps computing) and keeps them in issue
 // order. A task's outcome is an MPI return code; Done lets a Work wait for it with a deadline.
 // If a task never returns (a peer died inside a collective), the thread is abandoned at
-// destruction rather than joined.
+// destruction rather than joined (after a 2 s grace for one that is merely late).
 #pragma once
 
 #include <chrono>
@@ -36,7 +36,8 @@ class Done {
 class CommThread {
  public:
   CommThread();
-  /// Runs what is queued, then stops; joins unless a task is stuck (then detaches).
+  /// Runs what is queued, then stops and joins; if abandoned, waits at most 2 s for a running
+  /// task to return, then detaches the thread.
   ~CommThread();
   CommThread(const CommThread&) = delete;
   CommThread& operator=(const CommThread&) = delete;
@@ -54,6 +55,7 @@ class CommThread {
     std::deque<std::pair<std::function<int()>, std::shared_ptr<Done>>> tasks;
     bool stopping = false;
     bool abandoned = false;
+    bool exited = false;
     int skipped_rc = 0;
   };
   static void loop(std::shared_ptr<State> state);

@@ -1,4 +1,5 @@
-// MpiCommunicator: set-up, non-blocking collectives and their Work (see mpi_communicator.hpp).
+// MpiCommunicator: set-up, collectives queued on the MPI thread, and their Work (see
+// mpi_communicator.hpp).
 #include "mpi_communicator.hpp"
 
 #include <mpi.h>
@@ -9,7 +10,6 @@
 #include <algorithm>
 #include <climits>
 #include <functional>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -39,6 +39,8 @@ struct Shared {
   ~Shared() {
     thread.reset();
     if (poisoned.load()) {
+      // No MPI call here: the abandoned thread may still be inside one (MPI_THREAD_SERIALIZED).
+      (void)half_ops.release();
       (void)session.release();
       return;
     }
