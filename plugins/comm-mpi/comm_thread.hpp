@@ -9,6 +9,7 @@
 // destruction rather than joined (after a 2 s grace for one that is merely late).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -29,7 +30,7 @@ class Done {
  private:
   std::mutex mutex_;
   std::condition_variable cv_;
-  bool done_ = false;
+  std::atomic<bool> done_{false};
   int rc_ = 0;
 };
 
@@ -53,6 +54,7 @@ class CommThread {
     std::mutex mutex;
     std::condition_variable cv;
     std::deque<std::pair<std::function<int()>, std::shared_ptr<Done>>> tasks;
+    std::atomic<int> queued{0};  // tasks.size(), readable without the mutex (spinning)
     bool stopping = false;
     bool abandoned = false;
     bool exited = false;
