@@ -62,19 +62,22 @@ void record_errors(CaseResult& result, const std::vector<std::string>& errors) {
   }
 }
 
+/// The cases, run for the ranks `placement` hosts in this process. Inputs and expected values
+/// are computed from (index, rank) formulas, so each process builds only its own ranks'.
 class Suite {
  public:
-  Suite(const CommSpec& spec, int world, Comms comms) : spec_(spec), world_(world), comms_(std::move(comms)) {}
+  Suite(const CommSpec& spec, const RankPlacement& placement, Comms comms)
+      : spec_(spec), placement_(placement), world_(placement.world), comms_(std::move(comms)) {}
 
   CaseResult all_reduce(DType dtype, std::int64_t count, ReduceOp op) {
     CaseResult result{fmt::format("all_reduce {} x {} {}", dtype_name(dtype), count, op_name(op))};
     // avg: inputs are multiples of the world size, so the mean is an exact small integer.
     const double scale = op == ReduceOp::avg ? world_ : 1.0;
-    std::vector<Tensor> tensors;
-    for (int r = 0; r < world_; ++r) {
+    std::vector<Tensor> tensors(static_cast<std::size_t>(world_));
+    for (const int r : placement_.local) {
       std::vector<double> v(static_cast<std::size_t>(count));
       for (std::int64_t i = 0; i < count; ++i) v[static_cast<std::size_t>(i)] = scale * small_int(i, r);
-      tensors.push_back(make_tensor(v, dtype));
+      tensors[static_cast<std::size_t>(r)] = make_tensor(v, dtype);
     }
     std::vector<double> want(static_cast<std::size_t>(count));
     for (std::int64_t i = 0; i < count; ++i) {
@@ -87,10 +90,10 @@ class Suite {
       }
       want[static_cast<std::size_t>(i)] = acc;
     }
-    record_errors(result, run_ranks(world_, [&](int r) {
+    record_errors(result, run([&](int r) {
       comms_[static_cast<std::size_t>(r)]->all_reduce(tensors[static_cast<std::size_t>(r)], op)->wait();
     }));
-    for (int r = 0; r < world_; ++r) tally(result, r, read_values(tensors[static_cast<std::size_t>(r)]), want);
+    for (const int r : placement_.local) tally(result, r, read_values(tensors[static_cast<std::size_t>(r)]), want);
     return result;
   }
 
@@ -98,20 +101,24 @@ class Suite {
   /// they must be close to the exact sum.
   CaseResult identical_sums(DType dtype, std::int64_t count) {
     CaseResult result{fmt::format("all_reduce {} x {} sum, bit-identical on every rank", dtype_name(dtype), count)};
-    std::vector<Tensor> tensors;
+    std::vector<Tensor> tensors(static_cast<std::size_t>(world_));
     std::vector<double> exact(static_cast<std::size_t>(count), 0.0);
     for (int r = 0; r < world_; ++r) {
       std::vector<double> v(static_cast<std::size_t>(count));
       for (std::int64_t i = 0; i < count; ++i) v[static_cast<std::size_t>(i)] = std::sin(0.37 * i + 1.3 * r + 0.1) * 3.1;
-      tensors.push_back(make_tensor(v, dtype));
-      const auto stored = read_values(tensors.back());
+      // Every rank's stored (rounded) input enters the exact sum; only local ranks keep a tensor.
+      const Tensor t = make_tensor(v, dtype);
+      const auto stored = read_values(t);
       for (std::size_t i = 0; i < stored.size(); ++i) exact[i] += stored[i];
+      if (placement_.hosts(r)) tensors[static_cast<std::size_t>(r)] = t;
     }
-    record_errors(result, run_ranks(world_, [&](int r) {
+    record_errors(result, run([&](int r) {
       comms_[static_cast<std::size_t>(r)]->all_reduce(tensors[static_cast<std::size_t>(r)], ReduceOp::sum)->wait();
     }));
-    const auto first = read_values(tensors[0]);
-    for (int r = 1; r < world_; ++r) tally(result, r, read_values(tensors[static_cast<std::size_t>(r)]), first);
+    const auto first = placement_.from_rank0(placement_.hosts(0) ? read_values(tensors[0]) : std::vector<double>());
+    for (const int r : placement_.local) {
+      if (r != 0) tally(result, r, read_values(tensors[static_cast<std::size_t>(r)]), first);
+    }
     // Closeness to the exact sum (f32: a few ulps of the largest partial sum; half types: 2^-6).
     const double tol = dtype == DType::f64 ? 1e-12 : dtype == DType::f32 ? 1e-5 : 0.08;
     const double bound = tol * 3.1 * world_ + 1e-300;
@@ -131,52 +138,53 @@ class Suite {
     CaseResult result{fmt::format("broadcast {} x {} root {}", dtype_name(dtype), count, root)};
     std::vector<double> payload(static_cast<std::size_t>(count));
     for (std::int64_t i = 0; i < count; ++i) payload[static_cast<std::size_t>(i)] = static_cast<double>((i * 5 + root) % 13) - 6.0;
-    std::vector<Tensor> tensors;
-    for (int r = 0; r < world_; ++r) {
-      tensors.push_back(r == root ? make_tensor(payload, dtype)
-                                  : make_tensor(std::vector<double>(static_cast<std::size_t>(count), 99.0), dtype));
+    std::vector<Tensor> tensors(static_cast<std::size_t>(world_));
+    for (const int r : placement_.local) {
+      tensors[static_cast<std::size_t>(r)] =
+          r == root ? make_tensor(payload, dtype)
+                    : make_tensor(std::vector<double>(static_cast<std::size_t>(count), 99.0), dtype);
     }
-    record_errors(result, run_ranks(world_, [&](int r) {
+    record_errors(result, run([&](int r) {
       comms_[static_cast<std::size_t>(r)]->broadcast(tensors[static_cast<std::size_t>(r)], root)->wait();
     }));
-    for (int r = 0; r < world_; ++r) tally(result, r, read_values(tensors[static_cast<std::size_t>(r)]), payload);
+    for (const int r : placement_.local) tally(result, r, read_values(tensors[static_cast<std::size_t>(r)]), payload);
     return result;
   }
 
   CaseResult all_gather(DType dtype, std::int64_t count) {
     CaseResult result{fmt::format("all_gather {} x {}", dtype_name(dtype), count)};
-    std::vector<Tensor> ins;
-    std::vector<Tensor> outs;
+    std::vector<Tensor> ins(static_cast<std::size_t>(world_));
+    std::vector<Tensor> outs(static_cast<std::size_t>(world_));
     std::vector<double> want;
     for (int r = 0; r < world_; ++r) {
       std::vector<double> v(static_cast<std::size_t>(count));
       for (std::int64_t i = 0; i < count; ++i) v[static_cast<std::size_t>(i)] = static_cast<double>((i * 3 + r * 7) % 17);  // >= 0: u8 too
       want.insert(want.end(), v.begin(), v.end());
-      ins.push_back(make_tensor(v, dtype));
-      outs.push_back(make_tensor(std::vector<double>(static_cast<std::size_t>(count * world_), 99.0), dtype));
+      if (!placement_.hosts(r)) continue;
+      ins[static_cast<std::size_t>(r)] = make_tensor(v, dtype);
+      outs[static_cast<std::size_t>(r)] = make_tensor(std::vector<double>(static_cast<std::size_t>(count * world_), 99.0), dtype);
     }
-    record_errors(result, run_ranks(world_, [&](int r) {
+    record_errors(result, run([&](int r) {
       const auto i = static_cast<std::size_t>(r);
       comms_[i]->all_gather(outs[i], ins[i])->wait();
     }));
-    for (int r = 0; r < world_; ++r) tally(result, r, read_values(outs[static_cast<std::size_t>(r)]), want);
+    for (const int r : placement_.local) tally(result, r, read_values(outs[static_cast<std::size_t>(r)]), want);
     return result;
   }
 
-  /// Each rank counts itself in before every barrier; after barrier k everyone must see at
-  /// least world x (k + 1) arrivals. Values, not timings.
+  /// Each rank counts itself in before every barrier; after barrier k everyone must see all
+  /// world ranks counted in for round k. Values, not timings.
   CaseResult barrier(int rounds) {
     CaseResult result{fmt::format("barrier x {}", rounds)};
-    std::atomic<int> arrived{0};
     std::vector<std::vector<double>> seen(static_cast<std::size_t>(world_));
-    record_errors(result, run_ranks(world_, [&](int r) {
+    record_errors(result, run([&](int r) {
       for (int k = 0; k < rounds; ++k) {
-        arrived.fetch_add(1);
+        placement_.arrive(r, k);
         comms_[static_cast<std::size_t>(r)]->barrier();
-        seen[static_cast<std::size_t>(r)].push_back(arrived.load() >= world_ * (k + 1) ? 1.0 : 0.0);
+        seen[static_cast<std::size_t>(r)].push_back(placement_.arrived(k) == world_ ? 1.0 : 0.0);
       }
     }));
-    for (int r = 0; r < world_; ++r) {
+    for (const int r : placement_.local) {
       tally(result, r, seen[static_cast<std::size_t>(r)], std::vector<double>(static_cast<std::size_t>(rounds), 1.0));
     }
     return result;
@@ -193,7 +201,7 @@ class Suite {
       ReduceOp op;
     };
     const Op plan[3] = {{DType::f32, 7, ReduceOp::sum}, {half, 1000, ReduceOp::max}, {DType::f32, 100003, ReduceOp::sum}};
-    std::vector<std::vector<Tensor>> tensors(3);
+    std::vector<std::vector<Tensor>> tensors(3, std::vector<Tensor>(static_cast<std::size_t>(world_)));
     std::vector<std::vector<double>> want(3);
     for (int k = 0; k < 3; ++k) {
       want[k].resize(static_cast<std::size_t>(plan[k].count));
@@ -205,10 +213,10 @@ class Suite {
           double& w = want[k][static_cast<std::size_t>(i)];
           w = plan[k].op == ReduceOp::max ? (r == 0 ? x : std::max(w, x)) : (r == 0 ? x : w + x);
         }
-        tensors[k].push_back(make_tensor(v, plan[k].dtype));
+        if (placement_.hosts(r)) tensors[k][static_cast<std::size_t>(r)] = make_tensor(v, plan[k].dtype);
       }
     }
-    record_errors(result, run_ranks(world_, [&](int r) {
+    record_errors(result, run([&](int r) {
       const auto i = static_cast<std::size_t>(r);
       auto a = comms_[i]->all_reduce(tensors[0][i], plan[0].op);
       auto b = comms_[i]->all_reduce(tensors[1][i], plan[1].op);
@@ -218,7 +226,7 @@ class Suite {
       b->wait();
     }));
     for (int k = 0; k < 3; ++k) {
-      for (int r = 0; r < world_; ++r) tally(result, r, read_values(tensors[k][static_cast<std::size_t>(r)]), want[k]);
+      for (const int r : placement_.local) tally(result, r, read_values(tensors[k][static_cast<std::size_t>(r)]), want[k]);
     }
     return result;
   }
@@ -255,44 +263,69 @@ class Suite {
   }
 
  private:
+  /// Runs body(rank) for every local rank; errors indexed by rank ("" where none or not local).
+  std::vector<std::string> run(const std::function<void(int rank)>& body) const { return placement_.run(body); }
+
   const CommSpec& spec_;
+  const RankPlacement& placement_;
   int world_;
   Comms comms_;
 };
 
 }  // namespace
 
-std::vector<CaseResult> run_conformance(const CommSpec& spec, int world, std::chrono::milliseconds timeout) {
-  kiln::dist::MemoryStore store(world);
-  Comms comms;
-  for (int r = 0; r < world; ++r) {
-    comms.push_back(make_communicator(spec.plugin, spec.params, rank_of(r, world)));
+RankPlacement threads_in_this_process(int world) {
+  RankPlacement p;
+  p.world = world;
+  for (int r = 0; r < world; ++r) p.local.push_back(r);
+  p.run = [world](const std::function<void(int)>& body) { return run_ranks(world, body); };
+  p.from_rank0 = [](const std::vector<double>& mine) { return mine; };
+  // One counter per barrier round, shared by the rank threads.
+  auto counts = std::make_shared<std::vector<std::atomic<int>>>(64);
+  p.arrive = [counts](int /*rank*/, int round) { (*counts).at(static_cast<std::size_t>(round)).fetch_add(1); };
+  p.arrived = [counts](int round) { return (*counts).at(static_cast<std::size_t>(round)).load(); };
+  p.merge = [](std::vector<CaseResult>&) {};
+  return p;
+}
+
+std::vector<CaseResult> run_conformance(const CommSpec& spec, const RankPlacement& placement, Store* store,
+                                        std::chrono::milliseconds timeout) {
+  const int world = placement.world;
+  Comms comms(static_cast<std::size_t>(world));
+  for (const int r : placement.local) {
+    comms[static_cast<std::size_t>(r)] = make_communicator(spec.plugin, spec.params, rank_of(r, world));
   }
   CaseResult connect{fmt::format("connect {} ranks", world)};
-  record_errors(connect, run_ranks(world, [&](int r) {
+  record_errors(connect, placement.run([&](int r) {
     CommContext ctx;
     ctx.ranks = rank_of(r, world);
-    ctx.store = &store;
+    ctx.store = store;
     ctx.backend = &cpu();
     ctx.timeout = timeout;
     comms[static_cast<std::size_t>(r)]->connect(ctx);
   }));
-  if (!connect.ok()) return {connect};
-  for (int r = 0; r < world; ++r) {
+  for (const int r : placement.local) {
     const auto& c = *comms[static_cast<std::size_t>(r)];
-    if (c.rank() != r || c.size() != world) {
+    if (connect.ok() && (c.rank() != r || c.size() != world)) {
       connect.detail = fmt::format("rank {} reports rank {} of {}", r, c.rank(), c.size());
-      return {connect};
     }
   }
-  Suite suite(spec, world, comms);
-  auto results = suite.run_all();
-  results.insert(results.begin(), connect);
+  std::vector<CaseResult> results{connect};
+  if (connect.ok()) {
+    Suite suite(spec, placement, comms);
+    auto cases = suite.run_all();
+    results.insert(results.end(), cases.begin(), cases.end());
+  }
+  placement.merge(results);  // while the communicators (and, for MPI, MPI itself) are still up
   return results;
 }
 
-void check_conformance(const CommSpec& spec, int world) {
-  const auto results = run_conformance(spec, world);
+std::vector<CaseResult> run_conformance(const CommSpec& spec, int world, std::chrono::milliseconds timeout) {
+  kiln::dist::MemoryStore store(world);
+  return run_conformance(spec, threads_in_this_process(world), &store, timeout);
+}
+
+void check_results(const CommSpec& spec, int world, const std::vector<CaseResult>& results) {
   std::int64_t checked = 0;
   std::int64_t wrong = 0;
   for (const auto& r : results) {
@@ -304,5 +337,7 @@ void check_conformance(const CommSpec& spec, int world) {
   BOOST_TEST_MESSAGE(fmt::format("{} world {}: {} cases, {} elements checked, #wrong {}", spec.label,
                                  world, results.size(), checked, wrong));
 }
+
+void check_conformance(const CommSpec& spec, int world) { check_results(spec, world, run_conformance(spec, world)); }
 
 }  // namespace kiln::test
