@@ -2,9 +2,10 @@
 //
 // The resampler precomputes per-axis tap tables (first source index, weights normalised to 1),
 // runs the vertical pass first (contiguous bytes, vectorised) over only the crop's columns, then
-// the horizontal pass on exactly `size` rows with one 4-float vector per tap, writing CHW with
-// the normalisation folded into one multiply-add (f32), or HWC bytes rounded half up and
-// clamped to 0..255 as PIL stores a resized image (u8).
+// the horizontal pass on exactly `size` rows, two output pixels per 8-float vector with a fixed
+// (unrolled) tap count, then copies each row out as CHW with the normalisation folded into one
+// multiply-add (f32), or as HWC bytes rounded half up and clamped to 0..255 as PIL stores a
+// resized image (u8).
 // Scratch is thread_local: read() runs on several loader threads at once.
 #include "transform.hpp"
 
