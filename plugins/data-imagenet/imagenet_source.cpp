@@ -85,6 +85,7 @@ ImagenetSource::ImagenetSource(const PluginArgs& args) {
                                   transform_.ratio_max));
   }
   transform_.flip = p.get_bool("flip");
+  decode_scaled_ = p.get_bool("decode_scaled");
   const std::string& output = p.get_string("output");
   if (output == "f32") {
     transform_.format = SampleFormat::f32_chw;
@@ -246,7 +247,7 @@ void ImagenetSource::read_one(std::int64_t index, std::uint64_t seed, void* pixe
   const JpegHeader header = read_jpeg_header(image, max_pixels_, where);
   SampleRng rng(seed);
   const CropPlan plan = plan_crop(transform_, header.width, header.height, rng);
-  const int denom = pick_scale_denom(plan.rect.w, plan.rect.h, transform_.size);
+  const int denom = decode_scaled_ ? pick_scale_denom(plan.rect.w, plan.rect.h, transform_.size) : 1;
   // The crop in scaled-image coordinates, and the whole pixels it touches.
   const double f = 1.0 / denom;
   const CropRect scaled{plan.rect.x * f, plan.rect.y * f, plan.rect.w * f, plan.rect.h * f};

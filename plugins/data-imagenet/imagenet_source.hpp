@@ -53,6 +53,7 @@ class ImagenetSource final : public DataSource {
   OnError on_error_ = OnError::fail;
   TransformOptions transform_;
   std::int64_t max_pixels_ = 0;
+  bool decode_scaled_ = true;  // DCT-domain downscaling allowed (see jpeg_decoder.hpp)
   std::uint64_t max_record_bytes_ = 0;
   std::int64_t label_offset_ = -1;
   std::unique_ptr<FolderIndex> folder_;

@@ -5,7 +5,9 @@
 // boundary) and jpeg_skip_scanlines (rows above; rows below are never decoded), available in the
 // libjpeg API since libjpeg-turbo 1.5, while the TurboJPEG 2.x API has no region decode
 // (tj3SetCroppingRegion is 3.0). DCT-domain downscaling by 1/2, 1/4 or 1/8 (the factors with
-// SIMD IDCTs) when the crop stays >= the output size at that scale. Gray decodes straight to
+// SIMD IDCTs) when the crop stays >= the output size at that scale (3/8..7/8 measured slower
+// than full size: scalar IDCTs; see docs/data-imagenet.md). The caller may pass denom 1 always
+// (the `decode_scaled = false` key). Gray decodes straight to
 // RGB; CMYK/YCCK decode to CMYK and are converted with the Adobe (inverted) convention of the
 // Photoshop-written files in ImageNet, as Pillow does: R = C*K/255. A PNG (by signature) is
 // rejected with a message saying to convert it: no PNG decoder is linked.

@@ -42,6 +42,9 @@ constexpr kiln_param_spec_v1 kImagenetParams[] = {
      "Largest width x height accepted, checked from the header before decoding."},
     {"max_record_bytes", KILN_PARAM_INT, "67108864", nullptr,
      "Largest TFRecord record or image file accepted, in bytes."},
+    {"decode_scaled", KILN_PARAM_BOOL, "true", nullptr,
+     "Decode at 1/2, 1/4 or 1/8 scale in the DCT domain when the crop stays >= size there (faster; "
+     "pixel values differ slightly from a full-resolution decode); false: always full resolution."},
     {"on_error", KILN_PARAM_STRING, "\"fail\"", "fail|skip",
      "Bad sample: fail with a DataError, or skip (replace by the next good one, count in the log)."},
 };

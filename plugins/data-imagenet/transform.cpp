@@ -2,9 +2,10 @@
 //
 // The resampler precomputes per-axis tap tables (first source index, weights normalised to 1),
 // runs the vertical pass first (contiguous bytes, vectorised) over only the crop's columns, then
-// the horizontal pass on exactly `size` rows with one 4-float vector per tap, writing CHW with
-// the normalisation folded into one multiply-add (f32), or HWC bytes rounded half up and
-// clamped to 0..255 as PIL stores a resized image (u8).
+// the horizontal pass on exactly `size` rows, two output pixels per 8-float vector with a fixed
+// (unrolled) tap count, then copies each row out as CHW with the normalisation folded into one
+// multiply-add (f32), or as HWC bytes rounded half up and clamped to 0..255 as PIL stores a
+// resized image (u8).
 // Scratch is thread_local: read() runs on several loader threads at once.
 #include "transform.hpp"
 
@@ -65,8 +66,38 @@ void make_taps(double start, double length, int out_size, int lo, int hi, Taps& 
 
 struct Scratch {
   Taps horizontal, vertical;
-  std::vector<float> rows;  // size rows of the crop's columns, interleaved RGB (+1 pad)
+  std::vector<float> rows;          // size rows of the crop's columns, interleaved RGB (+ pad)
+  std::vector<float> pair_weights;  // per output pair and tap: 4 x weight of each pixel
+  std::vector<float> line;          // one output row, 4 floats (RGB, unused) per pixel
 };
+
+// One output row of pass 2: pixels in pairs, one 8-float vector (R, G, B, unused of each pixel)
+// per tap, into line[8 * pair ...]. kTaps > 0 fixes the tap count at compile time (unrolled);
+// 0 takes `taps`. always_inline so each resample clone gets its own copy for its ISA.
+template <int kTaps>
+__attribute__((always_inline)) inline void horizontal_pass(const float* row, const int* first, int x_lo,
+                                                           int size, int taps, const float* pw,
+                                                           float* line) {
+  typedef float v4f __attribute__((vector_size(16)));
+  typedef float v8f __attribute__((vector_size(32)));
+  const int n = kTaps > 0 ? kTaps : taps;
+  const int pairs = (size + 1) / 2;
+  for (int pair = 0; pair < pairs; ++pair) {
+    const int o0 = 2 * pair, o1 = std::min(o0 + 1, size - 1);
+    const float* p0 = row + static_cast<std::size_t>(first[o0] - x_lo) * 3;
+    const float* p1 = row + static_cast<std::size_t>(first[o1] - x_lo) * 3;
+    v8f acc{};
+    for (int k = 0; k < n; ++k, pw += 8) {
+      v4f lo, hi;
+      v8f w;
+      std::memcpy(&lo, p0 + 3 * k, sizeof lo);
+      std::memcpy(&hi, p1 + 3 * k, sizeof hi);
+      std::memcpy(&w, pw, sizeof w);
+      acc += w * __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
+    }
+    std::memcpy(line + 8 * static_cast<std::size_t>(pair), &acc, sizeof acc);
+  }
+}
 
 }  // namespace
 
@@ -125,10 +156,11 @@ CropPlan plan_crop(const TransformOptions& o, int width, int height, SampleRng& 
   return plan;
 }
 
-// Cloned for AVX2 (picked at load time by an ifunc) so the vertical pass converts and
-// multiplies 8 lanes at a time; the default clone keeps the library loadable everywhere.
+// Cloned for x86-64-v3 (AVX2 + FMA, picked at load time by an ifunc) so the vertical pass converts
+// and multiplies 8 lanes at a time and the horizontal pass runs two output pixels per 8-lane
+// vector; the default clone keeps the library loadable everywhere.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("arch=x86-64-v3", "default")))
 #endif
 void resample(const unsigned char* rgb, int width, int height, const CropRect& rect, bool flip,
               const TransformOptions& options, void* out_bytes) {
@@ -144,9 +176,14 @@ void resample(const unsigned char* rgb, int width, int height, const CropRect& r
   const Taps& tv = scratch.vertical;
 
   // Pass 1, vertical: `size` rows of the crop's columns, still interleaved RGB, as f32. Runs
-  // over contiguous bytes, so it vectorises; the +1 pads the 4-wide loads of pass 2.
+  // over contiguous bytes, so it vectorises. Each row ends in a zeroed pad of 3 * taps + 1
+  // floats: pass 2 reads a fixed `taps` taps (weights past a pixel's count are 0) 4 floats
+  // wide from its first tap, which may reach past the crop's last column; 0 * pad stays 0.
   const int columns = x_hi - x_lo;
-  const std::size_t row_floats = static_cast<std::size_t>(columns) * 3 + 1;
+  // Pass 2's fixed tap count: the most any output pixel has (often one under max_taps).
+  const int taps = *std::max_element(th.count.begin(), th.count.end());
+  const std::size_t len = static_cast<std::size_t>(columns) * 3;
+  const std::size_t row_floats = len + 3 * static_cast<std::size_t>(taps) + 1;
   scratch.rows.resize(row_floats * static_cast<std::size_t>(size));
   const std::size_t src_stride = static_cast<std::size_t>(width) * 3;
   for (int oy = 0; oy < size; ++oy) {
@@ -155,20 +192,34 @@ void resample(const unsigned char* rgb, int width, int height, const CropRect& r
     const int n = tv.count[static_cast<std::size_t>(oy)];
     const float* w = &tv.weights[static_cast<std::size_t>(oy) * tv.max_taps];
     const unsigned char* s0 = rgb + static_cast<std::size_t>(first) * src_stride + static_cast<std::size_t>(x_lo) * 3;
-    const std::size_t len = row_floats - 1;
     for (std::size_t i = 0; i < len; ++i) dst[i] = w[0] * static_cast<float>(s0[i]);
     for (int k = 1; k < n; ++k) {
       const float wk = w[k];
       const unsigned char* sk = s0 + static_cast<std::size_t>(k) * src_stride;
       for (std::size_t i = 0; i < len; ++i) dst[i] += wk * static_cast<float>(sk[i]);
     }
-    dst[len] = 0.0f;
+    std::fill(dst + len, dst + row_floats, 0.0f);
   }
 
-  // Pass 2, horizontal: one 4-float vector (R, G, B, unused) per tap, then normalise into CHW
-  // or round into HWC bytes.
-  typedef float v4f __attribute__((vector_size(16)));
-  v4f a{}, b{};
+  // Pass 2, horizontal: output pixels in pairs, one 8-float vector (R, G, B, unused of each)
+  // per tap, weights pre-broadcast per pair, into a (size, 4) line; then normalise the line into
+  // CHW or round it into HWC bytes. An odd last pixel pairs with itself.
+  const std::size_t pairs = (static_cast<std::size_t>(size) + 1) / 2;
+  scratch.pair_weights.resize(pairs * static_cast<std::size_t>(taps) * 8);
+  for (std::size_t pair = 0; pair < pairs; ++pair) {
+    const std::size_t o0 = 2 * pair, o1 = std::min(o0 + 1, static_cast<std::size_t>(size) - 1);
+    float* pw = &scratch.pair_weights[pair * static_cast<std::size_t>(taps) * 8];
+    for (int k = 0; k < taps; ++k, pw += 8) {
+      const float w0 = th.weights[o0 * static_cast<std::size_t>(th.max_taps) + static_cast<std::size_t>(k)];
+      const float w1 = th.weights[o1 * static_cast<std::size_t>(th.max_taps) + static_cast<std::size_t>(k)];
+      for (int c = 0; c < 4; ++c) {
+        pw[c] = w0;
+        pw[4 + c] = w1;
+      }
+    }
+  }
+  scratch.line.resize(pairs * 8);
+  float a[3], b[3];
   for (int c = 0; c < 3; ++c) {
     a[c] = 1.0f / (255.0f * options.std[static_cast<std::size_t>(c)]);
     b[c] = -options.mean[static_cast<std::size_t>(c)] / options.std[static_cast<std::size_t>(c)];
@@ -177,31 +228,40 @@ void resample(const unsigned char* rgb, int width, int height, const CropRect& r
   float* const out = static_cast<float*>(out_bytes);
   unsigned char* const out_u8 = static_cast<unsigned char*>(out_bytes);
   const std::size_t plane = static_cast<std::size_t>(size) * size;
+  float* const line = scratch.line.data();
   for (int oy = 0; oy < size; ++oy) {
     const float* row = scratch.rows.data() + row_floats * static_cast<std::size_t>(oy);
-    float* out_r = bytes ? nullptr : out + static_cast<std::size_t>(oy) * size;
-    unsigned char* out_row = bytes ? out_u8 + static_cast<std::size_t>(oy) * size * 3 : nullptr;
-    for (int ox = 0; ox < size; ++ox) {
-      const int first = th.first[static_cast<std::size_t>(ox)] - x_lo;
-      const int n = th.count[static_cast<std::size_t>(ox)];
-      const float* w = &th.weights[static_cast<std::size_t>(ox) * th.max_taps];
-      const float* p = row + static_cast<std::size_t>(first) * 3;
-      v4f acc{};
-      for (int k = 0; k < n; ++k) {
-        v4f px;
-        std::memcpy(&px, p + 3 * k, sizeof(px));
-        acc += w[k] * px;
+    const int* first = th.first.data();
+    const float* pw = scratch.pair_weights.data();
+    switch (taps) {  // the common tap counts unrolled (downscales up to about 3.5x)
+      case 2: horizontal_pass<2>(row, first, x_lo, size, taps, pw, line); break;
+      case 3: horizontal_pass<3>(row, first, x_lo, size, taps, pw, line); break;
+      case 4: horizontal_pass<4>(row, first, x_lo, size, taps, pw, line); break;
+      case 5: horizontal_pass<5>(row, first, x_lo, size, taps, pw, line); break;
+      case 6: horizontal_pass<6>(row, first, x_lo, size, taps, pw, line); break;
+      case 7: horizontal_pass<7>(row, first, x_lo, size, taps, pw, line); break;
+      case 8: horizontal_pass<8>(row, first, x_lo, size, taps, pw, line); break;
+      default: horizontal_pass<0>(row, first, x_lo, size, taps, pw, line);
+    }
+    if (bytes) {
+      unsigned char* out_row = out_u8 + static_cast<std::size_t>(oy) * size * 3;
+      for (int ox = 0; ox < size; ++ox) {
+        const int d = flip ? size - 1 - ox : ox;
+        for (int c = 0; c < 3; ++c) {
+          out_row[3 * d + c] = static_cast<unsigned char>(std::clamp(line[4 * ox + c] + 0.5f, 0.0f, 255.0f));
+        }
       }
-      const int d = flip ? size - 1 - ox : ox;
-      if (bytes) {
-        unsigned char* px = out_row + static_cast<std::size_t>(d) * 3;
-        for (int c = 0; c < 3; ++c) px[c] = static_cast<unsigned char>(std::clamp(acc[c] + 0.5f, 0.0f, 255.0f));
-        continue;
+      continue;
+    }
+    for (int c = 0; c < 3; ++c) {
+      float* out_c = out + static_cast<std::size_t>(c) * plane + static_cast<std::size_t>(oy) * size;
+      const float ac = a[c], bc = b[c];
+      const float* src = line + c;
+      if (flip) {
+        for (int ox = 0; ox < size; ++ox) out_c[size - 1 - ox] = src[4 * ox] * ac + bc;
+      } else {
+        for (int ox = 0; ox < size; ++ox) out_c[ox] = src[4 * ox] * ac + bc;
       }
-      acc = acc * a + b;
-      out_r[d] = acc[0];
-      out_r[d + plane] = acc[1];
-      out_r[d + 2 * plane] = acc[2];
     }
   }
 }

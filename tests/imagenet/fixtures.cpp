@@ -94,6 +94,10 @@ Bytes encode_rgb(const std::vector<unsigned char>& rgb, int w, int h, int qualit
   return compress(rgb.data(), w, h, TJPF_RGB, TJSAMP_444, quality);
 }
 
+Bytes encode_rgb_420(const std::vector<unsigned char>& rgb, int w, int h, int quality) {
+  return compress(rgb.data(), w, h, TJPF_RGB, TJSAMP_420, quality);
+}
+
 Bytes solid_jpeg(int w, int h, Rgb colour) {
   std::vector<unsigned char> rgb(static_cast<std::size_t>(w) * h * 3);
   for (std::size_t i = 0; i < rgb.size(); ++i) rgb[i] = colour[i % 3];

@@ -23,6 +23,8 @@ using Bytes = std::vector<unsigned char>;
 
 /// Encodes interleaved RGB (w x h) as a 4:4:4 JPEG of `quality`.
 Bytes encode_rgb(const std::vector<unsigned char>& rgb, int w, int h, int quality = 95);
+/// Encodes interleaved RGB (w x h) as a 4:2:0 JPEG (chroma halved both ways, as most photos).
+Bytes encode_rgb_420(const std::vector<unsigned char>& rgb, int w, int h, int quality = 95);
 /// A solid-colour JPEG.
 Bytes solid_jpeg(int w, int h, Rgb colour);
 /// A grayscale JPEG of one value.
