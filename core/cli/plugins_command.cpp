@@ -3,11 +3,11 @@
 #include "plugins_command.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <string_view>
 
 #include "kiln/errors.hpp"
 #include "kiln/config/config.hpp"
+#include "kiln/io/json.hpp"
 #include "kiln/plugin/registry.hpp"
 
 namespace kiln::cli {
@@ -28,28 +28,7 @@ std::string_view config_table(std::uint32_t kind) {
   }
 }
 
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-std::string json_or_null(const char* text) { return text ? json_string(text) : "null"; }
+std::string json_or_null(const char* text) { return text ? io::json_quoted(text) : "null"; }
 
 std::string abi_text(const PluginInfo& info) {
   return std::to_string(info.abi_major) + "." + std::to_string(info.abi_minor);
@@ -105,26 +84,26 @@ void params_json(const PluginInfo& info, std::ostream& out) {
   out << '[';
   for (std::size_t i = 0; i < info.params.size(); ++i) {
     const auto& p = info.params[i];
-    out << (i ? ", " : "") << "{\"name\": " << json_string(p.name)
-        << ", \"type\": " << json_string(config::param_type_name(p.type))
+    out << (i ? ", " : "") << "{\"name\": " << io::json_quoted(p.name)
+        << ", \"type\": " << io::json_quoted(config::param_type_name(p.type))
         << ", \"default\": " << json_or_null(p.default_value)
         << ", \"choices\": " << json_or_null(p.choices) << ", \"doc\": " << json_or_null(p.doc)
         << ", \"min\": " << json_or_null(p.min) << ", \"max\": " << json_or_null(p.max)
-        << ", \"range\": " << json_string(config::param_range_text(p))
+        << ", \"range\": " << io::json_quoted(config::param_range_text(p))
         << '}';
   }
   out << ']';
 }
 
 void plugin_json(const PluginInfo& info, std::ostream& out) {
-  out << "{\"name\": " << json_string(info.name)
-      << ", \"kind\": " << json_string(plugin::kind_name(info.kind))
-      << ", \"version\": " << json_string(info.version)
-      << ", \"summary\": " << json_string(info.summary)
-      << ", \"library\": " << json_string(info.library.string())
-      << ", \"abi\": " << json_string(abi_text(info))
-      << ", \"kiln_version\": " << json_string(info.kiln_version)
-      << ", \"contract\": " << json_string(info.contract_fingerprint) << ", \"params\": ";
+  out << "{\"name\": " << io::json_quoted(info.name)
+      << ", \"kind\": " << io::json_quoted(plugin::kind_name(info.kind))
+      << ", \"version\": " << io::json_quoted(info.version)
+      << ", \"summary\": " << io::json_quoted(info.summary)
+      << ", \"library\": " << io::json_quoted(info.library.string())
+      << ", \"abi\": " << io::json_quoted(abi_text(info))
+      << ", \"kiln_version\": " << io::json_quoted(info.kiln_version)
+      << ", \"contract\": " << io::json_quoted(info.contract_fingerprint) << ", \"params\": ";
   params_json(info, out);
   out << '}';
 }
@@ -140,17 +119,17 @@ void list_json(const Registry& registry, std::ostream& out) {
     const auto& s = registry.shadowed()[i];
     out << (i ? ",\n  " : "\n  ") << "{\"plugin\": ";
     plugin_json(s.plugin, out);
-    out << ", \"winner\": " << json_string(s.winner.string()) << '}';
+    out << ", \"winner\": " << io::json_quoted(s.winner.string()) << '}';
   }
   out << "],\n \"failures\": [";
   for (std::size_t i = 0; i < registry.failures().size(); ++i) {
     const auto& f = registry.failures()[i];
-    out << (i ? ",\n  " : "\n  ") << "{\"library\": " << json_string(f.library.string())
-        << ", \"reason\": " << json_string(f.reason) << '}';
+    out << (i ? ",\n  " : "\n  ") << "{\"library\": " << io::json_quoted(f.library.string())
+        << ", \"reason\": " << io::json_quoted(f.reason) << '}';
   }
   out << "],\n \"search_path\": [";
   for (std::size_t i = 0; i < registry.search_path().size(); ++i) {
-    out << (i ? ", " : "") << json_string(registry.search_path()[i].string());
+    out << (i ? ", " : "") << io::json_quoted(registry.search_path()[i].string());
   }
   out << "]}\n";
 }
