@@ -3,12 +3,14 @@
 #include "plugins_command.hpp"
 
 #include <algorithm>
+#include <span>
 #include <string_view>
 
 #include "kiln/errors.hpp"
 #include "kiln/config/config.hpp"
 #include "kiln/io/json.hpp"
 #include "kiln/plugin/registry.hpp"
+#include "kiln/train/model_table.hpp"
 
 namespace kiln::cli {
 namespace {
@@ -26,6 +28,13 @@ std::string_view config_table(std::uint32_t kind) {
     case KILN_KIND_PRECISION: return "[precision]";
     default: return "?";
   }
+}
+
+// Keys of the table that selects a plugin of `kind` which the host reads itself (the plugin
+// never sees them): the fine-tuning keys of [model]; none for the other kinds.
+std::span<const kiln_param_spec_v1> host_keys(std::uint32_t kind) {
+  if (kind == KILN_KIND_MODEL) return train::model_host_schema();
+  return {};
 }
 
 std::string json_or_null(const char* text) { return text ? io::json_quoted(text) : "null"; }
@@ -80,10 +89,10 @@ void list_text(const Registry& registry, std::ostream& out) {
   out << '\n';
 }
 
-void params_json(const PluginInfo& info, std::ostream& out) {
+void params_json(std::span<const kiln_param_spec_v1> params, std::ostream& out) {
   out << '[';
-  for (std::size_t i = 0; i < info.params.size(); ++i) {
-    const auto& p = info.params[i];
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto& p = params[i];
     out << (i ? ", " : "") << "{\"name\": " << io::json_quoted(p.name)
         << ", \"type\": " << io::json_quoted(config::param_type_name(p.type))
         << ", \"default\": " << json_or_null(p.default_value)
@@ -104,7 +113,9 @@ void plugin_json(const PluginInfo& info, std::ostream& out) {
       << ", \"abi\": " << io::json_quoted(abi_text(info))
       << ", \"kiln_version\": " << io::json_quoted(info.kiln_version)
       << ", \"contract\": " << io::json_quoted(info.contract_fingerprint) << ", \"params\": ";
-  params_json(info, out);
+  params_json(info.params, out);
+  out << ", \"host_params\": ";
+  params_json(host_keys(info.kind), out);
   out << '}';
 }
 
@@ -144,6 +155,20 @@ void show_json(const std::vector<const PluginInfo*>& matches, std::ostream& out)
   out << "]}\n";
 }
 
+void params_text(std::span<const kiln_param_spec_v1> params, std::ostream& out) {
+  std::size_t width = 0;
+  for (const auto& p : params) width = std::max(width, std::string_view(p.name).size());
+  for (const auto& p : params) {
+    const std::string name = p.name;
+    out << "  " << name << std::string(width - name.size() + 2, ' ') << config::param_type_name(p.type)
+        << ", " << (p.default_value ? std::string("default ") + p.default_value : "required");
+    if (p.choices) out << ", one of: " << p.choices;
+    if (const std::string range = config::param_range_text(p); !range.empty()) out << ", " << range;
+    out << '\n';
+    if (p.doc) out << "  " << std::string(width + 2, ' ') << p.doc << '\n';
+  }
+}
+
 void show_text(const PluginInfo& info, std::ostream& out) {
   const std::vector<std::vector<std::string>> header = {
       {"  Name", info.name},
@@ -159,16 +184,10 @@ void show_text(const PluginInfo& info, std::ostream& out) {
   print_table(header, out);
   out << "\nParameters:\n";
   if (info.params.empty()) out << "  none\n";
-  std::size_t width = 0;
-  for (const auto& p : info.params) width = std::max(width, std::string_view(p.name).size());
-  for (const auto& p : info.params) {
-    const std::string name = p.name;
-    out << "  " << name << std::string(width - name.size() + 2, ' ') << config::param_type_name(p.type)
-        << ", " << (p.default_value ? std::string("default ") + p.default_value : "required");
-    if (p.choices) out << ", one of: " << p.choices;
-    if (const std::string range = config::param_range_text(p); !range.empty()) out << ", " << range;
-    out << '\n';
-    if (p.doc) out << "  " << std::string(width + 2, ' ') << p.doc << '\n';
+  params_text(info.params, out);
+  if (const auto host = host_keys(info.kind); !host.empty()) {
+    out << "\nHost keys of " << config_table(info.kind) << " (read by Kiln itself, never passed to the plugin):\n";
+    params_text(host, out);
   }
 }
 
