@@ -9,27 +9,10 @@
 #include <cmath>
 #include <ctime>
 
+#include "kiln/io/json.hpp"
+
 namespace kiln::cli {
 namespace {
-
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 std::string number(double v) { return std::isfinite(v) ? fmt::format("{:.6f}", v) : std::string("\"nan\""); }
 
@@ -40,7 +23,7 @@ std::string half(const BenchJsonHalf& h) {
 
 std::string string_list(const std::vector<std::string>& v) {
   std::string out = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + quoted(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + io::json_quoted(v[i]);
   return out + "]";
 }
 
@@ -74,7 +57,7 @@ std::vector<std::string> bench_json_env(char** envp) {
 
 std::string bench_json_text(const BenchJsonReport& r) {
   std::string out = "{\"version\":2";
-  out += ",\"start_time\":" + quoted(r.start_time);
+  out += ",\"start_time\":" + io::json_quoted(r.start_time);
   out += ",\"args\":" + string_list(r.args);
   out += ",\"env\":" + string_list(r.env);
   out += ",\"nccl_version\":null";  // no NCCL library is involved in general; the comm is under "kiln"
@@ -90,8 +73,8 @@ std::string bench_json_text(const BenchJsonReport& r) {
     const auto& d = r.devices[i];
     out += fmt::format("{}{{\"rank\":{},\"group\":0,\"pid\":{},\"hostname\":{},\"device\":{},\"device_hex\":{},"
                        "\"device_info\":{}}}",
-                       i ? "," : "", d.rank, d.pid, quoted(d.hostname), d.device, quoted(d.device_hex),
-                       quoted(d.device_info));
+                       i ? "," : "", d.rank, d.pid, io::json_quoted(d.hostname), d.device, io::json_quoted(d.device_hex),
+                       io::json_quoted(d.device_info));
   }
   out += "]}";
   out += ",\"results\":[";
@@ -99,7 +82,7 @@ std::string bench_json_text(const BenchJsonReport& r) {
     const auto& row = r.results[i];
     out += fmt::format("{}{{\"size\":{},\"count\":{},\"type\":{},\"redop\":{},\"root\":\"{:6}\",\"out_of_place\":{},"
                        "\"in_place\":{},\"actual_iterations\":{},\"experiment_name\":\"\"}}",
-                       i ? "," : "", row.size, row.count, quoted(r.type), quoted(r.redop), -1, half(row.out_of_place),
+                       i ? "," : "", row.size, row.count, io::json_quoted(r.type), io::json_quoted(r.redop), -1, half(row.out_of_place),
                        half(row.in_place), r.iters);
   }
   out += "]";
@@ -109,8 +92,8 @@ std::string bench_json_text(const BenchJsonReport& r) {
   out += ",\"errors\":[]";
   out += fmt::format(",\"kiln\":{{\"collective\":\"all_reduce\",\"comm\":{},\"comm_describe\":{},\"backend\":{},"
                      "\"world_size\":{},\"ranks_from\":{}}}",
-                     quoted(r.comm), quoted(r.comm_describe), quoted(r.backend), r.world_size, quoted(r.ranks_from));
-  out += ",\"end_time\":" + quoted(r.end_time);
+                     io::json_quoted(r.comm), io::json_quoted(r.comm_describe), io::json_quoted(r.backend), r.world_size, io::json_quoted(r.ranks_from));
+  out += ",\"end_time\":" + io::json_quoted(r.end_time);
   return out + "}";
 }
 

@@ -3,12 +3,14 @@
 #include "plugins_command.hpp"
 
 #include <algorithm>
-#include <cstdio>
+#include <span>
 #include <string_view>
 
 #include "kiln/errors.hpp"
 #include "kiln/config/config.hpp"
+#include "kiln/io/json.hpp"
 #include "kiln/plugin/registry.hpp"
+#include "kiln/train/model_table.hpp"
 
 namespace kiln::cli {
 namespace {
@@ -28,28 +30,14 @@ std::string_view config_table(std::uint32_t kind) {
   }
 }
 
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
+// Keys of the table that selects a plugin of `kind` which the host reads itself (the plugin
+// never sees them): the fine-tuning keys of [model]; none for the other kinds.
+std::span<const kiln_param_spec_v1> host_keys(std::uint32_t kind) {
+  if (kind == KILN_KIND_MODEL) return train::model_host_schema();
+  return {};
 }
 
-std::string json_or_null(const char* text) { return text ? json_string(text) : "null"; }
+std::string json_or_null(const char* text) { return text ? io::json_quoted(text) : "null"; }
 
 std::string abi_text(const PluginInfo& info) {
   return std::to_string(info.abi_major) + "." + std::to_string(info.abi_minor);
@@ -101,31 +89,33 @@ void list_text(const Registry& registry, std::ostream& out) {
   out << '\n';
 }
 
-void params_json(const PluginInfo& info, std::ostream& out) {
+void params_json(std::span<const kiln_param_spec_v1> params, std::ostream& out) {
   out << '[';
-  for (std::size_t i = 0; i < info.params.size(); ++i) {
-    const auto& p = info.params[i];
-    out << (i ? ", " : "") << "{\"name\": " << json_string(p.name)
-        << ", \"type\": " << json_string(config::param_type_name(p.type))
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto& p = params[i];
+    out << (i ? ", " : "") << "{\"name\": " << io::json_quoted(p.name)
+        << ", \"type\": " << io::json_quoted(config::param_type_name(p.type))
         << ", \"default\": " << json_or_null(p.default_value)
         << ", \"choices\": " << json_or_null(p.choices) << ", \"doc\": " << json_or_null(p.doc)
         << ", \"min\": " << json_or_null(p.min) << ", \"max\": " << json_or_null(p.max)
-        << ", \"range\": " << json_string(config::param_range_text(p))
+        << ", \"range\": " << io::json_quoted(config::param_range_text(p))
         << '}';
   }
   out << ']';
 }
 
 void plugin_json(const PluginInfo& info, std::ostream& out) {
-  out << "{\"name\": " << json_string(info.name)
-      << ", \"kind\": " << json_string(plugin::kind_name(info.kind))
-      << ", \"version\": " << json_string(info.version)
-      << ", \"summary\": " << json_string(info.summary)
-      << ", \"library\": " << json_string(info.library.string())
-      << ", \"abi\": " << json_string(abi_text(info))
-      << ", \"kiln_version\": " << json_string(info.kiln_version)
-      << ", \"contract\": " << json_string(info.contract_fingerprint) << ", \"params\": ";
-  params_json(info, out);
+  out << "{\"name\": " << io::json_quoted(info.name)
+      << ", \"kind\": " << io::json_quoted(plugin::kind_name(info.kind))
+      << ", \"version\": " << io::json_quoted(info.version)
+      << ", \"summary\": " << io::json_quoted(info.summary)
+      << ", \"library\": " << io::json_quoted(info.library.string())
+      << ", \"abi\": " << io::json_quoted(abi_text(info))
+      << ", \"kiln_version\": " << io::json_quoted(info.kiln_version)
+      << ", \"contract\": " << io::json_quoted(info.contract_fingerprint) << ", \"params\": ";
+  params_json(info.params, out);
+  out << ", \"host_params\": ";
+  params_json(host_keys(info.kind), out);
   out << '}';
 }
 
@@ -140,17 +130,17 @@ void list_json(const Registry& registry, std::ostream& out) {
     const auto& s = registry.shadowed()[i];
     out << (i ? ",\n  " : "\n  ") << "{\"plugin\": ";
     plugin_json(s.plugin, out);
-    out << ", \"winner\": " << json_string(s.winner.string()) << '}';
+    out << ", \"winner\": " << io::json_quoted(s.winner.string()) << '}';
   }
   out << "],\n \"failures\": [";
   for (std::size_t i = 0; i < registry.failures().size(); ++i) {
     const auto& f = registry.failures()[i];
-    out << (i ? ",\n  " : "\n  ") << "{\"library\": " << json_string(f.library.string())
-        << ", \"reason\": " << json_string(f.reason) << '}';
+    out << (i ? ",\n  " : "\n  ") << "{\"library\": " << io::json_quoted(f.library.string())
+        << ", \"reason\": " << io::json_quoted(f.reason) << '}';
   }
   out << "],\n \"search_path\": [";
   for (std::size_t i = 0; i < registry.search_path().size(); ++i) {
-    out << (i ? ", " : "") << json_string(registry.search_path()[i].string());
+    out << (i ? ", " : "") << io::json_quoted(registry.search_path()[i].string());
   }
   out << "]}\n";
 }
@@ -163,6 +153,20 @@ void show_json(const std::vector<const PluginInfo*>& matches, std::ostream& out)
     plugin_json(*matches[i], out);
   }
   out << "]}\n";
+}
+
+void params_text(std::span<const kiln_param_spec_v1> params, std::ostream& out) {
+  std::size_t width = 0;
+  for (const auto& p : params) width = std::max(width, std::string_view(p.name).size());
+  for (const auto& p : params) {
+    const std::string name = p.name;
+    out << "  " << name << std::string(width - name.size() + 2, ' ') << config::param_type_name(p.type)
+        << ", " << (p.default_value ? std::string("default ") + p.default_value : "required");
+    if (p.choices) out << ", one of: " << p.choices;
+    if (const std::string range = config::param_range_text(p); !range.empty()) out << ", " << range;
+    out << '\n';
+    if (p.doc) out << "  " << std::string(width + 2, ' ') << p.doc << '\n';
+  }
 }
 
 void show_text(const PluginInfo& info, std::ostream& out) {
@@ -180,16 +184,10 @@ void show_text(const PluginInfo& info, std::ostream& out) {
   print_table(header, out);
   out << "\nParameters:\n";
   if (info.params.empty()) out << "  none\n";
-  std::size_t width = 0;
-  for (const auto& p : info.params) width = std::max(width, std::string_view(p.name).size());
-  for (const auto& p : info.params) {
-    const std::string name = p.name;
-    out << "  " << name << std::string(width - name.size() + 2, ' ') << config::param_type_name(p.type)
-        << ", " << (p.default_value ? std::string("default ") + p.default_value : "required");
-    if (p.choices) out << ", one of: " << p.choices;
-    if (const std::string range = config::param_range_text(p); !range.empty()) out << ", " << range;
-    out << '\n';
-    if (p.doc) out << "  " << std::string(width + 2, ' ') << p.doc << '\n';
+  params_text(info.params, out);
+  if (const auto host = host_keys(info.kind); !host.empty()) {
+    out << "\nHost keys of " << config_table(info.kind) << " (read by Kiln itself, never passed to the plugin):\n";
+    params_text(host, out);
   }
 }
 

@@ -178,12 +178,21 @@ JsonValue parse_json(std::string_view text, const std::string& what) { return Pa
 std::string json_quoted(std::string_view text) {
   std::string out = "\"";
   for (char c : text) {
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<int>(c));
-      continue;
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<int>(c));
+        } else {
+          out += c;
+        }
     }
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
   }
   return out + "\"";
 }

@@ -9,30 +9,11 @@
 #include <cstring>
 
 #include "kiln/errors.hpp"
+#include "kiln/io/json.hpp"
 #include "kiln/io/metric_tags.hpp"
 #include "kiln/io/metrics_trim.hpp"
 
 namespace kiln::io {
-namespace {
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
-        else out += c;
-    }
-  }
-  return out + "\"";
-}
-
-}  // namespace
 
 MetricsRecord& MetricsRecord::add(std::string key, double value) {
   fields_.emplace_back(std::move(key), value);
@@ -55,7 +36,7 @@ std::string MetricsRecord::to_json() const {
   std::string out = "{";
   for (std::size_t i = 0; i < fields_.size(); ++i) {
     if (i) out += ", ";
-    out += json_string(fields_[i].first) + ": ";
+    out += json_quoted(fields_[i].first) + ": ";
     const auto& v = fields_[i].second;
     if (const double* d = std::get_if<double>(&v)) {
       if (!std::isfinite(*d)) {
@@ -69,7 +50,7 @@ std::string MetricsRecord::to_json() const {
     } else if (const std::int64_t* n = std::get_if<std::int64_t>(&v)) {
       out += fmt::format("{}", *n);
     } else {
-      out += json_string(std::get<std::string>(v));
+      out += json_quoted(std::get<std::string>(v));
     }
   }
   return out + "}";

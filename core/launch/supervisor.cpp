@@ -1,6 +1,6 @@
 // The --nproc supervisor (contract in supervisor.hpp).
 //
-// Signals: SIGCHLD, SIGINT and SIGTERM are blocked while supervising and taken synchronously
+// Signals: SIGCHLD, SIGINT, SIGTERM and SIGCONT are blocked while supervising and taken synchronously
 // with sigtimedwait, so there are no handlers, no races with waitpid and no global state; the
 // children get the original mask and default dispositions back before exec. Children are forked
 // (not posix_spawn) so each can ask for PR_SET_PDEATHSIG before exec. Between fork and exec the
@@ -9,10 +9,13 @@
 // a signal wins over one that exited non-zero, since a peer's death makes the others fail too.
 // A stopped rank (SIGSTOP, a debugger) is seen at once through waitpid(WUNTRACED): it is warned
 // about, and blamed when a peer then fails (the peers fail because it stopped answering, usually
-// in a collective's timeout), or when it stays stopped past `stall_limit`.
+// in a collective's timeout), or when it stays stopped past `stall_limit`. Ranks stopped together
+// get one warning; so does a whole job stopped by job control (Ctrl-Z sends SIGTSTP to the
+// process group, supervisor included), which the supervisor tells from its own pending SIGCONT.
 #include "kiln/launch/supervisor.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -100,14 +103,18 @@ class BlockedSignals {
     sigaddset(&set_, SIGCHLD);
     sigaddset(&set_, SIGINT);
     sigaddset(&set_, SIGTERM);
+    // Blocked, a SIGCONT still continues the process but also stays pending: the supervisor
+    // learns that it was stopped itself (job control) and not only its ranks.
+    sigaddset(&set_, SIGCONT);
     sigprocmask(SIG_BLOCK, &set_, &old_);
   }
   ~BlockedSignals() {
-    sigset_t chld;
-    sigemptyset(&chld);
-    sigaddset(&chld, SIGCHLD);
+    sigset_t drain;
+    sigemptyset(&drain);
+    sigaddset(&drain, SIGCHLD);
+    sigaddset(&drain, SIGCONT);
     const timespec zero{0, 0};
-    while (sigtimedwait(&chld, nullptr, &zero) > 0) {
+    while (sigtimedwait(&drain, nullptr, &zero) > 0) {
     }
     sigprocmask(SIG_SETMASK, &old_, nullptr);
   }
@@ -115,6 +122,17 @@ class BlockedSignals {
   BlockedSignals& operator=(const BlockedSignals&) = delete;
   const sigset_t& set() const { return set_; }
   const sigset_t& old() const { return old_; }
+
+  /// Takes a pending SIGCONT; true if there was one (the supervisor was stopped and continued).
+  bool take_continue() const {
+    sigset_t cont;
+    sigemptyset(&cont);
+    sigaddset(&cont, SIGCONT);
+    const timespec zero{0, 0};
+    bool any = false;
+    while (sigtimedwait(&cont, nullptr, &zero) == SIGCONT) any = true;
+    return any;
+  }
 
   /// Waits for one of the blocked signals until `deadline` (forever if none). Returns the
   /// signal, or 0 on timeout.
@@ -149,6 +167,9 @@ class Supervisor {
     std::optional<Clock::time_point> kill_at;  // set once the remaining ranks were sent SIGTERM
     while (running_count() > 0) {
       const int sig = signals_.wait(next_deadline(kill_at));
+      // SIGCHLD is taken before SIGCONT (lower numbers first), so the ranks' stop reports are
+      // read below knowing whether the supervisor was stopped with them.
+      const bool continued = sig == SIGCONT || signals_.take_continue();
       if (sig == 0 && !kill_at && stalled()) {
         stop_all();
         kill_at = Clock::now() + o_.grace;
@@ -165,7 +186,7 @@ class Supervisor {
         send_all(SIGKILL);
         kill_at.reset();
       }
-      if (reap() && !kill_at && running_count() > 0) {
+      if (reap(continued) && !kill_at && running_count() > 0) {
         stop_all();
         kill_at = Clock::now() + o_.grace;
       }
@@ -260,22 +281,48 @@ class Supervisor {
     return nullptr;
   }
 
-  void note_stop(Child& c, int status) {
+  /// Records a stop or continue report; true if it is a new stop.
+  bool note_stop(Child& c, int status) {
     if (WIFSTOPPED(status)) {
-      if (c.stopped_since) return;
+      if (c.stopped_since) return false;
       c.stopped_since = Clock::now();
       c.stop_signal = WSTOPSIG(status);
-      if (failure_ >= 0 || interrupted_) return;  // being stopped by us anyway
-      std::string limit = o_.stall_limit ? fmt::format(" within {}", seconds_text(*o_.stall_limit)) : "";
-      std::fprintf(stderr,
-                   "kiln: warning: %s was stopped by signal %d (%s); the other ranks wait for it: continue it "
-                   "(kill -CONT %d)%s or the job fails\n",
-                   who(c, host_).c_str(), c.stop_signal, signal_name(c.stop_signal).c_str(), static_cast<int>(c.pid),
-                   limit.c_str());
-      std::fflush(stderr);
-    } else if (WIFCONTINUED(status)) {
-      c.stopped_since.reset();
+      return true;
     }
+    if (WIFCONTINUED(status)) c.stopped_since.reset();
+    return false;
+  }
+
+  /// One warning (or none) for the ranks that stopped since the last reap. `job_stopped`: the
+  /// supervisor was stopped and continued with its ranks, so the whole job was (Ctrl-Z sends
+  /// SIGTSTP to the process group, fg or bg a SIGCONT): one line about the job, none per rank.
+  void warn_stopped(const std::vector<const Child*>& stopped, bool job_stopped) {
+    if (failure_ >= 0 || interrupted_) return;  // being stopped by us anyway
+    const std::string limit = o_.stall_limit ? fmt::format(" within {}", seconds_text(*o_.stall_limit)) : "";
+    std::string line;
+    if (job_stopped) {
+      line = fmt::format("the job was stopped and continued (job control, e.g. Ctrl-Z then fg); a rank left stopped "
+                         "must be continued (kill -CONT -- -{}){} or the job fails",
+                         static_cast<int>(::getpgrp()), limit);
+    } else if (stopped.size() == 1) {
+      const Child& c = *stopped[0];
+      line = fmt::format("{} was stopped by signal {} ({}); the other ranks wait for it: continue it (kill -CONT {}){} "
+                         "or the job fails",
+                         who(c, host_), c.stop_signal, signal_name(c.stop_signal), static_cast<int>(c.pid), limit);
+    } else if (!stopped.empty()) {
+      std::vector<std::string> ranks, pids;
+      for (const Child* c : stopped) {
+        ranks.push_back(std::to_string(c->rank));
+        pids.push_back(std::to_string(c->pid));
+      }
+      line = fmt::format("{} ranks ({}; pids {} on host {}) were stopped by signal {} ({}); the job waits: continue "
+                         "them (kill -CONT {}){} or the job fails",
+                         stopped.size(), fmt::join(ranks, ", "), fmt::join(pids, ", "), host_, stopped[0]->stop_signal,
+                         signal_name(stopped[0]->stop_signal), fmt::join(pids, " "), limit);
+    }
+    if (line.empty()) return;
+    std::fprintf(stderr, "kiln: warning: %s\n", line.c_str());
+    std::fflush(stderr);
   }
 
   int running_count() const {
@@ -288,9 +335,12 @@ class Supervisor {
     }
   }
 
-  /// Reaps every child that has ended; returns true if this produced the first failure.
-  bool reap() {
+  /// Reaps every child that has ended and takes stop/continue reports (`continued`: the
+  /// supervisor itself was just continued); returns true if this produced the first failure.
+  bool reap(bool continued) {
     std::vector<Child*> ended;
+    std::vector<const Child*> stopped;
+    bool rank_reports = false;  // a rank was reported stopped or continued
     for (Child& c : children_) {
       if (!c.running) continue;
       // Several state changes may be queued (stopped, continued, exited): take them all.
@@ -299,7 +349,8 @@ class Supervisor {
         const pid_t r = ::waitpid(c.pid, &status, WNOHANG | WUNTRACED | WCONTINUED);
         if (r != c.pid) break;
         if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
-          note_stop(c, status);
+          if (note_stop(c, status)) stopped.push_back(&c);
+          rank_reports = true;
           continue;
         }
         c.running = false;
@@ -308,6 +359,8 @@ class Supervisor {
         break;
       }
     }
+    // The supervisor stopped alone (its ranks reported nothing) is nothing to warn about.
+    warn_stopped(stopped, continued && rank_reports);
     return note_failures(ended);
   }
 

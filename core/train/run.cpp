@@ -344,7 +344,12 @@ RunOutcome run_training(const TrainCommand& command) {
     }
     io::write_file_atomic(config_file, cfg.resolved_toml());
   }
+  // The other ranks write into the directory only between these two barriers: after rank 0 has
+  // recorded what it held and created it (else a logs/ they made would count as old and outlive
+  // a failed start), and before rank 0 can fail and roll back (else they would make it again).
+  if (ranks.world_size > 1) parts.comm->barrier();
   if (!outcome.run_dir.empty()) log::attach_log_dir(outcome.run_dir / "logs");
+  if (ranks.world_size > 1) parts.comm->barrier();
   auto log = log::get("kiln");
   for (const std::string& note : cfg.notes()) log->info("{}", note);
 

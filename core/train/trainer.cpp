@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "kiln/errors.hpp"
+#include "kiln/io/progress_format.hpp"
 #include "kiln/sdk/log.hpp"
 #include "kiln/sdk/nn/layers.hpp"
 #include "kiln/rng.hpp"
@@ -31,12 +32,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::string si(double v) {
-  if (v >= 1e6) return fmt::format("{:.2f}M", v / 1e6);
-  if (v >= 1e4) return fmt::format("{:.1f}k", v / 1e3);
-  return fmt::format("{:.0f}", v);
 }
 
 /// Sums of one epoch's statistics, reduced over ranks.
@@ -387,7 +382,7 @@ struct Trainer::Impl {
         watched.eval_accuracy = ev.accuracy();
         line += fmt::format("  |  test loss {:.4f} acc {:.4f}", ev.loss(), ev.accuracy());
       }
-      line += fmt::format("  |  {} samples/s  {:.2f}s  lr {:.3g}", si(sps), st.seconds, lr);
+      line += fmt::format("  |  {} samples/s  {:.2f}s  lr {:.3g}", io::format_si(sps), st.seconds, lr);
       if (st.skipped) line += fmt::format("  skipped {}", st.skipped);
       progress.line(line);
       log->debug("{}", line);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "json_lite.hpp"
+#include "kiln/io/progress_format.hpp"
 #include "kiln_process.hpp"
 
 namespace {
@@ -59,6 +60,31 @@ std::vector<std::string> lines_starting(const std::string& text, const std::stri
   return out;
 }
 
+/// The text before " samples/s" in `line` ("5.21k"), or "" if none.
+std::string rate_text(const std::string& line) {
+  const auto end = line.find(" samples/s");
+  if (end == std::string::npos) return "";
+  const auto start = line.rfind(' ', end - 1);
+  return line.substr(start + 1, end - start - 1);
+}
+
+/// "5.21k" as 5210; NaN for text that is no number.
+double si_value(const std::string& text) {
+  std::size_t used = 0;
+  double v = std::nan("");
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nan("");
+  }
+  const std::string suffix = text.substr(used);
+  if (suffix.empty()) return v;
+  if (suffix == "k") return v * 1e3;
+  if (suffix == "M") return v * 1e6;
+  if (suffix == "G") return v * 1e9;
+  return std::nan("");
+}
+
 std::vector<Value> read_metrics(const fs::path& file) {
   std::vector<Value> out;
   std::istringstream in(slurp(file));
@@ -79,8 +105,14 @@ BOOST_AUTO_TEST_CASE(off_a_terminal_progress_comes_as_plain_lines) {
   BOOST_TEST(eval_lines.size() == 4u, r.out);
   BOOST_TEST(eval_lines.back().rfind("eval  1/2 step 4/4 (100%)", 0) == 0u, eval_lines.back());
   // The epoch summaries are still there, one each.
-  BOOST_TEST(lines_starting(r.out, "epoch   1/2  train loss ").size() == 1u, r.out);
+  const auto summaries = lines_starting(r.out, "epoch   1/2  train loss ");
+  BOOST_TEST(summaries.size() == 1u, r.out);
   BOOST_TEST(lines_starting(r.out, "epoch   2/2  train loss ").size() == 1u, r.out);
+  // Both write samples/s with the progress display's formatter (three significant digits, SI suffix).
+  for (const std::string& line : {train_lines.back(), eval_lines.back(), summaries.empty() ? std::string() : summaries[0]}) {
+    const std::string rate = rate_text(line);
+    BOOST_TEST(rate == kiln::io::format_si(si_value(rate)), "'" << rate << "' in: " << line);
+  }
   BOOST_TEST(r.out.find('\r') == std::string::npos);
   BOOST_TEST(r.out.find('\033') == std::string::npos);
 }

@@ -1,6 +1,7 @@
 // The --nproc supervisor with stand-in ranks (launch_child) instead of training: which rank is
 // reported and how, the exit status, stopping the other ranks (SIGTERM, then SIGKILL after the
-// grace period), forwarded signals, the ranks' environment, and that no rank outlives it.
+// grace period), forwarded signals, stopped ranks and a job stopped by Ctrl-Z, the ranks'
+// environment, and that no rank outlives it.
 // Every run is under a hard wall clock (kiln::test::Process kills the whole tree and the test
 // fails); the limits are far above what the runs need and no assertion is about timing.
 #define BOOST_TEST_MODULE test_supervisor
@@ -66,11 +67,18 @@ struct Case {
     r.status = p.wait_for(kWallClock);
     r.out = slurp(dir / "out.txt");
     r.err = slurp(dir / "err.txt");
+    r.pids = rank_pids(nproc);
+    return r;
+  }
+
+  /// rank -> pid, from the pid files the ranks have written so far.
+  std::map<int, pid_t> rank_pids(int nproc) const {
+    std::map<int, pid_t> pids;
     for (int rank = 0; rank < nproc; ++rank) {
       const std::string text = slurp(dir / fmt::format("rank{}.pid", rank));
-      if (!text.empty()) r.pids[rank] = static_cast<pid_t>(std::stol(text));
+      if (!text.empty()) pids[rank] = static_cast<pid_t>(std::stol(text));
     }
-    return r;
+    return pids;
   }
 
   Run run(int nproc, int grace_ms, const std::vector<std::string>& actions, const std::string& rendezvous = "-",
@@ -250,6 +258,43 @@ BOOST_AUTO_TEST_CASE(continued_rank_is_not_blamed) {
   BOOST_TEST(contains(
                  r.err, fmt::format("kiln: error: rank 0 (pid {} on host {}) was killed by signal 9 (SIGKILL)", r0, host())),
              r.err);
+}
+
+BOOST_AUTO_TEST_CASE(job_stopped_by_ctrl_z_gets_one_warning) {
+  // Ctrl-Z sends SIGTSTP to the whole process group (the supervisor and its ranks), fg then a
+  // SIGCONT: the supervisor, stopped too, prints one line about the job, none per rank.
+  Case c;
+  auto p = c.start(3, 300, {"*=sleep:100"}, "-", {{"KILN_TEST_STALL_MS", "600000"}});
+  c.wait_for_ranks(3);
+  std::vector<pid_t> all = {p->pid()};
+  for (const auto& [rank, pid] : c.rank_pids(3)) all.push_back(pid);
+  ::kill(-p->pid(), SIGTSTP);  // the group Process made for the driver
+  const auto deadline = std::chrono::steady_clock::now() + kWallClock;
+  for (const pid_t pid : all) {
+    while (!contains(slurp(fmt::format("/proc/{}/stat", pid)), ") T ")) {
+      BOOST_TEST_REQUIRE((std::chrono::steady_clock::now() < deadline), "pid " << pid << " never stopped");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ::kill(-p->pid(), SIGCONT);
+  const std::string job_line = "kiln: warning: the job was stopped and continued (job control, e.g. Ctrl-Z then fg)";
+  while (!contains(slurp(c.dir / "err.txt"), job_line)) {
+    BOOST_TEST_REQUIRE((std::chrono::steady_clock::now() < deadline), "no warning about the job: "
+                                                                           << slurp(c.dir / "err.txt"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(p->pid(), SIGTERM);
+  const Run r = c.finish(*p, 3);
+  BOOST_TEST_REQUIRE(r.status.has_value(), "supervisor hung");
+  BOOST_TEST(*r.status == 128 + SIGTERM);
+  std::size_t warnings = 0;
+  for (std::size_t at = r.err.find("kiln: warning: "); at != std::string::npos; at = r.err.find("kiln: warning: ", at + 1)) {
+    ++warnings;
+  }
+  BOOST_TEST(warnings == 1u, r.err);
+  BOOST_TEST(!contains(r.err, "kiln: warning: rank"), r.err);
+  BOOST_TEST(contains(r.err, "kiln: error: interrupted by SIGTERM; stopped 3 ranks\n"), r.err);
+  check_none_alive(r);
 }
 
 BOOST_AUTO_TEST_CASE(sigterm_to_supervisor_is_forwarded) {

@@ -5,7 +5,10 @@
 //   - a rank killed with SIGKILL mid-epoch under `--nproc`: kiln names it and stops the others;
 //   - the same without a supervisor (ranks started like mpirun would): the survivors exit
 //     non-zero on their own within 2 x timeout + 5 s, naming the killed rank;
-//   - a rank that exits 1 before the rendezvous: the others time out naming it.
+//   - a rank that exits 1 before the rendezvous: the others time out naming it;
+//   - a start that fails after the run directory was created (an init that does not fit)
+//     leaves no directory, not even an empty logs/; one where rank 0 cannot write config.toml
+//     leaves an existing directory as it was (the other ranks never open their logs there).
 // The Sharder's order does not depend on the world size (global step s covers positions
 // [s*W*B, (s+1)*W*B) of the same per-epoch order), so 4 x 16 and 1 x 64 see the same samples.
 // Every process runs under a hard wall clock; a hang fails the test and kills the whole tree.
@@ -25,6 +28,7 @@
 
 #include "../integration/json_lite.hpp"
 #include "../launch/process.hpp"
+#include "kiln/io/safetensors.hpp"
 
 namespace {
 
@@ -302,6 +306,48 @@ BOOST_AUTO_TEST_CASE(rank_exiting_before_rendezvous) {
                  line);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(start_failing_after_the_run_directory_exists_leaves_none) {
+  // A [model] init that does not fit the mlp is found while the trainer is built, after rank 0
+  // created the run directory and every rank opened its log there. Rank 0 removes what the
+  // start wrote; the other ranks must not have made logs/ before rank 0 recorded the directory
+  // as new, nor after its removal, or an empty logs/ would remain (core/train/run.cpp, step 5).
+  const fs::path init = scratch() / "tiny.safetensors";
+  const float one = 1.0f;
+  kiln::io::write_safetensors(init, {{"layers.0.weight", kiln::DType::f32, kiln::Shape{1, 1}, &one}}, {});
+  const fs::path dir = scratch() / "init-refused";
+  const auto ranks = start_four_ranks("init-refused", dir, [&](int) {
+    return std::vector<std::string>{"--set", "model.init=\"" + init.string() + "\""};
+  });
+  for (int r = 0; r < 4; ++r) {
+    const auto status = ranks[static_cast<std::size_t>(r)]->wait_for(kWallClock);
+    BOOST_TEST_REQUIRE(status.has_value(), "rank " << r << " did not exit");
+    BOOST_TEST(*status == 1, "rank " << r);
+    const std::string line = error_line(err_of(fmt::format("init-refused-{}", r)));
+    BOOST_TEST(line.find("layers.0.weight") != std::string::npos, "rank " << r << ": " << line);
+  }
+  BOOST_TEST(!fs::exists(dir), "the failed start left " << dir << (fs::exists(dir / "logs") ? " with logs/" : ""));
+}
+
+BOOST_AUTO_TEST_CASE(start_failing_as_rank_0_writes_config_leaves_the_directory_as_it_was) {
+  // An existing run directory in which rank 0 cannot write config.toml (config.toml.tmp is a
+  // folder): rank 0 fails right after creating logs/ and removes it again. The other ranks must
+  // not open their logs there before rank 0 got past that point, or logs/ would come back.
+  const fs::path dir = scratch() / "config-unwritable";
+  fs::create_directories(dir / "config.toml.tmp");
+  const auto ranks = start_four_ranks("config-unwritable", dir);
+  for (int r = 0; r < 4; ++r) {
+    const auto status = ranks[static_cast<std::size_t>(r)]->wait_for(kWallClock);
+    BOOST_TEST_REQUIRE(status.has_value(), "rank " << r << " did not exit");
+    BOOST_TEST(*status == 1, "rank " << r);
+  }
+  const std::string line = error_line(err_of("config-unwritable-0"));
+  BOOST_TEST(line.find("config.toml.tmp") != std::string::npos, line);
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) entries.push_back(e.path());
+  BOOST_TEST((entries == std::vector<fs::path>{dir / "config.toml.tmp"}), "the failed start left "
+                                                                            << entries.size() << " entries in " << dir);
 }
 
 BOOST_AUTO_TEST_CASE(sigstop_under_nproc) {

@@ -143,6 +143,42 @@ BOOST_AUTO_TEST_CASE(show_json_parses_and_carries_what_the_text_shows) {
   BOOST_TEST(json::parse(run({"show", "--json", "fixture-fp32"}, {fixture_dir("good")})).at("plugins").items.size() == 1u);
 }
 
+// [model] also takes the host's fine-tuning keys (train/model_table.hpp): `show` lists them after
+// the plugin's own parameters, marked as the host's, and --json has them as host_params. The
+// build tree's mlp is on the search path (see the top of this file).
+BOOST_AUTO_TEST_CASE(show_model_lists_the_host_keys_of_its_table) {
+  const auto text = run({"show", "mlp"}, {});
+  const auto host_at = text.find("\nHost keys of [model] (read by Kiln itself, never passed to the plugin):\n");
+  BOOST_REQUIRE(host_at != std::string::npos);
+  BOOST_TEST(text.find("\nParameters:\n") < host_at);
+  const std::string host = text.substr(host_at);
+  BOOST_TEST(contains(host, "\n  init          path, default \"\"\n"));
+  BOOST_TEST(contains(host, "\n  init_strict   bool, default true\n"));
+  BOOST_TEST(contains(host, "\n  init_exclude  string list, default []\n"));
+  BOOST_TEST(!contains(text.substr(0, host_at), "  init"), "a host key listed as the plugin's own");
+
+  namespace json = kiln::test::json;
+  const json::Value doc = json::parse(run({"show", "mlp", "--json"}, {}));
+  const json::Value* model = nullptr;
+  for (const auto& p : doc.at("plugins").items) {
+    if (p.at("kind").string == "model") model = &p;
+  }
+  BOOST_REQUIRE(model != nullptr);
+  std::vector<std::string> names;
+  for (const auto& p : model->at("host_params").items) names.push_back(p.at("name").string);
+  BOOST_TEST((names == std::vector<std::string>{"init", "init_strict", "init_exclude"}));
+  BOOST_TEST(model->at("host_params").items[1].at("type").string == "bool");
+  BOOST_TEST(model->at("host_params").items[1].at("default").string == "true");
+  for (const auto& p : model->at("params").items) BOOST_TEST(!p.at("name").string.starts_with("init"));
+}
+
+BOOST_AUTO_TEST_CASE(other_kinds_have_no_host_keys) {
+  BOOST_TEST(!contains(run({"show", "fixture-fp32"}, {fixture_dir("good")}), "Host keys"));
+  namespace json = kiln::test::json;
+  const json::Value doc = json::parse(run({"show", "fixture-fp32", "--json"}, {fixture_dir("good")}));
+  BOOST_TEST(doc.at("plugins").items.at(0).at("host_params").items.empty());
+}
+
 BOOST_AUTO_TEST_CASE(show_unknown_name_suggests) {
   const auto message = message_of<kiln::PluginError>({"show", "twin-c"});
   BOOST_TEST(message.starts_with("no plugin named 'twin-c' (did you mean 'twin-"));

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "kiln/errors.hpp"
+#include "kiln/io/json.hpp"
 #include "kiln/io/metrics_writer.hpp"
 #include "kiln/io/run_dir.hpp"
 #include "../nn/nn_fixture.hpp"
@@ -87,6 +88,18 @@ BOOST_AUTO_TEST_CASE(strings_and_keys_are_escaped) {
   r.add("quote\"key", std::string("a\"b\\c\nd\te\rf\x01g/é"));
   BOOST_TEST(r.to_json() == "{\"quote\\\"key\": \"a\\\"b\\\\c\\nd\\te\\rf\\u0001g/é\"}");
   BOOST_TEST(MetricsRecord().to_json() == "{}");
+}
+
+// io::json_quoted is the one JSON string escape of every file Kiln writes by hand (metrics,
+// plugins --json, bench-comm JSON, safetensors headers, profiles): every byte survives a parse.
+BOOST_AUTO_TEST_CASE(json_quoted_round_trips_every_ascii_byte) {
+  std::string all;
+  for (int c = 0; c < 0x80; ++c) all += static_cast<char>(c);
+  all += "é";
+  const std::string quoted = kiln::io::json_quoted(all);
+  for (const char c : quoted) BOOST_TEST(static_cast<unsigned char>(c) >= 0x20, "raw control byte in " << quoted);
+  BOOST_TEST(kiln::io::parse_json(quoted, "quoted").text == all);
+  BOOST_TEST(kiln::io::json_quoted("\b\f\n\r\t\x1f") == R"("\b\f\n\r\t\u001f")");
 }
 
 BOOST_AUTO_TEST_CASE(writer_appends_one_line_per_record) {

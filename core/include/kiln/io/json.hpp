@@ -23,8 +23,10 @@ struct JsonValue {
   std::uint64_t as_uint(const std::string& what) const;
 };
 
-/// `text` as a JSON string literal, quotes included: `"` and `\` escaped, control characters as
-/// \u00XX. The one writer-side escape of the files Kiln writes by hand (safetensors headers, profiles).
+/// `text` as a JSON string literal, quotes included: `"` and `\` escaped, \b \f \n \r \t in their
+/// short forms, other control characters as \u00XX; other bytes (UTF-8 included) as they are. The
+/// one writer-side escape of the JSON Kiln writes by hand (safetensors headers, profiles,
+/// metrics.jsonl, `kiln plugins --json`, `kiln bench-comm` JSON).
 std::string json_quoted(std::string_view text);
 
 /// Parses one JSON document (surrounding whitespace allowed). `what` names the source in errors.

@@ -5,6 +5,7 @@
 // unless the user set it). It never loads plugins. When a child fails (non-zero exit or a signal)
 // the others get SIGTERM, then SIGKILL after a grace period, and the outcome names the rank that
 // failed first, with its pid and host. A rank the kernel reports stopped is warned about at once
+// (ranks stopped together, or the whole job stopped with the supervisor by Ctrl-Z, in one line)
 // and blamed if a peer fails while it is stopped (the peers time out waiting for it) or if it
 // stays stopped past `stall_limit`. SIGINT/SIGTERM sent to the supervisor are forwarded.
 // Children die with the supervisor (PR_SET_PDEATHSIG), so killing it leaves no rank behind.
@@ -40,7 +41,7 @@ struct SuperviseOutcome {
 };
 
 /// Runs the ranks to completion. Throws IoError if a child cannot be started (the ones already
-/// started are stopped first). Not re-entrant: it blocks SIGCHLD/SIGINT/SIGTERM while it runs.
+/// started are stopped first). Not re-entrant: it blocks SIGCHLD/SIGINT/SIGTERM/SIGCONT while it runs.
 SuperviseOutcome supervise(const SuperviseOptions& options);
 
 /// The variables set for `rank` on top of the supervisor's environment (exposed for tests).
