@@ -19,8 +19,8 @@ constexpr kiln_param_spec_v1 kModelHostKeys[] = {
      "With init: a model tensor missing from the file, or a file tensor the model lacks, is an error "
      "(false: a warning listing them)."},
     {"init_exclude", KILN_PARAM_STRING_LIST, "[]", nullptr,
-     "With init: glob patterns (* and ?) of tensor names that keep their fresh initialisation and are "
-     "neither required nor loaded, e.g. [\"fc.*\"] for a new head."},
+     "With init: glob patterns (*, ? and [...], as fnmatch) of tensor names that keep their fresh "
+     "initialisation and are neither required nor loaded, e.g. [\"fc.*\"] for a new head."},
 };
 
 bool is_host_key(std::string_view key) {

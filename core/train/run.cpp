@@ -42,6 +42,13 @@ namespace {
 std::string toml_string(const std::string& text) {
   std::string out = "\"";
   for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      // TOML basic strings may not hold control characters raw (a newline in --run-dir would
+      // end the string); \uXXXX is valid for all of them.
+      out += fmt::format("\\u{:04X}", byte);
+      continue;
+    }
     if (c == '"' || c == '\\') out += '\\';
     out += c;
   }
