@@ -4,7 +4,8 @@
 # tests, the cuda backend's op conformance against float64 references, ResNet-50 training on
 # synthetic data at batch 256 in fp32/bf16/fp16 (plus a PyTorch peer for the ratio) and the MLP on
 # Fashion-MNIST, then a short table (bench/gpu/summarize.py). Everything lands in $OUT.
-# ResNet-50 is samples/resnet50-gpu.toml: u8 images normalised on the device.
+# ResNet-50 is samples/resnet50-gpu.toml: u8 images normalised on the device, batch-norm through
+# cuDNN's Ex calls (the table's `batch-norm` line says how many ran in the persistent mode).
 #
 # Decisions: a lent machine has about 15 minutes of device time in all and start-up takes 1-2,
 # so the whole check is planned for about 6.5 minutes (KILN_GPU_BUDGET_S, default 390 s; call

@@ -172,6 +172,8 @@ std::map<std::string, double> CudaBackend::counters() const {
     out["allocator_peak_mib"] = static_cast<double>(s.device.peak_allocated) / kMiB;
     out["allocator_cuda_mallocs"] = static_cast<double>(s.device.raw_allocs);
   }
+  out["cudnn_batchnorm_persistent_calls"] = static_cast<double>(bn_persistent_calls_.load(std::memory_order_relaxed));
+  out["cudnn_batchnorm_spatial_calls"] = static_cast<double>(bn_spatial_calls_.load(std::memory_order_relaxed));
   return out;
 }
 
