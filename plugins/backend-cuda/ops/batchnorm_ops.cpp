@@ -58,19 +58,20 @@ class BatchNormPlan final : public OpPlan {
     BatchNormReserve reserve_ledger;
 
     /// The Ex sizes in `m`, queried once; a failed query's status is returned (a not-supported
-    /// one makes the caller fall back to SPATIAL).
+    /// one makes the caller fall back to SPATIAL). The queries get the data descriptor for z/y
+    /// (plain BN ignores them; a valid descriptor is the safe choice), the calls get null.
     cudnnStatus_t ex_sizes(cudnnHandle_t handle, cudnnBatchNormMode_t m, ExSizes& out) {
       auto& slot = sizes[m == CUDNN_BATCHNORM_SPATIAL_PERSISTENT ? 1 : 0];
       if (!slot) {
         ExSizes q;
         const cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN;
         cudnnStatus_t st = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-            handle, m, ops, data.get(), /*zDesc=*/nullptr, data.get(), stats.get(), /*activation=*/nullptr,
-            &q.forward_workspace);
+            handle, m, ops, data.get(), /*zDesc (unused by plain BN)=*/data.get(), data.get(), stats.get(),
+            /*activation=*/nullptr, &q.forward_workspace);
         if (st != CUDNN_STATUS_SUCCESS) return st;
         st = cudnnGetBatchNormalizationBackwardExWorkspaceSize(
-            handle, m, ops, data.get(), /*yDesc=*/nullptr, data.get(), /*dzDesc=*/nullptr, data.get(), stats.get(),
-            /*activation=*/nullptr, &q.backward_workspace);
+            handle, m, ops, data.get(), /*yDesc (unused by plain BN)=*/data.get(), data.get(), /*dzDesc=*/nullptr,
+            data.get(), stats.get(), /*activation=*/nullptr, &q.backward_workspace);
         if (st != CUDNN_STATUS_SUCCESS) return st;
         st = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, m, ops, /*activation=*/nullptr,
                                                                   data.get(), &q.reserve);
