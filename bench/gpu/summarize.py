@@ -136,6 +136,12 @@ def runs(root: Path, peer: dict, combined) -> list:
         loss_s = f"{train[0].get('loss', float('nan')):.3f}->{last.get('loss', float('nan')):.3f}"
         out.append(f"{run_dir.name:26} {status:8} {len(train):6d} {ips:9.0f}{epoch_note:1} {mem_s:>8} {util_s:>6} "
                    f"{loss_s:>18} {skipped:4d} {acc_s:>8} {peer_s:>9} {ratio_s:>6}")
+        persistent = last.get("device_cudnn_batchnorm_persistent_calls")
+        spatial = last.get("device_cudnn_batchnorm_spatial_calls")
+        if persistent is not None and (persistent or spatial):
+            # Cumulative since the backend started; with f16/bf16 channels-last the fast Ex kernels
+            # are the persistent ones (plugins/backend-cuda/ops/batchnorm_ops.cpp).
+            out.append(f"{'':26} batch-norm (cuDNN Ex): {persistent:.0f} persistent, {spatial or 0:.0f} spatial calls")
         if last.get("data_capacity_samples_per_s"):
             out.append(f"{'':26} input capacity {last['data_capacity_samples_per_s']:.0f} samples/s, "
                        f"data wait {last.get('data_wait_ms_per_step', 0):.1f} ms/step")

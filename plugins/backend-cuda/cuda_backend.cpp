@@ -172,6 +172,8 @@ std::map<std::string, double> CudaBackend::counters() const {
     out["allocator_peak_mib"] = static_cast<double>(s.device.peak_allocated) / kMiB;
     out["allocator_cuda_mallocs"] = static_cast<double>(s.device.raw_allocs);
   }
+  out["cudnn_batchnorm_persistent_calls"] = static_cast<double>(bn_persistent_calls_.load(std::memory_order_relaxed));
+  out["cudnn_batchnorm_spatial_calls"] = static_cast<double>(bn_spatial_calls_.load(std::memory_order_relaxed));
   return out;
 }
 
@@ -184,7 +186,8 @@ Tensor CudaBackend::allocate(const Shape& shape, DType dtype, MemoryKind where) 
     }
   }
   const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
-  const std::string what = fmt::format("backend 'cuda', allocate {}{}", dtype_name(dtype), shape_string(shape));
+  // Formatted only if the request fails (allocation_label.hpp): allocate is called per tensor.
+  const AllocationLabel what = AllocationLabel::tensor("backend 'cuda', allocate", dtype, shape);
   switch (where) {
     case MemoryKind::host: return host_tensor(shape, dtype);
     case MemoryKind::host_pinned: return Tensor(allocator_->pinned(bytes, what), shape, dtype);
@@ -194,7 +197,7 @@ Tensor CudaBackend::allocate(const Shape& shape, DType dtype, MemoryKind where) 
 }
 
 Tensor CudaBackend::workspace(std::size_t bytes) {
-  const std::string what = fmt::format("backend 'cuda', workspace of {} bytes", bytes);
+  const AllocationLabel what = AllocationLabel::bytes("backend 'cuda', workspace", bytes);
   return Tensor(allocator_->device(bytes, compute_, what), {static_cast<std::int64_t>(bytes)}, DType::u8);
 }
 
@@ -214,13 +217,18 @@ void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
                                    src.describe(), dst.describe()));
   }
   make_current(device_);  // copies into host memory may come from DataLoader threads
+  // The messages are formatted only on failure: copy runs for every batch and every to_host.
   if (src.bytes() > 0 && src.data() != dst.data()) {
-    check_cuda(cudaMemcpyAsync(dst.data(), src.data(), src.bytes(), cudaMemcpyDefault, compute_),
-               fmt::format("backend 'cuda', copy {} -> {}: cudaMemcpyAsync", src.describe(), dst.describe()));
+    const cudaError_t e = cudaMemcpyAsync(dst.data(), src.data(), src.bytes(), cudaMemcpyDefault, compute_);
+    if (e != cudaSuccess) {
+      check_cuda(e, fmt::format("backend 'cuda', copy {} -> {}: cudaMemcpyAsync", src.describe(), dst.describe()));
+    }
   }
   if (dst.memory() != MemoryKind::device) {
-    check_cuda(cudaStreamSynchronize(compute_),
-               fmt::format("backend 'cuda', copy {} -> host: cudaStreamSynchronize", src.describe()));
+    const cudaError_t e = cudaStreamSynchronize(compute_);
+    if (e != cudaSuccess) {
+      check_cuda(e, fmt::format("backend 'cuda', copy {} -> host: cudaStreamSynchronize", src.describe()));
+    }
   }
 }
 
@@ -245,7 +253,7 @@ Tensor CudaBackend::to_device(const Tensor& host) {
     throw BackendError(fmt::format("backend 'cuda', to_device: {} has an opaque (another backend's) layout",
                                    host.describe()));
   }
-  const std::string what = fmt::format("backend 'cuda', to_device {}", host.describe());
+  const AllocationLabel what = AllocationLabel::tensor("backend 'cuda', to_device", host.dtype(), host.shape());
   Tensor device(allocator_->device(host.bytes(), compute_, what), host.shape(), host.dtype(), 0, host.layout());
   copy(host, device);
   return device;

@@ -10,7 +10,9 @@
 // cuDNN/cuBLAS wrappers in dnn/; every CUDA, cuDNN and cuBLAS status goes through cuda_check.hpp.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -123,6 +125,11 @@ class CudaBackend final : public Backend {
   Tensor workspace(std::size_t bytes);
   /// Compute capability as major * 10 + minor (90 for H100/H200).
   int compute_capability() const noexcept { return cc_; }
+  /// Counts a batch-norm training call by the mode it ran in; counters() reports both, so the
+  /// GPU check shows whether the fast persistent kernels were reached.
+  void count_batchnorm_mode(bool persistent) noexcept {
+    (persistent ? bn_persistent_calls_ : bn_spatial_calls_).fetch_add(1, std::memory_order_relaxed);
+  }
 
  private:
   int device_ = 0;
@@ -141,6 +148,8 @@ class CudaBackend final : public Backend {
   // destructor and a constructor that fails half-way.
   Tensor cublas_workspace_;
   void release_resources() noexcept;
+  std::atomic<std::uint64_t> bn_persistent_calls_{0};
+  std::atomic<std::uint64_t> bn_spatial_calls_{0};
 };
 
 }  // namespace kiln::cuda

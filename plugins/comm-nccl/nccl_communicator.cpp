@@ -31,6 +31,12 @@ void check_cuda(cudaError_t e, std::string_view plugin, std::string_view call) {
   if (e != cudaSuccess) throw CommError(fmt::format("{}: {}", plugin, cuda_message(call, e)));
 }
 
+/// Makes `device` current on this thread if it is not (destruction may run on any thread).
+void make_device_current(int device) noexcept {
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current != device) cudaSetDevice(device);
+}
+
 /// Short back-off for polling loops: spin briefly (collectives of a few KB finish in
 /// microseconds), then sleep so a long wait does not burn a core the backend may need.
 void back_off(int& polls) {
@@ -78,32 +84,30 @@ const char* op_name(ReduceOp op) {
 
 bool is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16 || d == DType::f64; }
 
-/// One in-flight collective: an event recorded after it on the communication stream.
+/// One in-flight collective: a pooled event recorded after it on the communication stream. The
+/// event goes back to the pool with the Work; `desc` is formatted only if the wait fails.
 class NcclWork final : public Work {
  public:
-  NcclWork(std::shared_ptr<CommHandle> handle, cudaEvent_t event, std::string what, std::string plugin,
+  using EventLease = HandlePool<cudaEvent_t>::Lease;
+  NcclWork(std::shared_ptr<CommHandle> handle, EventLease event, CollectiveDesc desc, std::string_view plugin,
            std::chrono::milliseconds timeout)
-      : handle_(std::move(handle)), event_(event), what_(std::move(what)), plugin_(std::move(plugin)),
+      : handle_(std::move(handle)), event_(std::move(event)), desc_(std::move(desc)), plugin_(plugin),
         timeout_(timeout), issued_(Clock::now()) {}
-  ~NcclWork() override {
-    if (event_) cudaEventDestroy(event_);
-  }
 
   void wait() override {
-    if (!event_) return;  // nothing was enqueued (count 0)
     const auto deadline = issued_ + timeout_;
     int polls = 0;
     for (;;) {
-      const cudaError_t q = cudaEventQuery(event_);
+      const cudaError_t q = cudaEventQuery(event_.get());
       if (q == cudaSuccess) return;
       if (q != cudaErrorNotReady) {
         handle_->abort();
-        throw CommError(fmt::format("{} {}: {}; the communicator was aborted", plugin_, what_,
+        throw CommError(fmt::format("{} {}: {}; the communicator was aborted", plugin_, desc_.text(),
                                     cuda_message("cudaEventQuery", q)));
       }
       if (handle_->aborted.load()) {
         throw CommError(fmt::format("{} {}: the communicator was aborted while this collective was in flight",
-                                    plugin_, what_));
+                                    plugin_, desc_.text()));
       }
       ncclResult_t async = ncclSuccess;
       const ncclResult_t r = ncclCommGetAsyncError(handle_->comm, &async);
@@ -111,7 +115,7 @@ class NcclWork final : public Work {
       if (async != ncclSuccess && async != ncclInProgress) {
         const std::string detail = handle_->last_error();
         handle_->abort();
-        throw CommError(fmt::format("{} {}: {}; the communicator was aborted", plugin_, what_,
+        throw CommError(fmt::format("{} {}: {}; the communicator was aborted", plugin_, desc_.text(),
                                     format_nccl_error("the collective", async, detail)));
       }
       if (Clock::now() > deadline) {
@@ -120,7 +124,7 @@ class NcclWork final : public Work {
             "{} {} did not complete within {} ms; the communicator was aborted. Usually a rank never "
             "called this collective (it died, or ranks called different collectives); check the other "
             "ranks' logs, or raise the timeout if the collective is legitimately slow",
-            plugin_, what_, timeout_.count()));
+            plugin_, desc_.text(), timeout_.count()));
       }
       back_off(polls);
     }
@@ -128,9 +132,9 @@ class NcclWork final : public Work {
 
  private:
   std::shared_ptr<CommHandle> handle_;
-  cudaEvent_t event_;
-  std::string what_;
-  std::string plugin_;
+  EventLease event_;
+  CollectiveDesc desc_;
+  std::string_view plugin_;  ///< the plugin's name: a string literal (algo_plugin_name)
   std::chrono::milliseconds timeout_;
   Clock::time_point issued_;
 };
@@ -154,7 +158,7 @@ std::string CommHandle::last_error() const {
   return text ? std::string(text) : std::string();
 }
 
-std::string NcclCommunicator::OpDesc::text(std::string_view) const {
+std::string CollectiveDesc::text() const {
   return fmt::format("{} #{} ({} x {}{}{})", op, sequence, dtype_name(dtype), count, extra.empty() ? "" : ", ", extra);
 }
 
@@ -172,7 +176,34 @@ NcclCommunicator::NcclCommunicator(const PluginArgs& args, Algo algo) : algo_(al
   ranks_ = args.ranks;
 }
 
+void NcclCommunicator::create_events() {
+  check_cuda(cudaEventCreateWithFlags(&compute_written_, cudaEventDisableTiming), name(), "cudaEventCreateWithFlags");
+  // Timing-free events (the cheap kind): they only order streams and mark completion. A Work may
+  // be dropped on another thread, and the last one may outlive the communicator, so destroy makes
+  // the communicator's device current first (as the cuda backend's CudaEvent does).
+  const int device = device_;
+  const std::string_view plugin = name();
+  HandlePool<cudaEvent_t>::Ops ops{
+      [plugin] {
+        cudaEvent_t e = nullptr;
+        check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), plugin, "cudaEventCreateWithFlags");
+        return e;
+      },
+      [device](cudaEvent_t e) {
+        make_device_current(device);
+        cudaEventDestroy(e);
+      }};
+  // 64 idle events cover the buckets of any model in flight at once (ResNet-50 with 25 MB
+  // buckets has 4); more are created on demand and destroyed when they come back.
+  done_events_ = HandlePool<cudaEvent_t>::make(std::move(ops), 64);
+}
+
 NcclCommunicator::~NcclCommunicator() {
+  // In-flight Work keeps the event pool (and so its events) alive; this one is ours alone.
+  if (compute_written_ != nullptr) {
+    make_device_current(device_);
+    cudaEventDestroy(compute_written_);
+  }
   if (!handle_ || handle_->comm == nullptr || handle_->aborted.load()) return;
   // Finalize flushes outstanding work; if that does not settle within the timeout (a peer is
   // gone), abort instead of hanging in a destructor.
@@ -244,6 +275,8 @@ void NcclCommunicator::connect(const CommContext& ctx) {
   }
   check_cuda(cudaSetDevice(device), plugin, fmt::format("cudaSetDevice({})", device));
   device_ = device;
+  compute_ = static_cast<cudaStream_t>(ctx.backend->native_stream(StreamKind::compute));
+  create_events();
 
   // The NCCL_ALGO value, checked before the unique id is shared: every rank refuses alike.
   int version = 0;
@@ -348,7 +381,7 @@ void NcclCommunicator::init_communicator(const ncclUniqueId& id) {
   }
 }
 
-void NcclCommunicator::settle(const std::string& what, Clock::time_point deadline) {
+void NcclCommunicator::settle(const CollectiveDesc& desc, Clock::time_point deadline) {
   int polls = 0;
   for (;;) {
     ncclResult_t state = ncclSuccess;
@@ -358,14 +391,14 @@ void NcclCommunicator::settle(const std::string& what, Clock::time_point deadlin
     if (state != ncclInProgress) {
       const std::string detail = handle_->last_error();
       handle_->abort();
-      throw CommError(fmt::format("{} {}: {}; the communicator was aborted", name(), what,
+      throw CommError(fmt::format("{} {}: {}; the communicator was aborted", name(), desc.text(),
                                   format_nccl_error("enqueue", state, detail)));
     }
     if (Clock::now() > deadline) {
       handle_->abort();
       throw CommError(fmt::format("{} {}: NCCL did not accept the collective within {} ms; the communicator was "
                                   "aborted",
-                                  name(), what, timeout_.count()));
+                                  name(), desc.text(), timeout_.count()));
     }
     back_off(polls);
   }
@@ -382,54 +415,51 @@ void NcclCommunicator::require_connected(const char* op) const {
   }
 }
 
-void NcclCommunicator::require_device(const OpDesc& desc, const Tensor& t, const char* role) const {
-  if (!t.defined()) throw CommError(fmt::format("{} {}: the {} tensor is undefined", name(), desc.text(name()), role));
+void NcclCommunicator::require_device(const CollectiveDesc& desc, const Tensor& t, const char* role) const {
+  if (!t.defined()) throw CommError(fmt::format("{} {}: the {} tensor is undefined", name(), desc.text(), role));
   if (t.memory() != MemoryKind::device) {
     throw CommError(fmt::format("{} {}: the {} tensor {} is in host memory; NCCL moves device memory only "
                                 "(allocate it with MemoryKind::device on the cuda backend)",
-                                name(), desc.text(name()), role, t.describe()));
+                                name(), desc.text(), role, t.describe()));
   }
   bool ok = false;
   (void)to_nccl(t.dtype(), ok);
-  if (!ok) throw CommError(fmt::format("{} {}: dtype {} has no NCCL type", name(), desc.text(name()), dtype_name(t.dtype())));
+  if (!ok) throw CommError(fmt::format("{} {}: dtype {} has no NCCL type", name(), desc.text(), dtype_name(t.dtype())));
 }
 
 template <class Call>
-std::unique_ptr<Work> NcclCommunicator::enqueue(const OpDesc& desc, Call&& call) {
-  const std::string what = desc.text(name());
+std::unique_ptr<Work> NcclCommunicator::enqueue(const CollectiveDesc& desc, Call&& call) {
   if (desc.count == 0) return std::make_unique<DoneWork>();
   // The tensor was written by work the backend enqueued on its compute stream (backward, the
   // loss); NCCL runs on the communication stream, which must wait for that work first. An event
   // orders the two streams without blocking the host, so backward keeps running while earlier
-  // buckets are reduced. (Work::wait() blocks the host, so whatever reads the result afterwards
-  // is ordered after the collective.)
-  const std::shared_ptr<Event> written = backend_->record_event(StreamKind::compute);
-  backend_->wait_event(StreamKind::communication, *written);
+  // buckets are reduced. One event serves every collective: cudaStreamWaitEvent waits for the
+  // record made just before it, and re-recording later does not affect a wait already enqueued.
+  // (Work::wait() blocks the host, so whatever reads the result afterwards is ordered after the
+  // collective.)
+  check_cuda(cudaEventRecord(compute_written_, compute_), name(), "cudaEventRecord (compute stream)");
+  check_cuda(cudaStreamWaitEvent(stream_, compute_written_, 0), name(), "cudaStreamWaitEvent");
   const ncclResult_t r = call();
   if (r == ncclInProgress) {
-    settle(what, Clock::now() + timeout_);
+    settle(desc, Clock::now() + timeout_);
   } else if (r != ncclSuccess) {
     const std::string detail = handle_->last_error();
     handle_->abort();
-    throw CommError(fmt::format("{} {}: {}; the communicator was aborted", name(), what,
+    throw CommError(fmt::format("{} {}: {}; the communicator was aborted", name(), desc.text(),
                                 format_nccl_error("enqueue", r, detail)));
   }
-  cudaEvent_t event = nullptr;
-  check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), name(), "cudaEventCreateWithFlags");
-  const cudaError_t rec = cudaEventRecord(event, stream_);
-  if (rec != cudaSuccess) {
-    cudaEventDestroy(event);
-    check_cuda(rec, name(), "cudaEventRecord");
-  }
-  return std::make_unique<NcclWork>(handle_, event, what, std::string(name()), timeout_);
+  // The completion event comes from the pool; a failed record drops the lease, which returns it.
+  NcclWork::EventLease done = done_events_->acquire();
+  check_cuda(cudaEventRecord(done.get(), stream_), name(), "cudaEventRecord (communication stream)");
+  return std::make_unique<NcclWork>(handle_, std::move(done), desc, name(), timeout_);
 }
 
 std::unique_ptr<Work> NcclCommunicator::all_reduce(const Tensor& t, ReduceOp op) {
   require_connected("all_reduce");
-  const OpDesc desc{"all_reduce", ++sequence_, t.dtype(), t.numel(), op_name(op)};
+  const CollectiveDesc desc{"all_reduce", ++sequence_, t.dtype(), t.numel(), op_name(op)};
   require_device(desc, t, "input");
   if (!is_float(t.dtype())) {
-    throw CommError(fmt::format("{} {}: all_reduce takes f32, f16, bf16 or f64, not {}", name(), desc.text(name()),
+    throw CommError(fmt::format("{} {}: all_reduce takes f32, f16, bf16 or f64, not {}", name(), desc.text(),
                                 dtype_name(t.dtype())));
   }
   bool ok = false;
@@ -442,10 +472,10 @@ std::unique_ptr<Work> NcclCommunicator::all_reduce(const Tensor& t, ReduceOp op)
 
 std::unique_ptr<Work> NcclCommunicator::broadcast(const Tensor& t, int root) {
   require_connected("broadcast");
-  const OpDesc desc{"broadcast", ++sequence_, t.dtype(), t.numel(), fmt::format("root {}", root)};
+  const CollectiveDesc desc{"broadcast", ++sequence_, t.dtype(), t.numel(), fmt::format("root {}", root)};
   require_device(desc, t, "input");
   if (root < 0 || root >= ranks_.world_size) {
-    throw CommError(fmt::format("{} {}: root {} is not a rank of this world of {}", name(), desc.text(name()), root,
+    throw CommError(fmt::format("{} {}: root {} is not a rank of this world of {}", name(), desc.text(), root,
                                 ranks_.world_size));
   }
   bool ok = false;
@@ -458,12 +488,12 @@ std::unique_ptr<Work> NcclCommunicator::broadcast(const Tensor& t, int root) {
 
 std::unique_ptr<Work> NcclCommunicator::all_gather(const Tensor& out, const Tensor& in) {
   require_connected("all_gather");
-  const OpDesc desc{"all_gather", ++sequence_, in.dtype(), in.numel(), {}};
+  const CollectiveDesc desc{"all_gather", ++sequence_, in.dtype(), in.numel(), {}};
   require_device(desc, in, "input");
   require_device(desc, out, "output");
   if (out.dtype() != in.dtype() || out.numel() != in.numel() * ranks_.world_size) {
     throw CommError(fmt::format("{} {}: the output must hold {} x {} elements of {}, but it is {}", name(),
-                                desc.text(name()), ranks_.world_size, in.numel(), dtype_name(in.dtype()),
+                                desc.text(), ranks_.world_size, in.numel(), dtype_name(in.dtype()),
                                 out.describe()));
   }
   bool ok = false;
@@ -476,7 +506,7 @@ std::unique_ptr<Work> NcclCommunicator::all_gather(const Tensor& out, const Tens
 
 void NcclCommunicator::barrier() {
   require_connected("barrier");
-  const OpDesc desc{"barrier", ++sequence_, DType::f32, 1, "all_reduce of one element"};
+  const CollectiveDesc desc{"barrier", ++sequence_, DType::f32, 1, "all_reduce of one element"};
   ncclComm_t comm = handle_->comm;
   void* p = barrier_buffer_.data();
   enqueue(desc, [&] { return ncclAllReduce(p, p, 1, ncclFloat32, ncclSum, comm, stream_); })->wait();

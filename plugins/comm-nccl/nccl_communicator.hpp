@@ -25,9 +25,22 @@
 #include <kiln/communicator.hpp>
 #include <kiln/plugin_args.hpp>
 
+#include "handle_pool.hpp"
 #include "nccl_algo.hpp"
 
 namespace kiln::nccl {
+
+/// What a collective is, for messages: "all_reduce #12 (bf16 x 1048576, sum)". Kept as fields and
+/// formatted by text() only when a message is needed (an error), not per collective; the strings
+/// are short enough for the small-string buffer, so building one costs no heap memory.
+struct CollectiveDesc {
+  std::string op;
+  std::uint64_t sequence = 0;
+  DType dtype = DType::f32;
+  std::int64_t count = 0;
+  std::string extra;
+  std::string text() const;
+};
 
 /// The NCCL handle shared by the communicator and its in-flight Work objects, so that a wait
 /// that times out can abort the communicator it belongs to.
@@ -59,24 +72,17 @@ class NcclCommunicator : public Communicator {
   void abort() noexcept override;
 
  private:
-  /// What a collective is, for messages: "all_reduce #12 (bf16 x 1048576, sum)".
-  struct OpDesc {
-    std::string op;
-    std::uint64_t sequence = 0;
-    DType dtype = DType::f32;
-    std::int64_t count = 0;
-    std::string extra;
-    std::string text(std::string_view plugin) const;
-  };
-
   void require_connected(const char* op) const;
-  void require_device(const OpDesc& desc, const Tensor& t, const char* role) const;
-  /// Runs `call` (an NCCL enqueue), settles ncclInProgress, records an event on the stream.
+  void require_device(const CollectiveDesc& desc, const Tensor& t, const char* role) const;
+  /// Orders the communication stream after the compute stream, runs `call` (an NCCL enqueue),
+  /// settles ncclInProgress, and records a pooled completion event on the stream.
   template <class Call>
-  std::unique_ptr<Work> enqueue(const OpDesc& desc, Call&& call);
+  std::unique_ptr<Work> enqueue(const CollectiveDesc& desc, Call&& call);
   /// Polls until the communicator's async state leaves ncclInProgress or the deadline passes.
-  void settle(const std::string& what, std::chrono::steady_clock::time_point deadline);
+  void settle(const CollectiveDesc& desc, std::chrono::steady_clock::time_point deadline);
   ncclUniqueId exchange_unique_id(const CommContext& ctx);
+  /// The stream-ordering event and the pool of completion events (after the device is chosen).
+  void create_events();
   void init_communicator(const ncclUniqueId& id);
 
   Algo algo_;
@@ -89,6 +95,11 @@ class NcclCommunicator : public Communicator {
   int device_ = -1;
   std::chrono::milliseconds timeout_{300000};
   std::shared_ptr<CommHandle> handle_;
+  cudaStream_t compute_ = nullptr;        ///< the backend's compute stream (gradients are written there)
+  cudaEvent_t compute_written_ = nullptr; ///< re-recorded per collective to order the two streams
+  /// Completion events, recycled (handle_pool.hpp): one per collective in flight, not one per
+  /// collective issued. Shared with the Work objects holding a lease.
+  std::shared_ptr<HandlePool<cudaEvent_t>> done_events_;
   std::uint64_t sequence_ = 0;
   Tensor barrier_buffer_;
 };

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -169,6 +170,43 @@ BOOST_AUTO_TEST_CASE(world_one_collectives_every_dtype_op_and_count) {
     comm->barrier();
     BOOST_CHECK_THROW(comm->broadcast(b, 1), kiln::CommError);
   }
+}
+
+// Completion events come from a pool (plugins/comm-nccl/handle_pool.hpp): many collectives in
+// flight at once each get their own event and complete, waits in any order work, the pool's events
+// are reused across rounds, and a Work dropped after its communicator still gives its event back.
+BOOST_AUTO_TEST_CASE(pooled_completion_events_in_flight_and_after_the_communicator) {
+  Fixture f;
+  auto comm = f.connect("nccl-ring");
+  std::mt19937 rng(9);
+  const std::int64_t count = 1 << 16;
+  std::vector<kiln::Tensor> ins, outs;
+  std::vector<std::vector<std::uint8_t>> want;
+  for (int i = 0; i < 8; ++i) {
+    want.push_back(random_bytes(kiln::DType::f32, count, rng));
+    ins.push_back(f.backend.allocate({count}, kiln::DType::f32, kiln::MemoryKind::device));
+    outs.push_back(f.backend.allocate({count}, kiln::DType::f32, kiln::MemoryKind::device));
+    check(cudaMemcpy(ins.back().data(), want.back().data(), want.back().size(), cudaMemcpyDefault), "upload");
+  }
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::unique_ptr<kiln::Work>> in_flight;
+    for (int i = 0; i < 8; ++i) {
+      check(cudaMemset(outs[static_cast<std::size_t>(i)].data(), 0xff, outs[static_cast<std::size_t>(i)].bytes()),
+            "poison");
+      in_flight.push_back(comm->all_gather(outs[static_cast<std::size_t>(i)], ins[static_cast<std::size_t>(i)]));
+    }
+    for (int i = 7; i >= 0; --i) in_flight[static_cast<std::size_t>(i)]->wait();  // in reverse order
+    for (std::size_t i = 0; i < 8; ++i) {
+      std::vector<std::uint8_t> got(want[i].size());
+      check(cudaMemcpy(got.data(), outs[i].data(), got.size(), cudaMemcpyDefault), "download");
+      BOOST_TEST((got == want[i]), "round " << round << " collective " << i);
+    }
+  }
+  std::unique_ptr<kiln::Work> last = comm->all_gather(outs[0], ins[0]);
+  last->wait();
+  comm.reset();  // the communicator goes first; the Work still holds a pooled event
+  last.reset();  // gives it back to the pool it keeps alive, which then destroys its events
+  check(cudaGetLastError(), "after the pool went");
 }
 
 BOOST_AUTO_TEST_CASE(host_memory_is_refused_naming_the_op) {

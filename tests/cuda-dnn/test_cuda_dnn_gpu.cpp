@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
+#include <random>
 #include <string>
 
 #include <fmt/format.h>
@@ -142,6 +143,59 @@ BOOST_AUTO_TEST_CASE(batchnorm_matches_float64_reference) {
       expect_close(download(dg_t), plus(dg0, g.dgamma), tol, ctx + " backward dgamma +=");
       expect_close(download(db_t), plus(db0, g.dbeta), tol, ctx + " backward dbeta +=");
     }
+  }
+}
+
+// The Ex batch-norm path with a ResNet-like channel count: nhwc f16 must reach cuDNN's persistent
+// kernels (the backend's counters say which mode ran) and still match the reference; a backward
+// on another x than the plan's last training forward is refused (the reserve space would not
+// belong to it).
+BOOST_AUTO_TEST_CASE(batchnorm_nhwc_f16_reaches_the_persistent_ex_kernels) {
+  std::mt19937 rng(17);
+  BatchNormDesc d;
+  d.n = 8, d.c = 64, d.h = 7, d.w = 7, d.eps = 1e-5f, d.momentum = 0.1f, d.dtype = DType::f16;
+  const Shape xs{d.n, d.c, d.h, d.w}, cs{d.c};
+  auto plan = gpu().plan_batchnorm(d);
+  const Values x = random_values(count(xs), rng, d.dtype, -2.0, 3.0);
+  const Values gamma = random_values(count(cs), rng, DType::f32, 0.5, 1.5);
+  const Values beta = random_values(count(cs), rng, DType::f32);
+  const Values rm = random_values(count(cs), rng, DType::f32);
+  const Values rv = random_values(count(cs), rng, DType::f32, 0.5, 1.5);
+  const Tensor x_t = upload(x, xs, d.dtype, Layout::nhwc), gamma_t = upload(gamma, cs, DType::f32),
+               beta_t = upload(beta, cs, DType::f32), rm_t = upload(rm, cs, DType::f32),
+               rv_t = upload(rv, cs, DType::f32);
+  const Tensor y_t = poisoned(xs, d.dtype, Layout::nhwc), mean_t = poisoned(cs, DType::f32),
+               invstd_t = poisoned(cs, DType::f32);
+  const double persistent_before = gpu().counters()["cudnn_batchnorm_persistent_calls"];
+  gpu().batchnorm_train_forward(*plan, y_t, mean_t, invstd_t, x_t, gamma_t, beta_t, rm_t, rv_t);
+  const BnForward f = ref_bn_train(d, x, gamma, beta, rm, rv);
+  const double tol = tolerance(d.dtype);
+  expect_close(download(y_t), f.y, tol, "persistent train y");
+  expect_close(download(mean_t), f.mean, tol, "persistent save_mean");
+  expect_close(download(invstd_t), f.invstd, tol, "persistent save_invstd");
+  expect_close(download(rv_t), f.running_var, tol, "persistent running_var");
+
+  const Values dy = random_values(count(xs), rng, d.dtype);
+  const Tensor dy_t = upload(dy, xs, d.dtype, Layout::nhwc), dx_t = poisoned(xs, d.dtype, Layout::nhwc),
+               dg_t = upload(Values(count(cs), 0.0), cs, DType::f32),
+               db_t = upload(Values(count(cs), 0.0), cs, DType::f32);
+  gpu().batchnorm_backward(*plan, dx_t, dg_t, db_t, dy_t, x_t, gamma_t, mean_t, invstd_t);
+  const BnBackward g = ref_bn_backward(d, dy, x, gamma, f.mean, f.invstd);
+  expect_close(download(dx_t), g.dx, tol, "persistent backward dx");
+  expect_close(download(dg_t), g.dgamma, tol, "persistent backward dgamma");
+  expect_close(download(db_t), g.dbeta, tol, "persistent backward dbeta");
+  const double persistent_calls = gpu().counters()["cudnn_batchnorm_persistent_calls"] - persistent_before;
+  BOOST_TEST(persistent_calls == 2.0, "forward and backward in SPATIAL_PERSISTENT: " << persistent_calls
+                                          << " of 2 (cuDNN refused persistent for this shape and the plan fell back)");
+
+  // The reserve space belongs to x_t's forward: a backward on a copy of x is refused only when
+  // cuDNN asked for a reserve (otherwise there is nothing to pair and the call is fine).
+  const Tensor x2_t = upload(x, xs, d.dtype, Layout::nhwc);
+  try {
+    gpu().batchnorm_backward(*plan, dx_t, dg_t, db_t, dy_t, x2_t, gamma_t, mean_t, invstd_t);
+    BOOST_TEST_MESSAGE("no reserve space for plain batch-norm: a backward on another x is allowed");
+  } catch (const BackendError& e) {
+    BOOST_TEST(std::string(e.what()).find("reserve space") != std::string::npos, e.what());
   }
 }
 

@@ -7,10 +7,12 @@
 
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <kiln/errors.hpp>
 
+#include "memory/allocation_label.hpp"
 #include "memory/bin_policy.hpp"
 #include "memory/block_pool.hpp"
 #include "memory/oom_message.hpp"
@@ -34,11 +36,13 @@ class FakeDevice final : public kiln::cuda::RawMemory {
     used -= bytes;
     std::free(ptr);
   }
-  [[noreturn]] void out_of_memory(std::string_view what, std::size_t asked) override {
-    throw kiln::BackendError(kiln::cuda::format_out_of_memory(what, asked, 0, capacity_ - used, capacity_));
+  [[noreturn]] void out_of_memory(const kiln::cuda::AllocationLabel& what, std::size_t asked) override {
+    ++labels_formatted;
+    throw kiln::BackendError(kiln::cuda::format_out_of_memory(what.str(), asked, 0, capacity_ - used, capacity_));
   }
   std::size_t used = 0;
   int alloc_calls = 0;
+  int labels_formatted = 0;  ///< the pool hands the label over only to report out-of-memory
 
  private:
   std::size_t capacity_;
@@ -193,6 +197,45 @@ BOOST_AUTO_TEST_CASE(out_of_memory_after_the_retry_reports_asked_and_free) {
   BOOST_TEST(pool.stats().raw_frees == 1u);  // the cached segment went back before the retry
   BOOST_TEST(pool.stats().allocated == 6 * MiB);
   BOOST_TEST(pool.free(held));
+}
+
+// A label owns nothing (trivially destructible and copyable: no heap memory, no string), so
+// building one per allocation costs a few stores; the text exists only when str() is called.
+static_assert(std::is_trivially_destructible_v<kiln::cuda::AllocationLabel>);
+static_assert(std::is_trivially_copyable_v<kiln::cuda::AllocationLabel>);
+
+BOOST_AUTO_TEST_CASE(labels_format_only_when_asked) {
+  using kiln::cuda::AllocationLabel;
+  const kiln::Shape shape{256, 64, 56, 56};
+  const AllocationLabel tensor = AllocationLabel::tensor("backend 'cuda', allocate", kiln::DType::f16, shape);
+  const AllocationLabel bytes = AllocationLabel::bytes("backend 'cuda', workspace", 4096);
+  const AllocationLabel fixed = "staging";
+  BOOST_TEST(tensor.str() == "backend 'cuda', allocate f16(256, 64, 56, 56)");
+  BOOST_TEST(bytes.str() == "backend 'cuda', workspace of 4096 bytes");
+  BOOST_TEST(fixed.str() == "staging");
+  BOOST_TEST(AllocationLabel::text("barrier").str() == "barrier");
+}
+
+BOOST_AUTO_TEST_CASE(the_pool_formats_the_label_only_for_out_of_memory) {
+  FakeDevice device(8 * MiB);
+  BlockPool pool(device);
+  const kiln::Shape shape{1024, 1024};
+  const auto label = kiln::cuda::AllocationLabel::tensor("backend 'cuda', allocate", kiln::DType::f32, shape);
+  void* a = pool.allocate(4 * MiB, kStreamA, label);       // a new segment
+  pool.free(a);
+  void* b = pool.allocate(4 * MiB, kStreamA, label);       // reuse of the cached block
+  void* c = pool.allocate(4 * MiB, kStreamA, label);       // the device is now full
+  BOOST_TEST(device.labels_formatted == 0);
+  try {
+    pool.allocate(4 * MiB, kStreamA, label);
+    BOOST_FAIL("expected an out-of-memory BackendError");
+  } catch (const kiln::BackendError& e) {
+    BOOST_TEST(std::string(e.what()).starts_with("backend 'cuda', allocate f32(1024, 1024): out of GPU memory "
+                                                 "asking for 4.0 MiB"));
+  }
+  BOOST_TEST(device.labels_formatted == 1);
+  BOOST_TEST(pool.free(b));
+  BOOST_TEST(pool.free(c));
 }
 
 BOOST_AUTO_TEST_CASE(the_reserve_limit_gives_cached_segments_back_first) {

@@ -51,7 +51,7 @@ BlockPool::Block* BlockPool::find_cached(std::size_t rounded, StreamKey stream) 
 }
 
 BlockPool::Block* BlockPool::new_segment(std::size_t rounded, StreamKey stream, std::size_t asked,
-                                         std::string_view what) {
+                                         const AllocationLabel& what) {
   const std::size_t bytes = segment_bytes(rounded);
   if (reserve_limit_ > 0 && stats_.reserved + bytes > reserve_limit_) release_cached();
   void* ptr = raw_.allocate(bytes);
@@ -85,7 +85,7 @@ void BlockPool::split(Block* block, std::size_t rounded) {
   free_set(rest->size_class).insert(rest);
 }
 
-void* BlockPool::allocate(std::size_t bytes, StreamKey stream, std::string_view what) {
+void* BlockPool::allocate(std::size_t bytes, StreamKey stream, const AllocationLabel& what) {
   ++stats_.requests;
   const std::size_t rounded = round_request(bytes);
   Block* block = find_cached(rounded, stream);

@@ -13,9 +13,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <set>
-#include <string_view>
 #include <unordered_map>
 
+#include "memory/allocation_label.hpp"
 #include "memory/bin_policy.hpp"
 
 namespace kiln::cuda {
@@ -29,7 +29,7 @@ class RawMemory {
   /// Gives a segment from allocate() back. Must not throw.
   virtual void release(void* ptr, std::size_t bytes) noexcept = 0;
   /// Throws the out-of-memory error for a request of `asked` bytes (after the retry failed).
-  [[noreturn]] virtual void out_of_memory(std::string_view what, std::size_t asked) = 0;
+  [[noreturn]] virtual void out_of_memory(const AllocationLabel& what, std::size_t asked) = 0;
 };
 
 /// Counters of one pool (bytes unless named otherwise).
@@ -59,8 +59,8 @@ class BlockPool {
   BlockPool& operator=(const BlockPool&) = delete;
 
   /// A block of at least `bytes` for work on `stream`. `what` names the request in the
-  /// out-of-memory error ("allocate f16(256, 64, 56, 56)").
-  void* allocate(std::size_t bytes, StreamKey stream, std::string_view what);
+  /// out-of-memory error ("allocate f16(256, 64, 56, 56)"); it is formatted only then.
+  void* allocate(std::size_t bytes, StreamKey stream, const AllocationLabel& what);
   /// Returns a block to the cache. False if `ptr` is not an allocated block of this pool.
   bool free(void* ptr) noexcept;
   /// Gives every wholly free segment back to the raw source; returns the bytes given back.
@@ -87,7 +87,7 @@ class BlockPool {
 
   FreeSet& free_set(SizeClass c) noexcept { return free_[static_cast<int>(c)]; }
   Block* find_cached(std::size_t rounded, StreamKey stream);
-  Block* new_segment(std::size_t rounded, StreamKey stream, std::size_t asked, std::string_view what);
+  Block* new_segment(std::size_t rounded, StreamKey stream, std::size_t asked, const AllocationLabel& what);
   void split(Block* block, std::size_t rounded);
   void note_peaks() noexcept;
 

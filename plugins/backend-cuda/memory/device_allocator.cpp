@@ -30,8 +30,8 @@ class CudaDeviceMemory final : public RawMemory {
     return p;
   }
   void release(void* ptr, std::size_t) noexcept override { cudaFree(ptr); }
-  [[noreturn]] void out_of_memory(std::string_view what, std::size_t asked) override {
-    throw_out_of_memory(what, asked, device_);
+  [[noreturn]] void out_of_memory(const AllocationLabel& what, std::size_t asked) override {
+    throw_out_of_memory(what.str(), asked, device_);
   }
 
  private:
@@ -52,11 +52,11 @@ class PinnedHostMemory final : public RawMemory {
     return p;
   }
   void release(void* ptr, std::size_t) noexcept override { cudaFreeHost(ptr); }
-  [[noreturn]] void out_of_memory(std::string_view what, std::size_t asked) override {
+  [[noreturn]] void out_of_memory(const AllocationLabel& what, std::size_t asked) override {
     throw BackendError(fmt::format(
         "{}: out of pinned host memory asking for {:.1f} MiB; lower loader.prefetch or the per-rank "
         "batch (data.batch_size)",
-        what, static_cast<double>(asked) / (1024.0 * 1024.0)));
+        what.str(), static_cast<double>(asked) / (1024.0 * 1024.0)));
   }
 };
 
@@ -135,7 +135,8 @@ DeviceAllocator::~DeviceAllocator() {
   state_->pinned_pool.release_cached();
 }
 
-std::shared_ptr<Storage> DeviceAllocator::device(std::size_t bytes, cudaStream_t stream, std::string_view what) {
+std::shared_ptr<Storage> DeviceAllocator::device(std::size_t bytes, cudaStream_t stream,
+                                                 const AllocationLabel& what) {
   void* ptr = nullptr;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
@@ -146,7 +147,7 @@ std::shared_ptr<Storage> DeviceAllocator::device(std::size_t bytes, cudaStream_t
                                    [state = state_](void* p) { state->release_device(p); });
 }
 
-std::shared_ptr<Storage> DeviceAllocator::pinned(std::size_t bytes, std::string_view what) {
+std::shared_ptr<Storage> DeviceAllocator::pinned(std::size_t bytes, const AllocationLabel& what) {
   void* ptr = nullptr;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);

@@ -10,7 +10,6 @@
 
 #include <cstddef>
 #include <memory>
-#include <string_view>
 
 #include <cuda_runtime_api.h>
 
@@ -38,9 +37,10 @@ class DeviceAllocator {
 
   /// Device memory of `bytes` for work on `stream`; throws the out-of-memory BackendError
   /// (via throw_out_of_memory, naming `what`) when even an emptied cache does not help.
-  std::shared_ptr<Storage> device(std::size_t bytes, cudaStream_t stream, std::string_view what);
+  /// `what` is formatted only on that failure path (allocation_label.hpp).
+  std::shared_ptr<Storage> device(std::size_t bytes, cudaStream_t stream, const AllocationLabel& what);
   /// Pinned host memory of `bytes`.
-  std::shared_ptr<Storage> pinned(std::size_t bytes, std::string_view what);
+  std::shared_ptr<Storage> pinned(std::size_t bytes, const AllocationLabel& what);
 
   AllocatorStats stats() const;
   /// Gives every wholly free cached segment back to CUDA (device and pinned).
