@@ -47,7 +47,8 @@ void check_batchnorm_backward(const OpCheck& check, const BatchNormDesc& d, Mixe
                               const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
                               const Tensor& dy, const Tensor& x, const Tensor& gamma,
                               const Tensor& save_mean, const Tensor& save_invstd);
-/// batchnorm_stats' operands: x as above, mean/var f32 (C), at least 2 values per channel.
+/// batchnorm_stats' operands: x as above, mean/var f32 (C); one value per channel is enough
+/// (the 2-value minimum of training applies to the global batch, summed over ranks).
 void check_batchnorm_stats(const OpCheck& check, const BatchNormDesc& d, const Tensor& mean,
                            const Tensor& var, const Tensor& x);
 /// batchnorm_backward_reduce's operands: dy in x's layout, the sums and statistics f32 (C).
