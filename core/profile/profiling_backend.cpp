@@ -232,6 +232,24 @@ void ProfilingBackend::batchnorm_backward(OpPlan& plan, const Tensor& dx, const 
     inner_->batchnorm_backward(plan, dx, dgamma, dbeta, dy, x, gamma, save_mean, save_invstd);
   });
 }
+void ProfilingBackend::batchnorm_stats(OpPlan& plan, const Tensor& mean, const Tensor& var, const Tensor& x) {
+  timed("batchnorm_stats", x.dtype(), memory_only({&x}), [&] { inner_->batchnorm_stats(plan, mean, var, x); });
+}
+void ProfilingBackend::batchnorm_backward_reduce(OpPlan& plan, const Tensor& sum_dy, const Tensor& sum_dy_xhat,
+                                                 const Tensor& dy, const Tensor& x, const Tensor& save_mean,
+                                                 const Tensor& save_invstd) {
+  timed("batchnorm_backward_reduce", dy.dtype(), memory_only({&dy, &x}), [&] {
+    inner_->batchnorm_backward_reduce(plan, sum_dy, sum_dy_xhat, dy, x, save_mean, save_invstd);
+  });
+}
+void ProfilingBackend::batchnorm_backward_elemt(OpPlan& plan, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                                                const Tensor& gamma, const Tensor& save_mean,
+                                                const Tensor& save_invstd, const Tensor& sum_dy,
+                                                const Tensor& sum_dy_xhat, std::int64_t count) {
+  timed("batchnorm_backward_elemt", dy.dtype(), memory_only({&dx, &dy, &x}), [&] {
+    inner_->batchnorm_backward_elemt(plan, dx, dy, x, gamma, save_mean, save_invstd, sum_dy, sum_dy_xhat, count);
+  });
+}
 void ProfilingBackend::pool2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x) {
   timed("pool2d_forward", x.dtype(), memory_only({&y, &x}), [&] { inner_->pool2d_forward(plan, y, x); });
 }

@@ -21,6 +21,9 @@ constexpr kiln_param_spec_v1 kModelHostKeys[] = {
     {"init_exclude", KILN_PARAM_STRING_LIST, "[]", nullptr,
      "With init: glob patterns (*, ? and [...], as fnmatch) of tensor names that keep their fresh "
      "initialisation and are neither required nor loaded, e.g. [\"fc.*\"] for a new head."},
+    {"sync_bn", KILN_PARAM_BOOL, "false", nullptr,
+     "Synchronised batch-norm: training-mode batch-norm layers normalise with the statistics of the "
+     "global batch (all ranks), as PyTorch's SyncBatchNorm; docs/distributed.md."},
 };
 
 bool is_host_key(std::string_view key) {

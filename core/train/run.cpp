@@ -30,6 +30,7 @@
 #include "kiln/train/core_tables.hpp"
 #include "kiln/train/fingerprint_communicator.hpp"
 #include "kiln/train/model_table.hpp"
+#include "kiln/train/sync_batch_norm.hpp"
 #include "kiln/train/run_identity.hpp"
 #include "kiln/train/training_features.hpp"
 #include "kiln/train/wiring.hpp"
@@ -280,8 +281,10 @@ RunOutcome run_training(const TrainCommand& command) {
   }
   // What this run is (run_identity.hpp), recorded in its checkpoints and compared with the one
   // it resumes, before the run directory is touched.
+  const std::optional<std::string> sync_bn = sync_bn_option(model_t.host, loader);
   RunIdentity identity;
   add_params(identity, "model", model_c.params);
+  if (sync_bn) identity["model.sync_bn"] = "true";  // changes the math; absent when off (older checkpoints)
   identity["model.type"] = model_c.info->name;
   identity["seed"] = std::to_string(run.get_int("seed"));
   identity["loader.batch"] = std::to_string(batch);
@@ -324,6 +327,7 @@ RunOutcome run_training(const TrainCommand& command) {
   to.resume_from = resume_from;
   read_training_features({&optimizer, &loader, &checkpoint, &early_stop, eval_c.has_value()}, to);
   to.load_init = init_req && resume_from.empty();
+  to.sync_bn = sync_bn;
   to.init = init;
   std::shared_ptr<profile::ProfilingBackend> profiler;  // --profile: every op of the steps timed
   if (command.profile) profiler = profile::attach(parts.backend, to, command.profile_warmup);

@@ -24,6 +24,7 @@
 #include "kiln/train/param_sync.hpp"
 #include "kiln/train/progress_values.hpp"
 #include "kiln/train/step_metrics.hpp"
+#include "kiln/train/sync_batch_norm.hpp"
 
 namespace kiln::train {
 namespace {
@@ -54,6 +55,7 @@ struct Trainer::Impl {
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<GradSync> grad_sync;
   std::unique_ptr<BufferSync> buffer_sync;  // rank 0's BN statistics before eval and checkpoints
+  std::unique_ptr<CommBatchNormSync> sync_bn;  // [model] sync_bn: BN statistics of the global batch
   std::unique_ptr<AccumulationPlan> accumulation;
   std::unique_ptr<GradClipper> clipper;  // null: no clipping
   std::unique_ptr<CheckpointPolicy> checkpoints;
@@ -92,7 +94,12 @@ struct Trainer::Impl {
     ctx.compute_dtype = precision.compute_dtype();
     ctx.max_batch = max_batch;
     ctx.seed = opt.seed;
+    if (opt.sync_bn) {
+      sync_bn = std::make_unique<CommBatchNormSync>(backend(), *parts.comm);
+      ctx.batch_norm_sync = sync_bn.get();
+    }
     parts.model->build(ctx);
+    if (sync_bn) log->info("{}", sync_bn->describe(parts.model->name(), *opt.sync_bn));
     loss.build(backend(), max_batch, parts.model->input_spec().num_classes);
     boundary.build(backend(), ctx.compute_dtype, parts.model->input_spec(), max_batch,
                    std::string(parts.model->name()));

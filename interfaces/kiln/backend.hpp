@@ -190,6 +190,21 @@ class Backend {
                                   const Tensor& dbeta, const Tensor& dy, const Tensor& x,
                                   const Tensor& gamma, const Tensor& save_mean,
                                   const Tensor& save_invstd);
+  // Synchronised batch-norm (model.hpp, BatchNormSync) splits the training forward and backward
+  // around cross-rank sums, as PyTorch's SyncBatchNorm does; the caller combines the per-rank
+  // results and normalises with batchnorm_infer_forward, passing the global statistics.
+  /// The batch's per-channel mean and BIASED variance over (N, H, W) (f32, C), two-pass.
+  virtual void batchnorm_stats(OpPlan& plan, const Tensor& mean, const Tensor& var, const Tensor& x);
+  /// sum_dy = sum(dy), sum_dy_xhat = sum(dy * (x - mean) * invstd) per channel (f32, C; overwritten).
+  virtual void batchnorm_backward_reduce(OpPlan& plan, const Tensor& sum_dy, const Tensor& sum_dy_xhat,
+                                         const Tensor& dy, const Tensor& x, const Tensor& save_mean,
+                                         const Tensor& save_invstd);
+  /// dx = gamma * invstd * (dy - sum_dy / count - xhat * sum_dy_xhat / count), xhat = (x - mean) *
+  /// invstd, with the sums (f32, C) and count (values per channel) taken over every rank's batch.
+  virtual void batchnorm_backward_elemt(OpPlan& plan, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                                        const Tensor& gamma, const Tensor& save_mean,
+                                        const Tensor& save_invstd, const Tensor& sum_dy,
+                                        const Tensor& sum_dy_xhat, std::int64_t count);
 
   virtual std::shared_ptr<OpPlan> plan_pool2d(const Pool2dDesc& desc);
   virtual void pool2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x);

@@ -19,6 +19,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "kiln/tensor.hpp"
 
@@ -62,6 +63,21 @@ struct ModelBuffer {
 
 enum class Mode : std::uint8_t { train = 0, eval = 1 };
 
+/// Cross-rank sums for synchronised batch-norm ([model] sync_bn = true), provided by the core.
+/// A training-mode batch-norm layer that has one sums its per-channel statistics (forward) and
+/// gradient sums (backward) over every rank's batch, so the step equals one rank running the
+/// global batch (PyTorch's SyncBatchNorm). Eval mode never calls it (running statistics).
+class BatchNormSync {
+ public:
+  virtual ~BatchNormSync();
+  /// Called once per synchronised layer from build(), with its name ("layer1.0.bn1"); the core
+  /// reports the count and refuses sync_bn on a model that attached none.
+  virtual void attach(std::string_view layer) = 0;
+  /// Replaces `values` with their element-wise sum over all ranks. Every rank calls it with the
+  /// same length in the same order (the layers' order); blocks until the sums are here.
+  virtual void all_reduce_sum(std::span<double> values) = 0;
+};
+
 /// What build() gets.
 struct ModelBuildContext {
   Backend* backend = nullptr;      ///< lives longer than the model
@@ -69,6 +85,9 @@ struct ModelBuildContext {
   DType compute_dtype = DType::f32;
   std::int64_t max_batch = 0;      ///< forward() never sees more rows; activations are sized once
   std::uint64_t seed = 0;          ///< for parameter initialisation (rank 0's values win anyway)
+  /// Non-null when [model] sync_bn = true: batch-norm layers synchronise through it (lives
+  /// longer than the model). Null: each rank normalises with its own batch's statistics.
+  BatchNormSync* batch_norm_sync = nullptr;
 };
 
 /// Called by backward() with the index (into parameters()) of each parameter whose gradient is

@@ -37,4 +37,7 @@
   X(global_avgpool_forward)  \
   X(global_avgpool_backward) \
   X(normalize_image)         \
-  X(convert_layout)
+  X(convert_layout)          \
+  X(batchnorm_stats)         \
+  X(batchnorm_backward_reduce) \
+  X(batchnorm_backward_elemt)

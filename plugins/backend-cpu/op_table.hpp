@@ -49,6 +49,9 @@ inline constexpr CpuOp kCpuOps[] = {
     {Op::global_avgpool_backward, Engine::loop, sdk::kFloatTypes},
     {Op::normalize_image, Engine::loop, sdk::kFloatTypes},
     {Op::convert_layout, Engine::loop, sdk::kFloatTypes},
+    {Op::batchnorm_stats, Engine::loop, sdk::kFloatTypes},
+    {Op::batchnorm_backward_reduce, Engine::loop, sdk::kFloatTypes},
+    {Op::batchnorm_backward_elemt, Engine::loop, sdk::kFloatTypes},
 };
 static_assert(sdk::lists_every_op_once(kCpuOps),
               "kCpuOps needs one row per op of KILN_OPS (kiln/op_table.hpp), in its order");

@@ -68,6 +68,9 @@ std::map<Op, std::function<void(Backend&)>> default_calls() {
       {Op::global_avgpool_backward, [t](Backend& b) { b.global_avgpool_backward(t, t); }},
       {Op::normalize_image, [t](Backend& b) { b.normalize_image(t, t, ImageNormalize{}); }},
       {Op::convert_layout, [t](Backend& b) { b.convert_layout(t, t); }},
+      {Op::batchnorm_stats, [t](Backend& b) { b.batchnorm_stats(plan, t, t, t); }},
+      {Op::batchnorm_backward_reduce, [t](Backend& b) { b.batchnorm_backward_reduce(plan, t, t, t, t, t, t); }},
+      {Op::batchnorm_backward_elemt, [t](Backend& b) { b.batchnorm_backward_elemt(plan, t, t, t, t, t, t, t, t, 2); }},
   };
 }
 

@@ -274,4 +274,33 @@ void CpuBackend::batchnorm_backward(OpPlan& plan, const Tensor& dx, const Tensor
   }
 }
 
+// The synchronised batch-norm ops run plain loops in either layout (batchnorm_sync_loops.cpp).
+void CpuBackend::batchnorm_stats(OpPlan& plan, const Tensor& mean, const Tensor& var, const Tensor& x) {
+  const OpCheck check(Op::batchnorm_stats);
+  BatchNormPlan& p = plan_as<BatchNormPlan>(check, plan, "plan_batchnorm");
+  sdk::check_batchnorm_stats(check, p.desc, mean, var, x);
+  bn_sync_stats(p.desc, mean.data_as<float>(), var.data_as<float>(), x);
+}
+
+void CpuBackend::batchnorm_backward_reduce(OpPlan& plan, const Tensor& sum_dy, const Tensor& sum_dy_xhat,
+                                           const Tensor& dy, const Tensor& x, const Tensor& save_mean,
+                                           const Tensor& save_invstd) {
+  const OpCheck check(Op::batchnorm_backward_reduce);
+  BatchNormPlan& p = plan_as<BatchNormPlan>(check, plan, "plan_batchnorm");
+  sdk::check_batchnorm_backward_reduce(check, p.desc, sum_dy, sum_dy_xhat, dy, x, save_mean, save_invstd);
+  bn_sync_backward_reduce(p.desc, sum_dy.data_as<float>(), sum_dy_xhat.data_as<float>(), dy, x,
+                          save_mean.data_as<float>(), save_invstd.data_as<float>());
+}
+
+void CpuBackend::batchnorm_backward_elemt(OpPlan& plan, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                                          const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd,
+                                          const Tensor& sum_dy, const Tensor& sum_dy_xhat, std::int64_t count) {
+  const OpCheck check(Op::batchnorm_backward_elemt);
+  BatchNormPlan& p = plan_as<BatchNormPlan>(check, plan, "plan_batchnorm");
+  sdk::check_batchnorm_backward_elemt(check, p.desc, dx, dy, x, gamma, save_mean, save_invstd, sum_dy,
+                                      sum_dy_xhat, count);
+  bn_sync_backward_elemt(p.desc, dx, dy, x, gamma.data_as<float>(), save_mean.data_as<float>(),
+                         save_invstd.data_as<float>(), sum_dy.data_as<float>(), sum_dy_xhat.data_as<float>(), count);
+}
+
 }  // namespace kiln::cpu

@@ -16,6 +16,7 @@ Event::~Event() = default;
 OpPlan::~OpPlan() = default;
 Backend::~Backend() = default;
 Model::~Model() = default;
+BatchNormSync::~BatchNormSync() = default;
 DataSource::~DataSource() = default;
 Store::~Store() = default;
 Work::~Work() = default;
@@ -107,6 +108,17 @@ void Backend::batchnorm_backward(OpPlan&, const Tensor& dx, const Tensor&, const
                                  const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                  const Tensor&) {
   unsupported(Op::batchnorm_backward, dx.dtype());
+}
+void Backend::batchnorm_stats(OpPlan&, const Tensor&, const Tensor&, const Tensor& x) {
+  unsupported(Op::batchnorm_stats, x.dtype());
+}
+void Backend::batchnorm_backward_reduce(OpPlan&, const Tensor&, const Tensor&, const Tensor& dy, const Tensor&,
+                                        const Tensor&, const Tensor&) {
+  unsupported(Op::batchnorm_backward_reduce, dy.dtype());
+}
+void Backend::batchnorm_backward_elemt(OpPlan&, const Tensor& dx, const Tensor&, const Tensor&, const Tensor&,
+                                       const Tensor&, const Tensor&, const Tensor&, const Tensor&, std::int64_t) {
+  unsupported(Op::batchnorm_backward_elemt, dx.dtype());
 }
 std::shared_ptr<OpPlan> Backend::plan_pool2d(const Pool2dDesc& d) { unsupported(Op::pool2d_forward, d.dtype); }
 void Backend::pool2d_forward(OpPlan&, const Tensor& y, const Tensor&) {

@@ -130,6 +130,44 @@ void check_batchnorm_backward(const OpCheck& check, const BatchNormDesc& d, Mixe
   bn_stat(check, d, "save_invstd", save_invstd);
 }
 
+void check_batchnorm_stats(const OpCheck& check, const BatchNormDesc& d, const Tensor& mean, const Tensor& var,
+                           const Tensor& x) {
+  bn_data(check, d, MixedLayouts::refused, "x", x, x);
+  bn_stat(check, d, "mean", mean);
+  bn_stat(check, d, "var", var);
+  // One value per channel is allowed here (variance 0): the 2-value minimum of training applies
+  // to the global batch, which the caller checks after summing over ranks.
+}
+
+void check_batchnorm_backward_reduce(const OpCheck& check, const BatchNormDesc& d, const Tensor& sum_dy,
+                                     const Tensor& sum_dy_xhat, const Tensor& dy, const Tensor& x,
+                                     const Tensor& save_mean, const Tensor& save_invstd) {
+  bn_data(check, d, MixedLayouts::refused, "x", x, x);
+  bn_data(check, d, MixedLayouts::refused, "dy", dy, x);
+  bn_stat(check, d, "sum_dy", sum_dy);
+  bn_stat(check, d, "sum_dy_xhat", sum_dy_xhat);
+  bn_stat(check, d, "save_mean", save_mean);
+  bn_stat(check, d, "save_invstd", save_invstd);
+}
+
+void check_batchnorm_backward_elemt(const OpCheck& check, const BatchNormDesc& d, const Tensor& dx,
+                                    const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                    const Tensor& save_mean, const Tensor& save_invstd, const Tensor& sum_dy,
+                                    const Tensor& sum_dy_xhat, std::int64_t count) {
+  bn_data(check, d, MixedLayouts::refused, "x", x, x);
+  bn_data(check, d, MixedLayouts::refused, "dx", dx, x);
+  bn_data(check, d, MixedLayouts::refused, "dy", dy, x);
+  bn_stat(check, d, "gamma", gamma);
+  bn_stat(check, d, "save_mean", save_mean);
+  bn_stat(check, d, "save_invstd", save_invstd);
+  bn_stat(check, d, "sum_dy", sum_dy);
+  bn_stat(check, d, "sum_dy_xhat", sum_dy_xhat);
+  if (count < d.n * d.h * d.w) {
+    check.fail(fmt::format("{}: count {} (values per channel over every rank) is less than this batch's {}",
+                           describe(d), count, d.n * d.h * d.w));
+  }
+}
+
 MatmulDims check_matmul(const OpCheck& check, const Tensor& c, const Tensor& a, Transpose ta,
                         const Tensor& b, Transpose tb, const Tensor& bias) {
   check.usable("c", c).usable("a", a).usable("b", b).rank("c", c, 2).rank("a", a, 2).rank("b", b, 2);

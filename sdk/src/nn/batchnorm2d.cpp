@@ -58,6 +58,7 @@ void BatchNorm2d::build(Backend& backend, std::int64_t max_batch, ImageShape in,
   backend.fill(running_var, 1.0);
   buffers_ = {ModelBuffer{prefix_ + ".running_mean", running_mean},
               ModelBuffer{prefix_ + ".running_var", running_var}};
+  if (store_.batch_norm_sync() != nullptr) build_sync(backend);
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x, Mode mode) {
@@ -70,7 +71,9 @@ Tensor BatchNorm2d::forward(const Tensor& x, Mode mode) {
   Tensor y = y_.rows(0, b).with_layout(x.layout());  // same bytes, the input's layout
   const Parameter& gamma = store_[gamma_];
   const Parameter& beta = store_[beta_];
-  if (mode == Mode::train) {
+  if (mode == Mode::train && sync_ != nullptr) {
+    sync_train_forward(y, x);
+  } else if (mode == Mode::train) {
     backend_->batchnorm_train_forward(*plan_, y, save_mean_, save_invstd_, x, gamma.value, beta.value,
                                       buffers_[0].value, buffers_[1].value);
   } else {
@@ -89,6 +92,10 @@ Tensor BatchNorm2d::backward(const Tensor& dy) {
   const Parameter& gamma = store_[gamma_];
   const Parameter& beta = store_[beta_];
   Tensor dx = dx_.rows(0, dy.dim(0)).with_layout(x_saved_.layout());
+  if (sync_ != nullptr) {
+    sync_backward(dx, dy);
+    return dx;
+  }
   backend_->batchnorm_backward(*plan_, dx, gamma.grad, beta.grad, dy, x_saved_, gamma.value, save_mean_,
                                save_invstd_);
   return dx;

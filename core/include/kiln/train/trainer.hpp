@@ -74,6 +74,9 @@ struct TrainerOptions {
   /// rank 0's parameters are broadcast.
   bool load_init = false;
   std::shared_ptr<const InitWeights> init;
+  /// Synchronised batch-norm (sync_batch_norm.hpp): set when [model] sync_bn = true, holding
+  /// where it was set (for the error when the model has no batch-norm layer).
+  std::optional<std::string> sync_bn;
   /// What this run is (run_identity.hpp), written into every checkpoint so a resume can check it.
   RunIdentity run_identity;
   /// Stop with a NumericError when the training loss becomes inf or nan (loss_guard.hpp).

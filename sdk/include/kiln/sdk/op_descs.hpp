@@ -47,6 +47,20 @@ void check_batchnorm_backward(const OpCheck& check, const BatchNormDesc& d, Mixe
                               const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
                               const Tensor& dy, const Tensor& x, const Tensor& gamma,
                               const Tensor& save_mean, const Tensor& save_invstd);
+/// batchnorm_stats' operands: x as above, mean/var f32 (C); one value per channel is enough
+/// (the 2-value minimum of training applies to the global batch, summed over ranks).
+void check_batchnorm_stats(const OpCheck& check, const BatchNormDesc& d, const Tensor& mean,
+                           const Tensor& var, const Tensor& x);
+/// batchnorm_backward_reduce's operands: dy in x's layout, the sums and statistics f32 (C).
+void check_batchnorm_backward_reduce(const OpCheck& check, const BatchNormDesc& d, const Tensor& sum_dy,
+                                     const Tensor& sum_dy_xhat, const Tensor& dy, const Tensor& x,
+                                     const Tensor& save_mean, const Tensor& save_invstd);
+/// batchnorm_backward_elemt's operands: dx and dy in x's layout, the rest f32 (C), and a global
+/// count at least this batch's N*H*W.
+void check_batchnorm_backward_elemt(const OpCheck& check, const BatchNormDesc& d, const Tensor& dx,
+                                    const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                    const Tensor& save_mean, const Tensor& save_invstd, const Tensor& sum_dy,
+                                    const Tensor& sum_dy_xhat, std::int64_t count);
 
 /// The (M, N, K) of a matmul whose arguments check_matmul accepted.
 struct MatmulDims {

@@ -124,6 +124,8 @@ enum class GammaInit : std::uint8_t { ones, zeros };
 /// from weight decay), running_mean/running_var buffers (0 and 1 at start), momentum 0.1,
 /// eps 1e-5 (PyTorch's defaults). Train mode normalises with batch statistics and updates the
 /// running ones; eval mode uses the running ones.
+/// With the store's batch_norm_sync() set at build(), train mode takes the batch statistics and
+/// the backward's per-channel gradient sums over every rank's batch (SyncBatchNorm).
 class BatchNorm2d {
  public:
   BatchNorm2d(ParameterStore& store, const std::string& prefix, std::int64_t channels,
@@ -143,6 +145,9 @@ class BatchNorm2d {
 
  private:
   BatchNormDesc desc(std::int64_t batch) const;
+  void build_sync(Backend& backend);
+  void sync_train_forward(const Tensor& y, const Tensor& x);
+  void sync_backward(const Tensor& dx, const Tensor& dy);
 
   ParameterStore& store_;
   std::string prefix_;
@@ -158,6 +163,12 @@ class BatchNorm2d {
   Mode last_mode_ = Mode::eval;
   Tensor y_, dx_, x_saved_, save_mean_, save_invstd_;
   std::vector<ModelBuffer> buffers_;
+  // Synchronised batch-norm (sync_ non-null): per-channel f32 pairs on the device and their host
+  // copies, the f64 values summed over ranks, and the global count of the last forward.
+  BatchNormSync* sync_ = nullptr;
+  Tensor stat_a_, stat_b_, host_a_, host_b_, host_c_, host_d_, host_e_;
+  std::vector<double> summed_;
+  std::int64_t global_count_ = 0;
 };
 
 /// Max pooling over a square window (PyTorch semantics: padding never wins).

@@ -53,6 +53,12 @@ class ParameterStore {
   /// Sets every gradient (and the gaps) to zero with one fill.
   void zero_grads(Backend& backend) const;
 
+  /// Synchronised batch-norm for the model whose layers share this store: a model sets it from
+  /// ModelBuildContext::batch_norm_sync before building its layers, and every BatchNorm2d built
+  /// afterwards synchronises through it (null, the default: none does).
+  void set_batch_norm_sync(BatchNormSync* sync) noexcept { batch_norm_sync_ = sync; }
+  BatchNormSync* batch_norm_sync() const noexcept { return batch_norm_sync_; }
+
  private:
   struct Declared {
     Init init;
@@ -63,6 +69,7 @@ class ParameterStore {
   std::vector<std::int64_t> offsets_;
   std::int64_t arena_elements_ = 0;
   Tensor value_arena_, compute_arena_, grad_arena_;
+  BatchNormSync* batch_norm_sync_ = nullptr;
 };
 
 }  // namespace kiln::nn
