@@ -3,6 +3,7 @@
 // from the SDK's generic layers (kiln/sdk/nn/cnn_layers.hpp); used only by this plugin.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,6 +18,22 @@ namespace kiln::resnet {
 /// torchvision model's initial statistics and checkpoints load either way.
 inline constexpr nn::ConvInit kConvInit = nn::ConvInit::kaiming_normal_fan_out_relu;
 
+/// Where an activation-gradient buffer lives when share_gradient_buffers() lays them out. A
+/// backward pass is a chain of ops, each reading its output gradient and writing its input
+/// gradient, so two alternating slots (ping, pong) hold every intermediate gradient of a branch;
+/// the three others hold what lives longer than one op:
+///   sum:      dsum, read by the branch's last op and, for an identity shortcut, by the final add;
+///   shortcut: the downsample's input gradient, added into dx at the end of the block;
+///   input:    the block's input gradient, which the block before reads as its dy.
+enum class GradSlot : std::uint8_t { sum, ping, pong, shortcut, input };
+inline constexpr std::size_t kGradSlots = 5;
+
+/// One activation-gradient buffer of a layer and the slot it may share memory in.
+struct GradientBuffer {
+  GradSlot slot;
+  Tensor* buffer;
+};
+
 /// A residual block: out = relu(branch(x) + shortcut(x)).
 class ResidualBlock {
  public:
@@ -29,17 +46,23 @@ class ResidualBlock {
   virtual void append_buffers(std::vector<ModelBuffer>& out) const = 0;
   /// Output channels (planes x expansion).
   virtual std::int64_t out_channels() const noexcept = 0;
-  /// Every activation-gradient buffer of the block, in a fixed order per block type (undefined
-  /// entries for parts the block lacks, e.g. no downsample), for share_gradient_buffers().
-  virtual std::vector<Tensor*> gradient_buffers() = 0;
+  /// Every activation-gradient buffer of the block with its slot, in backward order (the parts
+  /// the block lacks, e.g. no downsample, are left out), for share_gradient_buffers(). No op of
+  /// the block reads a buffer in the slot it writes, and none writes a slot another buffer still
+  /// needs (the comments in residual.cpp walk through the order).
+  virtual std::vector<GradientBuffer> gradient_buffers() = 0;
 };
 
-/// Makes the activation-gradient buffers of `blocks` (all built) share memory: the i-th buffer of
-/// every block becomes a view of one allocation sized for the largest of them. Safe because a
-/// model runs block backwards one after another and a block reads its output gradient (the next
-/// block's input gradient) only in its first op, before it writes any of these buffers; within a
-/// block each buffer is distinct. Forward outputs are never shared (backward needs them). For
-/// ResNet-50 at batch 8 this turns 16 sets of gradient buffers into one. Call after build().
+/// Makes the activation-gradient buffers of a model share memory: every buffer in one GradSlot,
+/// in any of `lists` (one per block, plus the stem's), becomes a view of one allocation sized for
+/// the largest of them. Safe because a model runs block backwards one after another, a block
+/// reads its output gradient (the next block's `input` slot) only in its first op, before it
+/// writes any slot, and within a block a slot is rewritten only once its previous content is
+/// dead. Forward outputs are never shared (backward needs them). For ResNet-50 at batch 8 this
+/// turns 16 blocks' 11 buffers each, and the stem's 2, into 5 allocations. Call after build().
+void share_gradient_buffers(Backend& backend, const std::vector<std::vector<GradientBuffer>>& lists);
+
+/// share_gradient_buffers() over the lists of `blocks`.
 void share_gradient_buffers(Backend& backend, const std::vector<ResidualBlock*>& blocks);
 
 /// The shortcut of a block whose shape changes: 1x1 conv (stride) + BN, named
@@ -63,9 +86,10 @@ class ResidualJoin {
   void set_downsample(std::unique_ptr<Downsample> downsample) { downsample_ = std::move(downsample); }
   bool has_downsample() const noexcept { return downsample_ != nullptr; }
   /// Builds the downsample for the block input `in`, checks that the shortcut gives the branch's
-  /// output shape `out`, and allocates the block output and dsum buffers.
+  /// output shape `out`, and allocates the dsum buffer.
   void build(Backend& backend, std::int64_t max_batch, nn::ImageShape in, nn::ImageShape out, DType dtype);
-  /// y = relu(branch + shortcut(x)); the shortcut must be in the branch's layout.
+  /// y = relu(branch + shortcut(x)), written over `branch` (the last batch norm's output, which
+  /// its backward does not read); the shortcut must be in the branch's layout.
   Tensor forward(const Tensor& x, const Tensor& branch, Mode mode);
   /// dsum = dy * (y > 0), the gradient of the pre-activation sum, which the branch's backward
   /// starts from. Also runs the downsample's backward (reporting its parameters to `ready`).
@@ -74,14 +98,14 @@ class ResidualJoin {
   void finish_backward(const Tensor& dx);
   /// The downsample's batch-norm running statistics.
   void append_buffers(std::vector<ModelBuffer>& out) const;
-  /// dsum, then the downsample's conv and BN input gradients (null without a downsample).
-  void append_gradient_buffers(std::vector<Tensor*>& out);
+  /// dsum, then the downsample's BN and conv input gradients (none without a downsample).
+  void append_gradient_buffers(std::vector<GradientBuffer>& out);
 
  private:
   const char* block_;
   std::unique_ptr<Downsample> downsample_;
   Backend* backend_ = nullptr;
-  Tensor y_, y_saved_, dsum_;  // block output, its last rows, gradient of the pre-activation sum
+  Tensor y_saved_, dsum_;      // block output (the branch's buffer), gradient of the pre-activation sum
   Tensor dshort_;              // the shortcut's gradient between begin_ and finish_backward()
 };
 
@@ -98,7 +122,7 @@ class Bottleneck final : public ResidualBlock {
   Tensor backward(const Tensor& dy, const GradReadyFn& ready) override;
   void append_buffers(std::vector<ModelBuffer>& out) const override;
   std::int64_t out_channels() const noexcept override { return planes_ * kExpansion; }
-  std::vector<Tensor*> gradient_buffers() override;
+  std::vector<GradientBuffer> gradient_buffers() override;
   bool has_downsample() const noexcept { return join_.has_downsample(); }
 
  private:
@@ -125,7 +149,7 @@ class BasicBlock final : public ResidualBlock {
   Tensor backward(const Tensor& dy, const GradReadyFn& ready) override;
   void append_buffers(std::vector<ModelBuffer>& out) const override;
   std::int64_t out_channels() const noexcept override { return planes_; }
-  std::vector<Tensor*> gradient_buffers() override;
+  std::vector<GradientBuffer> gradient_buffers() override;
   bool has_downsample() const noexcept { return join_.has_downsample(); }
 
  private:

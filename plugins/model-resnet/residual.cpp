@@ -72,7 +72,6 @@ void ResidualJoin::build(Backend& backend, std::int64_t max_batch, ImageShape in
   } else if (!(in == out)) {
     throw BackendError(fmt::format("{}: identity shortcut with a shape change (a bug in the block)", block_));
   }
-  y_ = backend.allocate({max_batch, out.c, out.h, out.w}, dtype, MemoryKind::device);
   dsum_ = backend.allocate({max_batch, out.c, out.h, out.w}, dtype, MemoryKind::device);
   backend_ = &backend;
 }
@@ -81,8 +80,12 @@ Tensor ResidualJoin::forward(const Tensor& x, const Tensor& branch, Mode mode) {
   detail::check_built(backend_, block_, "block");
   const Tensor shortcut = downsample_ ? downsample_->bn.forward(downsample_->conv.forward(x), mode) : x;
   check_shortcut_layout(shortcut, branch, block_);
-  y_saved_ = y_.rows(0, x.dim(0)).with_layout(branch.layout());
-  backend_->add_relu_forward(y_saved_, branch, shortcut);
+  // The block output overwrites the branch's last batch-norm output in place: that batch norm's
+  // backward reads its input, not its output, so the block keeps one full-size tensor here
+  // (its output, which backward reads for relu') instead of two, as torchvision's `out +=
+  // identity; relu(out)` does. add_relu_forward is element-wise, so y may alias x.
+  backend_->add_relu_forward(branch, branch, shortcut);
+  y_saved_ = branch;
   return y_saved_;
 }
 
@@ -104,10 +107,14 @@ void ResidualJoin::append_buffers(std::vector<ModelBuffer>& out) const {
   if (downsample_) out.insert(out.end(), downsample_->bn.buffers().begin(), downsample_->bn.buffers().end());
 }
 
-void ResidualJoin::append_gradient_buffers(std::vector<Tensor*>& out) {
-  out.push_back(&dsum_);
-  out.push_back(downsample_ ? &downsample_->conv.input_grad_buffer() : nullptr);
-  out.push_back(downsample_ ? &downsample_->bn.input_grad_buffer() : nullptr);
+void ResidualJoin::append_gradient_buffers(std::vector<GradientBuffer>& out) {
+  // begin_backward(): dsum (sum) from dy (the next block's input slot); the downsample's BN
+  // writes ping from dsum, its conv writes shortcut from ping, which lives until
+  // finish_backward(). The branch's first op then overwrites ping.
+  out.push_back({GradSlot::sum, &dsum_});
+  if (!downsample_) return;
+  out.push_back({GradSlot::ping, &downsample_->bn.input_grad_buffer()});
+  out.push_back({GradSlot::shortcut, &downsample_->conv.input_grad_buffer()});
 }
 
 // ---- Bottleneck -----------------------------------------------------------------------------
@@ -158,11 +165,20 @@ Tensor Bottleneck::backward(const Tensor& dy, const GradReadyFn& ready) {
   return dx;
 }
 
-std::vector<Tensor*> Bottleneck::gradient_buffers() {
-  std::vector<Tensor*> out{&conv1_.input_grad_buffer(), &bn1_.input_grad_buffer(), &relu1_.input_grad_buffer(),
-                           &conv2_.input_grad_buffer(), &bn2_.input_grad_buffer(), &relu2_.input_grad_buffer(),
-                           &conv3_.input_grad_buffer(), &bn3_.input_grad_buffer()};
+std::vector<GradientBuffer> Bottleneck::gradient_buffers() {
+  // Backward order: each op reads the slot the one before wrote and writes the other of ping /
+  // pong; conv1 writes the block's input gradient, to which finish_backward() adds the shortcut's
+  // gradient (dsum, still intact, or the shortcut slot).
+  std::vector<GradientBuffer> out;
   join_.append_gradient_buffers(out);
+  out.insert(out.end(), {{GradSlot::ping, &bn3_.input_grad_buffer()},     // from dsum
+                         {GradSlot::pong, &conv3_.input_grad_buffer()},   // from ping
+                         {GradSlot::ping, &relu2_.input_grad_buffer()},   // from pong
+                         {GradSlot::pong, &bn2_.input_grad_buffer()},     // from ping
+                         {GradSlot::ping, &conv2_.input_grad_buffer()},   // from pong
+                         {GradSlot::pong, &relu1_.input_grad_buffer()},   // from ping
+                         {GradSlot::ping, &bn1_.input_grad_buffer()},     // from pong
+                         {GradSlot::input, &conv1_.input_grad_buffer()}}); // from ping
   return out;
 }
 
@@ -211,10 +227,15 @@ Tensor BasicBlock::backward(const Tensor& dy, const GradReadyFn& ready) {
   return dx;
 }
 
-std::vector<Tensor*> BasicBlock::gradient_buffers() {
-  std::vector<Tensor*> out{&conv1_.input_grad_buffer(), &bn1_.input_grad_buffer(), &relu1_.input_grad_buffer(),
-                           &conv2_.input_grad_buffer(), &bn2_.input_grad_buffer()};
+std::vector<GradientBuffer> BasicBlock::gradient_buffers() {
+  // As Bottleneck::gradient_buffers(), with one 3x3 conv + BN less in the branch.
+  std::vector<GradientBuffer> out;
   join_.append_gradient_buffers(out);
+  out.insert(out.end(), {{GradSlot::ping, &bn2_.input_grad_buffer()},     // from dsum
+                         {GradSlot::pong, &conv2_.input_grad_buffer()},   // from ping
+                         {GradSlot::ping, &relu1_.input_grad_buffer()},   // from pong
+                         {GradSlot::pong, &bn1_.input_grad_buffer()},     // from ping
+                         {GradSlot::input, &conv1_.input_grad_buffer()}}); // from pong
   return out;
 }
 

@@ -124,10 +124,14 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
   relu_.build(backend, n, s, dt);
   s = maxpool_.build(backend, n, s, dt);
   for (auto& block : blocks_) s = block->build(backend, n, s, dt);
-  // Blocks run backward one after another, so one set of activation-gradient buffers serves all.
-  std::vector<ResidualBlock*> blocks;
-  for (auto& block : blocks_) blocks.push_back(block.get());
-  share_gradient_buffers(backend, blocks);
+  // Blocks run backward one after another, so one set of activation-gradient buffers serves all,
+  // and the stem's after them: maxpool's backward reads the first block's input slot into its own
+  // buffer, the ReLU writes ping from it, the batch norm the sum slot (dead once the blocks are
+  // done; pong is smaller than the stem's gradient) from ping; conv1 has no input gradient.
+  std::vector<std::vector<GradientBuffer>> lists;
+  for (auto& block : blocks_) lists.push_back(block->gradient_buffers());
+  lists.push_back({{GradSlot::ping, &relu_.input_grad_buffer()}, {GradSlot::sum, &bn1_->input_grad_buffer()}});
+  share_gradient_buffers(backend, lists);
   avgpool_.build(backend, n, s, dt);
   fc_->build(backend, n, dt);
 

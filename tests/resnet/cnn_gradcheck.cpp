@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "gradcheck.hpp"
 #include "kiln/errors.hpp"
@@ -319,11 +320,26 @@ BOOST_AUTO_TEST_CASE(shared_gradient_buffers_change_no_result) {
   const auto got = run(shared, true);
   BOOST_TEST_REQUIRE(got.size() == want.size());
   for (std::size_t i = 0; i < got.size(); ++i) BOOST_TEST(got[i] == want[i], "result " << i);
-  // One storage per slot: slot 8 (dsum) of the two bottlenecks and slot 5 (dsum) of the basic
-  // block are different slots, but slot 0 (conv1's input gradient) is one for all three.
-  BOOST_TEST(shared.a.gradient_buffers()[0]->storage() == shared.b.gradient_buffers()[0]->storage());
-  BOOST_TEST(shared.a.gradient_buffers()[0]->storage() == shared.c.gradient_buffers()[0]->storage());
-  BOOST_TEST(own.a.gradient_buffers()[0]->storage() != own.b.gradient_buffers()[0]->storage());
+  // One storage per slot, across blocks and within one (ping and pong alternate down a branch),
+  // and distinct storages for distinct slots.
+  const auto storage_of = [](kiln::resnet::ResidualBlock& block, kiln::resnet::GradSlot slot) {
+    std::set<const void*> found;
+    for (const auto& g : block.gradient_buffers()) {
+      if (g.slot == slot) found.insert(g.buffer->storage().get());
+    }
+    return found;
+  };
+  using kiln::resnet::GradSlot;
+  for (GradSlot slot : {GradSlot::sum, GradSlot::ping, GradSlot::pong, GradSlot::input}) {
+    const auto a = storage_of(shared.a, slot);
+    BOOST_TEST(a.size() == 1u);
+    BOOST_TEST((storage_of(shared.b, slot) == a));
+    BOOST_TEST((storage_of(shared.c, slot) == a));
+  }
+  BOOST_TEST((storage_of(shared.a, GradSlot::ping) != storage_of(shared.a, GradSlot::pong)));
+  BOOST_TEST((storage_of(shared.a, GradSlot::shortcut) == storage_of(shared.c, GradSlot::shortcut)));
+  BOOST_TEST(storage_of(shared.b, GradSlot::shortcut).empty());  // identity shortcut
+  BOOST_TEST(storage_of(own.a, GradSlot::ping).size() > 1u);      // unshared: one buffer per layer
 }
 
 BOOST_AUTO_TEST_SUITE_END()
