@@ -17,8 +17,8 @@
 # as it ends, logs are written into $OUT while they grow, and each training run's metrics are
 # appended to metrics.jsonl as soon as it finishes, so a check killed by the device tool's
 # timeout still returns everything that ran. At most 8 files go to $OUT (the device tool's
-# limit): summary.txt, env.txt, ctest-gpu.log, conformance-cuda.log, train.log, metrics.jsonl,
-# pytorch-peer.log. CUDA, cuBLAS, cuDNN and NCCL come from the machine's Python nvidia-*
+# limit): summary.txt, env.txt, ctest-gpu.log, conformance-cuda.log,
+# conformance-cuda-benchmark.log, train.log, metrics.jsonl, pytorch-peer.log. CUDA, cuBLAS, cuDNN and NCCL come from the machine's Python nvidia-*
 # packages; everything else from build-gpu/carry-libs. The build's absolute paths (CTest files,
 # KILN_TEST_PLUGIN_DIR) are made valid by a symlink when the repository sits elsewhere than where
 # build-gpu was configured.
@@ -141,7 +141,12 @@ if want conformance; then
   t0=$(date +%s)
   (cd "$BUILD/tests" && timeout "$(budget 60)" ./test_backend_conformance --log_level=test_suite \
     --report_level=short --color_output=no -- cuda) >"$OUT/conformance-cuda.log" 2>&1
-  stage_done conformance $? "$t0"
+  rc=$?
+  # The convolution cases again with algorithms chosen by timing ([backend] cudnn_benchmark).
+  (cd "$BUILD/tests" && KILN_CONFORMANCE_CUDNN_BENCHMARK=1 timeout "$(budget 30)" ./test_backend_conformance \
+    --run_test='conv2d*' --log_level=test_suite --report_level=short --color_output=no -- cuda) \
+    >"$OUT/conformance-cuda-benchmark.log" 2>&1 || rc=$?
+  stage_done conformance $rc "$t0"
 fi
 
 # ---- training runs ----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ namespace {
 struct CudaParams {
   int device = -1;
   bool allow_tf32 = false;
+  bool cudnn_benchmark = false;
   bool nvml = true;
   std::size_t cache_limit_bytes = 0;
 };
@@ -47,6 +48,7 @@ CudaParams read_params(const PluginArgs& args) {
     p.device = static_cast<int>(d);
   }
   if (m->contains("allow_tf32")) p.allow_tf32 = m->get_bool("allow_tf32");
+  if (m->contains("cudnn_benchmark")) p.cudnn_benchmark = m->get_bool("cudnn_benchmark");
   if (m->contains("nvml")) p.nvml = m->get_bool("nvml");
   if (m->contains("cache_limit_mib")) {
     const std::int64_t mib = m->get_int("cache_limit_mib");
@@ -90,6 +92,7 @@ void fill_host(void* dst, std::size_t count, std::size_t element_bytes, std::uin
 CudaBackend::CudaBackend(const PluginArgs& args) {
   const CudaParams params = read_params(args);
   allow_tf32_ = params.allow_tf32;
+  cudnn_benchmark_ = params.cudnn_benchmark;
   device_ = choose_device(params.device, args.ranks.local_rank);
   try {
     info_ = describe_device(device_);
@@ -124,9 +127,10 @@ CudaBackend::CudaBackend(const PluginArgs& args) {
     release_resources();
     throw;
   }
-  log::get("cuda")->info("cuda:{} {} ({:.1f} GiB, {}); tf32 {}", device_, info_.name,
-                         static_cast<double>(info_.total_memory) / (1024.0 * 1024.0 * 1024.0), info_.detail,
-                         allow_tf32_ ? "allowed" : "off");
+  log::get("cuda")->info("cuda:{} {} ({:.1f} GiB, {}); tf32 {}; convolution algorithms by {}", device_,
+                         info_.name, static_cast<double>(info_.total_memory) / (1024.0 * 1024.0 * 1024.0),
+                         info_.detail, allow_tf32_ ? "allowed" : "off",
+                         cudnn_benchmark_ ? "timing (cudnn_benchmark)" : "cuDNN's heuristics");
 }
 
 CudaBackend::~CudaBackend() { release_resources(); }

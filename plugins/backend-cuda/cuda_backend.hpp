@@ -120,6 +120,8 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t cublaslt() const noexcept { return cublaslt_; }
   /// Whether fp32 GEMMs/convolutions may use TF32 tensor-core math ([backend] allow_tf32).
   bool allow_tf32() const noexcept { return allow_tf32_; }
+  /// Whether convolution algorithms are chosen by timing them ([backend] cudnn_benchmark).
+  bool cudnn_benchmark() const noexcept { return cudnn_benchmark_; }
   /// Device scratch of at least `bytes` from the caching allocator, valid until the returned
   /// tensor (u8) is dropped; usable by work enqueued on the compute stream before that.
   Tensor workspace(std::size_t bytes);
@@ -135,6 +137,7 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   int cc_ = 0;
   bool allow_tf32_ = false;
+  bool cudnn_benchmark_ = false;
   DeviceInfo info_;
   cudaStream_t compute_ = nullptr;
   cudaStream_t comm_ = nullptr;

@@ -16,6 +16,9 @@ constexpr kiln_param_spec_v1 kCudaParams[] = {
      "Sample GPU utilisation and memory through NVML (dlopen'ed) into metrics.jsonl."},
     {"cache_limit_mib", KILN_PARAM_INT, "0", nullptr,
      "Device memory the caching allocator may reserve before giving cached blocks back; 0 = no limit."},
+    {"cudnn_benchmark", KILN_PARAM_BOOL, "false", nullptr,
+     "Choose each convolution's algorithms by timing them (cudnnFind*, once per shape, cached) instead of "
+     "cuDNN's heuristics; like torch.backends.cudnn.benchmark. Costs time at the first step."},
 };
 
 }  // namespace

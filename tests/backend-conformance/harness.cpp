@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -61,6 +62,15 @@ Backend& backend() {
 void make_backend(const std::string& name) {
   ParamMap params = test::plugin_params(KILN_KIND_BACKEND, name, "");
   if (params.contains("allow_tf32")) params.set("allow_tf32", false, "conformance suite (f32 accuracy)");
+  // scripts/gpu-check.sh reruns the convolution cases with algorithms chosen by timing
+  // (cudnnFind*), which may pick algorithms the heuristics never rank first.
+  if (const char* e = std::getenv("KILN_CONFORMANCE_CUDNN_BENCHMARK"); e != nullptr && std::string(e) == "1") {
+    if (!params.contains("cudnn_benchmark")) {
+      throw Error("conformance: KILN_CONFORMANCE_CUDNN_BENCHMARK=1 but backend '" + name +
+                  "' has no cudnn_benchmark parameter");
+    }
+    params.set("cudnn_benchmark", true, "KILN_CONFORMANCE_CUDNN_BENCHMARK=1");
+  }
   static ParamMap kept("backend");  // PluginArgs holds a pointer: keep the map for the backend's life
   kept = params;
   PluginArgs args;

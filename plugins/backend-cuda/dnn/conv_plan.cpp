@@ -1,4 +1,4 @@
-// ConvPlan (conv_plan.hpp): descriptor setup and heuristic algorithm selection for cuDNN's legacy
+// ConvPlan (conv_plan.hpp): descriptor setup and algorithm selection (heuristics, or cudnnFind timing) for cuDNN's legacy
 // convolution API (still present in cuDNN 9).
 #include "dnn/conv_plan.hpp"
 
@@ -64,15 +64,22 @@ std::vector<AlgoChoice> select(const DnnCheck& check, cudnnHandle_t handle, cons
     return fmt::format("{} for {} in {}", call, describe(p.desc), layout_word(layout));
   };
   cudnnConvolutionDescriptor_t conv = s.conv.get();
+  const bool timed = p.search == AlgoSearch::exhaustive;
   int max = 0, returned = 0;
   switch (dir) {
     case ConvDirection::forward: {
       check.cudnn(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max),
                   [&] { return what("cudnnGetConvolutionForwardAlgorithmMaxCount"); });
       std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<std::size_t>(max));
-      check.cudnn(cudnnGetConvolutionForwardAlgorithm_v7(handle, s.x.get(), s.w.get(), conv,
-                                                         s.y.get(), max, &returned, perf.data()),
-                  [&] { return what("cudnnGetConvolutionForwardAlgorithm_v7"); });
+      if (timed) {
+        check.cudnn(cudnnFindConvolutionForwardAlgorithm(handle, s.x.get(), s.w.get(), conv, s.y.get(), max,
+                                                         &returned, perf.data()),
+                    [&] { return what("cudnnFindConvolutionForwardAlgorithm"); });
+      } else {
+        check.cudnn(cudnnGetConvolutionForwardAlgorithm_v7(handle, s.x.get(), s.w.get(), conv,
+                                                           s.y.get(), max, &returned, perf.data()),
+                    [&] { return what("cudnnGetConvolutionForwardAlgorithm_v7"); });
+      }
       return pick(check, p, conv, perf, returned, dir, layout, [&](int algo, std::size_t* bytes) {
         return cudnnGetConvolutionForwardWorkspaceSize(handle, s.x.get(), s.w.get(), conv, s.y.get(),
                                                        static_cast<cudnnConvolutionFwdAlgo_t>(algo), bytes);
@@ -82,9 +89,15 @@ std::vector<AlgoChoice> select(const DnnCheck& check, cudnnHandle_t handle, cons
       check.cudnn(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max),
                   [&] { return what("cudnnGetConvolutionBackwardDataAlgorithmMaxCount"); });
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<std::size_t>(max));
-      check.cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, s.w.get(), s.y.get(), conv,
-                                                              s.x.get(), max, &returned, perf.data()),
-                  [&] { return what("cudnnGetConvolutionBackwardDataAlgorithm_v7"); });
+      if (timed) {
+        check.cudnn(cudnnFindConvolutionBackwardDataAlgorithm(handle, s.w.get(), s.y.get(), conv, s.x.get(), max,
+                                                              &returned, perf.data()),
+                    [&] { return what("cudnnFindConvolutionBackwardDataAlgorithm"); });
+      } else {
+        check.cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, s.w.get(), s.y.get(), conv,
+                                                                s.x.get(), max, &returned, perf.data()),
+                    [&] { return what("cudnnGetConvolutionBackwardDataAlgorithm_v7"); });
+      }
       return pick(check, p, conv, perf, returned, dir, layout, [&](int algo, std::size_t* bytes) {
         return cudnnGetConvolutionBackwardDataWorkspaceSize(
             handle, s.w.get(), s.y.get(), conv, s.x.get(),
@@ -95,9 +108,15 @@ std::vector<AlgoChoice> select(const DnnCheck& check, cudnnHandle_t handle, cons
       check.cudnn(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max),
                   [&] { return what("cudnnGetConvolutionBackwardFilterAlgorithmMaxCount"); });
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<std::size_t>(max));
-      check.cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, s.x.get(), s.y.get(), conv,
-                                                                s.w.get(), max, &returned, perf.data()),
-                  [&] { return what("cudnnGetConvolutionBackwardFilterAlgorithm_v7"); });
+      if (timed) {
+        check.cudnn(cudnnFindConvolutionBackwardFilterAlgorithm(handle, s.x.get(), s.y.get(), conv, s.w.get(), max,
+                                                                &returned, perf.data()),
+                    [&] { return what("cudnnFindConvolutionBackwardFilterAlgorithm"); });
+      } else {
+        check.cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, s.x.get(), s.y.get(), conv,
+                                                                  s.w.get(), max, &returned, perf.data()),
+                    [&] { return what("cudnnGetConvolutionBackwardFilterAlgorithm_v7"); });
+      }
       return pick(check, p, conv, perf, returned, dir, layout, [&](int algo, std::size_t* bytes) {
         return cudnnGetConvolutionBackwardFilterWorkspaceSize(
             handle, s.x.get(), s.y.get(), conv, s.w.get(),
@@ -111,8 +130,8 @@ std::vector<AlgoChoice> select(const DnnCheck& check, cudnnHandle_t handle, cons
 }  // namespace
 
 
-ConvPlan::ConvPlan(const Conv2dDesc& d, int dev, MathMode m)
-    : desc(d), device(dev), math(m),
+ConvPlan::ConvPlan(const Conv2dDesc& d, int dev, MathMode m, AlgoSearch search_method)
+    : desc(d), device(dev), math(m), search(search_method),
       x_dims{d.n, d.c, d.h, d.w}, y_dims{d.n, d.k, d.out_h(), d.out_w()},
       w_dims{d.k, d.c / d.groups, d.r, d.s} {}
 
@@ -153,7 +172,7 @@ AlgoChoice ConvPlan::algo(const DnnCheck& check, cudnnHandle_t handle, Setup& s,
                           ConvDirection direction) {
   auto& cached = s.algos[static_cast<std::size_t>(direction)];
   if (!cached) {
-    const ConvAlgoKey key = conv_algo_key(desc, direction, device, layout, math);
+    const ConvAlgoKey key = conv_algo_key(desc, direction, device, layout, math, search);
     cached = conv_algo_cache().get_or_select(
         key, [&] { return select(check, handle, *this, s, layout, direction).front(); });
   }
@@ -178,7 +197,7 @@ void ConvPlan::retry(const DnnCheck& check, cudnnHandle_t handle, Setup& s, Layo
     status = call(*next);
     if (status == CUDNN_STATUS_SUCCESS) {
       s.algos[static_cast<std::size_t>(direction)] = *next;
-      conv_algo_cache().store(conv_algo_key(desc, direction, device, layout, math), *next);
+      conv_algo_cache().store(conv_algo_key(desc, direction, device, layout, math, search), *next);
       log::get("cuda")->warn("{} for {} in {}: cuDNN refused the heuristic's algorithm at run time ({}); using algo {} "
                              "instead",
                              conv_direction_name(direction), describe(desc), layout_word(layout), attempts,

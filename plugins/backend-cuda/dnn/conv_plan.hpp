@@ -9,7 +9,9 @@
 // cuDNN's output size agrees. Algorithms come from cuDNN's _v7 heuristics (first result that
 // succeeds, fits kMaxConvWorkspace and keeps the math mode: no TF32 unless allowed, never f32 data
 // converted to f16, no FFT or Winograd in a strict-fp32 plan: dnn/dnn_policy.hpp), cached
-// process-wide per problem (algo_key.hpp). If cuDNN refuses the chosen algorithm when it runs
+// process-wide per problem (algo_key.hpp). With [backend] cudnn_benchmark the candidates come from
+// cudnnFind* instead, which runs every algorithm once on scratch buffers cuDNN allocates itself and
+// ranks them by measured time (the same filters apply; the search method is part of the cache key). If cuDNN refuses the chosen algorithm when it runs
 // (conv_retry_on), run() tries the next usable candidate in heuristic order, remembers the
 // refused ones in the plan and stores the one that worked in the process-wide cache.
 #pragma once
@@ -35,7 +37,7 @@ inline constexpr std::size_t kMaxConvWorkspace = std::size_t{1} << 30;
 
 class ConvPlan final : public OpPlan {
  public:
-  ConvPlan(const Conv2dDesc& d, int device, MathMode math);
+  ConvPlan(const Conv2dDesc& d, int device, MathMode math, AlgoSearch search = AlgoSearch::heuristic);
 
   /// cuDNN's view of the problem in one working layout.
   struct Setup {
@@ -71,6 +73,7 @@ class ConvPlan final : public OpPlan {
   const Conv2dDesc desc;
   const int device;
   const MathMode math;
+  const AlgoSearch search;  ///< heuristic: cuDNN's _v7 ranking; exhaustive: cudnnFind* timing
   Dims4 x_dims, y_dims, w_dims;
 
  private:
