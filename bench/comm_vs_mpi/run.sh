@@ -53,9 +53,11 @@ direct = {s: statistics.median(v) for s, v in direct_runs.items()}
 kiln = {}
 for r in runs:
     for row in r["results"]:
-        kiln.setdefault(row["size"], []).append(row["in_place"]["busbw_gbs"])
-g = {row["size"]: row["in_place"]["busbw_gbs"] for row in gloo["results"]}
-print(f"# kiln mpi: {mpi['comm_describe']}; kiln gloo: {gloo['comm_describe']}; {mpi['world_size']} ranks, {mpi['datatype']} {mpi['op']}")
+        kiln.setdefault(row["size"], []).append(row["in_place"]["bus_bw"])
+g = {row["size"]: row["in_place"]["bus_bw"] for row in gloo["results"]}
+first = mpi["results"][0]  # nccl-tests' JSON schema (docs/bench-comm.md); Kiln's own fields under "kiln"
+print(f"# kiln mpi: {mpi['kiln']['comm_describe']}; kiln gloo: {gloo['kiln']['comm_describe']}; "
+      f"{mpi['kiln']['world_size']} ranks, {first['type']} {first['redop']}")
 print(f"{'size(B)':>12}  {'MPI_Allreduce':>14}  {'kiln mpi':>10}  {'kiln gloo':>10}  {'mpi/direct':>10}")
 at4 = None
 for row in mpi["results"]:
@@ -67,8 +69,8 @@ for row in mpi["results"]:
     if s == 4 << 20 and d:
         at4 = ip / d
 for name, j in [("mpi", r) for r in runs] + [("gloo", gloo)]:
-    if j["out_of_bounds"]:
-        print(f"# kiln bench-comm --comm {name} reported {j['out_of_bounds']} wrong elements")
+    if j["out_of_bounds"]["count"]:
+        print(f"# kiln bench-comm --comm {name} reported {j['out_of_bounds']['count']} wrong elements")
 if at4 is None:
     print("# no 4 MB row (MIN..MAX must include 4M)")
 else:
