@@ -223,7 +223,6 @@ class DeferredBackend final : public Backend {
 };
 
 using Run = test::PluginRun;
-plugin::Registry& registry() { return test::plugin_registry(); }
 
 struct Result {
   std::vector<double> weights;

@@ -39,7 +39,6 @@ std::string data_error(const fs::path& p) {
 }
 
 using Run = kiln::test::PluginRun;
-kiln::plugin::Registry& registry() { return kiln::test::plugin_registry(); }
 
 /// Trains the MLP on 640 Fashion-MNIST samples for `epochs`, checkpointing into `ckpt`, resuming
 /// from `resume` if given; returns the final parameter values.

@@ -140,7 +140,6 @@ BOOST_AUTO_TEST_SUITE_END()
 namespace {
 
 using Run = kiln::test::PluginRun;
-kiln::plugin::Registry& registry() { return kiln::test::plugin_registry(); }
 
 /// Trains the mlp without hidden layers (logistic regression, no casts in it) for one epoch on
 /// 3200 Fashion-MNIST samples under `precision` ([precision] keys `body`); the result holds the
