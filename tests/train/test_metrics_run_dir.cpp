@@ -16,6 +16,7 @@
 #include "kiln/io/json.hpp"
 #include "kiln/io/metrics_writer.hpp"
 #include "kiln/io/run_dir.hpp"
+#include "kiln/train/run.hpp"
 #include "../nn/nn_fixture.hpp"
 
 namespace {
@@ -165,6 +166,30 @@ BOOST_AUTO_TEST_CASE(run_dir_default_is_fresh_under_runs) {
   BOOST_TEST(stamp[8] == '-');
   BOOST_TEST(fs::is_directory(tmp.path / first / "logs"));
   BOOST_TEST(fs::is_directory(tmp.path / second / "logs"));
+}
+
+// --run-dir reaches the config as a TOML string override: quotes, backslashes and control
+// characters must survive it (a raw newline once made the override unparseable, and the value
+// fell back to a bare string, quotes included: a directory named `"/tmp/.../a` relative to the
+// working directory).
+BOOST_AUTO_TEST_CASE(run_dir_with_quotes_backslashes_and_a_newline_is_used_as_given) {
+  TempDir tmp;
+  const fs::path config = tmp.path / "run.toml";
+  std::ofstream(config) << "[run]\nepochs = 1\n[backend]\ntype = \"cpu\"\nthreads = 1\n[model]\ntype = \"mlp\"\n"
+                           "in_features = 6\nhidden = [8]\nnum_classes = 4\n[data.train]\ntype = \"synthetic\"\nshape = [6]\n"
+                           "classes = 4\ncount = 8\n[loader]\nbatch = 4\n[comm]\ntype = \"local\"\n"
+                           "[precision]\ntype = \"fp32\"\n[optimizer]\ntype = \"sgd\"\nlr = 0.01\n";
+  const fs::path run_dir = tmp.path / "a \"quoted\" \\ back\nslash\ttab";
+  kiln::train::TrainCommand command;
+  command.config = config;
+  command.run_dir = run_dir.string();
+  command.plugin_dirs = {fs::path(KILN_TEST_PLUGIN_DIR)};
+  kiln::train::run_training(command);
+  BOOST_TEST(fs::is_regular_file(run_dir / "config.toml"));
+  BOOST_TEST(fs::is_regular_file(run_dir / "metrics.jsonl"));
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(tmp.path)) ++entries;
+  BOOST_TEST(entries == 2u, "only run.toml and the run directory: " << entries << " entries");
 }
 
 BOOST_AUTO_TEST_CASE(atomic_write_replaces_whole_file) {
