@@ -20,6 +20,7 @@
 #include "kiln/errors.hpp"
 #include "kiln/io/run_dir.hpp"
 #include "kiln/io/run_dir_rollback.hpp"
+#include "kiln/io/stop_signal_deferral.hpp"
 #include "kiln/sdk_internal/log_setup.hpp"
 #include "kiln/plugin/guarded.hpp"
 #include "kiln/plugin/plugin_call.hpp"
@@ -344,8 +345,12 @@ RunOutcome run_training(const TrainCommand& command) {
   // ---- 5. the run directory (rank 0 creates it; others use the same path), config, logs ----
   // What still can fail from here until training starts needs the directory (the metrics file,
   // the trainer that writes it); a failure removes what this start wrote (run_dir_rollback.hpp).
+  // SIGTERM/SIGINT wait until the start is committed or rolled back (declared first, so it ends
+  // after the rollback): under --nproc a peer's failure makes the supervisor stop rank 0 at once.
+  std::optional<io::StopSignalDeferral> stop_signals_held;
   std::optional<io::RunDirRollback> rollback;
   if (ranks.rank == 0) {
+    stop_signals_held.emplace();
     rollback.emplace(outcome.run_dir);
     io::create_run_dir(outcome.run_dir);
     // A resumed run keeps the original config.toml and records its own next to it.
@@ -398,6 +403,7 @@ RunOutcome run_training(const TrainCommand& command) {
   backend_call("a call from the trainer's build",
                [&] { trainer.emplace(std::move(parts), std::move(to), ranks, metrics.get()); });
   if (rollback) rollback->commit();
+  stop_signals_held.reset();  // a signal that came during the start takes effect now
   // After commit: the rollback promises to leave what was there before untouched on a failed
   // start, and these are records of the earlier run.
   if (metrics && !resume_from.empty()) {
