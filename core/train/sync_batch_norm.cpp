@@ -34,12 +34,15 @@ void CommBatchNormSync::all_reduce_sum(std::span<double> values) {
   }
 }
 
-std::string CommBatchNormSync::describe(std::string_view model, const std::string& where) const {
+void CommBatchNormSync::require_layers(std::string_view model, const std::string& where) const {
   if (layers_ == 0) {
     throw ConfigError(fmt::format("{}: sync_bn = true, but model '{}' has no batch-norm layer that synchronises; "
                                   "remove the key (or set it to false)",
                                   where, model));
   }
+}
+
+std::string CommBatchNormSync::describe() const {
   return fmt::format("sync_bn: {} batch-norm layer{} normalise with the statistics of the global batch ({} rank{}, "
                      "two f64 all-reduces per layer and step)",
                      layers_, layers_ == 1 ? "" : "s", comm_.size(), comm_.size() == 1 ? "" : "s");

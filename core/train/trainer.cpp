@@ -99,7 +99,10 @@ struct Trainer::Impl {
       ctx.batch_norm_sync = sync_bn.get();
     }
     parts.model->build(ctx);
-    if (sync_bn) log->info("{}", sync_bn->describe(parts.model->name(), *opt.sync_bn));
+    if (sync_bn) {
+      sync_bn->require_layers(parts.model->name(), *opt.sync_bn);
+      log->info("{}", sync_bn->describe());
+    }
     loss.build(backend(), max_batch, parts.model->input_spec().num_classes);
     boundary.build(backend(), ctx.compute_dtype, parts.model->input_spec(), max_batch,
                    std::string(parts.model->name()));

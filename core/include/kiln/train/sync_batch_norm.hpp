@@ -29,9 +29,11 @@ class CommBatchNormSync final : public BatchNormSync {
   void all_reduce_sum(std::span<double> values) override;
 
   std::size_t layers() const noexcept { return layers_; }
-  /// Throws ConfigError (naming `where`, the sync_bn key) when no layer attached; otherwise one
-  /// line for the log: "sync_bn: 20 batch-norm layers synchronised over 2 ranks (...)".
-  std::string describe(std::string_view model, const std::string& where) const;
+  /// After the model's build: throws ConfigError (naming `where`, the sync_bn key) when no layer
+  /// attached, since the key would then change nothing.
+  void require_layers(std::string_view model, const std::string& where) const;
+  /// One line for the log: "sync_bn: 20 batch-norm layers normalise with ... (2 ranks, ...)".
+  std::string describe() const;
 
  private:
   Backend& backend_;
