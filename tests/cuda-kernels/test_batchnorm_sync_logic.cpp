@@ -220,6 +220,47 @@ BOOST_AUTO_TEST_CASE(element_channel_agrees_in_both_index_widths) {
   static_assert((std::int64_t{1} << 31) - 1 + 8192 * 256 < (std::int64_t{1} << 32));
 }
 
+BOOST_AUTO_TEST_CASE(partials_fill_the_scratch_without_overlap) {
+  // Every (sum, channel, chunk) the first pass writes has its own slot inside the op's scratch,
+  // and batchnorm_stats' f64 mean (C doubles after the partials) overlaps none of them.
+  for (const Image& im : kImages) {
+    for (const Layout layout : {Layout::row_major, Layout::nhwc}) {
+      const kk::ChannelWalk w = kk::channel_walk(im.n, im.c, im.h, im.w, layout);
+      const kk::ChannelReduceGeometry g = kk::channel_reduce_geometry(w);
+      for (int sums : {1, 2}) {
+        const std::size_t bytes = sums == 1 ? kk::stats_workspace_bytes(w) : kk::backward_reduce_workspace_bytes(w);
+        const auto slots = static_cast<std::int64_t>(bytes / sizeof(double));
+        std::vector<int> used(static_cast<std::size_t>(slots), 0);
+        bool inside = true;
+        for (std::int64_t s = 0; s < sums; ++s) {
+          for (std::int64_t c = 0; c < w.c; ++c) {
+            for (std::int64_t k = 0; k < g.chunks; ++k) {
+              const std::int64_t at = kk::partial_slot(s, c, k, w.c, g.chunks);
+              if (at < 0 || at >= slots) {
+                inside = false;
+              } else {
+                ++used[static_cast<std::size_t>(at)];
+              }
+            }
+          }
+        }
+        if (sums == 1) {  // the mean, at partial_slot(1, 0, 0, ...)
+          for (std::int64_t c = 0; c < w.c; ++c) {
+            const std::int64_t at = kk::partial_slot(1, 0, 0, w.c, g.chunks) + c;
+            if (at >= slots) {
+              inside = false;
+            } else {
+              ++used[static_cast<std::size_t>(at)];
+            }
+          }
+        }
+        BOOST_TEST(inside);
+        BOOST_TEST(std::count(used.begin(), used.end(), 1) == slots);  // each slot once, none spare
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(scratch_sizes_follow_the_geometry) {
   const kk::ChannelWalk stem = kk::channel_walk(32, 64, 112, 112, Layout::row_major);  // 16 chunks
   BOOST_TEST(kk::stats_workspace_bytes(stem) == (64u * 16u + 64u) * sizeof(double));

@@ -140,6 +140,14 @@ KILN_HOST_DEVICE std::int64_t walk_offset(std::int64_t o, std::int64_t c, std::i
   return (o * channels + c) * inner + i;
 }
 
+/// Slot of the first pass's partial for sum s (of the op's 1 or 2), channel c and chunk k in the
+/// workspace: sums, then channels, then chunks, so a channel's partials are contiguous for the
+/// second pass. batchnorm_stats keeps its f64 mean after the C x chunks partials.
+KILN_HOST_DEVICE std::int64_t partial_slot(std::int64_t s, std::int64_t c, std::int64_t k, std::int64_t channels,
+                                           std::int64_t chunks) {
+  return (s * channels + c) * chunks + k;
+}
+
 /// Channel of the element at memory offset `at` (Index: std::uint32_t where fits_32bit_index, else
 /// std::int64_t).
 template <class Index>

@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kChannelReduceThreads)
 #pragma unroll
   for (int s = 0; s < Term::kSums; ++s) {
     const double total = block_sum(acc[s]);  // every thread calls it (it synchronises)
-    if (threadIdx.x == 0) partial[(s * w.c + c) * chunks + chunk] = total;
+    if (threadIdx.x == 0) partial[partial_slot(s, c, chunk, w.c, chunks)] = total;
   }
 }
 
@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kChannelReduceThreads)
     for (int s = 0; s < Term::kSums; ++s) {
       double total = 0.0;
       for (unsigned r = 0; r < kNhwcRowTile; ++r) total += rows_sum[s][r][threadIdx.x];
-      partial[(s * w.c + c) * chunks + chunk] = total;
+      partial[partial_slot(s, c, chunk, w.c, chunks)] = total;
     }
   }
 }
@@ -126,7 +126,7 @@ __global__ void finish_kernel(Finish finish, const double* partial, std::int64_t
     double sums[kSums];
 #pragma unroll
     for (int s = 0; s < kSums; ++s) {
-      const double* p = partial + (s * channels + c) * chunks;
+      const double* p = partial + partial_slot(s, c, 0, channels, chunks);
       double v = 0.0;
       for (std::int64_t k = lane; k < chunks; k += 32) v += p[k];
       sums[s] = warp_sum(v);
@@ -217,7 +217,7 @@ void batchnorm_stats(float* mean, float* var, const void* x, const ChannelWalk& 
   const ChannelReduceGeometry g = channel_reduce_geometry(w);
   if (g.chunks == 0) return;
   auto* partial = static_cast<double*>(workspace);
-  double* mean_f64 = partial + w.c * g.chunks;
+  double* mean_f64 = partial + partial_slot(1, 0, 0, w.c, g.chunks);  // after the one sum's partials
   const double count = static_cast<double>(w.per_channel());
   with_float_type(dtype, "batchnorm_stats", [&](auto tag) {
     using T = decltype(tag);
