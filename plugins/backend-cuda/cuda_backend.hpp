@@ -77,6 +77,13 @@ class CudaBackend final : public Backend {
                           const Tensor& dbeta, const Tensor& dy, const Tensor& x,
                           const Tensor& gamma, const Tensor& save_mean,
                           const Tensor& save_invstd) override;
+  // Synchronised batch-norm on plan_batchnorm's plans, as Kiln kernels: ops/batchnorm_sync_ops.cpp.
+  void batchnorm_stats(OpPlan& plan, const Tensor& mean, const Tensor& var, const Tensor& x) override;
+  void batchnorm_backward_reduce(OpPlan& plan, const Tensor& sum_dy, const Tensor& sum_dy_xhat, const Tensor& dy,
+                                 const Tensor& x, const Tensor& save_mean, const Tensor& save_invstd) override;
+  void batchnorm_backward_elemt(OpPlan& plan, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                                const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd,
+                                const Tensor& sum_dy, const Tensor& sum_dy_xhat, std::int64_t count) override;
 
   std::shared_ptr<OpPlan> plan_pool2d(const Pool2dDesc& desc) override;
   void pool2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x) override;

@@ -50,12 +50,10 @@ inline constexpr CudaOp kCudaOps[] = {
     {Op::global_avgpool_backward, OpGroup::kernel, sdk::kFloatTypes},
     {Op::normalize_image, OpGroup::kernel, sdk::kFloatTypes},
     {Op::convert_layout, OpGroup::dnn, sdk::kFloatTypes},
-    // Synchronised batch-norm ([model] sync_bn) has no CUDA kernels yet: no dtype, so supports() says
-    // no and BatchNorm2d::build refuses sync_bn on this backend naming the op (the base class's
-    // default implementations refuse too, should anything call them anyway).
-    {Op::batchnorm_stats, OpGroup::kernel, sdk::DTypes{}},
-    {Op::batchnorm_backward_reduce, OpGroup::kernel, sdk::DTypes{}},
-    {Op::batchnorm_backward_elemt, OpGroup::kernel, sdk::DTypes{}},
+    // Synchronised batch-norm ([model] sync_bn): Kiln kernels (ops/batchnorm_sync_ops.cpp), f64 sums.
+    {Op::batchnorm_stats, OpGroup::kernel, sdk::kFloatTypes},
+    {Op::batchnorm_backward_reduce, OpGroup::kernel, sdk::kFloatTypes},
+    {Op::batchnorm_backward_elemt, OpGroup::kernel, sdk::kFloatTypes},
 };
 static_assert(sdk::lists_every_op_once(kCudaOps),
               "kCudaOps needs one row per op of KILN_OPS (kiln/op_table.hpp), in its order");

@@ -167,9 +167,10 @@ BOOST_AUTO_TEST_CASE(supports_table) {
     BOOST_TEST(cuda_supports(op, DType::f32), kiln::op_name(op));
     BOOST_TEST(!cuda_supports(op, DType::bf16), kiln::op_name(op));
   }
-  // Synchronised batch-norm has no CUDA kernels: refused in every dtype, so sync_bn names the op.
+  // Synchronised batch-norm (kernels/batchnorm_sync_kernels.cu): the three float storage types.
   for (Op op : {Op::batchnorm_stats, Op::batchnorm_backward_reduce, Op::batchnorm_backward_elemt}) {
-    for (DType d : {DType::f32, DType::f16, DType::bf16}) BOOST_TEST(!cuda_supports(op, d), kiln::op_name(op));
+    for (DType d : {DType::f32, DType::f16, DType::bf16}) BOOST_TEST(cuda_supports(op, d), kiln::op_name(op));
+    BOOST_TEST(!cuda_supports(op, DType::f64), kiln::op_name(op));
   }
   BOOST_TEST(!cuda_supports(static_cast<Op>(kiln::kOpCount), DType::f32));  // outside KILN_OPS
 }

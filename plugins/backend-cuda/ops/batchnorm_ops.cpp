@@ -28,6 +28,7 @@
 
 #include "cuda_backend.hpp"
 #include "kiln/sdk/op_descs.hpp"
+#include "ops/batchnorm_plan.hpp"
 #include "dnn/batchnorm_reserve.hpp"
 #include "dnn/cudnn_desc.hpp"
 #include "dnn/dnn_check.hpp"
@@ -104,7 +105,7 @@ class BatchNormPlan final : public OpPlan {
   std::array<std::unique_ptr<Setup>, 2> setups_;
 };
 
-BatchNormPlan& bn_plan(const DnnCheck& check, OpPlan& plan) {
+BatchNormPlan& bn_plan(const sdk::OpCheck& check, OpPlan& plan) {
   auto* p = dynamic_cast<BatchNormPlan*>(&plan);
   if (p == nullptr) {
     check.fail("the plan passed was not made by the cuda backend's plan_batchnorm; pass the plan "
@@ -134,6 +135,8 @@ const char* mode_name(cudnnBatchNormMode_t m) {
 }
 
 }  // namespace
+
+const BatchNormDesc& batchnorm_plan_desc(const sdk::OpCheck& check, OpPlan& plan) { return bn_plan(check, plan).desc; }
 
 std::shared_ptr<OpPlan> CudaBackend::plan_batchnorm(const BatchNormDesc& d) {
   // The op table (op_table.hpp) decides which dtypes get a plan; anything else is the base refusal.

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "kiln/sdk/op_args.hpp"
+#include "kiln/sdk/op_descs.hpp"
 #include "ops/kernel_check.hpp"
 
 namespace kiln::cuda {
@@ -97,6 +98,45 @@ kernels::ChannelAffine validate_normalize_image(const Tensor& dst, const Tensor&
     affine.shift[c] = -norm.mean[c] / norm.std[c];
   }
   return affine;
+}
+
+// The synchronised batch-norm ops: the SDK's checks (the plan's dtype and shape, x's layout for
+// every image operand, f32 (C) statistics), and the channel count as a grid dimension (the NCHW
+// reduction runs one block column per channel).
+namespace {
+
+kernels::ChannelWalk batchnorm_walk(const KernelCheck& check, const BatchNormDesc& d, const Tensor& x) {
+  if (d.c > INT32_MAX) {
+    check.fail(fmt::format("{} has more channels than the kernels' grid takes (2^31 - 1)", sdk::describe(d)));
+  }
+  return kernels::channel_walk(d.n, d.c, d.h, d.w, x.layout());
+}
+
+}  // namespace
+
+kernels::ChannelWalk validate_batchnorm_stats(const BatchNormDesc& d, const Tensor& mean, const Tensor& var,
+                                              const Tensor& x) {
+  const KernelCheck check(Op::batchnorm_stats);
+  sdk::check_batchnorm_stats(check, d, mean, var, x);
+  return batchnorm_walk(check, d, x);
+}
+
+kernels::ChannelWalk validate_batchnorm_backward_reduce(const BatchNormDesc& d, const Tensor& sum_dy,
+                                                        const Tensor& sum_dy_xhat, const Tensor& dy, const Tensor& x,
+                                                        const Tensor& save_mean, const Tensor& save_invstd) {
+  const KernelCheck check(Op::batchnorm_backward_reduce);
+  sdk::check_batchnorm_backward_reduce(check, d, sum_dy, sum_dy_xhat, dy, x, save_mean, save_invstd);
+  return batchnorm_walk(check, d, x);
+}
+
+kernels::ChannelWalk validate_batchnorm_backward_elemt(const BatchNormDesc& d, const Tensor& dx, const Tensor& dy,
+                                                       const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                                       const Tensor& save_invstd, const Tensor& sum_dy,
+                                                       const Tensor& sum_dy_xhat, std::int64_t count) {
+  const KernelCheck check(Op::batchnorm_backward_elemt);
+  sdk::check_batchnorm_backward_elemt(check, d, dx, dy, x, gamma, save_mean, save_invstd, sum_dy, sum_dy_xhat,
+                                      count);
+  return batchnorm_walk(check, d, x);
 }
 
 }  // namespace kiln::cuda

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "kernels/batchnorm_sync_geometry.hpp"
 #include "kernels/kernel_args.hpp"
 #include "kernels/optimizer_math.hpp"
 #include "kiln/ops.hpp"
@@ -42,5 +43,15 @@ kernels::ImageGeometry validate_global_avgpool_forward(const Tensor& y, const Te
 kernels::ImageGeometry validate_global_avgpool_backward(const Tensor& dx, const Tensor& dy);
 kernels::ChannelAffine validate_normalize_image(const Tensor& dst, const Tensor& src,
                                                 const ImageNormalize& norm);
+/// The synchronised batch-norm ops, for the plan's descriptor `d`: how the kernels walk x.
+kernels::ChannelWalk validate_batchnorm_stats(const BatchNormDesc& d, const Tensor& mean, const Tensor& var,
+                                              const Tensor& x);
+kernels::ChannelWalk validate_batchnorm_backward_reduce(const BatchNormDesc& d, const Tensor& sum_dy,
+                                                        const Tensor& sum_dy_xhat, const Tensor& dy, const Tensor& x,
+                                                        const Tensor& save_mean, const Tensor& save_invstd);
+kernels::ChannelWalk validate_batchnorm_backward_elemt(const BatchNormDesc& d, const Tensor& dx, const Tensor& dy,
+                                                       const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                                       const Tensor& save_invstd, const Tensor& sum_dy,
+                                                       const Tensor& sum_dy_xhat, std::int64_t count);
 
 }  // namespace kiln::cuda
