@@ -2,7 +2,8 @@
 // training steps of one channels-last convolution (f32 master weights cast to the compute copy,
 // forward, backward-filter into the f32 gradient, backward-data, SGD) give the same results with
 // the backward-data call reading the forward's KRSC filter copy as with converting in every call.
-// The weights change by far more per step than the tolerance, so a stale copy would show.
+// The weights change by far more per step than the tolerance, so a stale copy would show; the
+// backend's counter shows the copy was read.
 #include <boost/test/unit_test.hpp>
 
 #include <random>
@@ -74,15 +75,15 @@ BOOST_AUTO_TEST_CASE(conv_filter_reuse_trains_like_converting_in_every_call) {
       for (std::size_t s = 0; s < with.y.size(); ++s) {
         BOOST_TEST_CONTEXT("step " << s) {
           // The forward reads the same converted bits either way (same algorithm: the choice is
-          // cached process-wide), so y is identical; dx and the weights allow for an algorithm
-          // that accumulates with atomics.
+          // cached process-wide; cuDNN's forward algorithms are deterministic), so y is
+          // identical. dx and the weights leave room for a backward algorithm that sums with
+          // atomics (a changed last bit in a few f16/bf16 elements), far below what a stale filter
+          // would cause: dx computed with the previous step's weights, checked to differ by more
+          // than 10%.
           BOOST_TEST(with.y[s] == without.y[s]);
-          BOOST_TEST(relative_error(with.dx[s], without.dx[s]) <= 1e-6);
-          BOOST_TEST(relative_error(with.master[s], without.master[s]) <= 1e-6);
-          if (s > 0) {
-            // What a stale filter would cost: each step's weights give a clearly different dx.
-            BOOST_TEST(relative_error(with.dx[s], with.dx[s - 1]) > 1e-3);
-          }
+          BOOST_TEST(relative_error(with.dx[s], without.dx[s]) <= 1e-2);
+          BOOST_TEST(relative_error(with.master[s], without.master[s]) <= 1e-5);
+          if (s > 0) BOOST_TEST(relative_error(with.dx[s], with.dx[s - 1]) > 0.1);
         }
       }
     }
