@@ -30,6 +30,7 @@ struct CudaParams {
   int device = -1;
   bool allow_tf32 = false;
   bool cudnn_benchmark = false;
+  bool conv_filter_reuse = true;
   bool nvml = true;
   std::size_t cache_limit_bytes = 0;
 };
@@ -49,6 +50,7 @@ CudaParams read_params(const PluginArgs& args) {
   }
   if (m->contains("allow_tf32")) p.allow_tf32 = m->get_bool("allow_tf32");
   if (m->contains("cudnn_benchmark")) p.cudnn_benchmark = m->get_bool("cudnn_benchmark");
+  if (m->contains("conv_filter_reuse")) p.conv_filter_reuse = m->get_bool("conv_filter_reuse");
   if (m->contains("nvml")) p.nvml = m->get_bool("nvml");
   if (m->contains("cache_limit_mib")) {
     const std::int64_t mib = m->get_int("cache_limit_mib");
@@ -93,6 +95,7 @@ CudaBackend::CudaBackend(const PluginArgs& args) {
   const CudaParams params = read_params(args);
   allow_tf32_ = params.allow_tf32;
   cudnn_benchmark_ = params.cudnn_benchmark;
+  conv_filter_reuse_ = params.conv_filter_reuse;
   device_ = choose_device(params.device, args.ranks.local_rank);
   try {
     info_ = describe_device(device_);
@@ -178,6 +181,7 @@ std::map<std::string, double> CudaBackend::counters() const {
   }
   out["cudnn_batchnorm_persistent_calls"] = static_cast<double>(bn_persistent_calls_.load(std::memory_order_relaxed));
   out["cudnn_batchnorm_spatial_calls"] = static_cast<double>(bn_spatial_calls_.load(std::memory_order_relaxed));
+  out["conv_filter_copies_reused"] = static_cast<double>(conv_filter_reuses_.load(std::memory_order_relaxed));
   return out;
 }
 

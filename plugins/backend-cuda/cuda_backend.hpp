@@ -129,6 +129,11 @@ class CudaBackend final : public Backend {
   bool allow_tf32() const noexcept { return allow_tf32_; }
   /// Whether convolution algorithms are chosen by timing them ([backend] cudnn_benchmark).
   bool cudnn_benchmark() const noexcept { return cudnn_benchmark_; }
+  /// Whether a convolution's backward-data call may read the filter its forward laid out
+  /// ([backend] conv_filter_reuse; dnn/filter_copy.hpp).
+  bool conv_filter_reuse() const noexcept { return conv_filter_reuse_; }
+  /// Counts a backward-data call that read its forward's filter copy (counters()).
+  void count_conv_filter_reuse() noexcept { conv_filter_reuses_.fetch_add(1, std::memory_order_relaxed); }
   /// Device scratch of at least `bytes` from the caching allocator, valid until the returned
   /// tensor (u8) is dropped; usable by work enqueued on the compute stream before that.
   Tensor workspace(std::size_t bytes);
@@ -145,6 +150,7 @@ class CudaBackend final : public Backend {
   int cc_ = 0;
   bool allow_tf32_ = false;
   bool cudnn_benchmark_ = false;
+  bool conv_filter_reuse_ = true;
   DeviceInfo info_;
   cudaStream_t compute_ = nullptr;
   cudaStream_t comm_ = nullptr;
@@ -160,6 +166,7 @@ class CudaBackend final : public Backend {
   void release_resources() noexcept;
   std::atomic<std::uint64_t> bn_persistent_calls_{0};
   std::atomic<std::uint64_t> bn_spatial_calls_{0};
+  std::atomic<std::uint64_t> conv_filter_reuses_{0};
 };
 
 }  // namespace kiln::cuda

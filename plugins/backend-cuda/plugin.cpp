@@ -19,6 +19,9 @@ constexpr kiln_param_spec_v1 kCudaParams[] = {
     {"cudnn_benchmark", KILN_PARAM_BOOL, "false", nullptr,
      "Choose each convolution's algorithms by timing them (cudnnFind*, once per shape, cached) instead of "
      "cuDNN's heuristics; like torch.backends.cudnn.benchmark. Costs time at the first step."},
+    {"conv_filter_reuse", KILN_PARAM_BOOL, "true", nullptr,
+     "Let a channels-last convolution's backward-data call read the KRSC filter copy its forward made instead "
+     "of laying the OIHW weights out again (one filter copy per layer and batch size; false = convert each call)."},
 };
 
 }  // namespace

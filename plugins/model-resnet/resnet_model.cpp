@@ -4,7 +4,8 @@
 // Everything is in the compute dtype: the trainer casts a floating input in, the logits out and
 // the dlogits back in (kiln/model.hpp). With input = "u8" the trainer passes the bytes through and
 // forward() starts with Backend::normalize_image into a compute-dtype buffer tagged with the
-// backend's activation_layout().
+// backend's activation_layout(); floating input is reordered into such a buffer (convert_layout)
+// when that layout is not NCHW, so the stem convolution always runs channels-last there.
 // The stem conv skips its input gradient (nobody needs d(images)). backward() reports each
 // parameter ready as soon as its layer's backward has run, fc first, conv1 last, so GradSync can
 // reduce the late stages while the early ones are still computing.
@@ -144,6 +145,14 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
     // The stem conv accepts either layout; the activation layout spares it a reorder.
     x_compute_ = backend.allocate({n, 3, image_size_, image_size_}, dt, MemoryKind::device)
                      .with_layout(backend.activation_layout(dt));
+  } else if (backend.activation_layout(dt) != Layout::row_major) {
+    // Floating input arrives NCHW. Reordering its few channels here lets the stem run in the
+    // activation layout; left NCHW, the cuda stem would run NCHW and reorder its 64-channel output
+    // every forward and that output's gradient every backward (the cpu backend reorders the
+    // input at its primitive's edge either way, so its results do not change).
+    nn::require_op(backend, Op::convert_layout, dt, "resnet (stem input in the activation layout)");
+    x_compute_ = backend.allocate({n, in_channels_, image_size_, image_size_}, dt, MemoryKind::device)
+                     .with_layout(backend.activation_layout(dt));
   }
   backend_ = &backend;
 }
@@ -172,7 +181,10 @@ Tensor ResnetModel::forward(const Tensor& x, Mode mode, std::uint64_t /*step_see
                                    image_size_));
   }
   rows_ = b;
-  return run_network(x.reshape(want), mode);
+  if (!x_compute_.defined()) return run_network(x.reshape(want), mode);
+  Tensor h = x_compute_.rows(0, b);
+  backend_->convert_layout(h, x.reshape(want));
+  return run_network(h, mode);
 }
 
 Tensor ResnetModel::run_network(Tensor h, Mode mode) {

@@ -80,7 +80,9 @@ class ResnetModel final : public Model {
 
   Backend* backend_ = nullptr;
   DType compute_dtype_ = DType::f32;
-  Tensor x_compute_;  // only for input = "u8": the normalised image in the compute dtype
+  // The stem's input in the activation layout: the normalised image (input = "u8"), or the
+  // reordered floating input where the activation layout is not NCHW; undefined otherwise.
+  Tensor x_compute_;
   std::int64_t rows_ = 0;
 };
 

@@ -10,6 +10,8 @@
 #include <limits>
 #include <memory>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "kiln/config/config.hpp"
 #include "kiln/plugin/registry.hpp"
@@ -51,18 +53,26 @@ std::int64_t memory_index(std::int64_t i, const Shape& shape, Layout layout) {
 
 }  // namespace
 
-Backend& gpu() {
-  static std::shared_ptr<Backend> backend = [] {
-    static plugin::Registry registry({KILN_TEST_PLUGIN_DIR});
-    registry.scan();
-    const plugin::PluginInfo& info = registry.require(KILN_KIND_BACKEND, "cuda", "backend");
-    auto config = config::Config::parse("[backend]\ntype = \"cuda\"\n", "test_cuda_dnn_gpu", {});
-    BOOST_TEST_REQUIRE(config.plugin_type("backend") == "cuda");
-    static ParamMap params = config.validate("backend", std::span(info.params));
-    PluginArgs args;
-    args.params = &params;
-    return registry.create_backend(info, args);
+std::shared_ptr<Backend> make_gpu_backend(const std::string& extra_toml) {
+  // Never destroyed: plugin libraries stay loaded while any backend made from them may live.
+  static plugin::Registry& registry = *[] {
+    auto* r = new plugin::Registry({KILN_TEST_PLUGIN_DIR});
+    r->scan();
+    return r;
   }();
+  const plugin::PluginInfo& info = registry.require(KILN_KIND_BACKEND, "cuda", "backend");
+  auto config = config::Config::parse("[backend]\ntype = \"cuda\"\n" + extra_toml + "\n", "test_cuda_dnn_gpu", {});
+  BOOST_TEST_REQUIRE(config.plugin_type("backend") == "cuda");
+  // The backend keeps no reference to its ParamMap after construction; keep each alive anyway.
+  static std::vector<std::unique_ptr<ParamMap>> params;
+  params.push_back(std::make_unique<ParamMap>(config.validate("backend", std::span(info.params))));
+  PluginArgs args;
+  args.params = params.back().get();
+  return registry.create_backend(info, args);
+}
+
+Backend& gpu() {
+  static std::shared_ptr<Backend> backend = make_gpu_backend("");
   return *backend;
 }
 

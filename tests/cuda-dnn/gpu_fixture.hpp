@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +17,9 @@ using Values = std::vector<double>;
 
 /// The process-wide `cuda` backend (allow_tf32 off: f32 results are checked at 1e-5).
 Backend& gpu();
+/// Another `cuda` backend on the same device, its [backend] table the defaults plus `extra_toml`
+/// ("conv_filter_reuse = false"). Its ops run on its own streams: synchronize between the two.
+std::shared_ptr<Backend> make_gpu_backend(const std::string& extra_toml);
 
 /// `v` rounded to what `dtype` can hold (round to nearest even), as doubles.
 Values rounded(const Values& v, DType dtype);

@@ -29,6 +29,7 @@
 #include "kiln/sdk/op_descs.hpp"
 #include "dnn/dnn_check.hpp"
 #include "dnn/dnn_policy.hpp"
+#include "dnn/filter_copy.hpp"
 
 namespace kiln::cuda {
 
@@ -75,6 +76,11 @@ class ConvPlan final : public OpPlan {
   const MathMode math;
   const AlgoSearch search;  ///< heuristic: cuDNN's _v7 ranking; exhaustive: cudnnFind* timing
   Dims4 x_dims, y_dims, w_dims;
+  /// The weights as the last forward's cuDNN call read them when that needed a conversion (KRSC
+  /// and/or the plan's dtype), kept for the backward-data call that follows (dnn/filter_copy.hpp).
+  /// Allocated on first use; undefined while no forward needed one.
+  Tensor filter_copy;
+  FilterCopyLedger filter_ledger;
 
  private:
   void retry(const DnnCheck& check, cudnnHandle_t handle, Setup& s, Layout layout, ConvDirection direction,

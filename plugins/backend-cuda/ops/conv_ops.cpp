@@ -6,10 +6,14 @@
 // staged through workspace (dnn/staging.hpp), so callers may mix layouts and a bf16/f16 plan may
 // read f32 master weights and write f32 outputs, as on the cpu backend. Weights are always OIHW
 // in the caller's memory; an NHWC call reads them converted to KRSC (cuDNN's tensor-core filter
-// order). dw (+)= via cuDNN's beta when cuDNN writes dw directly, otherwise via the staging's
-// accumulate. Workspace comes from the backend's caching allocator per call. An algorithm cuDNN
+// order). The forward converts them into the plan's filter copy and the backward-data call that
+// follows reads that copy instead of converting again (dnn/filter_copy.hpp says when that is
+// allowed; [backend] conv_filter_reuse = false converts in every call). dw (+)= via cuDNN's beta
+// when cuDNN writes dw directly, otherwise via the staging's accumulate. Workspace comes from the backend's caching allocator per call. An algorithm cuDNN
 // refuses when it runs is replaced by the next usable candidate (ConvPlan::run, dnn/conv_plan.hpp).
 #include <fmt/format.h>
+
+#include <optional>
 
 #include "cuda_backend.hpp"
 #include "kiln/sdk/op_args.hpp"
@@ -36,6 +40,52 @@ Tensor workspace_for(CudaBackend& backend, const AlgoChoice& a) {
 
 void* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
 
+FilterUse filter_use(const Tensor& w, DType dt, Layout working) {
+  return FilterUse{w.data(), w.numel(), w.dtype(), dt, working};
+}
+
+/// The filter operand of one cuDNN call: the caller's weights in place, converted scratch, or the
+/// plan's filter copy. Keep it alive until the call is enqueued.
+struct FilterOperand {
+  std::optional<Staged> staged;
+  const void* copy = nullptr;
+  const void* data() const { return copy != nullptr ? copy : staged->data(); }
+};
+
+/// The forward's filter: converted into the plan's copy when the call needs a conversion and
+/// reuse is on, so the backward-data call that follows can read it.
+FilterOperand forward_filter(CudaBackend& backend, const DnnCheck& check, ConvPlan& p, const Tensor& w,
+                             Layout working) {
+  const DType dt = p.desc.dtype;
+  p.filter_ledger.forward_begins();
+  FilterOperand out;
+  const bool converts = w.dtype() != dt || working != Layout::row_major;
+  if (!converts || !backend.conv_filter_reuse()) {
+    out.staged.emplace(Staged::input(backend, check, w, Layout::row_major, p.w_dims, dt, working));
+    return out;
+  }
+  if (!p.filter_copy.defined()) p.filter_copy = backend.allocate({p.w_dims.numel()}, dt, MemoryKind::device);
+  convert_4d(backend, check, p.filter_copy, working, w, Layout::row_major, p.w_dims, Accumulate::no);
+  p.filter_ledger.copy_made(filter_use(w, dt, working));
+  out.copy = p.filter_copy.data();
+  return out;
+}
+
+/// The backward-data call's filter: the forward's copy when the ledger allows it, else converted
+/// (or in place) as any call.
+FilterOperand backward_data_filter(CudaBackend& backend, const DnnCheck& check, ConvPlan& p, const Tensor& w,
+                                   Layout working) {
+  const DType dt = p.desc.dtype;
+  FilterOperand out;
+  if (p.filter_ledger.take_for_backward(filter_use(w, dt, working))) {
+    backend.count_conv_filter_reuse();
+    out.copy = p.filter_copy.data();
+    return out;
+  }
+  out.staged.emplace(Staged::input(backend, check, w, Layout::row_major, p.w_dims, dt, working));
+  return out;
+}
+
 }  // namespace
 
 std::shared_ptr<OpPlan> CudaBackend::plan_conv2d(const Conv2dDesc& d) {
@@ -58,7 +108,7 @@ void CudaBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x,
   const Layout L = x.layout();
   ConvPlan::Setup& s = p.setup(check, L);
   const Staged xs = Staged::input(*this, check, x, x.layout(), p.x_dims, dt, L);
-  const Staged ws = Staged::input(*this, check, w, Layout::row_major, p.w_dims, dt, L);
+  const FilterOperand ws = forward_filter(*this, check, p, w, L);
   Staged ys = Staged::output(*this, check, y, y.layout(), p.y_dims, dt, L);
   const float one = 1.0f, zero = 0.0f;
   p.run(check, cudnn(), s, L, ConvDirection::forward,
@@ -86,7 +136,7 @@ void CudaBackend::conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Ten
   const Layout L = dy.layout();
   ConvPlan::Setup& s = p.setup(check, L);
   const Staged dys = Staged::input(*this, check, dy, dy.layout(), p.y_dims, dt, L);
-  const Staged ws = Staged::input(*this, check, w, Layout::row_major, p.w_dims, dt, L);
+  const FilterOperand ws = backward_data_filter(*this, check, p, w, L);
   Staged dxs = Staged::output(*this, check, dx, dx.layout(), p.x_dims, dt, L);
   const float one = 1.0f, zero = 0.0f;
   p.run(check, cudnn(), s, L, ConvDirection::backward_data,
