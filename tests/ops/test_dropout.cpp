@@ -160,6 +160,23 @@ BOOST_AUTO_TEST_CASE(same_bytes_for_one_and_two_threads) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(in_place_equals_out_of_place) {
+  std::mt19937 rng(25);
+  for (const DType d : {DType::f32, DType::f16}) {
+    const Tensor x = test::to_dtype(test::random_f32({3001}, rng), d);
+    Tensor y = test::poisoned({3001}, d), mask = test::poisoned({3001}, DType::u8);
+    cpu().dropout_forward(y, mask, x, 0.4f, 5);
+    Tensor inplace = test::to_dtype(test::to_f32(x), d), mask2 = test::poisoned({3001}, DType::u8);
+    cpu().dropout_forward(inplace, mask2, inplace, 0.4f, 5);
+    BOOST_TEST(std::memcmp(inplace.data(), y.data(), y.bytes()) == 0);
+    BOOST_TEST(std::memcmp(mask2.data(), mask.data(), mask.bytes()) == 0);
+    cpu().dropout_backward(inplace, inplace, mask, 0.4f);  // dx = dy, same buffer
+    Tensor dx = test::poisoned({3001}, d);
+    cpu().dropout_backward(dx, y, mask, 0.4f);
+    BOOST_TEST(std::memcmp(inplace.data(), dx.data(), dx.bytes()) == 0);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(p_zero_is_a_copy) {
   std::mt19937 rng(22);
   Tensor x = test::random_f32({33}, rng);
