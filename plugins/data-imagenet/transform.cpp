@@ -5,7 +5,8 @@
 // the horizontal pass on exactly `size` rows, two output pixels per 8-float vector with a fixed
 // (unrolled) tap count, then copies each row out as CHW with the normalisation folded into one
 // multiply-add (f32), or as HWC bytes rounded half up and clamped to 0..255 as PIL stores a
-// resized image (u8).
+// resized image (u8); both copies de-interleave with vector shuffles that also do the flip
+// (normalise_row_chw, round_row_hwc), bit-identical to the scalar loops that end each row.
 // Scratch is thread_local: read() runs on several loader threads at once.
 #include "transform.hpp"
 
@@ -97,6 +98,81 @@ __attribute__((always_inline)) inline void horizontal_pass(const float* row, con
     }
     std::memcpy(line + 8 * static_cast<std::size_t>(pair), &acc, sizeof acc);
   }
+}
+
+// The f32 copy of one output row: `line` holds pixels as (R, G, B, unused) floats; writes
+// v * a[c] + b[c] to the three planes (plane floats apart) of out_row, mirrored if flip. Eight
+// pixels per step: an in-lane 4x4 transpose (unpack + shufps) leaves each channel as pixels
+// (0 2 4 6 | 1 3 5 7), and one cross-lane permute puts them in order, or in reverse order for
+// the flip at no extra cost. Returns how many pixels it wrote (size rounded down to 8).
+__attribute__((always_inline)) inline int normalise_row_chw(const float* line, int size, bool flip,
+                                                            const float* a, const float* b,
+                                                            std::size_t plane, float* out_row) {
+  typedef float v8f __attribute__((vector_size(32)));
+  typedef int v8i __attribute__((vector_size(32)));
+  const v8i order = flip ? v8i{7, 3, 6, 2, 5, 1, 4, 0} : v8i{0, 4, 1, 5, 2, 6, 3, 7};
+  const v8f a0 = a[0] + v8f{}, a1 = a[1] + v8f{}, a2 = a[2] + v8f{};
+  const v8f b0 = b[0] + v8f{}, b1 = b[1] + v8f{}, b2 = b[2] + v8f{};
+  int ox = 0;
+  for (; ox + 8 <= size; ox += 8) {
+    v8f p01, p23, p45, p67;  // pixels (0 | 1), (2 | 3), ... one per 128-bit lane
+    std::memcpy(&p01, line + 4 * ox, sizeof p01);
+    std::memcpy(&p23, line + 4 * ox + 8, sizeof p23);
+    std::memcpy(&p45, line + 4 * ox + 16, sizeof p45);
+    std::memcpy(&p67, line + 4 * ox + 24, sizeof p67);
+    const v8f rg0 = __builtin_shufflevector(p01, p23, 0, 8, 1, 9, 4, 12, 5, 13);
+    const v8f bx0 = __builtin_shufflevector(p01, p23, 2, 10, 3, 11, 6, 14, 7, 15);
+    const v8f rg1 = __builtin_shufflevector(p45, p67, 0, 8, 1, 9, 4, 12, 5, 13);
+    const v8f bx1 = __builtin_shufflevector(p45, p67, 2, 10, 3, 11, 6, 14, 7, 15);
+    const v8f r = __builtin_shufflevector(rg0, rg1, 0, 1, 8, 9, 4, 5, 12, 13);
+    const v8f g = __builtin_shufflevector(rg0, rg1, 2, 3, 10, 11, 6, 7, 14, 15);
+    const v8f bl = __builtin_shufflevector(bx0, bx1, 0, 1, 8, 9, 4, 5, 12, 13);
+    const v8f red = __builtin_shuffle(r, order) * a0 + b0;
+    const v8f green = __builtin_shuffle(g, order) * a1 + b1;
+    const v8f blue = __builtin_shuffle(bl, order) * a2 + b2;
+    float* at = out_row + (flip ? size - 8 - ox : ox);
+    std::memcpy(at, &red, sizeof red);
+    std::memcpy(at + plane, &green, sizeof green);
+    std::memcpy(at + 2 * plane, &blue, sizeof blue);
+  }
+  return ox;
+}
+
+// The u8 copy of one output row: `line` holds pixels as (R, G, B, unused) floats; writes each
+// value rounded half up and clamped to 0..255 (as the scalar tail does) as HWC bytes, mirrored
+// if kFlip. Four pixels per step: round and convert 8 lanes (two pixels) at a time, then one
+// byte shuffle picks the low byte of each R, G, B (dropping the unused lane), in order or
+// reversed, into 12 bytes. Returns how many pixels it wrote (size rounded down to 4).
+template <bool kFlip>
+__attribute__((always_inline)) inline int round_row_hwc(const float* line, int size, unsigned char* out_row) {
+  typedef float v8f __attribute__((vector_size(32)));
+  typedef int v8i __attribute__((vector_size(32)));
+  typedef unsigned char v32u __attribute__((vector_size(32)));
+  typedef unsigned char v16u __attribute__((vector_size(16)));
+  const v8f half = 0.5f + v8f{}, lo = v8f{}, hi = 255.0f + v8f{};
+  const auto to_bytes = [&](const float* p, v32u& out) __attribute__((always_inline)) {
+    v8f v;
+    std::memcpy(&v, p, sizeof v);
+    v += half;
+    v = v < lo ? lo : v;  // std::clamp(v, 0, 255) lane-wise
+    v = v > hi ? hi : v;
+    const v8i ints = __builtin_convertvector(v, v8i);  // truncation, as static_cast<unsigned char>
+    std::memcpy(&out, &ints, sizeof out);
+  };
+  int ox = 0;
+  for (; ox + 4 <= size; ox += 4) {
+    v32u p01, p23;  // bytes of pixels (0 | 1) and (2 | 3), each value the low byte of an int
+    to_bytes(line + 4 * ox, p01);
+    to_bytes(line + 4 * ox + 8, p23);
+    v16u rgb;
+    if constexpr (kFlip) {
+      rgb = __builtin_shufflevector(p01, p23, 48, 52, 56, 32, 36, 40, 16, 20, 24, 0, 4, 8, 0, 0, 0, 0);
+    } else {
+      rgb = __builtin_shufflevector(p01, p23, 0, 4, 8, 16, 20, 24, 32, 36, 40, 48, 52, 56, 0, 0, 0, 0);
+    }
+    std::memcpy(out_row + 3 * static_cast<std::size_t>(kFlip ? size - 4 - ox : ox), &rgb, 12);
+  }
+  return ox;
 }
 
 }  // namespace
@@ -245,7 +321,8 @@ void resample(const unsigned char* rgb, int width, int height, const CropRect& r
     }
     if (bytes) {
       unsigned char* out_row = out_u8 + static_cast<std::size_t>(oy) * size * 3;
-      for (int ox = 0; ox < size; ++ox) {
+      const int vectorised = flip ? round_row_hwc<true>(line, size, out_row) : round_row_hwc<false>(line, size, out_row);
+      for (int ox = vectorised; ox < size; ++ox) {  // the last size % 4 pixels
         const int d = flip ? size - 1 - ox : ox;
         for (int c = 0; c < 3; ++c) {
           out_row[3 * d + c] = static_cast<unsigned char>(std::clamp(line[4 * ox + c] + 0.5f, 0.0f, 255.0f));
@@ -253,14 +330,12 @@ void resample(const unsigned char* rgb, int width, int height, const CropRect& r
       }
       continue;
     }
-    for (int c = 0; c < 3; ++c) {
-      float* out_c = out + static_cast<std::size_t>(c) * plane + static_cast<std::size_t>(oy) * size;
-      const float ac = a[c], bc = b[c];
-      const float* src = line + c;
-      if (flip) {
-        for (int ox = 0; ox < size; ++ox) out_c[size - 1 - ox] = src[4 * ox] * ac + bc;
-      } else {
-        for (int ox = 0; ox < size; ++ox) out_c[ox] = src[4 * ox] * ac + bc;
+    float* out_row = out + static_cast<std::size_t>(oy) * size;
+    const int vectorised = normalise_row_chw(line, size, flip, a, b, plane, out_row);
+    for (int c = 0; c < 3; ++c) {  // the last size % 8 pixels
+      float* out_c = out_row + static_cast<std::size_t>(c) * plane;
+      for (int ox = vectorised; ox < size; ++ox) {
+        out_c[flip ? size - 1 - ox : ox] = line[4 * ox + c] * a[c] + b[c];
       }
     }
   }
