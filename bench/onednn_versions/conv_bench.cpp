@@ -9,8 +9,12 @@
 // Per layer and direction it reports the median of --reps timed executions (after one warm-up)
 // of the primitive alone, on memory in the layouts the primitive chose, and sums them over the
 // network with each layer's multiplicity (conv1 has no backward-data, as in Kiln). With --edge it
-// also times what Kiln does after each backward-weights call: the reorder of the blocked f32
-// diff_weights into the plain OIHW master gradient with a sum post-op (Accumulate::yes).
+// also times Kiln's weight edges as oneDNN reorders: after each backward-weights call the
+// blocked f32 diff_weights added into the plain OIHW master gradient (a sum post-op, for
+// Accumulate::yes; "dw_edge"; the cpu backend now does this in its own loop,
+// plugins/backend-cpu/ops/blocked_to_plain.cpp), and before each forward and backward-data call
+// the plain OIHW weights in the compute dtype reordered into the primitive's layout ("w_pull").
+// --clock cpu, --bf16-diff-weights, --wact-any and --dw-plain are explained in struct Options.
 //
 // Output: one line per layer and direction ("layer ...") with --layers, then one line per
 // direction: "total <dtype> <direction> <ms per step>", and the implementation names.
@@ -245,7 +249,14 @@ int main(int argc, char** argv) {
 
   for (dt type : opt.dtypes) {
     const dt dw_type = (type == dt::bf16 && !opt.bf16_diff_weights) ? dt::f32 : type;
-    double tot_fwd = 0, tot_bd = 0, tot_bw = 0, tot_edge = 0;
+    double tot_fwd = 0, tot_bd = 0, tot_bw = 0, tot_edge = 0, tot_pull = 0;
+    // Kiln's input edge for the weights: the plain OIHW weights (the precision plugin's compute
+    // copy, in the compute dtype) reordered into the primitive's blocked layout, every call.
+    const auto pull = [&](const dims& wei, const dnnl::memory::desc& blocked) {
+      if (!opt.edge) return 0.0;
+      const dnnl::memory from = filled(dnnl::memory::desc(wei, type, tag::oihw), type, eng, rng), to(blocked, eng);
+      return median_ms(dnnl::reorder(from, to), s, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}, opt.reps);
+    };
     std::map<std::string, int> impls;
     for (const Shape& sh : kShapes) {
       const std::int64_t n = opt.batch, p = sh.out();
@@ -260,6 +271,7 @@ int main(int argc, char** argv) {
       const double f = median_ms(dnnl::convolution_forward(fpd), s,
                                  {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}}, opt.reps);
       ++impls[std::string("fwd ") + fpd.impl_info_str()];
+      double w_pull = pull(wei, fpd.weights_desc());
 
       double bd = 0;
       if (sh.bwd_data) {
@@ -270,6 +282,7 @@ int main(int argc, char** argv) {
         bd = median_ms(dnnl::convolution_backward_data(dpd), s,
                        {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, wd}, {DNNL_ARG_DIFF_SRC, dx}}, opt.reps);
         ++impls[std::string("bwd_d ") + dpd.impl_info_str()];
+        w_pull += pull(wei, dpd.weights_desc());
       }
 
       // Backward-weights: activations nhwc as Kiln passes them, or (--wact any) in the layout the
@@ -310,15 +323,19 @@ int main(int argc, char** argv) {
       tot_bd += bd * sh.count;
       tot_bw += bw * sh.count;
       tot_edge += edge * sh.count;
+      tot_pull += w_pull * sh.count;
       if (opt.layers) {
-        std::printf("layer %s %-30s x%d fwd %8.3f bwd_data %8.3f bwd_weights %8.3f edge %6.3f ms\n",
-                    type_name(type), sh.name, sh.count, f, bd, bw, edge);
+        std::printf("layer %s %-30s x%d fwd %8.3f bwd_data %8.3f bwd_weights %8.3f edge %6.3f w_pull %6.3f ms\n",
+                    type_name(type), sh.name, sh.count, f, bd, bw, edge, w_pull);
       }
     }
     std::printf("total %s fwd %.2f\n", type_name(type), tot_fwd);
     std::printf("total %s bwd_data %.2f\n", type_name(type), tot_bd);
     std::printf("total %s bwd_weights %.2f\n", type_name(type), tot_bw);
-    if (opt.edge) std::printf("total %s dw_edge %.2f\n", type_name(type), tot_edge);
+    if (opt.edge) {
+      std::printf("total %s dw_edge %.2f\n", type_name(type), tot_edge);
+      std::printf("total %s w_pull %.2f\n", type_name(type), tot_pull);
+    }
     for (const auto& [name, count] : impls) std::printf("impl %s %s x%d\n", type_name(type), name.c_str(), count);
   }
   return 0;

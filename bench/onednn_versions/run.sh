@@ -7,13 +7,15 @@
 # prints the median total (ms per training step's worth of that direction) and new/old.
 #
 # usage: bench/onednn_versions/run.sh                         (NEW defaults to /tmp/onednn-venv)
-# env:   NEW=/path/prefix ROUNDS=5 REPS=5 THREADS=2 ARGS="--edge" TORCH_PYTHON=/path/to/python
+# env:   NEW=/path/prefix ROUNDS=5 REPS=5 THREADS=2 CLOCK=wall|cpu ARGS="--edge" TORCH_PYTHON=/path/to/python
+#        CLOCK=cpu times CPU time instead of wall time (the robust figure on a shared machine: use
+#        it with THREADS=1, or with OMP_WAIT_POLICY=passive so that waiting threads do not spin).
 # setup: python3 -m venv /tmp/onednn-venv && /tmp/onednn-venv/bin/pip install onednn-devel-cpu-gomp==2023.2.0
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 new=${NEW:-/tmp/onednn-venv}
-rounds=${ROUNDS:-5} reps=${REPS:-5} threads=${THREADS:-2} args=${ARGS:-}
+rounds=${ROUNDS:-5} reps=${REPS:-5} threads=${THREADS:-2} clock=${CLOCK:-wall} args=${ARGS:-}
 out=$(mktemp -d "${TMPDIR:-/tmp}/kiln-onednn-versions-XXXXXX")
 trap 'rm -rf "$out"' EXIT
 
@@ -25,15 +27,15 @@ g++ -O2 -std=c++17 -Wall -Wextra "$here/conv_bench.cpp" -ldnnl -o "$out/old"
 g++ -O2 -std=c++17 -Wall -Wextra -I"$new/include" "$here/conv_bench.cpp" -L"$new/lib" \
   -Wl,-rpath,"$new/lib" -ldnnl -o "$out/new"
 
-echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $threads threads, $rounds rounds x $reps reps, args '$args'"
+echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $threads threads, $clock clock, $rounds rounds x $reps reps, args '$args'"
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((i = 0; i < rounds; i++)); do
   # shellcheck disable=SC2086  # ARGS is a list of flags
-  OMP_NUM_THREADS=$threads "$out/old" --reps "$reps" $args >"$out/old.$i.txt"
+  OMP_NUM_THREADS=$threads "$out/old" --reps "$reps" --clock "$clock" $args >"$out/old.$i.txt"
   # shellcheck disable=SC2086
-  OMP_NUM_THREADS=$threads "$out/new" --reps "$reps" $args >"$out/new.$i.txt"
+  OMP_NUM_THREADS=$threads "$out/new" --reps "$reps" --clock "$clock" $args >"$out/new.$i.txt"
   if [[ -n ${TORCH_PYTHON:-} ]]; then
-    "$TORCH_PYTHON" "$here/torch_conv.py" --reps "$reps" --threads "$threads" >"$out/torch.$i.txt"
+    "$TORCH_PYTHON" "$here/torch_conv.py" --reps "$reps" --threads "$threads" --clock "$clock" >"$out/torch.$i.txt"
   fi
 done
 echo "# load after:  $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -3,7 +3,7 @@ as conv_bench.cpp: forward, backward-data and backward-weights per direction, f3
 channels_last, each direction computed alone with aten.convolution_backward's output mask (the
 weight gradient without the input gradient, as autograd.grad w.r.t. the weight alone does).
 
-    python bench/onednn_versions/torch_conv.py [--reps 5] [--threads 2] [--dtype both]
+    python bench/onednn_versions/torch_conv.py [--reps 5] [--threads 2] [--dtype both] [--clock wall|cpu]
 
 Prints "total <dtype> <direction> <ms per step>" lines like conv_bench, so run.sh can put the
 two side by side. Run it with a venv that has torch (the setup script's bench option).
@@ -43,13 +43,16 @@ SHAPES = [
 assert sum(s[1] for s in SHAPES) == 53
 
 
+CLOCK = time.perf_counter  # --clock cpu: time.process_time (all threads' CPU time, as conv_bench)
+
+
 def median_ms(fn, reps):
     fn()  # warm-up: oneDNN primitive creation
     times = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         fn()
-        times.append((time.perf_counter() - t0) * 1e3)
+        times.append((CLOCK() - t0) * 1e3)
     return statistics.median(times)
 
 
@@ -60,10 +63,14 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--dtype", choices=["f32", "bf16", "both"], default="both")
     ap.add_argument("--layers", action="store_true")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall")
     args = ap.parse_args()
+    global CLOCK
+    if args.clock == "cpu":
+        CLOCK = time.process_time
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, oneDNN {torch.backends.mkldnn.version() if hasattr(torch.backends.mkldnn, 'version') else '?'}, "
-          f"{torch.get_num_threads()} threads")
+          f"{torch.get_num_threads()} threads, {args.clock} clock")
     dtypes = {"f32": [torch.float32], "bf16": [torch.bfloat16], "both": [torch.float32, torch.bfloat16]}[args.dtype]
     cl = torch.channels_last
     conv_bwd = torch.ops.aten.convolution_backward
