@@ -44,7 +44,7 @@ head -1 "$out/new.0.txt" | sed 's/^/# new: /'
 [[ -n ${TORCH_PYTHON:-} ]] && head -1 "$out/torch.0.txt" | sed 's/^/# torch: /'
 
 python3 - "$out" "$rounds" "${TORCH_PYTHON:+torch}" <<'PY'
-import glob, statistics, sys
+import statistics, sys
 out, rounds, torch = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "torch"
 def totals(kind):
     runs = {}

@@ -69,7 +69,9 @@ def main():
     if args.clock == "cpu":
         CLOCK = time.process_time
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, oneDNN {torch.backends.mkldnn.version() if hasattr(torch.backends.mkldnn, 'version') else '?'}, "
+    onednn = next((line.split("v", 1)[1].split()[0] for line in torch.__config__.show().splitlines()
+                   if "MKL-DNN" in line and "v" in line), "?")
+    print(f"torch {torch.__version__}, oneDNN {onednn}, "
           f"{torch.get_num_threads()} threads, {args.clock} clock")
     dtypes = {"f32": [torch.float32], "bf16": [torch.bfloat16], "both": [torch.float32, torch.bfloat16]}[args.dtype]
     cl = torch.channels_last
