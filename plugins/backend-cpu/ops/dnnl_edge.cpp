@@ -69,6 +69,10 @@ Edge::Edge(const dnnl::engine& engine, const dnnl::memory::desc& user,
   }
   inner_ = dnnl::memory(inner, engine, nullptr);  // bound to scratch_ at each bind()
   to_inner_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, user, engine, inner));
+  if (BlockedToPlain::handles(inner, user)) {
+    blocked_to_user_.emplace(inner);
+    return;
+  }
   to_user_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, inner, engine, user));
   if (sum == EdgeSum::yes) {
     dnnl::post_ops ops;
@@ -150,7 +154,13 @@ void Edge::push(dnnl::stream& stream, Accumulate acc) {
     return;
   }
   if (direct_) return;
+  if (blocked_to_user_) {
+    blocked_to_user_->run(static_cast<const float*>(inner_.get_data_handle()),
+                          static_cast<float*>(user_.get_data_handle()), acc == Accumulate::yes);
+    return;
+  }
   if (acc == Accumulate::yes) {
+    if (!add_to_user_) throw std::logic_error("Edge::push: accumulation into an edge built without EdgeSum::yes");
     add_to_user_->execute(stream, inner_, user_);
   } else {
     to_user_->execute(stream, inner_, user_);

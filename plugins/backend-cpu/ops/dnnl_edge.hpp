@@ -12,7 +12,9 @@
 // op's edges use distinct slots) serves every plan, instead of each plan keeping its own blocked
 // copy of its weights and weight gradients (300 MB for ResNet-50 in f32). An output edge built
 // with Accumulate::yes support also caches a reorder with a sum post-op, so `dst += result` costs
-// one pass and no extra buffer.
+// one pass and no extra buffer. An f32 output whose inner layout is blocked (a convolution's
+// weight gradient) is written or added by Kiln's own loop instead (blocked_to_plain.hpp): oneDNN
+// 2.6's transposing reorders run at a fraction of the memory bandwidth there.
 //
 // f16 edges (caller f16, primitive f32) never use a oneDNN reorder for the dtype change: oneDNN
 // 2.6 converts f16 with its reference reorder on CPUs without AVX512-FP16, which made f16 conv
@@ -30,6 +32,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "kiln/ops.hpp"
+#include "ops/blocked_to_plain.hpp"
 #include "kiln/tensor.hpp"
 
 namespace kiln::cpu {
@@ -98,6 +101,7 @@ class Edge {
   std::shared_ptr<EdgeScratch> scratch_;
   int slot_ = 0;
   std::optional<dnnl::reorder> to_inner_, to_user_, add_to_user_;
+  std::optional<BlockedToPlain> blocked_to_user_;  // replaces to_user_/add_to_user_ where it applies
 };
 
 }  // namespace kiln::cpu
