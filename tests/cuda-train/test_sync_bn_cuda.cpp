@@ -13,41 +13,17 @@
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
-#include <limits>
-#include <map>
 
-#include "../integration/json_lite.hpp"
+#include "../integration/checkpoint_tensors.hpp"
 #include "../integration/kiln_process.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using Tensors = std::map<std::string, std::vector<float>>;
-
-/// Every F32 tensor of a safetensors file (8-byte little-endian header length, JSON header, data).
-Tensors read_safetensors(const fs::path& file) {
-  const std::string bytes = kiln::test::slurp(file);
-  BOOST_TEST_REQUIRE(bytes.size() > 8u, file);
-  std::uint64_t header_len = 0;
-  std::memcpy(&header_len, bytes.data(), 8);
-  const auto header = kiln::test::json::parse(std::string_view(bytes).substr(8, header_len));
-  Tensors out;
-  for (const auto& [name, info] : header.members) {
-    if (name == "__metadata__") continue;
-    BOOST_TEST_REQUIRE(info.at("dtype").string == "F32", name);
-    const auto& offsets = info.at("data_offsets").items;
-    const auto begin = static_cast<std::size_t>(offsets.at(0).number), end = static_cast<std::size_t>(offsets.at(1).number);
-    std::vector<float> v((end - begin) / sizeof(float));
-    std::memcpy(v.data(), bytes.data() + 8 + header_len + begin, end - begin);
-    out.emplace(name, std::move(v));
-  }
-  return out;
-}
+using Tensors = kiln::test::F32Tensors;
+using kiln::test::Difference;
 
 /// A ResNet-18 (width 1/8) on 16 synthetic 32x32 images on the cuda backend: one epoch = one
 /// optimizer step of batch 16, checkpointed after it.
@@ -72,35 +48,7 @@ Run train(const std::string& name, const std::string& precision, bool sync_bn) {
   std::ofstream(cfg) << config(precision, sync_bn);
   const auto r = kiln::test::run_kiln(dir, {"train", "--config", cfg.string(), "--run-dir", run.string()});
   BOOST_TEST_REQUIRE(r.status == 0, name << ": " << r.err);
-  return Run{run, read_safetensors(run / "checkpoints" / "epoch-0001" / "model.safetensors")};
-}
-
-/// Largest |a - b| / max(|a|, |b|, RMS of the tensor) over every tensor (or those naming `only`).
-struct Difference {
-  double worst = 0;
-  std::string where;
-};
-
-Difference compare(const Tensors& a, const Tensors& b, const std::string& only = "") {
-  BOOST_TEST_REQUIRE(a.size() == b.size());
-  Difference d;
-  for (const auto& [name, va] : a) {
-    if (!only.empty() && name.find(only) == std::string::npos) continue;
-    const auto it = b.find(name);
-    BOOST_TEST_REQUIRE((it != b.end()), name);
-    const std::vector<float>& vb = it->second;
-    BOOST_TEST_REQUIRE(va.size() == vb.size(), name);
-    double sum_sq = 0;
-    for (float x : va) sum_sq += double{x} * x;
-    const double rms = std::sqrt(sum_sq / static_cast<double>(va.size()));
-    for (std::size_t i = 0; i < va.size(); ++i) {
-      const double scale = std::max({std::fabs(double{va[i]}), std::fabs(double{vb[i]}), rms, 1e-12});
-      const double rel = std::isfinite(va[i]) && std::isfinite(vb[i]) ? std::fabs(double{va[i]} - vb[i]) / scale
-                                                                       : std::numeric_limits<double>::infinity();
-      if (rel > d.worst) d = Difference{rel, name + "[" + std::to_string(i) + "]"};
-    }
-  }
-  return d;
+  return Run{run, kiln::test::read_f32_safetensors(run / "checkpoints" / "epoch-0001" / "model.safetensors")};
 }
 
 void sync_step_matches_plain_step(const std::string& precision, double tolerance) {
@@ -109,8 +57,8 @@ void sync_step_matches_plain_step(const std::string& precision, double tolerance
   BOOST_TEST(kiln::test::slurp(synced.dir / "logs" / "rank0.log").find("sync_bn: 20 batch-norm layers") !=
              std::string::npos);
   BOOST_TEST_REQUIRE(plain.tensors.count("layer1.0.bn1.running_mean") == 1u);
-  const Difference all = compare(plain.tensors, synced.tensors);
-  const Difference stats = compare(plain.tensors, synced.tensors, "running_");
+  const Difference all = kiln::test::largest_relative_difference(plain.tensors, synced.tensors);
+  const Difference stats = kiln::test::largest_relative_difference(plain.tensors, synced.tensors, "running_");
   BOOST_TEST_MESSAGE(precision << ": sync_bn vs cuDNN batch-norm, largest relative difference " << all.worst << " at "
                                << all.where << "; running statistics " << stats.worst << " at " << stats.where);
   BOOST_TEST(all.worst <= tolerance, all.where);

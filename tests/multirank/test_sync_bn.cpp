@@ -9,38 +9,16 @@
 #define BOOST_TEST_MODULE test_sync_bn
 #include <boost/test/unit_test.hpp>
 
-#include <cmath>
-#include <cstring>
 #include <fstream>
-#include <map>
 
-#include "../integration/json_lite.hpp"
+#include "../integration/checkpoint_tensors.hpp"
 #include "../integration/kiln_process.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using Tensors = std::map<std::string, std::vector<float>>;
-
-/// Every F32 tensor of a safetensors file (8-byte little-endian header length, JSON header, data).
-Tensors read_safetensors(const fs::path& file) {
-  const std::string bytes = kiln::test::slurp(file);
-  BOOST_TEST_REQUIRE(bytes.size() > 8u, file);
-  std::uint64_t header_len = 0;
-  std::memcpy(&header_len, bytes.data(), 8);
-  const auto header = kiln::test::json::parse(std::string_view(bytes).substr(8, header_len));
-  Tensors out;
-  for (const auto& [name, info] : header.members) {
-    if (name == "__metadata__") continue;
-    BOOST_TEST_REQUIRE(info.at("dtype").string == "F32", name);
-    const auto& offsets = info.at("data_offsets").items;
-    const auto begin = static_cast<std::size_t>(offsets.at(0).number), end = static_cast<std::size_t>(offsets.at(1).number);
-    std::vector<float> v((end - begin) / sizeof(float));
-    std::memcpy(v.data(), bytes.data() + 8 + header_len + begin, end - begin);
-    out.emplace(name, std::move(v));
-  }
-  return out;
-}
+using Tensors = kiln::test::F32Tensors;
+using kiln::test::Difference;
 
 /// A ResNet-18 (width 1/8) on 16 synthetic 32x32 images, one epoch = one optimizer step of the
 /// global batch 16, checkpointed after it.
@@ -68,33 +46,7 @@ Run train(const std::string& name, int nproc, bool sync_bn, int global_batch = 1
   if (nproc > 1) args.insert(args.end(), {"--nproc", std::to_string(nproc)});
   const auto r = kiln::test::run_kiln(dir, args);
   BOOST_TEST_REQUIRE(r.status == 0, name << ": " << r.err);
-  return Run{run, read_safetensors(run / "checkpoints" / "epoch-0001" / "model.safetensors")};
-}
-
-struct Difference {
-  double worst = 0;  // largest |a - b| / max(|a|, |b|, RMS of the tensor)
-  std::string where;
-};
-
-Difference compare(const Tensors& a, const Tensors& b, const std::string& only = "") {
-  BOOST_TEST_REQUIRE(a.size() == b.size());
-  Difference d;
-  for (const auto& [name, va] : a) {
-    if (!only.empty() && name.find(only) == std::string::npos) continue;
-    const auto it = b.find(name);
-    BOOST_TEST_REQUIRE((it != b.end()), name);
-    const std::vector<float>& vb = it->second;
-    BOOST_TEST_REQUIRE(va.size() == vb.size(), name);
-    double sum_sq = 0;
-    for (float x : va) sum_sq += double{x} * x;
-    const double rms = std::sqrt(sum_sq / static_cast<double>(va.size()));
-    for (std::size_t i = 0; i < va.size(); ++i) {
-      const double scale = std::max({std::fabs(double{va[i]}), std::fabs(double{vb[i]}), rms, 1e-12});
-      const double rel = std::fabs(double{va[i]} - vb[i]) / scale;
-      if (rel > d.worst) d = Difference{rel, name + "[" + std::to_string(i) + "]"};
-    }
-  }
-  return d;
+  return Run{run, kiln::test::read_f32_safetensors(run / "checkpoints" / "epoch-0001" / "model.safetensors")};
 }
 
 }  // namespace
@@ -108,10 +60,10 @@ BOOST_AUTO_TEST_CASE(two_ranks_with_sync_bn_step_like_one_rank_of_the_global_bat
              std::string::npos);
   BOOST_TEST_REQUIRE(one.tensors.count("layer1.0.bn1.running_mean") == 1u);
 
-  const Difference with_sync = compare(one.tensors, synced.tensors);
-  const Difference stats_with_sync = compare(one.tensors, synced.tensors, "running_");
-  const Difference without_sync = compare(one.tensors, unsynced.tensors);
-  const Difference stats_without_sync = compare(one.tensors, unsynced.tensors, "running_");
+  const Difference with_sync = kiln::test::largest_relative_difference(one.tensors, synced.tensors);
+  const Difference stats_with_sync = kiln::test::largest_relative_difference(one.tensors, synced.tensors, "running_");
+  const Difference without_sync = kiln::test::largest_relative_difference(one.tensors, unsynced.tensors);
+  const Difference stats_without_sync = kiln::test::largest_relative_difference(one.tensors, unsynced.tensors, "running_");
   BOOST_TEST_MESSAGE("1 x 16 vs 2 x 8 with sync_bn: largest relative difference " << with_sync.worst << " at "
                                                                                   << with_sync.where);
   BOOST_TEST_MESSAGE("1 x 16 vs 2 x 8 without sync_bn: largest relative difference " << without_sync.worst << " at "
@@ -135,7 +87,7 @@ BOOST_AUTO_TEST_CASE(one_sample_per_rank) {
   // so the comparison with 1 x 2 is made on the forward's running statistics.
   const Run one = train("one-rank-of-2", 1, false, 2);
   const Run synced = train("two-ranks-of-1", 2, true, 2);
-  const Difference stats = compare(one.tensors, synced.tensors, "running_");
+  const Difference stats = kiln::test::largest_relative_difference(one.tensors, synced.tensors, "running_");
   BOOST_TEST_MESSAGE("1 x 2 vs 2 x 1 with sync_bn: running statistics differ by " << stats.worst << " at "
                                                                                    << stats.where);
   BOOST_TEST(stats.worst <= 1e-4, stats.where);
