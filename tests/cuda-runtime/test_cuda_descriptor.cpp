@@ -55,7 +55,7 @@ BOOST_AUTO_TEST_CASE(the_library_exports_cuda_with_its_parameters) {
   BOOST_REQUIRE(info != nullptr);
   BOOST_TEST(info->library.filename().string() == "libkiln-backend-cuda.so");
   BOOST_TEST(info->version == "0.1.0");
-  BOOST_REQUIRE(info->params.size() == 5u);
+  BOOST_REQUIRE(info->params.size() == 6u);
   BOOST_TEST(std::string(info->params[0].name) == "device");
   BOOST_TEST(std::string(info->params[0].default_value) == "-1");
   BOOST_TEST(std::string(info->params[1].name) == "allow_tf32");
@@ -68,6 +68,9 @@ BOOST_AUTO_TEST_CASE(the_library_exports_cuda_with_its_parameters) {
   BOOST_TEST(std::string(info->params[4].name) == "cudnn_benchmark");
   BOOST_TEST(info->params[4].type == static_cast<std::uint32_t>(KILN_PARAM_BOOL));
   BOOST_TEST(std::string(info->params[4].default_value) == "false");
+  BOOST_TEST(std::string(info->params[5].name) == "conv_filter_reuse");
+  BOOST_TEST(info->params[5].type == static_cast<std::uint32_t>(KILN_PARAM_BOOL));
+  BOOST_TEST(std::string(info->params[5].default_value) == "true");
 }
 
 BOOST_AUTO_TEST_CASE(bad_parameters_are_config_errors_before_any_device_work) {
