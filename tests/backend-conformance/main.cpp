@@ -11,7 +11,7 @@
 #include <boost/test/unit_test.hpp>
 
 #ifdef KILN_CONFORMANCE_CUDART
-#include <cuda_runtime_api.h>
+#include "../gpu/cuda_device_skip.hpp"
 #endif
 
 #include <cmath>
@@ -37,15 +37,10 @@ std::string backend_name(int argc, char** argv) {
 int cuda_device_check(const std::string& name) {
   if (name != "cuda") return 0;
 #ifdef KILN_CONFORMANCE_CUDART
-  int devices = 0;
-  const cudaError_t e = cudaGetDeviceCount(&devices);
-  if (e != cudaSuccess || devices == 0) {
-    std::printf("SKIPPED: no CUDA device (%s); the cuda backend conformance suite needs one\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    return 77;
-  }
-#endif
+  return kiln::test::skip_without_cuda_device("the cuda backend conformance suite");
+#else
   return 0;
+#endif
 }
 
 bool init_conformance() {

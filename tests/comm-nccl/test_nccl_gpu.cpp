@@ -10,7 +10,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -22,6 +21,7 @@
 #include <kiln/plugin/registry.hpp>
 
 #include "fake_backends.hpp"
+#include "../gpu/cuda_device_skip.hpp"
 
 namespace {
 
@@ -244,12 +244,6 @@ BOOST_AUTO_TEST_CASE(init_times_out_when_a_peer_never_joins) {
 }
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  const cudaError_t e = cudaGetDeviceCount(&devices);
-  if (e != cudaSuccess || devices == 0) {
-    std::printf("SKIPPED: no CUDA device (%s); the nccl gpu tests need one\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    return 77;
-  }
+  if (const int skip = kiln::test::skip_without_cuda_device("the nccl gpu test")) return skip;
   return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
 }

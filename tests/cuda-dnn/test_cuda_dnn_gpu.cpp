@@ -13,7 +13,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <numeric>
 #include <random>
 #include <string>
@@ -23,6 +22,7 @@
 #include "gpu_fixture.hpp"
 #include "kiln/errors.hpp"
 #include "reference.hpp"
+#include "../gpu/cuda_device_skip.hpp"
 
 using namespace kiln;
 using namespace kiln::cuda_test;
@@ -313,12 +313,6 @@ BOOST_AUTO_TEST_CASE(bad_arguments_are_named) {
 }
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  const cudaError_t e = cudaGetDeviceCount(&devices);
-  if (e != cudaSuccess || devices == 0) {
-    std::printf("SKIPPED: no CUDA device (%s); the cuda dnn op tests need one\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    return 77;
-  }
+  if (const int skip = kiln::test::skip_without_cuda_device("the cuda dnn op test")) return skip;
   return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
 }

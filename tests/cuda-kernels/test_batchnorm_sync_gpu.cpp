@@ -32,6 +32,8 @@
 #include <kiln/plugin/registry.hpp>
 #include <kiln/sdk/half.hpp>
 
+#include "../gpu/cuda_device_skip.hpp"
+
 #include "ops/batchnorm_loops.hpp"  // the cpu backend's loops (plugins/backend-cpu)
 
 namespace {
@@ -270,12 +272,6 @@ BOOST_AUTO_TEST_CASE(a_plan_from_elsewhere_and_a_short_count_are_refused_by_name
 }
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  const cudaError_t e = cudaGetDeviceCount(&devices);
-  if (e != cudaSuccess || devices == 0) {
-    std::printf("SKIPPED: no CUDA device (%s); the sync batch-norm GPU test needs one\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    return 77;
-  }
+  if (const int skip = kiln::test::skip_without_cuda_device("the sync batch-norm GPU test")) return skip;
   return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
 }

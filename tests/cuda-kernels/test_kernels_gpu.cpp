@@ -33,6 +33,8 @@
 #include <kiln/plugin/registry.hpp>
 #include <kiln/rng.hpp>
 
+#include "../gpu/cuda_device_skip.hpp"
+
 namespace {
 
 using kiln::Activation;
@@ -674,12 +676,6 @@ BOOST_AUTO_TEST_CASE(host_tensors_and_layout_mixes_are_refused_by_name) {
 }
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  const cudaError_t e = cudaGetDeviceCount(&devices);
-  if (e != cudaSuccess || devices == 0) {
-    std::printf("SKIPPED: no CUDA device (%s); the cuda kernel tests need one\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    return 77;
-  }
+  if (const int skip = kiln::test::skip_without_cuda_device("the cuda kernel test")) return skip;
   return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
 }

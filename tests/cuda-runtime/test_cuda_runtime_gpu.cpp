@@ -9,7 +9,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -17,6 +16,8 @@
 
 #include <kiln/errors.hpp>
 #include <kiln/plugin/registry.hpp>
+
+#include "../gpu/cuda_device_skip.hpp"
 
 namespace {
 
@@ -198,13 +199,7 @@ BOOST_AUTO_TEST_CASE(out_of_memory_says_how_much_was_asked_and_what_to_do) {
 }
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  const cudaError_t e = cudaGetDeviceCount(&devices);
-  if (e != cudaSuccess || devices == 0) {
-    std::printf("SKIPPED: no CUDA device (%s); the cuda runtime gpu tests need one\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    return 77;
-  }
+  if (const int skip = kiln::test::skip_without_cuda_device("the cuda runtime gpu test")) return skip;
   const int rc = boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
   backend().reset();
   return rc;

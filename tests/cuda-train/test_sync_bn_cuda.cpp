@@ -11,13 +11,11 @@
 #define BOOST_TEST_NO_MAIN
 #include <boost/test/unit_test.hpp>
 
-#include <cuda_runtime_api.h>
-
-#include <cstdio>
 #include <fstream>
 
 #include "../integration/checkpoint_tensors.hpp"
 #include "../integration/kiln_process.hpp"
+#include "../gpu/cuda_device_skip.hpp"
 
 namespace {
 
@@ -77,12 +75,6 @@ BOOST_AUTO_TEST_CASE(fp32_nchw_sync_step_matches_cudnn_batch_norm) { sync_step_m
 BOOST_AUTO_TEST_CASE(bf16_nhwc_sync_step_matches_cudnn_batch_norm) { sync_step_matches_plain_step("bf16", 2e-2); }
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  const cudaError_t e = cudaGetDeviceCount(&devices);
-  if (e != cudaSuccess || devices == 0) {
-    std::printf("SKIPPED: no CUDA device (%s); the cuda sync_bn training test needs one\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    return 77;
-  }
+  if (const int skip = kiln::test::skip_without_cuda_device("the cuda sync_bn training test")) return skip;
   return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
 }
