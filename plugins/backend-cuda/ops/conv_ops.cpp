@@ -9,8 +9,9 @@
 // order). The forward converts them into the plan's filter copy and the backward-data call that
 // follows reads that copy instead of converting again (dnn/filter_copy.hpp says when that is
 // allowed; [backend] conv_filter_reuse = false converts in every call). dw (+)= via cuDNN's beta
-// when cuDNN writes dw directly, otherwise via the staging's accumulate. Workspace comes from the backend's caching allocator per call. An algorithm cuDNN
-// refuses when it runs is replaced by the next usable candidate (ConvPlan::run, dnn/conv_plan.hpp).
+// when cuDNN writes dw directly, otherwise via the staging's accumulate. Workspace comes from the
+// backend's caching allocator per call. An algorithm cuDNN refuses when it runs is replaced by the
+// next usable candidate (ConvPlan::run, dnn/conv_plan.hpp).
 #include <fmt/format.h>
 
 #include <optional>
