@@ -28,6 +28,7 @@
 
 #include "kiln/config/config.hpp"
 #include "kiln/dist/launcher_rendezvous.hpp"
+#include "kiln/dist/reduce_op_name.hpp"
 #include "kiln/dist/stores.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/launch/ranks.hpp"
@@ -55,7 +56,6 @@ struct BenchOptions {
   DType dtype = DType::f32;
   std::string dtype_label = "float";
   ReduceOp op = ReduceOp::sum;
-  std::string op_label = "sum";
   std::string comm;
   std::string backend = "cpu";
   std::vector<std::string> sets;
@@ -87,10 +87,7 @@ DType parse_dtype(const std::string& s, std::string& label) {
 }
 
 ReduceOp parse_op(const std::string& s) {
-  if (s == "sum") return ReduceOp::sum;
-  if (s == "avg") return ReduceOp::avg;
-  if (s == "max") return ReduceOp::max;
-  if (s == "min") return ReduceOp::min;
+  if (const auto op = dist::reduce_op_named(s)) return *op;
   throw ConfigError(fmt::format("-o/--op '{}' is not one of sum, avg, max, min (prod and all are not offered: the "
                                 "Communicator interface has no product)",
                                 s));
@@ -473,7 +470,6 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
   o.step_bytes = parse_byte_size(stepb, "-i/--stepbytes");
   o.dtype = parse_dtype(dtype, o.dtype_label);
   o.op = parse_op(op);
-  o.op_label = op;
   if (o.max_bytes < o.min_bytes) {
     throw ConfigError(fmt::format("-e/--maxbytes {} is below -b/--minbytes {}", o.max_bytes, o.min_bytes));
   }
@@ -609,7 +605,7 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
     bw_sum += row.out_of_place.busbw + row.in_place.busbw;
     wrong_total += std::max<std::int64_t>(0, row.out_of_place.wrong) + std::max<std::int64_t>(0, row.in_place.wrong);
     if (b.ranks.rank == 0 && !o.json) {
-      out << fmt::format("{:12}  {:12}  {:>8}  {:>6}  {:6}", row.bytes, row.count, o.dtype_label, o.op_label, -1)
+      out << fmt::format("{:12}  {:12}  {:>8}  {:>6}  {:6}", row.bytes, row.count, o.dtype_label, dist::reduce_op_name(o.op), -1)
           << half_text(row.out_of_place) << half_text(row.in_place) << "\n";
       out.flush();
     }
@@ -633,7 +629,7 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
       r.check = o.check;
       r.devices = devices;
       r.type = o.dtype_label;
-      r.redop = o.op_label;
+      r.redop = dist::reduce_op_name(o.op);
       for (const Row& row : rows) {
         const auto half = [](const Half& h) { return BenchJsonHalf{h.time_us, h.algbw, h.busbw, h.wrong}; };
         r.results.push_back({row.bytes, row.count, half(row.out_of_place), half(row.in_place)});

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/dist/reduce_op_name.hpp"
 #include "kiln/errors.hpp"
 
 namespace kiln::train {
@@ -16,10 +17,11 @@ constexpr std::int64_t kFields = 5;  // seq, kind, dtype, count, extra (root or 
 
 std::string describe_print(const std::int64_t* f) {
   static const char* kinds[] = {"?", "all_reduce", "broadcast", "all_gather", "barrier"};
-  static const char* ops[] = {"sum", "avg", "max", "min"};
   const auto kind = f[1] >= 1 && f[1] <= 4 ? f[1] : 0;
   std::string what = kinds[kind];
-  if (kind == 1 && f[4] >= 0 && f[4] < 4) what += fmt::format("({})", ops[f[4]]);
+  if (kind == 1 && f[4] >= 0 && f[4] < 4) {
+    what += fmt::format("({})", dist::reduce_op_name(static_cast<ReduceOp>(f[4])));
+  }
   if (kind == 2) what += fmt::format("(root {})", f[4]);
   if (kind == 4) return what;
   return fmt::format("{} {} x {}", what, dtype_name(static_cast<DType>(f[2])), f[3]);

@@ -12,21 +12,12 @@
 
 #include "comm_fixture.hpp"
 #include "kiln/dist/memory_store.hpp"
+#include "kiln/dist/reduce_op_name.hpp"
 
 namespace kiln::test {
 namespace {
 
 constexpr std::int64_t kMultiSegment = 1000003;  // > 1 MiB segments for every dtype, and odd
-
-std::string_view op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::avg: return "avg";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
-  }
-  return "?";
-}
 
 /// Small integers in [-5, 5]; every partial sum over <= 8 ranks is exact in f16/bf16.
 double small_int(std::int64_t i, int rank) { return static_cast<double>((i * 7 + rank * 3 + 1) % 11) - 5.0; }
@@ -70,7 +61,7 @@ class Suite {
       : spec_(spec), placement_(placement), world_(placement.world), comms_(std::move(comms)) {}
 
   CaseResult all_reduce(DType dtype, std::int64_t count, ReduceOp op) {
-    CaseResult result{fmt::format("all_reduce {} x {} {}", dtype_name(dtype), count, op_name(op))};
+    CaseResult result{fmt::format("all_reduce {} x {} {}", dtype_name(dtype), count, dist::reduce_op_name(op))};
     // avg: inputs are multiples of the world size, so the mean is an exact small integer.
     const double scale = op == ReduceOp::avg ? world_ : 1.0;
     std::vector<Tensor> tensors(static_cast<std::size_t>(world_));

@@ -26,6 +26,7 @@
 #include "kiln/data/data_loader.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/rng.hpp"
+#include "../support/alloc_only_backend.hpp"
 
 using kiln::data::BatchIndices;
 using kiln::data::DataLoader;
@@ -67,32 +68,6 @@ class CountingSource final : public kiln::DataSource {
   std::int64_t fail_at_;
   std::chrono::microseconds delay_;
   mutable std::atomic<std::int64_t> reads_{0};
-};
-
-// A backend that only allocates, recording which memory kinds were asked for.
-class FakeBackend final : public kiln::Backend {
- public:
-  std::string_view name() const override { return "fake"; }
-  kiln::DeviceInfo device() const override { return {}; }
-  bool supports(kiln::Op, kiln::DType) const override { return false; }
-  kiln::Tensor allocate(const kiln::Shape& shape, kiln::DType dtype, kiln::MemoryKind where) override {
-    ++allocations;
-    if (where == kiln::MemoryKind::host_pinned) ++pinned;
-    const std::size_t bytes = static_cast<std::size_t>(kiln::shape_numel(shape)) * kiln::dtype_size(dtype);
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
-    auto storage = std::make_shared<kiln::Storage>(p, bytes, where, [](void* q) { std::free(q); });
-    return kiln::Tensor(storage, shape, dtype);
-  }
-  void copy(const kiln::Tensor&, const kiln::Tensor&) override {}
-  void fill(const kiln::Tensor&, double) override {}
-  kiln::Tensor to_device(const kiln::Tensor& host) override { return host; }
-  void synchronize() override {}
-  std::shared_ptr<kiln::Event> record_event(kiln::StreamKind) override { return nullptr; }
-  void wait_event(kiln::StreamKind, const kiln::Event&) override {}
-  void* native_stream(kiln::StreamKind) override { return nullptr; }
-
-  std::atomic<int> allocations{0};
-  std::atomic<int> pinned{0};
 };
 
 ShardOptions shard(std::int64_t count, std::int64_t batch, int rank, int world, LastBatch policy,
@@ -376,7 +351,7 @@ BOOST_AUTO_TEST_CASE(loader_output_does_not_depend_on_workers_or_prefetch) {
 }
 
 BOOST_AUTO_TEST_CASE(loader_reuses_a_fixed_ring_of_pinned_buffers) {
-  FakeBackend backend;
+  kiln::test::AllocOnlyBackend backend;
   auto source = std::make_shared<CountingSource>(200);
   DataLoader loader(source, &backend, loader_options(shard(0, 4, 0, 1, LastBatch::drop), 2, 3));
   BOOST_CHECK_EQUAL(backend.allocations.load(), 2 * (3 + 1));  // inputs + labels per slot

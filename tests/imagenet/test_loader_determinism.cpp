@@ -12,33 +12,13 @@
 #include "fixtures.hpp"
 #include "kiln/backend.hpp"
 #include "kiln/data/data_loader.hpp"
+#include "../support/alloc_only_backend.hpp"
 
 namespace {
 
-// Host allocation only: the loader needs a Backend for its staging buffers.
-class HostBackend final : public kiln::Backend {
- public:
-  std::string_view name() const override { return "host"; }
-  kiln::DeviceInfo device() const override { return {}; }
-  bool supports(kiln::Op, kiln::DType) const override { return false; }
-  kiln::Tensor allocate(const kiln::Shape& shape, kiln::DType dtype, kiln::MemoryKind where) override {
-    const std::size_t bytes = static_cast<std::size_t>(kiln::shape_numel(shape)) * kiln::dtype_size(dtype);
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
-    auto storage = std::make_shared<kiln::Storage>(p, bytes, where, [](void* q) { std::free(q); });
-    return kiln::Tensor(storage, shape, dtype);
-  }
-  void copy(const kiln::Tensor&, const kiln::Tensor&) override {}
-  void fill(const kiln::Tensor&, double) override {}
-  kiln::Tensor to_device(const kiln::Tensor& host) override { return host; }
-  void synchronize() override {}
-  std::shared_ptr<kiln::Event> record_event(kiln::StreamKind) override { return nullptr; }
-  void wait_event(kiln::StreamKind, const kiln::Event&) override {}
-  void* native_stream(kiln::StreamKind) override { return nullptr; }
-};
-
 // Every batch of two epochs, inputs and labels concatenated as bytes.
 std::vector<unsigned char> run_epochs(const std::shared_ptr<kiln::DataSource>& source, int workers) {
-  HostBackend backend;
+  kiln::test::AllocOnlyBackend backend;
   kiln::data::LoaderOptions options;
   options.shard.count = source->describe().count;
   options.shard.batch = 4;

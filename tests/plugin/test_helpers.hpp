@@ -1,10 +1,17 @@
-// Shared helpers of the plugin tests: fixture paths and a temporary directory that cleans up.
+// Shared helpers of the plugin tests: fixture paths, a temporary directory that cleans up, a
+// scanned registry and its single failure, and the message of an expected exception.
 #pragma once
 
 #include <stdlib.h>
 
+#include <boost/test/unit_test.hpp>
+
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/plugin/registry.hpp"
 
 namespace kiln_test {
 
@@ -38,6 +45,36 @@ class TempDir {
 
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+/// A registry over `dirs`, scanned.
+inline kiln::plugin::Registry scanned(std::vector<std::filesystem::path> dirs) {
+  kiln::plugin::Registry registry(std::move(dirs));
+  registry.scan();
+  return registry;
+}
+
+/// The reason of the registry's single failure, at `library`; fails the test unless it has
+/// exactly that one failure and no plugins.
+inline std::string only_failure(const kiln::plugin::Registry& registry, const std::filesystem::path& library) {
+  BOOST_REQUIRE_EQUAL(registry.failures().size(), 1u);
+  BOOST_TEST(registry.failures()[0].library == library);
+  BOOST_TEST(registry.plugins().empty());
+  return registry.failures()[0].reason;
+}
+
+/// what() of the E that `f` throws; fails the test if it throws nothing or something else.
+template <class E, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (...) {
+    BOOST_FAIL("an exception of another type was thrown");
+  }
+  BOOST_FAIL("expected an exception, none was thrown");
+  return {};
 }
 
 }  // namespace kiln_test

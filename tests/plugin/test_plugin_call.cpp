@@ -8,28 +8,16 @@
 #include "kiln/errors.hpp"
 #include "kiln/plugin/guarded.hpp"
 #include "kiln/plugin/plugin_call.hpp"
+#include "test_helpers.hpp"
 
 using kiln::plugin::PluginOrigin;
 using kiln::plugin::plugin_call;
+using kiln_test::message_of;
 
 namespace {
 
 const PluginOrigin kCsv{"data", "csv", "libkiln-data-csv.so"};
 const PluginOrigin kCpu{"backend", "cpu", "libkiln-backend-cpu.so"};
-
-/// what() of the E that `f` throws; fails the test if it throws nothing or something else.
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (...) {
-    BOOST_FAIL("an exception of another type was thrown");
-  }
-  BOOST_FAIL("expected an exception, none was thrown");
-  return {};
-}
 
 class FakeSource final : public kiln::DataSource {
  public:

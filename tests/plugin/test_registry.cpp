@@ -17,35 +17,9 @@ using kiln::plugin::Registry;
 using kiln_test::contains;
 using kiln_test::fixture_dir;
 using kiln_test::fixture_library;
-
-namespace {
-
-Registry scanned(std::vector<fs::path> dirs) {
-  Registry registry(std::move(dirs));
-  registry.scan();
-  return registry;
-}
-
-// The single failure of a registry, asserting there is exactly one.
-std::string only_failure(const Registry& registry, const fs::path& library) {
-  BOOST_REQUIRE_EQUAL(registry.failures().size(), 1u);
-  BOOST_TEST(registry.failures()[0].library == library);
-  BOOST_TEST(registry.plugins().empty());
-  return registry.failures()[0].reason;
-}
-
-template <class E>
-std::string message_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const E& e) {
-    return e.what();
-  }
-  BOOST_FAIL("expected an exception");
-  return {};
-}
-
-}  // namespace
+using kiln_test::message_of;
+using kiln_test::only_failure;
+using kiln_test::scanned;
 
 BOOST_AUTO_TEST_CASE(good_library_is_found_with_its_descriptor) {
   auto registry = scanned({fixture_dir("good")});

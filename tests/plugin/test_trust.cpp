@@ -18,22 +18,11 @@ namespace fs = std::filesystem;
 using kiln::plugin::Registry;
 using kiln_test::contains;
 using kiln_test::fixture_library;
+using kiln_test::only_failure;
+using kiln_test::scanned;
 using kiln_test::TempDir;
 
 namespace {
-
-Registry scanned(std::vector<fs::path> dirs) {
-  Registry registry(std::move(dirs));
-  registry.scan();
-  return registry;
-}
-
-std::string only_failure(const Registry& registry, const fs::path& what) {
-  BOOST_REQUIRE_EQUAL(registry.failures().size(), 1u);
-  BOOST_TEST(registry.failures()[0].library == what);
-  BOOST_TEST(registry.plugins().empty());
-  return registry.failures()[0].reason;
-}
 
 /// `dir` (created 0755) holding a copy of the good fixture.
 fs::path plugin_dir_with_copy(const fs::path& dir, const std::string& file = "libkiln-copy.so") {

@@ -14,14 +14,14 @@ std::shared_ptr<PrecisionPolicy> make_policy(const std::string& name, const std:
   return registry().create_precision(info, args);
 }
 
-bool ForwardingBackend::supports(Op op, DType dtype) const {
+bool PolicyWatchBackend::supports(Op op, DType dtype) const {
   for (const auto& [o, d] : unsupported) {
     if (o == op && d == dtype) return false;
   }
   for (const auto& [o, d] : extra_supported) {
     if (o == op && d == dtype) return true;
   }
-  return inner_.supports(op, dtype);
+  return ForwardingBackend::supports(op, dtype);
 }
 
 std::unique_ptr<nn::ParameterStore> make_store(DType compute_dtype) {

@@ -52,7 +52,7 @@ BOOST_AUTO_TEST_CASE(the_real_cpu_is_accepted_exactly_when_it_has_native_bf16) {
 }
 
 BOOST_AUTO_TEST_CASE(a_cpu_without_native_bf16_is_refused_unless_emulation_is_allowed) {
-  t::ForwardingBackend backend(t::cpu());
+  t::PolicyWatchBackend backend(t::cpu());
   backend.device_override = old_cpu();
   const auto p = t::make_policy("bf16", "");
   BOOST_TEST(t::error_text<kiln::UnsupportedError>([&] { p->check_backend(backend); }) ==
@@ -77,7 +77,7 @@ BOOST_AUTO_TEST_CASE(before_forward_casts_every_master_to_bf16_in_one_op) {
   const auto store = t::make_store(DType::bf16);
   const auto params = store->parameters();
   const auto p = t::make_policy("bf16", "");
-  t::ForwardingBackend backend(t::cpu());
+  t::PolicyWatchBackend backend(t::cpu());
   for (std::size_t i = 0; i < params.size(); ++i) {
     std::vector<double> v(static_cast<std::size_t>(params[i].value.numel()));
     for (std::size_t k = 0; k < v.size(); ++k) v[k] = (static_cast<double>(k) - 3.0) / 7.0 + 100.0 * static_cast<double>(i);
@@ -98,7 +98,7 @@ BOOST_AUTO_TEST_CASE(gradients_are_applied_unscaled_and_unchecked_by_default) {
   const auto store = t::make_store(DType::bf16);
   const auto params = store->parameters();
   const auto p = t::make_policy("bf16", "");
-  t::ForwardingBackend backend(t::cpu());
+  t::PolicyWatchBackend backend(t::cpu());
   t::write(params[1].grad, {0.5, 1, std::numeric_limits<double>::infinity(), 2, 3, 4, 5});
   BOOST_TEST((p->after_allreduce(backend, params) == StepDecision::apply));
   BOOST_TEST(backend.finite_checks == 0);
@@ -110,7 +110,7 @@ BOOST_AUTO_TEST_CASE(check_finite_names_the_parameter) {
   const auto store = t::make_store(DType::bf16);
   const auto params = store->parameters();
   const auto p = t::make_policy("bf16", "check_finite = true");
-  t::ForwardingBackend backend(t::cpu());
+  t::PolicyWatchBackend backend(t::cpu());
   BOOST_TEST((p->after_allreduce(backend, params) == StepDecision::apply));
   BOOST_TEST(backend.finite_checks == 1);  // one check over the whole gradient arena
   t::write(params[1].grad, {0.5, 1, std::numeric_limits<double>::quiet_NaN(), 2, 3, 4, 5});

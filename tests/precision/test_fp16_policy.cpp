@@ -55,7 +55,7 @@ BOOST_AUTO_TEST_CASE(the_cpu_backend_is_accepted_and_one_without_f16_matmul_is_r
   const auto p = t::make_policy("fp16", "");
   // The cpu backend stores f16 and computes in f32, so the fp16 policy runs on it.
   BOOST_CHECK_NO_THROW(p->check_backend(t::cpu()));
-  t::ForwardingBackend without_f16(t::cpu());
+  t::PolicyWatchBackend without_f16(t::cpu());
   without_f16.unsupported = {{Op::matmul, DType::f16}};
   BOOST_TEST(t::error_text<kiln::UnsupportedError>([&] { p->check_backend(without_f16); }) ==
              "backend 'cpu' cannot compute in f16: matmul f16 is not supported; use precision.type = \"bf16\" "
@@ -66,7 +66,7 @@ BOOST_AUTO_TEST_CASE(before_forward_casts_every_master_to_f16_in_one_op) {
   const auto store = t::make_store(DType::f16);
   const auto params = store->parameters();
   const auto p = t::make_policy("fp16", "");
-  t::ForwardingBackend backend(t::cpu());
+  t::PolicyWatchBackend backend(t::cpu());
   for (int round = 0; round < 2; ++round) {  // the second round proves copies are refreshed
     for (std::size_t i = 0; i < params.size(); ++i) {
       t::write(params[i].value, masters(params[i].value.numel(), static_cast<double>(i) + round * 7.0));
@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(finite_gradients_are_unscaled_and_applied) {
   const auto store = t::make_store(DType::f16);
   const auto params = store->parameters();
   const auto p = t::make_policy("fp16", "");
-  t::ForwardingBackend backend(t::cpu());
+  t::PolicyWatchBackend backend(t::cpu());
   std::vector<std::vector<double>> truth;
   for (std::size_t i = 0; i < params.size(); ++i) {
     truth.push_back(masters(params[i].grad.numel(), -2.0 * static_cast<double>(i)));

@@ -122,7 +122,7 @@ BOOST_AUTO_TEST_CASE(overflow_backoff_growth_and_floor_in_one_trace) {
 
 BOOST_AUTO_TEST_CASE(a_backend_without_the_f16_cast_is_refused_with_the_alternatives) {
   const auto p = t::make_policy("fp16", "");
-  t::ForwardingBackend no_cast(t::cpu());
+  t::PolicyWatchBackend no_cast(t::cpu());
   no_cast.unsupported = {{Op::cast, DType::f16}};
   BOOST_TEST(t::error_text<kiln::UnsupportedError>([&] { p->check_backend(no_cast); }) ==
              "backend 'cpu' cannot run the fp16 policy: cast f16 is not supported (needed for the f16 weight "

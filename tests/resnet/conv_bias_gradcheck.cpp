@@ -16,7 +16,6 @@ namespace {
 using kiln::Backend;
 using kiln::DType;
 using kiln::Layout;
-using kiln::Shape;
 using kiln::Tensor;
 using kiln::nn::ImageShape;
 using kiln::nn::Window;
@@ -27,39 +26,12 @@ using kiln::test::dot;
 using kiln::test::random_values;
 using kiln::test::read;
 
-/// The cpu backend with NCHW activations: forwards what Conv2d with a bias uses.
-class NchwCpu final : public Backend {
+/// The cpu backend with NCHW activations.
+class NchwCpu final : public kiln::test::ForwardingBackend {
  public:
+  NchwCpu() : ForwardingBackend(cpu()) {}
   std::string_view name() const override { return "cpu-nchw"; }
-  kiln::DeviceInfo device() const override { return cpu().device(); }
-  bool supports(kiln::Op op, DType dtype) const override { return cpu().supports(op, dtype); }
   Layout activation_layout(DType) const override { return Layout::row_major; }
-  Tensor allocate(const Shape& shape, DType dtype, kiln::MemoryKind where) override {
-    return cpu().allocate(shape, dtype, where);
-  }
-  void copy(const Tensor& src, const Tensor& dst) override { cpu().copy(src, dst); }
-  void fill(const Tensor& t, double value) override { cpu().fill(t, value); }
-  Tensor to_device(const Tensor& host) override { return cpu().to_device(host); }
-  void synchronize() override { cpu().synchronize(); }
-  std::shared_ptr<kiln::Event> record_event(kiln::StreamKind s) override { return cpu().record_event(s); }
-  void wait_event(kiln::StreamKind s, const kiln::Event& e) override { cpu().wait_event(s, e); }
-  void* native_stream(kiln::StreamKind s) override { return cpu().native_stream(s); }
-  void matmul(const Tensor& c, const Tensor& a, kiln::Transpose ta, const Tensor& b, kiln::Transpose tb,
-              float alpha, float beta, const Tensor& bias) override {
-    cpu().matmul(c, a, ta, b, tb, alpha, beta, bias);
-  }
-  void bias_grad(const Tensor& db, const Tensor& dy, kiln::Accumulate acc) override { cpu().bias_grad(db, dy, acc); }
-  std::shared_ptr<kiln::OpPlan> plan_conv2d(const kiln::Conv2dDesc& d) override { return cpu().plan_conv2d(d); }
-  void conv2d_forward(kiln::OpPlan& p, const Tensor& y, const Tensor& x, const Tensor& w) override {
-    cpu().conv2d_forward(p, y, x, w);
-  }
-  void conv2d_backward_data(kiln::OpPlan& p, const Tensor& dx, const Tensor& dy, const Tensor& w) override {
-    cpu().conv2d_backward_data(p, dx, dy, w);
-  }
-  void conv2d_backward_filter(kiln::OpPlan& p, const Tensor& dw, const Tensor& dy, const Tensor& x,
-                              kiln::Accumulate acc) override {
-    cpu().conv2d_backward_filter(p, dw, dy, x, acc);
-  }
 };
 
 /// Builds a biased 3x3 stride-2 pad-1 Conv2d on `backend`, checks y = conv(x) + b against a double

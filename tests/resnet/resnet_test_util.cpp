@@ -43,20 +43,10 @@ boost::test_tools::assertion_result cnn_ops_available(boost::unit_test::test_uni
   return true;
 }
 
-DeviceInfo NoConvBackend::device() const { return cpu().device(); }
+NoConvBackend::NoConvBackend() : ForwardingBackend(cpu()) {}
 bool NoConvBackend::supports(Op op, DType dtype) const {
   if (op == Op::conv2d_forward || op == Op::conv2d_backward_data || op == Op::conv2d_backward_filter) return false;
-  return cpu().supports(op, dtype);
+  return ForwardingBackend::supports(op, dtype);
 }
-Tensor NoConvBackend::allocate(const Shape& shape, DType dtype, MemoryKind where) {
-  return cpu().allocate(shape, dtype, where);
-}
-void NoConvBackend::copy(const Tensor& src, const Tensor& dst) { cpu().copy(src, dst); }
-void NoConvBackend::fill(const Tensor& t, double value) { cpu().fill(t, value); }
-Tensor NoConvBackend::to_device(const Tensor& host) { return cpu().to_device(host); }
-void NoConvBackend::synchronize() { cpu().synchronize(); }
-std::shared_ptr<Event> NoConvBackend::record_event(StreamKind stream) { return cpu().record_event(stream); }
-void NoConvBackend::wait_event(StreamKind stream, const Event& event) { cpu().wait_event(stream, event); }
-void* NoConvBackend::native_stream(StreamKind stream) { return cpu().native_stream(stream); }
 
 }  // namespace kiln::test

@@ -10,6 +10,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "kiln/backend.hpp"
+#include "../support/forwarding_backend.hpp"
 #include "resnet_model.hpp"
 #include "synthetic_source.hpp"
 
@@ -27,19 +28,11 @@ void build(Model& model, std::int64_t max_batch);
 boost::test_tools::assertion_result cnn_ops_available(boost::unit_test::test_unit_id);
 
 /// The cpu backend minus every convolution op (supports() says no), for build-time refusal.
-class NoConvBackend final : public Backend {
+class NoConvBackend final : public ForwardingBackend {
  public:
+  NoConvBackend();
   std::string_view name() const override { return "no-conv"; }
-  DeviceInfo device() const override;
   bool supports(Op op, DType dtype) const override;
-  Tensor allocate(const Shape& shape, DType dtype, MemoryKind where) override;
-  void copy(const Tensor& src, const Tensor& dst) override;
-  void fill(const Tensor& t, double value) override;
-  Tensor to_device(const Tensor& host) override;
-  void synchronize() override;
-  std::shared_ptr<Event> record_event(StreamKind stream) override;
-  void wait_event(StreamKind stream, const Event& event) override;
-  void* native_stream(StreamKind stream) override;
 };
 
 }  // namespace kiln::test

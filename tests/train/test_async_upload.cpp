@@ -26,6 +26,7 @@
 #include "kiln/plugin/registry.hpp"
 #include "kiln/train/trainer.hpp"
 #include "train_fixture.hpp"
+#include "../support/forwarding_backend.hpp"
 
 namespace {
 
@@ -33,10 +34,10 @@ using namespace kiln;
 
 /// Every op of `inner` on one worker thread, in call order; to_device enqueues a copy that
 /// starts after `upload_delay`. Host reads (copy into host memory, synchronize) drain the queue.
-class DeferredBackend final : public Backend {
+class DeferredBackend final : public test::ForwardingBackend {
  public:
   DeferredBackend(std::shared_ptr<Backend> inner, std::chrono::microseconds upload_delay)
-      : inner_(std::move(inner)), delay_(upload_delay), thread_([this] { loop(); }) {}
+      : ForwardingBackend(std::move(inner)), delay_(upload_delay), thread_([this] { loop(); }) {}
   ~DeferredBackend() override {
     {
       std::lock_guard lock(mu_);
@@ -56,28 +57,18 @@ class DeferredBackend final : public Backend {
   }
 
   std::string_view name() const override { return "deferred-cpu"; }
-  DeviceInfo device() const override { return inner_->device(); }
-  bool supports(Op op, DType dtype) const override { return inner_->supports(op, dtype); }
-  Layout activation_layout(DType dtype) const override { return inner_->activation_layout(dtype); }
-  std::map<std::string, double> counters() const override { return inner_->counters(); }
 
-  Tensor allocate(const Shape& shape, DType dtype, MemoryKind where) override {
-    return inner_->allocate(shape, dtype, where);
-  }
   void copy(const Tensor& src, const Tensor& dst) override {
     if (dst.memory() == MemoryKind::device) {
-      enqueue([=, this] { inner_->copy(src, dst); });
+      run_op([=, this] { inner().copy(src, dst); });
     } else {  // a copy into host memory is complete when it returns
       drain();
-      inner_->copy(src, dst);
+      inner().copy(src, dst);
     }
-  }
-  void fill(const Tensor& t, double value) override {
-    enqueue([=, this] { inner_->fill(t, value); });
   }
   Tensor to_device(const Tensor& host) override {
     if (host.memory() == MemoryKind::device) return host;
-    Tensor device = inner_->allocate(host.shape(), host.dtype(), MemoryKind::device);
+    Tensor device = inner().allocate(host.shape(), host.dtype(), MemoryKind::device);
     ++uploads_;
     {
       std::lock_guard lock(mu_);
@@ -85,9 +76,9 @@ class DeferredBackend final : public Backend {
     }
     // Reads `host` (the loader's pinned slot) only when the stream gets there, like
     // cudaMemcpyAsync; the Tensor handle keeps the memory alive, not its contents.
-    enqueue([=, this] {
+    run_op([=, this] {
       std::this_thread::sleep_for(delay_);
-      inner_->copy(host, device);
+      inner().copy(host, device);
       std::lock_guard lock(mu_);
       --pending_uploads_;
     });
@@ -96,7 +87,7 @@ class DeferredBackend final : public Backend {
 
   void synchronize() override {
     drain();
-    inner_->synchronize();
+    inner().synchronize();
   }
   std::shared_ptr<Event> record_event(StreamKind) override {
     std::lock_guard lock(mu_);
@@ -104,57 +95,6 @@ class DeferredBackend final : public Backend {
   }
   void wait_event(StreamKind, const Event&) override {}  // one stream: already ordered
   void* native_stream(StreamKind) override { return nullptr; }
-
-  void matmul(const Tensor& c, const Tensor& a, Transpose ta, const Tensor& b, Transpose tb, float alpha,
-              float beta, const Tensor& bias) override {
-    enqueue([=, this] { inner_->matmul(c, a, ta, b, tb, alpha, beta, bias); });
-  }
-  void bias_grad(const Tensor& db, const Tensor& dy, Accumulate acc) override {
-    enqueue([=, this] { inner_->bias_grad(db, dy, acc); });
-  }
-  void activation_forward(const Tensor& y, const Tensor& x, Activation act) override {
-    enqueue([=, this] { inner_->activation_forward(y, x, act); });
-  }
-  void activation_backward(const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y, Activation act,
-                           Accumulate acc) override {
-    enqueue([=, this] { inner_->activation_backward(dx, dy, x, y, act, acc); });
-  }
-  void add_relu_forward(const Tensor& y, const Tensor& x, const Tensor& residual) override {
-    enqueue([=, this] { inner_->add_relu_forward(y, x, residual); });
-  }
-  void dropout_forward(const Tensor& y, const Tensor& mask, const Tensor& x, float p, std::uint64_t seed) override {
-    enqueue([=, this] { inner_->dropout_forward(y, mask, x, p, seed); });
-  }
-  void dropout_backward(const Tensor& dx, const Tensor& dy, const Tensor& mask, float p) override {
-    enqueue([=, this] { inner_->dropout_backward(dx, dy, mask, p); });
-  }
-  void add(const Tensor& c, const Tensor& a, const Tensor& b) override {
-    enqueue([=, this] { inner_->add(c, a, b); });
-  }
-  void cast(const Tensor& dst, const Tensor& src) override {
-    enqueue([=, this] { inner_->cast(dst, src); });
-  }
-  void scale(const Tensor& t, float factor) override {
-    enqueue([=, this] { inner_->scale(t, factor); });
-  }
-  void check_finite(const Tensor& flag, const Tensor& t) override {
-    enqueue([=, this] { inner_->check_finite(flag, t); });
-  }
-  void softmax_xent_forward(const Tensor& probs, const Tensor& stats, const Tensor& logits, const Tensor& labels,
-                            float label_smoothing) override {
-    enqueue([=, this] { inner_->softmax_xent_forward(probs, stats, logits, labels, label_smoothing); });
-  }
-  void softmax_xent_backward(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
-                             float label_smoothing, float scale) override {
-    enqueue([=, this] { inner_->softmax_xent_backward(dlogits, probs, labels, label_smoothing, scale); });
-  }
-  void sgd_update(const Tensor& param, const Tensor& momentum, const Tensor& grad, const SgdStep& step) override {
-    enqueue([=, this] { inner_->sgd_update(param, momentum, grad, step); });
-  }
-  void adam_update(const Tensor& param, const Tensor& m, const Tensor& v, const Tensor& grad,
-                   const AdamStep& step) override {
-    enqueue([=, this] { inner_->adam_update(param, m, v, grad, step); });
-  }
 
  private:
   class StreamEvent final : public Event {
@@ -167,7 +107,8 @@ class DeferredBackend final : public Backend {
     std::uint64_t ticket_;
   };
 
-  void enqueue(std::function<void()> op) {
+  /// Every op, in call order, onto the stream thread.
+  void run_op(std::function<void()> op) override {
     {
       std::lock_guard lock(mu_);
       queue_.push_back(std::move(op));
@@ -209,7 +150,6 @@ class DeferredBackend final : public Backend {
     }
   }
 
-  std::shared_ptr<Backend> inner_;
   std::chrono::microseconds delay_;
   std::atomic<std::int64_t> uploads_{0};
   mutable std::mutex mu_;

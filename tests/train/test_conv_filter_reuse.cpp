@@ -29,15 +29,16 @@
 #include "kiln/plugin/registry.hpp"
 #include "kiln/train/trainer.hpp"
 #include "train_fixture.hpp"
+#include "../support/forwarding_backend.hpp"
 
 namespace {
 
 using namespace kiln;
 namespace fs = std::filesystem;
 
-class FilterWatchBackend final : public Backend {
+class FilterWatchBackend final : public test::ForwardingBackend {
  public:
-  explicit FilterWatchBackend(std::shared_ptr<Backend> inner) : inner_(std::move(inner)) {}
+  using ForwardingBackend::ForwardingBackend;
 
   std::int64_t reuses = 0;       ///< backward-data calls the ledger let read the forward's copy
   std::int64_t stale_reuses = 0; ///< ... whose weights had changed since that forward
@@ -46,68 +47,17 @@ class FilterWatchBackend final : public Backend {
   std::int64_t forwards_off_layout = 0;
 
   std::string_view name() const override { return "filter-watch-cpu"; }
-  DeviceInfo device() const override { return inner_->device(); }
-  bool supports(Op op, DType dtype) const override { return inner_->supports(op, dtype); }
-  Layout activation_layout(DType dtype) const override { return inner_->activation_layout(dtype); }
-  std::map<std::string, double> counters() const override { return inner_->counters(); }
-
-  Tensor allocate(const Shape& shape, DType dtype, MemoryKind where) override {
-    return inner_->allocate(shape, dtype, where);
-  }
-  void copy(const Tensor& src, const Tensor& dst) override { inner_->copy(src, dst); }
-  void fill(const Tensor& t, double value) override { inner_->fill(t, value); }
-  Tensor to_device(const Tensor& host) override { return inner_->to_device(host); }
-  void synchronize() override { inner_->synchronize(); }
-  std::shared_ptr<Event> record_event(StreamKind s) override { return inner_->record_event(s); }
-  void wait_event(StreamKind s, const Event& e) override { inner_->wait_event(s, e); }
-  void* native_stream(StreamKind s) override { return inner_->native_stream(s); }
-
-  void matmul(const Tensor& c, const Tensor& a, Transpose ta, const Tensor& b, Transpose tb, float alpha,
-              float beta, const Tensor& bias) override {
-    inner_->matmul(c, a, ta, b, tb, alpha, beta, bias);
-  }
-  void bias_grad(const Tensor& db, const Tensor& dy, Accumulate acc) override { inner_->bias_grad(db, dy, acc); }
-  void activation_forward(const Tensor& y, const Tensor& x, Activation act) override {
-    inner_->activation_forward(y, x, act);
-  }
-  void activation_backward(const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y, Activation act,
-                           Accumulate acc) override {
-    inner_->activation_backward(dx, dy, x, y, act, acc);
-  }
-  void add_relu_forward(const Tensor& y, const Tensor& x, const Tensor& residual) override {
-    inner_->add_relu_forward(y, x, residual);
-  }
-  void add(const Tensor& c, const Tensor& a, const Tensor& b) override { inner_->add(c, a, b); }
-  void cast(const Tensor& dst, const Tensor& src) override { inner_->cast(dst, src); }
-  void convert_layout(const Tensor& dst, const Tensor& src) override { inner_->convert_layout(dst, src); }
-  void scale(const Tensor& t, float factor) override { inner_->scale(t, factor); }
-  void check_finite(const Tensor& flag, const Tensor& t) override { inner_->check_finite(flag, t); }
-  void softmax_xent_forward(const Tensor& probs, const Tensor& stats, const Tensor& logits, const Tensor& labels,
-                            float label_smoothing) override {
-    inner_->softmax_xent_forward(probs, stats, logits, labels, label_smoothing);
-  }
-  void softmax_xent_backward(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
-                             float label_smoothing, float scale) override {
-    inner_->softmax_xent_backward(dlogits, probs, labels, label_smoothing, scale);
-  }
-  void sgd_update(const Tensor& param, const Tensor& momentum, const Tensor& grad, const SgdStep& step) override {
-    inner_->sgd_update(param, momentum, grad, step);
-  }
-  void adam_update(const Tensor& param, const Tensor& m, const Tensor& v, const Tensor& grad,
-                   const AdamStep& step) override {
-    inner_->adam_update(param, m, v, grad, step);
-  }
 
   std::shared_ptr<OpPlan> plan_conv2d(const Conv2dDesc& desc) override {
-    auto plan = inner_->plan_conv2d(desc);
+    auto plan = ForwardingBackend::plan_conv2d(desc);
     watched_[plan.get()].dtype = desc.dtype;
     return plan;
   }
   void conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, const Tensor& w) override {
     Watched& p = watched(plan);
-    if (x.layout() != inner_->activation_layout(p.dtype)) ++forwards_off_layout;
+    if (x.layout() != inner().activation_layout(p.dtype)) ++forwards_off_layout;
     p.ledger.forward_begins();
-    inner_->conv2d_forward(plan, y, x, w);
+    ForwardingBackend::conv2d_forward(plan, y, x, w);
     const auto* bytes = static_cast<const unsigned char*>(w.data());
     p.weights_at_forward.assign(bytes, bytes + w.bytes());
     p.ledger.copy_made(use(p, w, x.layout()));
@@ -122,39 +72,7 @@ class FilterWatchBackend final : public Backend {
         ++stale_reuses;
       }
     }
-    inner_->conv2d_backward_data(plan, dx, dy, w);
-  }
-  void conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const Tensor& dy, const Tensor& x,
-                              Accumulate acc) override {
-    inner_->conv2d_backward_filter(plan, dw, dy, x, acc);
-  }
-
-  std::shared_ptr<OpPlan> plan_batchnorm(const BatchNormDesc& desc) override { return inner_->plan_batchnorm(desc); }
-  void batchnorm_train_forward(OpPlan& plan, const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd,
-                               const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
-                               const Tensor& running_var) override {
-    inner_->batchnorm_train_forward(plan, y, save_mean, save_invstd, x, gamma, beta, running_mean, running_var);
-  }
-  void batchnorm_infer_forward(OpPlan& plan, const Tensor& y, const Tensor& x, const Tensor& gamma,
-                               const Tensor& beta, const Tensor& running_mean, const Tensor& running_var) override {
-    inner_->batchnorm_infer_forward(plan, y, x, gamma, beta, running_mean, running_var);
-  }
-  void batchnorm_backward(OpPlan& plan, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
-                          const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
-                          const Tensor& save_invstd) override {
-    inner_->batchnorm_backward(plan, dx, dgamma, dbeta, dy, x, gamma, save_mean, save_invstd);
-  }
-  std::shared_ptr<OpPlan> plan_pool2d(const Pool2dDesc& desc) override { return inner_->plan_pool2d(desc); }
-  void pool2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x) override { inner_->pool2d_forward(plan, y, x); }
-  void pool2d_backward(OpPlan& plan, const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y) override {
-    inner_->pool2d_backward(plan, dx, dy, x, y);
-  }
-  void global_avgpool_forward(const Tensor& y, const Tensor& x) override { inner_->global_avgpool_forward(y, x); }
-  void global_avgpool_backward(const Tensor& dx, const Tensor& dy) override {
-    inner_->global_avgpool_backward(dx, dy);
-  }
-  void normalize_image(const Tensor& dst, const Tensor& src, const ImageNormalize& norm) override {
-    inner_->normalize_image(dst, src, norm);
+    ForwardingBackend::conv2d_backward_data(plan, dx, dy, w);
   }
 
  private:
@@ -172,7 +90,6 @@ class FilterWatchBackend final : public Backend {
     return cuda::FilterUse{w.data(), w.numel(), w.dtype(), p.dtype, working};
   }
 
-  std::shared_ptr<Backend> inner_;
   std::map<const OpPlan*, Watched> watched_;
 };
 
