@@ -155,11 +155,12 @@ BOOST_AUTO_TEST_CASE(bf16_against_reference) {
 }
 
 BOOST_AUTO_TEST_CASE(channels_last_against_reference) {
-  // The channels-last loops (batchnorm_nhwc.cpp, what every ResNet layer runs): each thread sums
-  // its own rows in chunks of 64, walking the chunks backwards in some passes, so the shapes cover
-  // partial chunks, fewer rows than threads x 64, C not a multiple of the SIMD width, one and
-  // several chunks per thread, a size below the threshold where the loops run on one thread, and
-  // 1, 2 and 3 threads (3 splits the rows unevenly).
+  // The channels-last loops (batchnorm_nhwc.cpp, what every ResNet layer runs; the op tests
+  // reached them only below their threading threshold before): each thread sums its own block
+  // of rows in f32 chunks of 64 rows flushed into double, so the shapes cover partial chunks,
+  // fewer rows than threads x 64, C not a multiple of the SIMD width, one and several chunks per
+  // thread, a size below the threshold where the loops run on one thread, and 1, 2 and 3
+  // threads (3 splits the rows unevenly).
   std::mt19937 rng(43);
   for (const std::int64_t threads : {1, 2, 3}) {
     ParamMap params("backend");
