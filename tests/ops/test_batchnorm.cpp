@@ -176,6 +176,38 @@ BOOST_AUTO_TEST_CASE(channels_last_against_reference) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(channels_last_variance_of_offset_data) {
+  // Values 1000 +- 0.01 per channel: a one-pass sum of squares would cancel to noise here. The
+  // nhwc forward's per-chunk deviations merged in double must keep mean and invstd to f32 rounding.
+  BatchNormDesc d = bn(4, 3, 40, 41, DType::f32);  // 6560 rows x 3 channels: split over threads
+  d.eps = 1e-9f;
+  std::mt19937 rng(44);
+  const Tensor x = test::random_f32({d.n, d.c, d.h, d.w}, rng, 999.99f, 1000.01f);
+  const std::int64_t hw = d.h * d.w, m = d.n * hw;
+  std::vector<double> want_mean, want_invstd;
+  for (std::int64_t c = 0; c < d.c; ++c) {
+    double sum = 0, sq = 0;
+    for (std::int64_t n = 0; n < d.n; ++n)
+      for (std::int64_t i = 0; i < hw; ++i) sum += x.data_as<float>()[(n * d.c + c) * hw + i];
+    const double mean = sum / static_cast<double>(m);
+    for (std::int64_t n = 0; n < d.n; ++n)
+      for (std::int64_t i = 0; i < hw; ++i) {
+        const double v = x.data_as<float>()[(n * d.c + c) * hw + i] - mean;
+        sq += v * v;
+      }
+    want_mean.push_back(mean);
+    want_invstd.push_back(1.0 / std::sqrt(sq / static_cast<double>(m) + d.eps));
+  }
+  const Shape cs{d.c};
+  Tensor y = test::poisoned(x.shape()).with_layout(Layout::nhwc), mean = test::poisoned(cs),
+         invstd = test::poisoned(cs), rm = test::f32_tensor(cs, {0, 0, 0}), rv = test::f32_tensor(cs, {1, 1, 1});
+  const Tensor gamma = test::f32_tensor(cs, {1, 1, 1}), beta = test::f32_tensor(cs, {0, 0, 0});
+  auto plan = cpu().plan_batchnorm(d);
+  cpu().batchnorm_train_forward(*plan, y, mean, invstd, test::to_channels_last(x), gamma, beta, rm, rv);
+  test::check_close(mean, want_mean, 1e-7, 0.0, "offset data: saved mean");
+  test::check_close(invstd, want_invstd, 1e-4, 0.0, "offset data: saved invstd");
+}
+
 BOOST_AUTO_TEST_CASE(running_stats_follow_pytorch) {
   // x per channel = {1, 2, 3, 6}: mean 3, biased var 3.5, unbiased var 14/3.
   // PyTorch, momentum 0.1: running_mean = 0.9 * 0 + 0.1 * 3 = 0.3;
