@@ -46,6 +46,11 @@ Tensor to_f32(const Tensor& t);
 /// `t` (f32) rounded through `dtype` and back, so references see exactly what the op reads.
 Tensor rounded(const Tensor& t, DType dtype);
 
+/// A host copy of an NCHW f32 tensor stored channels-last (Layout::nhwc, same logical values).
+Tensor to_channels_last(const Tensor& t);
+/// The logical (NCHW-order) values of an f32 tensor in either layout.
+std::vector<double> logical_values(const Tensor& t);
+
 /// Bytes of heap memory in use (glibc mallinfo2): equal before and after a repeated op means the
 /// op's steady state keeps nothing new (temporaries freed again are not seen).
 std::size_t heap_in_use();

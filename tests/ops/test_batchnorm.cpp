@@ -1,7 +1,7 @@
 // Batch-norm training forward (y, saved mean and inverse std, PyTorch's running-stat update with
 // the unbiased variance), inference forward and backward (dx, accumulated dgamma/dbeta) against
 // a double reference; f32 (1e-4 relative, oneDNN) and bf16 data (2e-2; statistics stay f32; the
-// plugin's own loops).
+// plugin's own loops), NCHW and channels-last (the plugin's nhwc loops, 1 to 3 threads).
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -71,10 +71,20 @@ BnRef bn_reference(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
   return r;
 }
 
-void check_bn(const BatchNormDesc& d, std::mt19937& rng) {
-  const std::string name = "batchnorm " + std::string(dtype_name(d.dtype)) + " c" +
-                           std::to_string(d.c) + " " + std::to_string(d.h) + "x" +
-                           std::to_string(d.w);
+/// `t` (any float dtype, either layout) as an NCHW f32 tensor (exact), for check_close.
+Tensor nchw_f32(const Tensor& t) {
+  const std::vector<double> v = test::logical_values(test::to_f32(t));
+  return test::f32_tensor(t.shape(), std::vector<float>(v.begin(), v.end()));
+}
+
+/// Runs every batch-norm op of `backend` on data stored in `layout` and checks it against the
+/// float64 reference.
+void check_bn(const BatchNormDesc& d, std::mt19937& rng, Layout layout = Layout::row_major,
+              Backend& backend = cpu()) {
+  const std::string name = "batchnorm " + std::string(dtype_name(d.dtype)) + " " +
+                           std::to_string(d.n) + "x" + std::to_string(d.c) + "x" + std::to_string(d.h) +
+                           "x" + std::to_string(d.w) + (layout == Layout::nhwc ? " nhwc " : " nchw ") +
+                           std::to_string(backend.device().threads) + " thread(s)";
   const Shape ds{d.n, d.c, d.h, d.w}, cs{d.c};
   // An offset and a scale per tensor so mean and variance are far from 0 and 1.
   Tensor x = test::random_f32(ds, rng, 1.0f, 4.0f);
@@ -86,29 +96,32 @@ void check_bn(const BatchNormDesc& d, std::mt19937& rng) {
   const BnRef ref = bn_reference(d, x, gamma, beta, rm, rv, dy, dgamma, dbeta);
   const double rtol = d.dtype == DType::f32 ? 1e-4 : 2e-2;
   const double atol = d.dtype == DType::f32 ? 1e-5 : 2e-2;
-  auto plan = cpu().plan_batchnorm(d);
+  auto plan = backend.plan_batchnorm(d);
+  const auto stored = [&](const Tensor& t) {  // an NCHW f32 tensor as the op reads it
+    return test::to_dtype(layout == Layout::nhwc ? test::to_channels_last(t) : t, d.dtype);
+  };
+  const auto output = [&] { return test::poisoned(ds, d.dtype).with_layout(layout); };
 
-  Tensor y_infer = test::poisoned(ds, d.dtype);
-  cpu().batchnorm_infer_forward(*plan, y_infer, test::to_dtype(x, d.dtype), gamma, beta, rm, rv);
-  test::check_close(y_infer, ref.y_infer, rtol, atol, name + " inference forward");
+  Tensor y_infer = output();
+  backend.batchnorm_infer_forward(*plan, y_infer, stored(x), gamma, beta, rm, rv);
+  test::check_close(nchw_f32(y_infer), ref.y_infer, rtol, atol, name + " inference forward");
 
-  Tensor y = test::poisoned(ds, d.dtype), mean = test::poisoned(cs), invstd = test::poisoned(cs);
-  const Tensor xd = test::to_dtype(x, d.dtype);
-  cpu().batchnorm_train_forward(*plan, y, mean, invstd, xd, gamma, beta, rm, rv);
-  test::check_close(y, ref.y, rtol, atol, name + " training forward");
+  Tensor y = output(), mean = test::poisoned(cs), invstd = test::poisoned(cs);
+  const Tensor xd = stored(x);
+  backend.batchnorm_train_forward(*plan, y, mean, invstd, xd, gamma, beta, rm, rv);
+  test::check_close(nchw_f32(y), ref.y, rtol, atol, name + " training forward");
   test::check_close(mean, ref.mean, 1e-5, 1e-6, name + " saved mean");
   test::check_close(invstd, ref.invstd, 1e-4, 1e-6, name + " saved invstd");
   test::check_close(rm, ref.running_mean, 1e-5, 1e-6, name + " running mean");
   test::check_close(rv, ref.running_var, 1e-4, 1e-6, name + " running var (unbiased)");
 
-  Tensor dx = test::poisoned(ds, d.dtype);
-  cpu().batchnorm_backward(*plan, dx, dgamma, dbeta, test::to_dtype(dy, d.dtype), xd, gamma, mean,
-                           invstd);
+  Tensor dx = output();
+  backend.batchnorm_backward(*plan, dx, dgamma, dbeta, stored(dy), xd, gamma, mean, invstd);
   std::vector<double> dx_scale(ref.dx.size(), 0.0);
   for (std::size_t i = 0; i < dx_scale.size(); ++i) {
     dx_scale[i] = std::abs(ref.dx[i]) + 0.1;  // dx is a difference of O(1) terms
   }
-  test::check_close(dx, ref.dx, rtol, 0.0, name + " backward dx", &dx_scale);
+  test::check_close(nchw_f32(dx), ref.dx, rtol, 0.0, name + " backward dx", &dx_scale);
   test::check_close(dgamma, ref.dgamma, rtol, atol * 10, name + " dgamma (accumulated)");
   test::check_close(dbeta, ref.dbeta, rtol, atol * 10, name + " dbeta (accumulated)");
 }
@@ -139,6 +152,60 @@ BOOST_AUTO_TEST_CASE(bf16_against_reference) {
   check_bn(bn(3, 5, 4, 3, DType::bf16), rng);
   check_bn(bn(2, 16, 7, 5, DType::bf16), rng);
   check_bn(bn(4, 32, 12, 12, DType::bf16), rng);  // large enough to split channels across threads
+}
+
+BOOST_AUTO_TEST_CASE(channels_last_against_reference) {
+  // The channels-last loops (batchnorm_nhwc.cpp, what every ResNet layer runs; the op tests
+  // reached them only below their threading threshold before): each thread sums its own block
+  // of rows in f32 chunks of 64 rows flushed into double, so the shapes cover partial chunks,
+  // fewer rows than threads x 64, C not a multiple of the SIMD width, one and several chunks per
+  // thread, a size below the threshold where the loops run on one thread, and 1, 2 and 3
+  // threads (3 splits the rows unevenly).
+  std::mt19937 rng(43);
+  for (const std::int64_t threads : {1, 2, 3}) {
+    ParamMap params("backend");
+    params.set("threads", threads, "test");
+    const auto backend = test::make_cpu_backend(params);
+    for (const DType dtype : {DType::f32, DType::bf16}) {
+      check_bn(bn(5, 64, 9, 7, dtype), rng, Layout::nhwc, *backend);
+      check_bn(bn(2, 19, 23, 29, dtype), rng, Layout::nhwc, *backend);
+      check_bn(bn(2, 3, 61, 67, dtype), rng, Layout::nhwc, *backend);
+      check_bn(bn(1, 2048, 3, 3, dtype), rng, Layout::nhwc, *backend);
+      check_bn(bn(3, 20, 7, 9, dtype), rng, Layout::nhwc, *backend);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(channels_last_variance_of_offset_data) {
+  // Values 1000 +- 0.01 per channel: a one-pass sum of squares would cancel to noise here. The
+  // nhwc forward's per-chunk deviations merged in double must keep mean and invstd to f32 rounding.
+  BatchNormDesc d = bn(4, 3, 40, 41, DType::f32);  // 6560 rows x 3 channels: split over threads
+  d.eps = 1e-9f;
+  std::mt19937 rng(44);
+  const Tensor x = test::random_f32({d.n, d.c, d.h, d.w}, rng, 999.99f, 1000.01f);
+  const std::int64_t hw = d.h * d.w, m = d.n * hw;
+  std::vector<double> want_mean, want_invstd;
+  for (std::int64_t c = 0; c < d.c; ++c) {
+    double sum = 0, sq = 0;
+    for (std::int64_t n = 0; n < d.n; ++n)
+      for (std::int64_t i = 0; i < hw; ++i) sum += x.data_as<float>()[(n * d.c + c) * hw + i];
+    const double mean = sum / static_cast<double>(m);
+    for (std::int64_t n = 0; n < d.n; ++n)
+      for (std::int64_t i = 0; i < hw; ++i) {
+        const double v = x.data_as<float>()[(n * d.c + c) * hw + i] - mean;
+        sq += v * v;
+      }
+    want_mean.push_back(mean);
+    want_invstd.push_back(1.0 / std::sqrt(sq / static_cast<double>(m) + d.eps));
+  }
+  const Shape cs{d.c};
+  Tensor y = test::poisoned(x.shape()).with_layout(Layout::nhwc), mean = test::poisoned(cs),
+         invstd = test::poisoned(cs), rm = test::f32_tensor(cs, {0, 0, 0}), rv = test::f32_tensor(cs, {1, 1, 1});
+  const Tensor gamma = test::f32_tensor(cs, {1, 1, 1}), beta = test::f32_tensor(cs, {0, 0, 0});
+  auto plan = cpu().plan_batchnorm(d);
+  cpu().batchnorm_train_forward(*plan, y, mean, invstd, test::to_channels_last(x), gamma, beta, rm, rv);
+  test::check_close(mean, want_mean, 1e-7, 0.0, "offset data: saved mean");
+  test::check_close(invstd, want_invstd, 1e-4, 0.0, "offset data: saved invstd");
 }
 
 BOOST_AUTO_TEST_CASE(running_stats_follow_pytorch) {

@@ -18,30 +18,6 @@
 namespace kiln::test {
 namespace {
 
-/// A host copy of an NCHW f32 tensor stored channels-last (same logical values).
-Tensor to_channels_last(const Tensor& t) {
-  Tensor out = host_tensor(t.shape(), t.dtype()).with_layout(Layout::nhwc);
-  const std::int64_t n = t.dim(0), c = t.dim(1), hw = t.dim(2) * t.dim(3);
-  const float* in = t.data_as<float>();
-  float* o = out.data_as<float>();
-  for (std::int64_t b = 0; b < n; ++b)
-    for (std::int64_t k = 0; k < c; ++k)
-      for (std::int64_t j = 0; j < hw; ++j) o[(b * hw + j) * c + k] = in[(b * c + k) * hw + j];
-  return out;
-}
-
-/// The logical (NCHW-order) values of a channels-last f32 tensor.
-std::vector<double> logical_values(const Tensor& t) {
-  std::vector<double> v = values(t);
-  if (t.layout() != Layout::nhwc) return v;
-  const std::int64_t n = t.dim(0), c = t.dim(1), hw = t.dim(2) * t.dim(3);
-  std::vector<double> out(v.size());
-  for (std::int64_t b = 0; b < n; ++b)
-    for (std::int64_t k = 0; k < c; ++k)
-      for (std::int64_t j = 0; j < hw; ++j) out[static_cast<std::size_t>((b * c + k) * hw + j)] = v[static_cast<std::size_t>((b * hw + j) * c + k)];
-  return out;
-}
-
 Tensor poisoned_like(const Tensor& t) { return poisoned(t.shape(), t.dtype()).with_layout(t.layout()); }
 
 Conv2dDesc conv_desc(DType dtype) {
