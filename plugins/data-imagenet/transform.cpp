@@ -1,9 +1,9 @@
 // Crop planning and the separable antialiased-bilinear resampler (see transform.hpp).
 //
 // The resampler precomputes per-axis tap tables (first source index, weights normalised to 1),
-// runs the vertical pass first (contiguous bytes, vectorised) over only the crop's columns, then
-// the horizontal pass on exactly `size` rows, two output pixels per 8-float vector with a fixed
-// (unrolled) tap count, then copies each row out as CHW with the normalisation folded into one
+// then per output row runs the vertical pass (contiguous bytes, vectorised) over only the crop's
+// columns into one L1-resident row, and the horizontal pass on it at once, two output pixels per
+// 8-float vector with a fixed (unrolled) tap count, then copies each row out as CHW with the normalisation folded into one
 // multiply-add (f32), or as HWC bytes rounded half up and clamped to 0..255 as PIL stores a
 // resized image (u8); both copies de-interleave with vector shuffles that also do the flip
 // (normalise_row_chw, round_row_hwc), bit-identical to the scalar loops that end each row.
@@ -67,26 +67,42 @@ void make_taps(double start, double length, int out_size, int lo, int hi, Taps& 
 
 struct Scratch {
   Taps horizontal, vertical;
-  std::vector<float> rows;          // size rows of the crop's columns, interleaved RGB (+ pad)
+  std::vector<float> row;           // one row of the crop's columns, interleaved RGB (+ pad)
   std::vector<float> pair_weights;  // per output pair and tap: 4 x weight of each pixel
+  std::vector<int> pair_offsets;    // per output pair: each pixel's first tap, as a float offset in a row
   std::vector<float> line;          // one output row, 4 floats (RGB, unused) per pixel
 };
 
+// One row of pass 1: dst[i] = sum over k < n of w[k] * src[k * stride + i], i < len, in k order
+// with the first product alone. Plain loops that GCC vectorises (vpmovzxbd + vcvtdq2ps, and one
+// FMA per tap in the x86-64-v3 clone); dst is one row, so the n passes over it stay in L1.
+// always_inline so each resample clone gets its own copy for its ISA.
+__attribute__((always_inline)) inline void vertical_pass(const unsigned char* src, std::size_t stride,
+                                                         const float* w, int n, std::size_t len,
+                                                         float* __restrict dst) {
+  for (std::size_t i = 0; i < len; ++i) dst[i] = w[0] * static_cast<float>(src[i]);
+  for (int k = 1; k < n; ++k) {
+    const float wk = w[k];
+    const unsigned char* sk = src + static_cast<std::size_t>(k) * stride;
+    for (std::size_t i = 0; i < len; ++i) dst[i] += wk * static_cast<float>(sk[i]);
+  }
+}
+
 // One output row of pass 2: pixels in pairs, one 8-float vector (R, G, B, unused of each pixel)
-// per tap, into line[8 * pair ...]. kTaps > 0 fixes the tap count at compile time (unrolled);
+// per tap, into line[8 * pair ...]; offsets[2 * pair + i] is where pixel i of the pair has its
+// first tap in `row` (precomputed per call: the index arithmetic was a third of this loop's
+// instructions). kTaps > 0 fixes the tap count at compile time (unrolled);
 // 0 takes `taps`. always_inline so each resample clone gets its own copy for its ISA.
 template <int kTaps>
-__attribute__((always_inline)) inline void horizontal_pass(const float* row, const int* first, int x_lo,
-                                                           int size, int taps, const float* pw,
-                                                           float* line) {
+__attribute__((always_inline)) inline void horizontal_pass(const float* row, const int* offsets, int size,
+                                                           int taps, const float* pw, float* line) {
   typedef float v4f __attribute__((vector_size(16)));
   typedef float v8f __attribute__((vector_size(32)));
   const int n = kTaps > 0 ? kTaps : taps;
   const int pairs = (size + 1) / 2;
   for (int pair = 0; pair < pairs; ++pair) {
-    const int o0 = 2 * pair, o1 = std::min(o0 + 1, size - 1);
-    const float* p0 = row + static_cast<std::size_t>(first[o0] - x_lo) * 3;
-    const float* p1 = row + static_cast<std::size_t>(first[o1] - x_lo) * 3;
+    const float* p0 = row + offsets[2 * pair];
+    const float* p1 = row + offsets[2 * pair + 1];
     v8f acc{};
     for (int k = 0; k < n; ++k, pw += 8) {
       v4f lo, hi;
@@ -251,40 +267,35 @@ void resample(const unsigned char* rgb, int width, int height, const CropRect& r
   const Taps& th = scratch.horizontal;
   const Taps& tv = scratch.vertical;
 
-  // Pass 1, vertical: `size` rows of the crop's columns, still interleaved RGB, as f32. Runs
-  // over contiguous bytes, so it vectorises. Each row ends in a zeroed pad of 3 * taps + 1
-  // floats: pass 2 reads a fixed `taps` taps (weights past a pixel's count are 0) 4 floats
-  // wide from its first tap, which may reach past the crop's last column; 0 * pad stays 0.
+  // Per output row: pass 1 (vertical) makes one row of the crop's columns, still interleaved
+  // RGB, as f32, into `row`; pass 2 (horizontal) reads it back at once, from L1 (a row is at
+  // most a few KB; the whole (size, columns) intermediate was over 1 MB and went through L2).
+  // The row ends in a zeroed pad of 3 * taps + 1 floats: pass 2 reads a fixed `taps` taps
+  // (weights past a pixel's count are 0) 4 floats wide from its first tap, which may reach past
+  // the crop's last column; 0 * pad stays 0. Only [0, len) is rewritten, so the pad is zeroed
+  // once per call.
   const int columns = x_hi - x_lo;
   // Pass 2's fixed tap count: the most any output pixel has (often one under max_taps).
   const int taps = *std::max_element(th.count.begin(), th.count.end());
   const std::size_t len = static_cast<std::size_t>(columns) * 3;
   const std::size_t row_floats = len + 3 * static_cast<std::size_t>(taps) + 1;
-  scratch.rows.resize(row_floats * static_cast<std::size_t>(size));
+  scratch.row.resize(row_floats);
+  std::fill(scratch.row.begin() + static_cast<std::ptrdiff_t>(len), scratch.row.end(), 0.0f);
+  float* const row = scratch.row.data();
   const std::size_t src_stride = static_cast<std::size_t>(width) * 3;
-  for (int oy = 0; oy < size; ++oy) {
-    float* dst = scratch.rows.data() + row_floats * static_cast<std::size_t>(oy);
-    const int first = tv.first[static_cast<std::size_t>(oy)];
-    const int n = tv.count[static_cast<std::size_t>(oy)];
-    const float* w = &tv.weights[static_cast<std::size_t>(oy) * tv.max_taps];
-    const unsigned char* s0 = rgb + static_cast<std::size_t>(first) * src_stride + static_cast<std::size_t>(x_lo) * 3;
-    for (std::size_t i = 0; i < len; ++i) dst[i] = w[0] * static_cast<float>(s0[i]);
-    for (int k = 1; k < n; ++k) {
-      const float wk = w[k];
-      const unsigned char* sk = s0 + static_cast<std::size_t>(k) * src_stride;
-      for (std::size_t i = 0; i < len; ++i) dst[i] += wk * static_cast<float>(sk[i]);
-    }
-    std::fill(dst + len, dst + row_floats, 0.0f);
-  }
+  const unsigned char* const src = rgb + static_cast<std::size_t>(x_lo) * 3;
 
   // Pass 2, horizontal: output pixels in pairs, one 8-float vector (R, G, B, unused of each)
   // per tap, weights pre-broadcast per pair, into a (size, 4) line; then normalise the line into
   // CHW or round it into HWC bytes. An odd last pixel pairs with itself.
   const std::size_t pairs = (static_cast<std::size_t>(size) + 1) / 2;
   scratch.pair_weights.resize(pairs * static_cast<std::size_t>(taps) * 8);
+  scratch.pair_offsets.resize(2 * pairs);
   for (std::size_t pair = 0; pair < pairs; ++pair) {
     const std::size_t o0 = 2 * pair, o1 = std::min(o0 + 1, static_cast<std::size_t>(size) - 1);
     float* pw = &scratch.pair_weights[pair * static_cast<std::size_t>(taps) * 8];
+    scratch.pair_offsets[2 * pair] = (th.first[o0] - x_lo) * 3;
+    scratch.pair_offsets[2 * pair + 1] = (th.first[o1] - x_lo) * 3;
     for (int k = 0; k < taps; ++k, pw += 8) {
       const float w0 = th.weights[o0 * static_cast<std::size_t>(th.max_taps) + static_cast<std::size_t>(k)];
       const float w1 = th.weights[o1 * static_cast<std::size_t>(th.max_taps) + static_cast<std::size_t>(k)];
@@ -306,18 +317,20 @@ void resample(const unsigned char* rgb, int width, int height, const CropRect& r
   const std::size_t plane = static_cast<std::size_t>(size) * size;
   float* const line = scratch.line.data();
   for (int oy = 0; oy < size; ++oy) {
-    const float* row = scratch.rows.data() + row_floats * static_cast<std::size_t>(oy);
-    const int* first = th.first.data();
+    vertical_pass(src + static_cast<std::size_t>(tv.first[static_cast<std::size_t>(oy)]) * src_stride,
+                  src_stride, &tv.weights[static_cast<std::size_t>(oy) * tv.max_taps],
+                  tv.count[static_cast<std::size_t>(oy)], len, row);
+    const int* offsets = scratch.pair_offsets.data();
     const float* pw = scratch.pair_weights.data();
     switch (taps) {  // the common tap counts unrolled (downscales up to about 3.5x)
-      case 2: horizontal_pass<2>(row, first, x_lo, size, taps, pw, line); break;
-      case 3: horizontal_pass<3>(row, first, x_lo, size, taps, pw, line); break;
-      case 4: horizontal_pass<4>(row, first, x_lo, size, taps, pw, line); break;
-      case 5: horizontal_pass<5>(row, first, x_lo, size, taps, pw, line); break;
-      case 6: horizontal_pass<6>(row, first, x_lo, size, taps, pw, line); break;
-      case 7: horizontal_pass<7>(row, first, x_lo, size, taps, pw, line); break;
-      case 8: horizontal_pass<8>(row, first, x_lo, size, taps, pw, line); break;
-      default: horizontal_pass<0>(row, first, x_lo, size, taps, pw, line);
+      case 2: horizontal_pass<2>(row, offsets, size, taps, pw, line); break;
+      case 3: horizontal_pass<3>(row, offsets, size, taps, pw, line); break;
+      case 4: horizontal_pass<4>(row, offsets, size, taps, pw, line); break;
+      case 5: horizontal_pass<5>(row, offsets, size, taps, pw, line); break;
+      case 6: horizontal_pass<6>(row, offsets, size, taps, pw, line); break;
+      case 7: horizontal_pass<7>(row, offsets, size, taps, pw, line); break;
+      case 8: horizontal_pass<8>(row, offsets, size, taps, pw, line); break;
+      default: horizontal_pass<0>(row, offsets, size, taps, pw, line);
     }
     if (bytes) {
       unsigned char* out_row = out_u8 + static_cast<std::size_t>(oy) * size * 3;
