@@ -74,12 +74,26 @@ struct Scratch {
 };
 
 // One row of pass 1: dst[i] = sum over k < n of w[k] * src[k * stride + i], i < len, in k order
-// with the first product alone. Plain loops that GCC vectorises (vpmovzxbd + vcvtdq2ps, and one
-// FMA per tap in the x86-64-v3 clone); dst is one row, so the n passes over it stay in L1.
-// always_inline so each resample clone gets its own copy for its ISA.
+// with the first product alone (one FMA per later tap in the x86-64-v3 clone). kTaps > 0 fixes
+// n at compile time, so the sum stays in a register across the taps and dst is stored once; 0
+// takes n and makes n passes over dst (one row: they stay in L1). Plain loops that GCC
+// vectorises (vpmovzxbd + vcvtdq2ps; GCC 12 converts u8 vector-extension lanes one at a time).
+// Both forms round identically. always_inline so each resample clone gets its own copy.
+template <int kTaps>
 __attribute__((always_inline)) inline void vertical_pass(const unsigned char* src, std::size_t stride,
                                                          const float* w, int n, std::size_t len,
                                                          float* __restrict dst) {
+  if constexpr (kTaps > 0) {
+    // From 0, not from the first product: in `w0 * x0 + w1 * x1` GCC may fuse either product
+    // into the FMA, and fusing the second rounds differently from the two-loop form. 0 + w0 * x0
+    // (an FMA or a multiply and an add) is exactly w0 * x0 rounded (weights and pixels are >= 0).
+    for (std::size_t i = 0; i < len; ++i) {
+      float acc = 0.0f;
+      for (int k = 0; k < kTaps; ++k) acc += w[k] * static_cast<float>(src[static_cast<std::size_t>(k) * stride + i]);
+      dst[i] = acc;
+    }
+    return;
+  }
   for (std::size_t i = 0; i < len; ++i) dst[i] = w[0] * static_cast<float>(src[i]);
   for (int k = 1; k < n; ++k) {
     const float wk = w[k];
@@ -317,9 +331,18 @@ void resample(const unsigned char* rgb, int width, int height, const CropRect& r
   const std::size_t plane = static_cast<std::size_t>(size) * size;
   float* const line = scratch.line.data();
   for (int oy = 0; oy < size; ++oy) {
-    vertical_pass(src + static_cast<std::size_t>(tv.first[static_cast<std::size_t>(oy)]) * src_stride,
-                  src_stride, &tv.weights[static_cast<std::size_t>(oy) * tv.max_taps],
-                  tv.count[static_cast<std::size_t>(oy)], len, row);
+    const unsigned char* s0 = src + static_cast<std::size_t>(tv.first[static_cast<std::size_t>(oy)]) * src_stride;
+    const float* wv = &tv.weights[static_cast<std::size_t>(oy) * tv.max_taps];
+    const int nv = tv.count[static_cast<std::size_t>(oy)];
+    switch (nv) {  // the common tap counts unrolled (downscales up to about 2.5x)
+      case 1: vertical_pass<1>(s0, src_stride, wv, nv, len, row); break;
+      case 2: vertical_pass<2>(s0, src_stride, wv, nv, len, row); break;
+      case 3: vertical_pass<3>(s0, src_stride, wv, nv, len, row); break;
+      case 4: vertical_pass<4>(s0, src_stride, wv, nv, len, row); break;
+      case 5: vertical_pass<5>(s0, src_stride, wv, nv, len, row); break;
+      case 6: vertical_pass<6>(s0, src_stride, wv, nv, len, row); break;
+      default: vertical_pass<0>(s0, src_stride, wv, nv, len, row);
+    }
     const int* offsets = scratch.pair_offsets.data();
     const float* pw = scratch.pair_weights.data();
     switch (taps) {  // the common tap counts unrolled (downscales up to about 3.5x)
