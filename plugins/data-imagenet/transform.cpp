@@ -3,10 +3,12 @@
 // The resampler precomputes per-axis tap tables (first source index, weights normalised to 1),
 // then per output row runs the vertical pass (contiguous bytes, vectorised) over only the crop's
 // columns into one L1-resident row, and the horizontal pass on it at once, two output pixels per
-// 8-float vector with a fixed (unrolled) tap count, then copies each row out as CHW with the normalisation folded into one
-// multiply-add (f32), or as HWC bytes rounded half up and clamped to 0..255 as PIL stores a
-// resized image (u8); both copies de-interleave with vector shuffles that also do the flip
-// (normalise_row_chw, round_row_hwc), bit-identical to the scalar loops that end each row.
+// 8-float vector with a fixed (unrolled) tap count. For f32 the horizontal sums go straight to
+// CHW with the normalisation folded into one multiply-add (horizontal_row_chw, store_chw8); for
+// u8 a row goes through a line buffer and out as HWC bytes rounded half up and clamped to 0..255
+// as PIL stores a resized image (round_row_hwc). Both de-interleave with vector shuffles that
+// also do the flip, bit-identical to the scalar loops that end each row (test_imagenet_pinned
+// holds the outputs to those of the unfused code).
 // Scratch is thread_local: read() runs on several loader threads at once.
 #include "transform.hpp"
 
@@ -102,68 +104,92 @@ __attribute__((always_inline)) inline void vertical_pass(const unsigned char* sr
   }
 }
 
-// One output row of pass 2: pixels in pairs, one 8-float vector (R, G, B, unused of each pixel)
-// per tap, into line[8 * pair ...]; offsets[2 * pair + i] is where pixel i of the pair has its
-// first tap in `row` (precomputed per call: the index arithmetic was a third of this loop's
-// instructions). kTaps > 0 fixes the tap count at compile time (unrolled);
-// 0 takes `taps`. always_inline so each resample clone gets its own copy for its ISA.
+typedef float v8f __attribute__((vector_size(32)));
+
+// Pass 2 for one pair of output pixels: one 8-float vector (R, G, B, unused of each pixel) per
+// tap; offsets[2 * pair + i] is where pixel i of the pair has its first tap in `row`
+// (precomputed per call: the index arithmetic was a third of this loop's instructions), pw the
+// pair's pre-broadcast weights. kTaps > 0 fixes the tap count at compile time (unrolled); 0
+// takes `taps`. always_inline (as all helpers here) so each resample clone gets its own copy
+// for its ISA.
 template <int kTaps>
-__attribute__((always_inline)) inline void horizontal_pass(const float* row, const int* offsets, int size,
-                                                           int taps, const float* pw, float* line) {
+__attribute__((always_inline)) inline void pair_sum(const float* row, const int* offsets, int pair, int taps,
+                                                    const float* pw, v8f& acc) {
   typedef float v4f __attribute__((vector_size(16)));
-  typedef float v8f __attribute__((vector_size(32)));
   const int n = kTaps > 0 ? kTaps : taps;
-  const int pairs = (size + 1) / 2;
-  for (int pair = 0; pair < pairs; ++pair) {
-    const float* p0 = row + offsets[2 * pair];
-    const float* p1 = row + offsets[2 * pair + 1];
-    v8f acc{};
-    for (int k = 0; k < n; ++k, pw += 8) {
-      v4f lo, hi;
-      v8f w;
-      std::memcpy(&lo, p0 + 3 * k, sizeof lo);
-      std::memcpy(&hi, p1 + 3 * k, sizeof hi);
-      std::memcpy(&w, pw, sizeof w);
-      acc += w * __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
-    }
+  const float* p0 = row + offsets[2 * pair];
+  const float* p1 = row + offsets[2 * pair + 1];
+  acc = v8f{};
+  for (int k = 0; k < n; ++k, pw += 8) {
+    v4f lo, hi;
+    v8f w;
+    std::memcpy(&lo, p0 + 3 * k, sizeof lo);
+    std::memcpy(&hi, p1 + 3 * k, sizeof hi);
+    std::memcpy(&w, pw, sizeof w);
+    acc += w * __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
+  }
+}
+
+// Pass 2 for pairs [begin, end) of one output row into line[8 * pair ...]: pixels as (R, G, B,
+// unused) floats. An odd last pixel pairs with itself.
+template <int kTaps>
+__attribute__((always_inline)) inline void horizontal_pass(const float* row, const int* offsets, int begin,
+                                                           int end, int taps, const float* pw, float* line) {
+  const int n = kTaps > 0 ? kTaps : taps;
+  for (int pair = begin; pair < end; ++pair) {
+    v8f acc;
+    pair_sum<kTaps>(row, offsets, pair, taps, pw + static_cast<std::size_t>(pair) * n * 8, acc);
     std::memcpy(line + 8 * static_cast<std::size_t>(pair), &acc, sizeof acc);
   }
 }
 
-// The f32 copy of one output row: `line` holds pixels as (R, G, B, unused) floats; writes
-// v * a[c] + b[c] to the three planes (plane floats apart) of out_row, mirrored if flip. Eight
-// pixels per step: an in-lane 4x4 transpose (unpack + shufps) leaves each channel as pixels
-// (0 2 4 6 | 1 3 5 7), and one cross-lane permute puts them in order, or in reverse order for
-// the flip at no extra cost. Returns how many pixels it wrote (size rounded down to 8).
-__attribute__((always_inline)) inline int normalise_row_chw(const float* line, int size, bool flip,
-                                                            const float* a, const float* b,
-                                                            std::size_t plane, float* out_row) {
-  typedef float v8f __attribute__((vector_size(32)));
+// The normalisation of pass 2's f32 output.
+struct Normalise {
+  v8f a0, a1, a2, b0, b1, b2;  // v * a[c] + b[c] per channel, broadcast
+};
+
+// Writes eight pixels, given as four pair vectors (R, G, B, unused of each), normalised to the
+// three planes (plane floats apart) at `at`, mirrored if flip. An in-lane 4x4 transpose (unpack
+// + shufps) leaves each channel as pixels (0 2 4 6 | 1 3 5 7), and one cross-lane permute puts
+// them in order, or in reverse order for the flip at no extra cost.
+__attribute__((always_inline)) inline void store_chw8(v8f p01, v8f p23, v8f p45, v8f p67, bool flip,
+                                                      const Normalise& n, std::size_t plane, float* at) {
   typedef int v8i __attribute__((vector_size(32)));
   const v8i order = flip ? v8i{7, 3, 6, 2, 5, 1, 4, 0} : v8i{0, 4, 1, 5, 2, 6, 3, 7};
-  const v8f a0 = a[0] + v8f{}, a1 = a[1] + v8f{}, a2 = a[2] + v8f{};
-  const v8f b0 = b[0] + v8f{}, b1 = b[1] + v8f{}, b2 = b[2] + v8f{};
+  const v8f rg0 = __builtin_shufflevector(p01, p23, 0, 8, 1, 9, 4, 12, 5, 13);
+  const v8f bx0 = __builtin_shufflevector(p01, p23, 2, 10, 3, 11, 6, 14, 7, 15);
+  const v8f rg1 = __builtin_shufflevector(p45, p67, 0, 8, 1, 9, 4, 12, 5, 13);
+  const v8f bx1 = __builtin_shufflevector(p45, p67, 2, 10, 3, 11, 6, 14, 7, 15);
+  const v8f r = __builtin_shufflevector(rg0, rg1, 0, 1, 8, 9, 4, 5, 12, 13);
+  const v8f g = __builtin_shufflevector(rg0, rg1, 2, 3, 10, 11, 6, 7, 14, 15);
+  const v8f bl = __builtin_shufflevector(bx0, bx1, 0, 1, 8, 9, 4, 5, 12, 13);
+  const v8f red = __builtin_shuffle(r, order) * n.a0 + n.b0;
+  const v8f green = __builtin_shuffle(g, order) * n.a1 + n.b1;
+  const v8f blue = __builtin_shuffle(bl, order) * n.a2 + n.b2;
+  std::memcpy(at, &red, sizeof red);
+  std::memcpy(at + plane, &green, sizeof green);
+  std::memcpy(at + 2 * plane, &blue, sizeof blue);
+}
+
+// Pass 2 and the f32 copy fused, for one output row: eight pixels (four pairs) per step go from
+// the tap sums straight to the CHW planes of out_row, with no store and reload in between.
+// Returns how many pixels it wrote (size rounded down to 8); the caller does the rest.
+template <int kTaps>
+__attribute__((always_inline)) inline int horizontal_row_chw(const float* row, const int* offsets, int size,
+                                                             int taps, const float* pw, bool flip,
+                                                             const Normalise& norm, std::size_t plane,
+                                                             float* out_row) {
+  const std::size_t step = static_cast<std::size_t>(kTaps > 0 ? kTaps : taps) * 8;  // weights per pair
   int ox = 0;
   for (; ox + 8 <= size; ox += 8) {
-    v8f p01, p23, p45, p67;  // pixels (0 | 1), (2 | 3), ... one per 128-bit lane
-    std::memcpy(&p01, line + 4 * ox, sizeof p01);
-    std::memcpy(&p23, line + 4 * ox + 8, sizeof p23);
-    std::memcpy(&p45, line + 4 * ox + 16, sizeof p45);
-    std::memcpy(&p67, line + 4 * ox + 24, sizeof p67);
-    const v8f rg0 = __builtin_shufflevector(p01, p23, 0, 8, 1, 9, 4, 12, 5, 13);
-    const v8f bx0 = __builtin_shufflevector(p01, p23, 2, 10, 3, 11, 6, 14, 7, 15);
-    const v8f rg1 = __builtin_shufflevector(p45, p67, 0, 8, 1, 9, 4, 12, 5, 13);
-    const v8f bx1 = __builtin_shufflevector(p45, p67, 2, 10, 3, 11, 6, 14, 7, 15);
-    const v8f r = __builtin_shufflevector(rg0, rg1, 0, 1, 8, 9, 4, 5, 12, 13);
-    const v8f g = __builtin_shufflevector(rg0, rg1, 2, 3, 10, 11, 6, 7, 14, 15);
-    const v8f bl = __builtin_shufflevector(bx0, bx1, 0, 1, 8, 9, 4, 5, 12, 13);
-    const v8f red = __builtin_shuffle(r, order) * a0 + b0;
-    const v8f green = __builtin_shuffle(g, order) * a1 + b1;
-    const v8f blue = __builtin_shuffle(bl, order) * a2 + b2;
-    float* at = out_row + (flip ? size - 8 - ox : ox);
-    std::memcpy(at, &red, sizeof red);
-    std::memcpy(at + plane, &green, sizeof green);
-    std::memcpy(at + 2 * plane, &blue, sizeof blue);
+    const int pair = ox / 2;
+    const float* w = pw + static_cast<std::size_t>(pair) * step;
+    v8f p01, p23, p45, p67;
+    pair_sum<kTaps>(row, offsets, pair, taps, w, p01);
+    pair_sum<kTaps>(row, offsets, pair + 1, taps, w + step, p23);
+    pair_sum<kTaps>(row, offsets, pair + 2, taps, w + 2 * step, p45);
+    pair_sum<kTaps>(row, offsets, pair + 3, taps, w + 3 * step, p67);
+    store_chw8(p01, p23, p45, p67, flip, norm, plane, out_row + (flip ? size - 8 - ox : ox));
   }
   return ox;
 }
@@ -325,6 +351,8 @@ void resample(const unsigned char* rgb, int width, int height, const CropRect& r
     a[c] = 1.0f / (255.0f * options.std[static_cast<std::size_t>(c)]);
     b[c] = -options.mean[static_cast<std::size_t>(c)] / options.std[static_cast<std::size_t>(c)];
   }
+  const Normalise norm{a[0] + v8f{}, a[1] + v8f{}, a[2] + v8f{}, b[0] + v8f{}, b[1] + v8f{}, b[2] + v8f{}};
+  const int pairs_n = static_cast<int>(pairs);
   const bool bytes = options.format == SampleFormat::u8_hwc;
   float* const out = static_cast<float*>(out_bytes);
   unsigned char* const out_u8 = static_cast<unsigned char*>(out_bytes);
@@ -345,17 +373,17 @@ void resample(const unsigned char* rgb, int width, int height, const CropRect& r
     }
     const int* offsets = scratch.pair_offsets.data();
     const float* pw = scratch.pair_weights.data();
-    switch (taps) {  // the common tap counts unrolled (downscales up to about 3.5x)
-      case 2: horizontal_pass<2>(row, offsets, size, taps, pw, line); break;
-      case 3: horizontal_pass<3>(row, offsets, size, taps, pw, line); break;
-      case 4: horizontal_pass<4>(row, offsets, size, taps, pw, line); break;
-      case 5: horizontal_pass<5>(row, offsets, size, taps, pw, line); break;
-      case 6: horizontal_pass<6>(row, offsets, size, taps, pw, line); break;
-      case 7: horizontal_pass<7>(row, offsets, size, taps, pw, line); break;
-      case 8: horizontal_pass<8>(row, offsets, size, taps, pw, line); break;
-      default: horizontal_pass<0>(row, offsets, size, taps, pw, line);
-    }
     if (bytes) {
+      switch (taps) {  // the common tap counts unrolled (downscales up to about 3.5x)
+        case 2: horizontal_pass<2>(row, offsets, 0, pairs_n, taps, pw, line); break;
+        case 3: horizontal_pass<3>(row, offsets, 0, pairs_n, taps, pw, line); break;
+        case 4: horizontal_pass<4>(row, offsets, 0, pairs_n, taps, pw, line); break;
+        case 5: horizontal_pass<5>(row, offsets, 0, pairs_n, taps, pw, line); break;
+        case 6: horizontal_pass<6>(row, offsets, 0, pairs_n, taps, pw, line); break;
+        case 7: horizontal_pass<7>(row, offsets, 0, pairs_n, taps, pw, line); break;
+        case 8: horizontal_pass<8>(row, offsets, 0, pairs_n, taps, pw, line); break;
+        default: horizontal_pass<0>(row, offsets, 0, pairs_n, taps, pw, line);
+      }
       unsigned char* out_row = out_u8 + static_cast<std::size_t>(oy) * size * 3;
       const int vectorised = flip ? round_row_hwc<true>(line, size, out_row) : round_row_hwc<false>(line, size, out_row);
       for (int ox = vectorised; ox < size; ++ox) {  // the last size % 4 pixels
@@ -367,8 +395,23 @@ void resample(const unsigned char* rgb, int width, int height, const CropRect& r
       continue;
     }
     float* out_row = out + static_cast<std::size_t>(oy) * size;
-    const int vectorised = normalise_row_chw(line, size, flip, a, b, plane, out_row);
-    for (int c = 0; c < 3; ++c) {  // the last size % 8 pixels
+    // Whole groups of eight pixels fused, then the last size % 8 pixels through `line`.
+    int vectorised = 0;
+#define KILN_ROW_CHW(T)                                                                            \
+  vectorised = horizontal_row_chw<T>(row, offsets, size, taps, pw, flip, norm, plane, out_row);   \
+  horizontal_pass<T>(row, offsets, vectorised / 2, pairs_n, taps, pw, line)
+    switch (taps) {
+      case 2: KILN_ROW_CHW(2); break;
+      case 3: KILN_ROW_CHW(3); break;
+      case 4: KILN_ROW_CHW(4); break;
+      case 5: KILN_ROW_CHW(5); break;
+      case 6: KILN_ROW_CHW(6); break;
+      case 7: KILN_ROW_CHW(7); break;
+      case 8: KILN_ROW_CHW(8); break;
+      default: KILN_ROW_CHW(0);
+    }
+#undef KILN_ROW_CHW
+    for (int c = 0; c < 3; ++c) {
       float* out_c = out_row + static_cast<std::size_t>(c) * plane;
       for (int ox = vectorised; ox < size; ++ox) {
         out_c[flip ? size - 1 - ox : ox] = line[4 * ox + c] * a[c] + b[c];
