@@ -49,8 +49,8 @@ bool File::read_at(std::uint64_t offset, void* out, std::size_t size) const {
   return true;
 }
 
-void read_whole_file(const std::string& path, std::uint64_t max_bytes,
-                     std::vector<unsigned char>& out) {
+std::size_t read_whole_file(const std::string& path, std::uint64_t max_bytes,
+                            std::vector<unsigned char>& out) {
   File file(path);
   const std::uint64_t size = file.size();
   if (size > max_bytes) {
@@ -58,10 +58,12 @@ void read_whole_file(const std::string& path, std::uint64_t max_bytes,
                                 "max_record_bytes if the file is genuine",
                                 path, size, max_bytes));
   }
-  out.resize(static_cast<std::size_t>(size));
-  if (!file.read_at(0, out.data(), out.size())) {
+  const auto bytes = static_cast<std::size_t>(size);
+  if (out.size() < bytes) out.resize(bytes);
+  if (!file.read_at(0, out.data(), bytes)) {
     throw DataError(fmt::format("{}: file shrank while being read (expected {} bytes)", path, size));
   }
+  return bytes;
 }
 
 }  // namespace kiln::imagenet

@@ -30,8 +30,10 @@ class File {
   std::string path_;
 };
 
-/// Reads the whole file into `out` (resized). Throws DataError if it is larger than `max_bytes`
-/// ("... is N bytes, over max_record_bytes = M") or cannot be read.
-void read_whole_file(const std::string& path, std::uint64_t max_bytes, std::vector<unsigned char>& out);
+/// Reads the whole file into the start of `out` and returns its size. `out` is grown as needed,
+/// never shrunk (no zero-fill of bytes the read overwrites; reuse one per thread). Throws
+/// DataError if it is larger than `max_bytes` ("... is N bytes, over max_record_bytes = M") or
+/// cannot be read.
+std::size_t read_whole_file(const std::string& path, std::uint64_t max_bytes, std::vector<unsigned char>& out);
 
 }  // namespace kiln::imagenet

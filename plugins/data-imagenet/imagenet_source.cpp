@@ -221,8 +221,7 @@ void ImagenetSource::read_one(std::int64_t index, std::uint64_t seed, void* pixe
   std::string where;
   if (layout_ == Layout::folder) {
     where = folder_->path(index);
-    read_whole_file(where, max_record_bytes_, buffer);
-    image = buffer;
+    image = std::span<const unsigned char>(buffer.data(), read_whole_file(where, max_record_bytes_, buffer));
     *label = folder_->label(index);
   } else {
     where = records_->where(index);

@@ -43,7 +43,8 @@ struct DecodedRegion {
 };
 
 /// Decodes at least columns [x0, x1) and rows [y0, y1) of the image scaled by 1/denom (scaled
-/// coordinates, clamped to the scaled size) into `rgb` (resized). Throws DataError for corrupt
+/// coordinates, clamped to the scaled size) into `rgb` (grown as needed, never shrunk, so it may
+/// be longer than the region; reuse one per thread). Throws DataError for corrupt
 /// or truncated data, including any libjpeg warning met while decoding those rows.
 DecodedRegion decode_jpeg_region(std::span<const unsigned char> bytes, const JpegHeader& header,
                                  int denom, int x0, int y0, int x1, int y1,

@@ -1,12 +1,14 @@
 // Crop planning and the separable antialiased-bilinear resampler (see transform.hpp).
 //
 // The resampler precomputes per-axis tap tables (first source index, weights normalised to 1),
-// runs the vertical pass first (contiguous bytes, vectorised) over only the crop's columns, then
-// the horizontal pass on exactly `size` rows, two output pixels per 8-float vector with a fixed
-// (unrolled) tap count, then copies each row out as CHW with the normalisation folded into one
-// multiply-add (f32), or as HWC bytes rounded half up and clamped to 0..255 as PIL stores a
-// resized image (u8); both copies de-interleave with vector shuffles that also do the flip
-// (normalise_row_chw, round_row_hwc), bit-identical to the scalar loops that end each row.
+// then per output row runs the vertical pass (contiguous bytes, vectorised) over only the crop's
+// columns into one L1-resident row, and the horizontal pass on it at once, two output pixels per
+// 8-float vector with a fixed (unrolled) tap count. For f32 the horizontal sums go straight to
+// CHW with the normalisation folded into one multiply-add (horizontal_row_chw, store_chw8); for
+// u8 a row goes through a line buffer and out as HWC bytes rounded half up and clamped to 0..255
+// as PIL stores a resized image (round_row_hwc). Both de-interleave with vector shuffles that
+// also do the flip, bit-identical to the scalar loops that end each row (test_imagenet_pinned
+// holds the outputs to those of the unfused code).
 // Scratch is thread_local: read() runs on several loader threads at once.
 #include "transform.hpp"
 
@@ -67,73 +69,127 @@ void make_taps(double start, double length, int out_size, int lo, int hi, Taps& 
 
 struct Scratch {
   Taps horizontal, vertical;
-  std::vector<float> rows;          // size rows of the crop's columns, interleaved RGB (+ pad)
+  std::vector<float> row;           // one row of the crop's columns, interleaved RGB (+ pad)
   std::vector<float> pair_weights;  // per output pair and tap: 4 x weight of each pixel
+  std::vector<int> pair_offsets;    // per output pair: each pixel's first tap, as a float offset in a row
   std::vector<float> line;          // one output row, 4 floats (RGB, unused) per pixel
 };
 
-// One output row of pass 2: pixels in pairs, one 8-float vector (R, G, B, unused of each pixel)
-// per tap, into line[8 * pair ...]. kTaps > 0 fixes the tap count at compile time (unrolled);
-// 0 takes `taps`. always_inline so each resample clone gets its own copy for its ISA.
+// One row of pass 1: dst[i] = sum over k < n of w[k] * src[k * stride + i], i < len, in k order
+// with the first product alone (one FMA per later tap in the x86-64-v3 clone). kTaps > 0 fixes
+// n at compile time, so the sum stays in a register across the taps and dst is stored once; 0
+// takes n and makes n passes over dst (one row: they stay in L1). Plain loops that GCC
+// vectorises (vpmovzxbd + vcvtdq2ps; GCC 12 converts u8 vector-extension lanes one at a time).
+// Both forms round identically. always_inline so each resample clone gets its own copy.
 template <int kTaps>
-__attribute__((always_inline)) inline void horizontal_pass(const float* row, const int* first, int x_lo,
-                                                           int size, int taps, const float* pw,
-                                                           float* line) {
-  typedef float v4f __attribute__((vector_size(16)));
-  typedef float v8f __attribute__((vector_size(32)));
-  const int n = kTaps > 0 ? kTaps : taps;
-  const int pairs = (size + 1) / 2;
-  for (int pair = 0; pair < pairs; ++pair) {
-    const int o0 = 2 * pair, o1 = std::min(o0 + 1, size - 1);
-    const float* p0 = row + static_cast<std::size_t>(first[o0] - x_lo) * 3;
-    const float* p1 = row + static_cast<std::size_t>(first[o1] - x_lo) * 3;
-    v8f acc{};
-    for (int k = 0; k < n; ++k, pw += 8) {
-      v4f lo, hi;
-      v8f w;
-      std::memcpy(&lo, p0 + 3 * k, sizeof lo);
-      std::memcpy(&hi, p1 + 3 * k, sizeof hi);
-      std::memcpy(&w, pw, sizeof w);
-      acc += w * __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
+__attribute__((always_inline)) inline void vertical_pass(const unsigned char* src, std::size_t stride,
+                                                         const float* w, int n, std::size_t len,
+                                                         float* __restrict dst) {
+  if constexpr (kTaps > 0) {
+    // From 0, not from the first product: in `w0 * x0 + w1 * x1` GCC may fuse either product
+    // into the FMA, and fusing the second rounds differently from the two-loop form. 0 + w0 * x0
+    // (an FMA or a multiply and an add) is exactly w0 * x0 rounded (weights and pixels are >= 0).
+    for (std::size_t i = 0; i < len; ++i) {
+      float acc = 0.0f;
+      for (int k = 0; k < kTaps; ++k) acc += w[k] * static_cast<float>(src[static_cast<std::size_t>(k) * stride + i]);
+      dst[i] = acc;
     }
+    return;
+  }
+  for (std::size_t i = 0; i < len; ++i) dst[i] = w[0] * static_cast<float>(src[i]);
+  for (int k = 1; k < n; ++k) {
+    const float wk = w[k];
+    const unsigned char* sk = src + static_cast<std::size_t>(k) * stride;
+    for (std::size_t i = 0; i < len; ++i) dst[i] += wk * static_cast<float>(sk[i]);
+  }
+}
+
+typedef float v8f __attribute__((vector_size(32)));
+
+// Pass 2 for one pair of output pixels: one 8-float vector (R, G, B, unused of each pixel) per
+// tap; offsets[2 * pair + i] is where pixel i of the pair has its first tap in `row`
+// (precomputed per call: the index arithmetic was a third of this loop's instructions), pw the
+// pair's pre-broadcast weights. kTaps > 0 fixes the tap count at compile time (unrolled); 0
+// takes `taps`. always_inline (as all helpers here) so each resample clone gets its own copy
+// for its ISA.
+template <int kTaps>
+__attribute__((always_inline)) inline void pair_sum(const float* row, const int* offsets, int pair, int taps,
+                                                    const float* pw, v8f& acc) {
+  typedef float v4f __attribute__((vector_size(16)));
+  const int n = kTaps > 0 ? kTaps : taps;
+  const float* p0 = row + offsets[2 * pair];
+  const float* p1 = row + offsets[2 * pair + 1];
+  acc = v8f{};
+  for (int k = 0; k < n; ++k, pw += 8) {
+    v4f lo, hi;
+    v8f w;
+    std::memcpy(&lo, p0 + 3 * k, sizeof lo);
+    std::memcpy(&hi, p1 + 3 * k, sizeof hi);
+    std::memcpy(&w, pw, sizeof w);
+    acc += w * __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
+  }
+}
+
+// Pass 2 for pairs [begin, end) of one output row into line[8 * pair ...]: pixels as (R, G, B,
+// unused) floats. An odd last pixel pairs with itself.
+template <int kTaps>
+__attribute__((always_inline)) inline void horizontal_pass(const float* row, const int* offsets, int begin,
+                                                           int end, int taps, const float* pw, float* line) {
+  const int n = kTaps > 0 ? kTaps : taps;
+  for (int pair = begin; pair < end; ++pair) {
+    v8f acc;
+    pair_sum<kTaps>(row, offsets, pair, taps, pw + static_cast<std::size_t>(pair) * n * 8, acc);
     std::memcpy(line + 8 * static_cast<std::size_t>(pair), &acc, sizeof acc);
   }
 }
 
-// The f32 copy of one output row: `line` holds pixels as (R, G, B, unused) floats; writes
-// v * a[c] + b[c] to the three planes (plane floats apart) of out_row, mirrored if flip. Eight
-// pixels per step: an in-lane 4x4 transpose (unpack + shufps) leaves each channel as pixels
-// (0 2 4 6 | 1 3 5 7), and one cross-lane permute puts them in order, or in reverse order for
-// the flip at no extra cost. Returns how many pixels it wrote (size rounded down to 8).
-__attribute__((always_inline)) inline int normalise_row_chw(const float* line, int size, bool flip,
-                                                            const float* a, const float* b,
-                                                            std::size_t plane, float* out_row) {
-  typedef float v8f __attribute__((vector_size(32)));
+// The normalisation of pass 2's f32 output.
+struct Normalise {
+  v8f a0, a1, a2, b0, b1, b2;  // v * a[c] + b[c] per channel, broadcast
+};
+
+// Writes eight pixels, given as four pair vectors (R, G, B, unused of each), normalised to the
+// three planes (plane floats apart) at `at`, mirrored if flip. An in-lane 4x4 transpose (unpack
+// + shufps) leaves each channel as pixels (0 2 4 6 | 1 3 5 7), and one cross-lane permute puts
+// them in order, or in reverse order for the flip at no extra cost.
+__attribute__((always_inline)) inline void store_chw8(v8f p01, v8f p23, v8f p45, v8f p67, bool flip,
+                                                      const Normalise& n, std::size_t plane, float* at) {
   typedef int v8i __attribute__((vector_size(32)));
   const v8i order = flip ? v8i{7, 3, 6, 2, 5, 1, 4, 0} : v8i{0, 4, 1, 5, 2, 6, 3, 7};
-  const v8f a0 = a[0] + v8f{}, a1 = a[1] + v8f{}, a2 = a[2] + v8f{};
-  const v8f b0 = b[0] + v8f{}, b1 = b[1] + v8f{}, b2 = b[2] + v8f{};
+  const v8f rg0 = __builtin_shufflevector(p01, p23, 0, 8, 1, 9, 4, 12, 5, 13);
+  const v8f bx0 = __builtin_shufflevector(p01, p23, 2, 10, 3, 11, 6, 14, 7, 15);
+  const v8f rg1 = __builtin_shufflevector(p45, p67, 0, 8, 1, 9, 4, 12, 5, 13);
+  const v8f bx1 = __builtin_shufflevector(p45, p67, 2, 10, 3, 11, 6, 14, 7, 15);
+  const v8f r = __builtin_shufflevector(rg0, rg1, 0, 1, 8, 9, 4, 5, 12, 13);
+  const v8f g = __builtin_shufflevector(rg0, rg1, 2, 3, 10, 11, 6, 7, 14, 15);
+  const v8f bl = __builtin_shufflevector(bx0, bx1, 0, 1, 8, 9, 4, 5, 12, 13);
+  const v8f red = __builtin_shuffle(r, order) * n.a0 + n.b0;
+  const v8f green = __builtin_shuffle(g, order) * n.a1 + n.b1;
+  const v8f blue = __builtin_shuffle(bl, order) * n.a2 + n.b2;
+  std::memcpy(at, &red, sizeof red);
+  std::memcpy(at + plane, &green, sizeof green);
+  std::memcpy(at + 2 * plane, &blue, sizeof blue);
+}
+
+// Pass 2 and the f32 copy fused, for one output row: eight pixels (four pairs) per step go from
+// the tap sums straight to the CHW planes of out_row, with no store and reload in between.
+// Returns how many pixels it wrote (size rounded down to 8); the caller does the rest.
+template <int kTaps>
+__attribute__((always_inline)) inline int horizontal_row_chw(const float* row, const int* offsets, int size,
+                                                             int taps, const float* pw, bool flip,
+                                                             const Normalise& norm, std::size_t plane,
+                                                             float* out_row) {
+  const std::size_t step = static_cast<std::size_t>(kTaps > 0 ? kTaps : taps) * 8;  // weights per pair
   int ox = 0;
   for (; ox + 8 <= size; ox += 8) {
-    v8f p01, p23, p45, p67;  // pixels (0 | 1), (2 | 3), ... one per 128-bit lane
-    std::memcpy(&p01, line + 4 * ox, sizeof p01);
-    std::memcpy(&p23, line + 4 * ox + 8, sizeof p23);
-    std::memcpy(&p45, line + 4 * ox + 16, sizeof p45);
-    std::memcpy(&p67, line + 4 * ox + 24, sizeof p67);
-    const v8f rg0 = __builtin_shufflevector(p01, p23, 0, 8, 1, 9, 4, 12, 5, 13);
-    const v8f bx0 = __builtin_shufflevector(p01, p23, 2, 10, 3, 11, 6, 14, 7, 15);
-    const v8f rg1 = __builtin_shufflevector(p45, p67, 0, 8, 1, 9, 4, 12, 5, 13);
-    const v8f bx1 = __builtin_shufflevector(p45, p67, 2, 10, 3, 11, 6, 14, 7, 15);
-    const v8f r = __builtin_shufflevector(rg0, rg1, 0, 1, 8, 9, 4, 5, 12, 13);
-    const v8f g = __builtin_shufflevector(rg0, rg1, 2, 3, 10, 11, 6, 7, 14, 15);
-    const v8f bl = __builtin_shufflevector(bx0, bx1, 0, 1, 8, 9, 4, 5, 12, 13);
-    const v8f red = __builtin_shuffle(r, order) * a0 + b0;
-    const v8f green = __builtin_shuffle(g, order) * a1 + b1;
-    const v8f blue = __builtin_shuffle(bl, order) * a2 + b2;
-    float* at = out_row + (flip ? size - 8 - ox : ox);
-    std::memcpy(at, &red, sizeof red);
-    std::memcpy(at + plane, &green, sizeof green);
-    std::memcpy(at + 2 * plane, &blue, sizeof blue);
+    const int pair = ox / 2;
+    const float* w = pw + static_cast<std::size_t>(pair) * step;
+    v8f p01, p23, p45, p67;
+    pair_sum<kTaps>(row, offsets, pair, taps, w, p01);
+    pair_sum<kTaps>(row, offsets, pair + 1, taps, w + step, p23);
+    pair_sum<kTaps>(row, offsets, pair + 2, taps, w + 2 * step, p45);
+    pair_sum<kTaps>(row, offsets, pair + 3, taps, w + 3 * step, p67);
+    store_chw8(p01, p23, p45, p67, flip, norm, plane, out_row + (flip ? size - 8 - ox : ox));
   }
   return ox;
 }
@@ -251,40 +307,35 @@ void resample(const unsigned char* rgb, int width, int height, const CropRect& r
   const Taps& th = scratch.horizontal;
   const Taps& tv = scratch.vertical;
 
-  // Pass 1, vertical: `size` rows of the crop's columns, still interleaved RGB, as f32. Runs
-  // over contiguous bytes, so it vectorises. Each row ends in a zeroed pad of 3 * taps + 1
-  // floats: pass 2 reads a fixed `taps` taps (weights past a pixel's count are 0) 4 floats
-  // wide from its first tap, which may reach past the crop's last column; 0 * pad stays 0.
+  // Per output row: pass 1 (vertical) makes one row of the crop's columns, still interleaved
+  // RGB, as f32, into `row`; pass 2 (horizontal) reads it back at once, from L1 (a row is at
+  // most a few KB; the whole (size, columns) intermediate was over 1 MB and went through L2).
+  // The row ends in a zeroed pad of 3 * taps + 1 floats: pass 2 reads a fixed `taps` taps
+  // (weights past a pixel's count are 0) 4 floats wide from its first tap, which may reach past
+  // the crop's last column; 0 * pad stays 0. Only [0, len) is rewritten, so the pad is zeroed
+  // once per call.
   const int columns = x_hi - x_lo;
   // Pass 2's fixed tap count: the most any output pixel has (often one under max_taps).
   const int taps = *std::max_element(th.count.begin(), th.count.end());
   const std::size_t len = static_cast<std::size_t>(columns) * 3;
   const std::size_t row_floats = len + 3 * static_cast<std::size_t>(taps) + 1;
-  scratch.rows.resize(row_floats * static_cast<std::size_t>(size));
+  scratch.row.resize(row_floats);
+  std::fill(scratch.row.begin() + static_cast<std::ptrdiff_t>(len), scratch.row.end(), 0.0f);
+  float* const row = scratch.row.data();
   const std::size_t src_stride = static_cast<std::size_t>(width) * 3;
-  for (int oy = 0; oy < size; ++oy) {
-    float* dst = scratch.rows.data() + row_floats * static_cast<std::size_t>(oy);
-    const int first = tv.first[static_cast<std::size_t>(oy)];
-    const int n = tv.count[static_cast<std::size_t>(oy)];
-    const float* w = &tv.weights[static_cast<std::size_t>(oy) * tv.max_taps];
-    const unsigned char* s0 = rgb + static_cast<std::size_t>(first) * src_stride + static_cast<std::size_t>(x_lo) * 3;
-    for (std::size_t i = 0; i < len; ++i) dst[i] = w[0] * static_cast<float>(s0[i]);
-    for (int k = 1; k < n; ++k) {
-      const float wk = w[k];
-      const unsigned char* sk = s0 + static_cast<std::size_t>(k) * src_stride;
-      for (std::size_t i = 0; i < len; ++i) dst[i] += wk * static_cast<float>(sk[i]);
-    }
-    std::fill(dst + len, dst + row_floats, 0.0f);
-  }
+  const unsigned char* const src = rgb + static_cast<std::size_t>(x_lo) * 3;
 
   // Pass 2, horizontal: output pixels in pairs, one 8-float vector (R, G, B, unused of each)
   // per tap, weights pre-broadcast per pair, into a (size, 4) line; then normalise the line into
   // CHW or round it into HWC bytes. An odd last pixel pairs with itself.
   const std::size_t pairs = (static_cast<std::size_t>(size) + 1) / 2;
   scratch.pair_weights.resize(pairs * static_cast<std::size_t>(taps) * 8);
+  scratch.pair_offsets.resize(2 * pairs);
   for (std::size_t pair = 0; pair < pairs; ++pair) {
     const std::size_t o0 = 2 * pair, o1 = std::min(o0 + 1, static_cast<std::size_t>(size) - 1);
     float* pw = &scratch.pair_weights[pair * static_cast<std::size_t>(taps) * 8];
+    scratch.pair_offsets[2 * pair] = (th.first[o0] - x_lo) * 3;
+    scratch.pair_offsets[2 * pair + 1] = (th.first[o1] - x_lo) * 3;
     for (int k = 0; k < taps; ++k, pw += 8) {
       const float w0 = th.weights[o0 * static_cast<std::size_t>(th.max_taps) + static_cast<std::size_t>(k)];
       const float w1 = th.weights[o1 * static_cast<std::size_t>(th.max_taps) + static_cast<std::size_t>(k)];
@@ -300,26 +351,39 @@ void resample(const unsigned char* rgb, int width, int height, const CropRect& r
     a[c] = 1.0f / (255.0f * options.std[static_cast<std::size_t>(c)]);
     b[c] = -options.mean[static_cast<std::size_t>(c)] / options.std[static_cast<std::size_t>(c)];
   }
+  const Normalise norm{a[0] + v8f{}, a[1] + v8f{}, a[2] + v8f{}, b[0] + v8f{}, b[1] + v8f{}, b[2] + v8f{}};
+  const int pairs_n = static_cast<int>(pairs);
   const bool bytes = options.format == SampleFormat::u8_hwc;
   float* const out = static_cast<float*>(out_bytes);
   unsigned char* const out_u8 = static_cast<unsigned char*>(out_bytes);
   const std::size_t plane = static_cast<std::size_t>(size) * size;
   float* const line = scratch.line.data();
   for (int oy = 0; oy < size; ++oy) {
-    const float* row = scratch.rows.data() + row_floats * static_cast<std::size_t>(oy);
-    const int* first = th.first.data();
-    const float* pw = scratch.pair_weights.data();
-    switch (taps) {  // the common tap counts unrolled (downscales up to about 3.5x)
-      case 2: horizontal_pass<2>(row, first, x_lo, size, taps, pw, line); break;
-      case 3: horizontal_pass<3>(row, first, x_lo, size, taps, pw, line); break;
-      case 4: horizontal_pass<4>(row, first, x_lo, size, taps, pw, line); break;
-      case 5: horizontal_pass<5>(row, first, x_lo, size, taps, pw, line); break;
-      case 6: horizontal_pass<6>(row, first, x_lo, size, taps, pw, line); break;
-      case 7: horizontal_pass<7>(row, first, x_lo, size, taps, pw, line); break;
-      case 8: horizontal_pass<8>(row, first, x_lo, size, taps, pw, line); break;
-      default: horizontal_pass<0>(row, first, x_lo, size, taps, pw, line);
+    const unsigned char* s0 = src + static_cast<std::size_t>(tv.first[static_cast<std::size_t>(oy)]) * src_stride;
+    const float* wv = &tv.weights[static_cast<std::size_t>(oy) * tv.max_taps];
+    const int nv = tv.count[static_cast<std::size_t>(oy)];
+    switch (nv) {  // the common tap counts unrolled (downscales up to about 2.5x)
+      case 1: vertical_pass<1>(s0, src_stride, wv, nv, len, row); break;
+      case 2: vertical_pass<2>(s0, src_stride, wv, nv, len, row); break;
+      case 3: vertical_pass<3>(s0, src_stride, wv, nv, len, row); break;
+      case 4: vertical_pass<4>(s0, src_stride, wv, nv, len, row); break;
+      case 5: vertical_pass<5>(s0, src_stride, wv, nv, len, row); break;
+      case 6: vertical_pass<6>(s0, src_stride, wv, nv, len, row); break;
+      default: vertical_pass<0>(s0, src_stride, wv, nv, len, row);
     }
+    const int* offsets = scratch.pair_offsets.data();
+    const float* pw = scratch.pair_weights.data();
     if (bytes) {
+      switch (taps) {  // the common tap counts unrolled (downscales up to about 3.5x)
+        case 2: horizontal_pass<2>(row, offsets, 0, pairs_n, taps, pw, line); break;
+        case 3: horizontal_pass<3>(row, offsets, 0, pairs_n, taps, pw, line); break;
+        case 4: horizontal_pass<4>(row, offsets, 0, pairs_n, taps, pw, line); break;
+        case 5: horizontal_pass<5>(row, offsets, 0, pairs_n, taps, pw, line); break;
+        case 6: horizontal_pass<6>(row, offsets, 0, pairs_n, taps, pw, line); break;
+        case 7: horizontal_pass<7>(row, offsets, 0, pairs_n, taps, pw, line); break;
+        case 8: horizontal_pass<8>(row, offsets, 0, pairs_n, taps, pw, line); break;
+        default: horizontal_pass<0>(row, offsets, 0, pairs_n, taps, pw, line);
+      }
       unsigned char* out_row = out_u8 + static_cast<std::size_t>(oy) * size * 3;
       const int vectorised = flip ? round_row_hwc<true>(line, size, out_row) : round_row_hwc<false>(line, size, out_row);
       for (int ox = vectorised; ox < size; ++ox) {  // the last size % 4 pixels
@@ -331,8 +395,23 @@ void resample(const unsigned char* rgb, int width, int height, const CropRect& r
       continue;
     }
     float* out_row = out + static_cast<std::size_t>(oy) * size;
-    const int vectorised = normalise_row_chw(line, size, flip, a, b, plane, out_row);
-    for (int c = 0; c < 3; ++c) {  // the last size % 8 pixels
+    // Whole groups of eight pixels fused, then the last size % 8 pixels through `line`.
+    int vectorised = 0;
+#define KILN_ROW_CHW(T)                                                                            \
+  vectorised = horizontal_row_chw<T>(row, offsets, size, taps, pw, flip, norm, plane, out_row);   \
+  horizontal_pass<T>(row, offsets, vectorised / 2, pairs_n, taps, pw, line)
+    switch (taps) {
+      case 2: KILN_ROW_CHW(2); break;
+      case 3: KILN_ROW_CHW(3); break;
+      case 4: KILN_ROW_CHW(4); break;
+      case 5: KILN_ROW_CHW(5); break;
+      case 6: KILN_ROW_CHW(6); break;
+      case 7: KILN_ROW_CHW(7); break;
+      case 8: KILN_ROW_CHW(8); break;
+      default: KILN_ROW_CHW(0);
+    }
+#undef KILN_ROW_CHW
+    for (int c = 0; c < 3; ++c) {
       float* out_c = out_row + static_cast<std::size_t>(c) * plane;
       for (int ox = vectorised; ox < size; ++ox) {
         out_c[flip ? size - 1 - ox : ox] = line[4 * ox + c] * a[c] + b[c];
