@@ -115,6 +115,8 @@ BOOST_AUTO_TEST_CASE(fp32_plan_layouts_of_resnet50_match_onednn) {
   check_against_reorder({256, 256, 3, 3}, tag::Acdb32a, dt::f32, dt::f32);
   check_against_reorder({1024, 256, 1, 1}, tag::Acdb48a, dt::f32, dt::f32);  // 1024 = 21*48 + 16: padded
   check_against_reorder({128, 128, 3, 3}, tag::ABcd16a16b, dt::f32, dt::f32);
+  check_against_reorder({512, 512, 3, 3}, tag::ABcd16a16b, dt::f32, dt::f32);
+  check_against_reorder({512, 256, 3, 3}, tag::BAcd16a16b, dt::f32, dt::f32);
   check_against_reorder({512, 128, 1, 1}, tag::BAcd16a16b, dt::f32, dt::f32);
   check_against_reorder({2048, 1024, 1, 1}, tag::BAcd16a16b, dt::f32, dt::f32);
 }
@@ -127,6 +129,8 @@ BOOST_AUTO_TEST_CASE(bf16_plan_layouts_of_resnet50_match_onednn) {
     check_against_reorder({256, 256, 3, 3}, tag::AcdB32a2b, s, dt::bf16);
     check_against_reorder({2048, 512, 1, 1}, tag::AcdB48a2b, s, dt::bf16);  // O padded to 2064
     check_against_reorder({128, 128, 3, 3}, tag::ABcd8a16b2a, s, dt::bf16);
+    check_against_reorder({512, 512, 3, 3}, tag::ABcd8a16b2a, s, dt::bf16);
+    check_against_reorder({512, 512, 3, 3}, tag::AcdB32a2b, s, dt::bf16);
     check_against_reorder({1024, 256, 1, 1}, tag::BAcd8a16b2a, s, dt::bf16);
   }
 }
@@ -145,6 +149,21 @@ BOOST_AUTO_TEST_CASE(padded_channels_get_zeros_in_a_dirty_destination) {
   check_all_dtypes({5, 3, 1, 1}, tag::OIhw16i16o);
   check_all_dtypes({50, 7, 3, 3}, tag::Acdb48a);
   check_all_dtypes({3, 5, 7, 7}, tag::AcdB32a2b);
+  check_all_dtypes({50, 8, 3, 3}, tag::AcdB48a2b);  // O padded to 96, pairs HW apart
+  check_all_dtypes({50, 8, 2, 2}, tag::Acdb48a);
+}
+
+BOOST_AUTO_TEST_CASE(small_kernels_in_every_vector_layout_match_onednn) {
+  // 2x2 and 1x3 kernels and O, I no multiple of 64 in the layouts whose vector kernels take
+  // the spatial positions as transpose columns.
+  for (const dims& d : {dims{32, 48, 2, 2}, dims{48, 32, 1, 3}}) {
+    check_all_dtypes(d, tag::ABcd16a16b);
+    check_all_dtypes(d, tag::BAcd16a16b);
+    check_all_dtypes(d, tag::ABcd8a16b2a);
+    check_all_dtypes(d, tag::BAcd8a16b2a);
+    check_all_dtypes(d, tag::AcdB32a2b);
+    check_all_dtypes(d, tag::Acdb32a);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(grouped_weights_match_onednn) {
@@ -171,8 +190,8 @@ BOOST_AUTO_TEST_CASE(refuses_what_it_does_not_handle) {
 }
 
 BOOST_AUTO_TEST_CASE(weight_edges_use_the_loop_where_it_is_vectorised_and_count_the_path) {
-  // On AVX-512 CPUs (this test's machine kind): the 1x1 layouts and f32 Acdb*a take the loop,
-  // 3x3 weights in ABcd16a16b / ABcd8a16b2a stay on oneDNN's reorder. Either way the scratch,
+  // On AVX-512 CPUs (this test's machine kind): every ResNet-50 layout but the bf16 stem's
+  // (padded I, 7x7: no vector kernel) takes the loop; the stem stays on oneDNN's reorder. Either way the scratch,
   // dirty from another layer, ends up byte for byte what oneDNN's reorder writes.
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl")) {
     BOOST_TEST_MESSAGE("no AVX-512: only the gather kernel exists here, and the edges keep oneDNN");
@@ -189,8 +208,10 @@ BOOST_AUTO_TEST_CASE(weight_edges_use_the_loop_where_it_is_vectorised_and_count_
                         {{512, 128, 1, 1}, tag::BAcd16a16b, dt::f32, true},
                         {{2048, 512, 1, 1}, tag::AcdB48a2b, dt::bf16, true},
                         {{1024, 256, 1, 1}, tag::BAcd8a16b2a, dt::bf16, true},
-                        {{128, 128, 3, 3}, tag::ABcd16a16b, dt::f32, false},
-                        {{128, 128, 3, 3}, tag::ABcd8a16b2a, dt::bf16, false}};
+                        {{128, 128, 3, 3}, tag::ABcd16a16b, dt::f32, true},
+                        {{128, 128, 3, 3}, tag::ABcd8a16b2a, dt::bf16, true},
+                        {{256, 256, 3, 3}, tag::AcdB32a2b, dt::bf16, true},
+                        {{64, 3, 7, 7}, tag::AcdB64a2b, dt::bf16, false}};  // the bf16 stem: I = 3, 7x7
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
   auto scratch = std::make_shared<kiln::cpu::EdgeScratch>();

@@ -5,7 +5,7 @@
 // where B_d is the product of dim d's inner blocks and the inner offset (in [0, K), K the
 // product of all inner blocks) places each inner block digit of x_d at the stride of its block
 // inside the innermost tile. So the destination is a loop nest over the outer indices x_d / B_d
-// (one level per dim, extent padded_dims[d] / B_d, outermost = largest stride) around one
+// (one level per dim, extent padded_dims[d] / B_d, in the source's order) around one
 // contiguous K-element inner block, the same for every outer position up to a source offset:
 // element k of the block reads the plain source at a fixed offset_[k] from the block's base and
 // adds inner_index_[k][d] to the index of dim d. A position whose index reaches dims[d] in any
@@ -189,6 +189,28 @@ KILN_AVX512 void column_tile(const std::uint32_t* src, std::int64_t row_stride, 
   for (std::int64_t c = 0; c < columns; ++c) _mm512_storeu_si512(dst + column_dst[j0 + c], r[c]);
 }
 
+/// As column_tile for bf16 pairs built on the fly: lane c of row k is the 32-bit unit
+/// (lo[k * row_stride + c], lo[k * row_stride + partner + c]), c < columns (the pair partner of
+/// an element is `partner` elements further on: the next I of a 3x3 kernel (+HW), or the next O
+/// row). Column c goes to dst + column_dst[c] as 16 consecutive units.
+KILN_AVX512 void pair_tile(const std::uint16_t* lo, std::int64_t row_stride, std::int64_t partner, std::int64_t rows,
+                           std::int64_t columns, const std::int64_t* column_dst, std::uint32_t* dst) {
+  const __mmask16 m = columns >= 16 ? __mmask16(0xffff) : __mmask16((1u << columns) - 1);
+  __m512i r[16];
+  for (std::int64_t k = 0; k < 16; ++k) {
+    if (k >= rows) {
+      r[k] = _mm512_setzero_si512();
+      continue;
+    }
+    const std::uint16_t* row = lo + k * row_stride;
+    const __m512i even = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row));
+    const __m512i odd = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row + partner));
+    r[k] = _mm512_or_si512(even, _mm512_slli_epi32(odd, 16));
+  }
+  transpose16(r);
+  for (std::int64_t c = 0; c < columns; ++c) _mm512_storeu_si512(dst + column_dst[c], r[c]);
+}
+
 #pragma GCC diagnostic pop
 
 }  // namespace
@@ -199,7 +221,9 @@ bool PlainToBlocked::handles(const dnnl::memory::desc& plain, const dnnl::memory
   if (!f32_or_bf16(p.data_type) || !f32_or_bf16(b.data_type)) return false;
   if (p.ndims != b.ndims || (b.ndims != 4 && b.ndims != 5)) return false;
   if (!std::equal(b.dims, b.dims + b.ndims, p.dims)) return false;
-  if (b.format_kind != dnnl_blocked || b.format_desc.blocking.inner_nblks == 0 || b.extra.flags != 0) return false;
+  if (b.format_kind != dnnl_blocked || b.format_desc.blocking.inner_nblks == 0 || b.extra.flags != 0 || b.offset0 != 0) {
+    return false;
+  }
   // Source offsets inside a block are 32-bit (the gathers' index width).
   std::int64_t padded = 1;
   for (int d = 0; d < b.ndims; ++d) padded *= b.padded_dims[d];
@@ -226,7 +250,7 @@ PlainToBlocked::PlainToBlocked(const dnnl::memory::desc& plain, const dnnl::memo
     src_elements_ *= b.dims[d];
   }
 
-  // Outer levels, outermost (largest destination stride) first; size-1 dims add nothing.
+  // Outer levels (size-1 dims add nothing), sorted below.
   for (int d = 0; d < nd; ++d) {
     std::int64_t block = 1;  // B_d
     for (int k = 0; k < nblks; ++k) {
@@ -278,9 +302,13 @@ PlainToBlocked::PlainToBlocked(const dnnl::memory::desc& plain, const dnnl::memo
 //    layouts of 1x1 weights: 16 consecutive I): one copy per run.
 //  - row_pairs: bf16 [O 8][I 16][O 2] blocks of 1x1 weights (ABcd8a16b2a, BAcd8a16b2a): two
 //    source rows of 16 I interleaved.
-//  - columns: an O block innermost (f32 Acdb16a..Acdb64a, any kernel size; bf16 AcdB16a2b..64a2b
-//    of 1x1 weights, where an I pair is one 32-bit unit): 16x16 transposes of 32-bit units, 16
-//    source rows (O) by 16 source columns at a time, each column stored as 16 units of a block.
+//  - columns: an O block innermost (f32 Acdb16a..Acdb64a; bf16 AcdB16a2b..64a2b, where an I
+//    pair is one 32-bit unit; any kernel size up to 4x4): 16x16 transposes of 32-bit units, 16
+//    source rows (O) by up to 16 source columns at a time, each column stored as 16 units of a
+//    block.
+//  - i_rows: [O 16][I 16] blocks (f32 ABcd16a16b, BAcd16a16b) or bf16 [O 8][I 16][O 2]
+//    (ABcd8a16b2a, BAcd8a16b2a) of 2x2..4x4 kernels: per O row (bf16: O row pair), a 16 I by HW
+//    transpose whose column hw is that row's part of the block at spatial position hw.
 // Blocks on the edge of the padded area use the scalar gather (runs, row_pairs) or zero rows
 // (columns).
 void PlainToBlocked::choose_kernel(const dnnl::memory::desc& blocked) {
@@ -291,32 +319,51 @@ void PlainToBlocked::choose_kernel(const dnnl::memory::desc& blocked) {
   const bool f32 = dst_type_ == dt::f32;
   const auto k_total = static_cast<std::int64_t>(offset_.size());
   const bool one_by_one = b.ndims == 4 && b.dims[2] == 1 && b.dims[3] == 1;
+  const std::int64_t hw = b.ndims == 4 ? b.dims[2] * b.dims[3] : 0;
+  const bool unpadded = b.ndims == 4 && std::equal(b.dims, b.dims + 4, b.padded_dims);
   if (simd_ && b.ndims == 4 && b.padded_dims[1] == b.dims[1]) {
     const std::int64_t x = blk.inner_blks[0];
     const bool o_block = blk.inner_idxs[0] == 0 && x % 16 == 0;
     const bool f32_columns = f32 && nblks == 1 && o_block;
-    const bool bf16_columns = !f32 && one_by_one && nblks == 2 && o_block && blk.inner_idxs[1] == 1 &&
+    const bool bf16_columns = !f32 && (one_by_one || hw <= 16) && nblks == 2 && o_block && blk.inner_idxs[1] == 1 &&
                               blk.inner_blks[1] == 2 && b.dims[1] % 2 == 0;
     if (f32_columns || bf16_columns) {
       kernel_ = Kernel::columns;
       const std::int64_t unit = f32 ? 1 : 2;  // elements per 32-bit unit
-      const std::int64_t hw = b.dims[2] * b.dims[3];
+      hw_ = hw;
       row_stride_ = b.dims[1] * hw / unit;
       o_block_ = x;
       o_stride_ = blk.strides[0] / unit;
       o_padded_ = b.padded_dims[0];
       column_dst_.resize(static_cast<std::size_t>(row_stride_));
       for (std::int64_t u = 0; u < row_stride_; ++u) {
-        // Unit u is source column u * unit of a row: I index i, spatial h, w; I's outer index
-        // is i / unit (bf16: I is blocked by its pairs).
-        const std::int64_t i = u * unit / hw, h = u * unit % hw / b.dims[3], w = u * unit % b.dims[3];
-        column_dst_[static_cast<std::size_t>(u)] = (i / unit * blk.strides[1] + h * blk.strides[2] + w * blk.strides[3]) / unit;
+        // f32: unit u is source column u of a row (I index u / HW, spatial u % HW). bf16: the
+        // pair of I indices 2 * (u / HW) and the next one at spatial u % HW (I's outer index
+        // is u / HW: I is blocked by its pairs).
+        const std::int64_t i_outer = u / hw, h = u % hw / b.dims[3], w = u % b.dims[3];
+        column_dst_[static_cast<std::size_t>(u)] = (i_outer * blk.strides[1] + h * blk.strides[2] + w * blk.strides[3]) / unit;
       }
       return;
     }
   }
-  if (simd_ && !f32 && one_by_one && nblks == 3 && blk.inner_idxs[0] == 0 && blk.inner_blks[0] == 8 &&
-      blk.inner_idxs[1] == 1 && blk.inner_blks[1] == 16 && blk.inner_idxs[2] == 0 && blk.inner_blks[2] == 2) {
+  const bool f32_i_rows = f32 && nblks == 2 && blk.inner_idxs[0] == 0 && blk.inner_blks[0] == 16 &&
+                          blk.inner_idxs[1] == 1 && blk.inner_blks[1] == 16;
+  const bool o_pairs = !f32 && nblks == 3 && blk.inner_idxs[0] == 0 && blk.inner_blks[0] == 8 &&
+                       blk.inner_idxs[1] == 1 && blk.inner_blks[1] == 16 && blk.inner_idxs[2] == 0 && blk.inner_blks[2] == 2;
+  if (simd_ && unpadded && hw >= 2 && hw <= 16 && (f32_i_rows || o_pairs)) {
+    kernel_ = Kernel::i_rows;
+    const std::int64_t unit = f32 ? 1 : 2;
+    hw_ = hw;
+    row_stride_ = b.dims[1] * hw;  // elements between O rows
+    o_stride_ = blk.strides[0];
+    i_stride_ = blk.strides[1];
+    column_dst_.resize(static_cast<std::size_t>(hw));
+    for (std::int64_t u = 0; u < hw; ++u) {
+      column_dst_[static_cast<std::size_t>(u)] = (u / b.dims[3] * blk.strides[2] + u % b.dims[3] * blk.strides[3]) / unit;
+    }
+    return;
+  }
+  if (simd_ && o_pairs && one_by_one) {
     kernel_ = Kernel::row_pairs;
     row_stride_ = b.dims[1];
     return;
@@ -414,18 +461,24 @@ void PlainToBlocked::run_typed(const S* src, D* dst) const {
   }
 }
 
-template <class T>
-void PlainToBlocked::run_columns(const T* src, T* dst) const {
-  const auto* s = reinterpret_cast<const std::uint32_t*>(src);
-  auto* d = reinterpret_cast<std::uint32_t*>(dst);
+void PlainToBlocked::run_columns(const void* src, void* dst) const {
+  auto* d = static_cast<std::uint32_t*>(dst);
+  const bool pairs = dst_type_ == dt::bf16 && hw_ > 1;  // bf16 I pairs HW elements apart
   const std::int64_t rows = dims_[0], tiles = o_padded_ / 16, per_block = o_block_ / 16;
   auto tile_row = [&](std::int64_t t) {  // source rows 16t..16t+15 (padding rows beyond O: zeros)
-    const std::int64_t o0 = 16 * t;
+    const std::int64_t o0 = 16 * t, first = std::min(o0, rows - 1);
     std::uint32_t* out = d + (t / per_block) * o_stride_ + (t % per_block) * 16;
     const std::int64_t real = std::clamp<std::int64_t>(rows - o0, 0, 16);
+    if (pairs) {  // one I pair (HW units) per tile
+      const auto* s = static_cast<const std::uint16_t*>(src) + first * row_stride_ * 2;
+      for (std::int64_t u0 = 0; u0 < row_stride_; u0 += hw_) {
+        pair_tile(s + 2 * u0, row_stride_ * 2, hw_, real, hw_, column_dst_.data() + u0, out);
+      }
+      return;
+    }
+    const auto* s = static_cast<const std::uint32_t*>(src) + first * row_stride_;
     for (std::int64_t j0 = 0; j0 < row_stride_; j0 += 16) {
-      column_tile(s + std::min(o0, rows - 1) * row_stride_, row_stride_, real, j0,
-                  std::min<std::int64_t>(16, row_stride_ - j0), column_dst_.data(), out);
+      column_tile(s, row_stride_, real, j0, std::min<std::int64_t>(16, row_stride_ - j0), column_dst_.data(), out);
     }
   };
   if (o_padded_ * row_stride_ > kParallelMinElements) {
@@ -436,9 +489,46 @@ void PlainToBlocked::run_columns(const T* src, T* dst) const {
   }
 }
 
+void PlainToBlocked::run_i_rows(const void* src, void* dst) const {
+  const bool f32 = dst_type_ == dt::f32;
+  const std::int64_t o_blocks = dims_[0] / 16, i_blocks = dims_[1] / 16;
+  auto o_block = [&](std::int64_t ob) {
+    for (std::int64_t ib = 0; ib < i_blocks; ++ib) {
+      const std::int64_t first = ob * 16 * row_stride_ + ib * 16 * hw_;  // source (ob * 16, ib * 16, 0, 0)
+      if (f32) {
+        // Per O row: the 16 I (rows, HW apart) by HW spatial (columns) tile, column hw being
+        // the block row [o][16 I] at spatial hw.
+        const auto* s = static_cast<const std::uint32_t*>(src) + first;
+        auto* out = static_cast<std::uint32_t*>(dst) + ob * o_stride_ + ib * i_stride_;
+        for (std::int64_t o = 0; o < 16; ++o) {
+          column_tile(s + o * row_stride_, hw_, 16, 0, hw_, column_dst_.data(), out + o * 16);
+        }
+      } else {
+        // Per pair of O rows: units (o, o + 1) of the 16 I by HW tile, column hw being the
+        // block's [pair][16 I][2] at spatial hw.
+        const auto* s = static_cast<const std::uint16_t*>(src) + first;
+        auto* out = static_cast<std::uint32_t*>(dst) + (ob * o_stride_ + ib * i_stride_) / 2;
+        for (std::int64_t p = 0; p < 8; ++p) {
+          pair_tile(s + 2 * p * row_stride_, hw_, row_stride_, 16, hw_, column_dst_.data(), out + p * 16);
+        }
+      }
+    }
+  };
+  if (dims_[0] * row_stride_ > kParallelMinElements) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t ob = 0; ob < o_blocks; ++ob) o_block(ob);
+  } else {
+    for (std::int64_t ob = 0; ob < o_blocks; ++ob) o_block(ob);
+  }
+}
+
 void PlainToBlocked::run(const void* src, void* dst) const {
-  if (kernel_ == Kernel::columns) {  // same dtype: 32-bit units either way
-    run_columns(static_cast<const std::uint32_t*>(src), static_cast<std::uint32_t*>(dst));
+  if (kernel_ == Kernel::columns) {
+    run_columns(src, dst);
+    return;
+  }
+  if (kernel_ == Kernel::i_rows) {
+    run_i_rows(src, dst);
     return;
   }
   const bool src_f32 = src_type_ == dt::f32, dst_f32 = dst_type_ == dt::f32;

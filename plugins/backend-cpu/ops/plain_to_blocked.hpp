@@ -3,15 +3,17 @@
 // convolution step (forward and backward-data).
 //
 // Why not a oneDNN reorder: oneDNN 2.6's transposing reorders into the blocked weight layouts
-// (Acdb64a, ABcd16a16b, AcdB64a2b, ABcd8a16b2a, ...) run far below memory bandwidth: 2.3 ms for
-// the 2048x1024 1x1 weights in bf16 where a plain f32 -> bf16 conversion of the same tensor takes
-// 0.14 ms, ~20 ms of CPU per bf16 ResNet-50 step. The destination is walked in its own memory
-// order: a loop nest over the outer dims (from the blocked memory descriptor, sorted by stride)
-// whose body fills one whole inner block (the product of the inner blocks: 64 to 256 elements,
-// contiguous in the destination) by gathering from the plain source through a table of offsets
-// computed once (AVX-512 gathers where the CPU has them). Padded positions (dims not multiples of
-// their blocks) are written as zeros: the destination is a scratch buffer shared by every layer,
-// so it may hold another layer's weights there.
+// (Acdb64a, BAcd16a16b, AcdB64a2b, BAcd8a16b2a, ...) ran at ~1-1.3 ms per 2M elements on one
+// thread of this AMD EPYC (2.3 ms for the 2048x1024 bf16 weights inside a training step, where a
+// plain f32 -> bf16 conversion of the same tensor takes 0.14 ms), ~20 ms of CPU per bf16
+// ResNet-50 step. The loop here walks the outer dims of the blocked layout (from its memory
+// descriptor) in the plain source's order and fills one whole inner block at a time (the
+// product of the inner blocks: 64 to 256 elements, contiguous in the destination): with a
+// vector kernel for the common layouts (16x16 transposes, row-pair interleaves, contiguous runs:
+// plain_to_blocked.cpp, "Kernels"), else by gathering through a table of source offsets computed
+// once. Padded positions (dims not multiples of their blocks) are written as zeros: the
+// destination is a scratch buffer shared by every layer, so it may hold another layer's weights
+// there.
 //
 // bf16 results are rounded as oneDNN rounds them (its bfloat16_t and the avx512_bf16
 // vcvtneps2bf16 instruction agree): round to nearest even, denormals to a signed zero, NaNs kept
@@ -30,7 +32,7 @@ class PlainToBlocked {
  public:
   /// Whether `plain` -> `blocked` is a case this class handles: both 4-D (OIHW) or 5-D (GOIHW)
   /// of the same dims, f32 or bf16 each, `plain` dense row-major, `blocked` a blocked format
-  /// with at least one inner block and no extra (compensation) data.
+  /// with at least one inner block, no offset and no extra (compensation) data.
   static bool handles(const dnnl::memory::desc& plain, const dnnl::memory::desc& blocked);
 
   /// The pair must satisfy handles(); throws std::invalid_argument otherwise. `simd` false
@@ -65,20 +67,22 @@ class PlainToBlocked {
   void block(const S* src, std::int64_t src_off, D* dst, const std::int64_t* base, bool zero) const;
 
   void choose_kernel(const dnnl::memory::desc& blocked);
-  template <class T>
-  void run_columns(const T* src, T* dst) const;
+  void run_columns(const void* src, void* dst) const;
+  void run_i_rows(const void* src, void* dst) const;
 
   /// Which loop fills a whole block (see plain_to_blocked.cpp, "Kernels").
-  enum class Kernel : std::uint8_t { gather, runs, row_pairs, columns };
+  enum class Kernel : std::uint8_t { gather, runs, row_pairs, columns, i_rows };
 
   dnnl::memory::data_type src_type_, dst_type_;
   bool simd_ = false;
   Kernel kernel_ = Kernel::gather;
   std::int64_t run_ = 1;          // runs: contiguous source elements per run (the innermost block)
-  std::int64_t row_stride_ = 0;   // row_pairs, columns: source elements between rows (O indices)
+  std::int64_t row_stride_ = 0;   // row_pairs, i_rows: source elements between O rows; columns: units
+  std::int64_t hw_ = 1;           // columns, i_rows: kernel height * width
+  std::int64_t i_stride_ = 0;     // i_rows: destination stride of an I block
   std::int64_t o_block_ = 0;      // columns: the O block, O stride and padded O
   std::int64_t o_stride_ = 0, o_padded_ = 0;
-  std::vector<std::int64_t> column_dst_;  // columns: per source column (unit), its destination offset
+  std::vector<std::int64_t> column_dst_;  // columns, i_rows: per tile column, its destination offset (units)
   std::int64_t src_elements_ = 0;
   std::vector<std::int64_t> dims_;
   std::vector<Level> levels_;              // outer levels, outermost first (at least one)
