@@ -40,9 +40,9 @@ class PlainToBlocked {
   PlainToBlocked(const dnnl::memory::desc& plain, const dnnl::memory::desc& blocked, bool simd = true);
 
   /// Whether a vector kernel covers this layout (see plain_to_blocked.cpp, "Kernels"): the
-  /// layouts where this loop was measured faster than oneDNN 2.6's reorder. The others (3x3
-  /// weights in OIhw16i16o-like layouts: a stride-9 gather per element) are correct here too but
-  /// slower than oneDNN's JIT reorder, so the weight edges keep oneDNN for them.
+  /// layouts where this loop was measured faster than oneDNN 2.6's reorder (or at par). The
+  /// others go through a per-element gather, correct but slower than oneDNN's JIT reorder, so
+  /// the weight edges keep oneDNN for them.
   bool vectorised() const { return kernel_ != Kernel::gather; }
 
   /// dst (blocked, padding included) = src (plain). Uses the calling thread's OpenMP team for
