@@ -68,7 +68,7 @@ Edge::Edge(const dnnl::engine& engine, const dnnl::memory::desc& user,
     return;
   }
   inner_ = dnnl::memory(inner, engine, nullptr);  // bound to scratch_ at each bind()
-  to_inner_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, user, engine, inner));
+  init_to_inner(engine, user, inner);
   if (BlockedToPlain::handles(inner, user)) {
     blocked_to_user_.emplace(inner);
     return;
@@ -97,7 +97,7 @@ void Edge::init_widening(const dnnl::engine& engine, const dnnl::memory::desc& u
   if (wide_is_inner_) return;
   wide_ = dnnl::memory(wide, engine, nullptr);
   if (!(wide == inner)) {
-    to_inner_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, wide, engine, inner));
+    init_to_inner(engine, wide, inner);
     to_user_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, inner, engine, wide));
   }
   if (sum == EdgeSum::yes) {
@@ -107,6 +107,28 @@ void Edge::init_widening(const dnnl::engine& engine, const dnnl::memory::desc& u
     attr.set_post_ops(ops);
     add_to_user_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, inner, engine, wide, attr));
   }
+}
+
+void Edge::init_to_inner(const dnnl::engine& engine, const dnnl::memory::desc& plain, const dnnl::memory::desc& inner) {
+  inner_blocked_ = inner.data.format_kind == dnnl_blocked && inner.data.format_desc.blocking.inner_nblks > 0;
+  if (PlainToBlocked::handles(plain, inner)) {
+    PlainToBlocked loop(plain, inner);
+    if (loop.vectorised()) {
+      plain_to_inner_.emplace(std::move(loop));
+      return;
+    }
+  }
+  to_inner_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, plain, engine, inner));
+}
+
+void Edge::to_inner(dnnl::stream& stream, dnnl::memory& plain) {
+  if (plain_to_inner_) {
+    plain_to_inner_->run(plain.get_data_handle(), inner_.get_data_handle());
+    weight_reorder_counts().kiln_loop.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  to_inner_->execute(stream, plain, inner_);
+  if (inner_blocked_) weight_reorder_counts().onednn_reorder.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Edge::bind(void* data) {
@@ -126,13 +148,13 @@ std::size_t f16_elements(const dnnl::memory& m) { return m.get_desc().get_size()
 // stream), so a conversion loop may read or write what a reorder has just written.
 void Edge::pull(dnnl::stream& stream) {
   if (widen_) {
-    const dnnl::memory& target = to_inner_ ? wide_ : inner_;
+    const dnnl::memory& target = to_inner_ || plain_to_inner_ ? wide_ : inner_;
     f16_to_f32_parallel(static_cast<const std::uint16_t*>(user_.get_data_handle()),
                         static_cast<float*>(target.get_data_handle()), f16_elements(user_));
-    if (to_inner_) to_inner_->execute(stream, wide_, inner_);
+    if (to_inner_ || plain_to_inner_) to_inner(stream, wide_);
     return;
   }
-  if (!direct_) to_inner_->execute(stream, user_, inner_);
+  if (!direct_) to_inner(stream, user_);
 }
 
 void Edge::push(dnnl::stream& stream, Accumulate acc) {

@@ -16,6 +16,11 @@
 // weight gradient) is written or added by Kiln's own loop instead (blocked_to_plain.hpp): oneDNN
 // 2.6's transposing reorders run at a fraction of the memory bandwidth there.
 //
+// The other direction, the caller's OIHW weights into the primitive's blocked layout on every
+// forward and backward-data call, is Kiln's own loop too where it has a vector kernel for the
+// layout (plain_to_blocked.hpp), and oneDNN's reorder otherwise; weight_reorder_counts() counts
+// which path each pull took.
+//
 // f16 edges (caller f16, primitive f32) never use a oneDNN reorder for the dtype change: oneDNN
 // 2.6 converts f16 with its reference reorder on CPUs without AVX512-FP16, which made f16 conv
 // models 40-70x slower than f32. The conversion runs in Kiln's own vector loops
@@ -33,6 +38,7 @@
 
 #include "kiln/ops.hpp"
 #include "ops/blocked_to_plain.hpp"
+#include "ops/plain_to_blocked.hpp"
 #include "kiln/tensor.hpp"
 
 namespace kiln::cpu {
@@ -92,6 +98,10 @@ class Edge {
  private:
   void init_widening(const dnnl::engine& engine, const dnnl::memory::desc& user, const dnnl::memory::desc& inner,
                      EdgeSum sum);
+  /// plain -> inner for pull(): Kiln's loop where it has a vector kernel, else a oneDNN reorder.
+  void init_to_inner(const dnnl::engine& engine, const dnnl::memory::desc& plain, const dnnl::memory::desc& inner);
+  /// Runs the plain -> inner step of pull() and counts which path ran (weight_reorder_counts()).
+  void to_inner(dnnl::stream& stream, dnnl::memory& plain);
 
  private:
   bool direct_ = true;
@@ -102,6 +112,8 @@ class Edge {
   int slot_ = 0;
   std::optional<dnnl::reorder> to_inner_, to_user_, add_to_user_;
   std::optional<BlockedToPlain> blocked_to_user_;  // replaces to_user_/add_to_user_ where it applies
+  std::optional<PlainToBlocked> plain_to_inner_;   // replaces to_inner_ where it has a vector kernel
+  bool inner_blocked_ = false;                     // inner has inner blocks (a weight layout)
 };
 
 }  // namespace kiln::cpu
