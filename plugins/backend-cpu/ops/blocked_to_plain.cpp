@@ -11,25 +11,10 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "ops/dense_row_major.hpp"
 #include "parallel.hpp"
 
 namespace kiln::cpu {
-
-namespace {
-
-using dt = dnnl::memory::data_type;
-
-bool dense_row_major(const dnnl_memory_desc_t& d) {
-  if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0 || d.offset0 != 0) return false;
-  std::int64_t stride = 1;
-  for (int i = d.ndims - 1; i >= 0; --i) {
-    if (d.padded_dims[i] != d.dims[i] || d.format_desc.blocking.strides[i] != stride) return false;
-    stride *= d.dims[i];
-  }
-  return true;
-}
-
-}  // namespace
 
 bool BlockedToPlain::handles(const dnnl::memory::desc& blocked, const dnnl::memory::desc& plain) {
   const dnnl_memory_desc_t& b = blocked.data;

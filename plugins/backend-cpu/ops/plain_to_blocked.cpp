@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "ops/dense_row_major.hpp"
 #include "parallel.hpp"
 
 namespace kiln::cpu {
@@ -28,16 +29,6 @@ namespace {
 
 using dt = dnnl::memory::data_type;
 constexpr std::size_t kMaxDims = 5;
-
-bool dense_row_major(const dnnl_memory_desc_t& d) {
-  if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0 || d.offset0 != 0) return false;
-  std::int64_t stride = 1;
-  for (int i = d.ndims - 1; i >= 0; --i) {
-    if (d.padded_dims[i] != d.dims[i] || d.format_desc.blocking.strides[i] != stride) return false;
-    stride *= d.dims[i];
-  }
-  return true;
-}
 
 bool f32_or_bf16(dnnl_data_type_t t) { return t == dnnl_f32 || t == dnnl_bf16; }
 

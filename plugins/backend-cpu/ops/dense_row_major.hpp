@@ -1,0 +1,22 @@
+// Whether a oneDNN memory descriptor is the plain, dense, row-major layout (no inner blocks, no
+// offset, no padding, strides the running products of the dims): the plain side both of Kiln's
+// weight loops (plain_to_blocked, blocked_to_plain) require.
+#pragma once
+
+#include <cstdint>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace kiln::cpu {
+
+inline bool dense_row_major(const dnnl_memory_desc_t& d) {
+  if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0 || d.offset0 != 0) return false;
+  std::int64_t stride = 1;
+  for (int i = d.ndims - 1; i >= 0; --i) {
+    if (d.padded_dims[i] != d.dims[i] || d.format_desc.blocking.strides[i] != stride) return false;
+    stride *= d.dims[i];
+  }
+  return true;
+}
+
+}  // namespace kiln::cpu
