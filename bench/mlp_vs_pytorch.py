@@ -88,7 +88,7 @@ def main():
         body = (f"Measured {datetime.date.today()}, peers from PyPI ({peers_text}), {args.epochs} epochs, "
                 f"median epoch excluding the first.\n{machine}\n\n" + "\n".join(lines))
         doc = peers.write_section(f"mlp-bench:{family}:{args.threads}",
-                                  f"MLP on {peers.cpu_model()}, {args.threads} thread(s) (PyPI peers)", body,
+                                  f"MLP on {peers.family_title()}, {args.threads} thread(s) (PyPI peers)", body,
                                   "MLP on Fashion-MNIST")
         print(f"wrote {doc}", file=sys.stderr)
 

@@ -35,16 +35,46 @@ def cpu_model():
     return "unknown CPU"
 
 
-def family_key(model=None):
+def cpu_family_model():
+    """"family 25 model 1" from /proc/cpuinfo: what tells a Zen 3 from a Zen 5 EPYC."""
+    fields = {}
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("cpu family", "model") and key.strip() not in fields:
+            fields[key.strip()] = value.strip()
+        if not line.strip():
+            break
+    return f"family {fields.get('cpu family', '?')} model {fields.get('model', '?')}"
+
+
+def cpu_flags():
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def family_key(model=None, flags=None):
     """A stable name for the CPU family, used in docs/benchmarks.md's section markers:
-    "amd-epyc", "intel-xeon", or the model's first two words."""
+    "amd-epyc", "intel-xeon", or the model's first two words, plus "-avx2" on a CPU without
+    AVX-512. The model name alone does not tell the families apart: a Zen 3 and a Zen 5 EPYC
+    both call themselves "AMD EPYC", and oneDNN runs different kernels on them."""
     model = (model or cpu_model()).lower()
+    flags = cpu_flags() if flags is None else flags
     if "epyc" in model:
-        return "amd-epyc"
-    if "xeon" in model:
-        return "intel-xeon"
-    words = re.findall(r"[a-z0-9]+", model)
-    return "-".join(words[:2]) or "unknown"
+        key = "amd-epyc"
+    elif "xeon" in model:
+        key = "intel-xeon"
+    else:
+        key = "-".join(re.findall(r"[a-z0-9]+", model)[:2]) or "unknown"
+    return key if "avx512f" in flags else key + "-avx2"
+
+
+def family_title(model=None, flags=None):
+    """The heading words for a family's tables: the model, and "AVX2, no AVX-512" where that holds."""
+    model = model or cpu_model()
+    flags = cpu_flags() if flags is None else flags
+    return model if "avx512f" in flags else f"{model} (AVX2, no AVX-512)"
 
 
 _TORCH_INFO = r"""
@@ -79,7 +109,7 @@ def kiln_device(run_dir):
 
 def machine_line(kiln_detail, torch=None):
     """One line naming the CPU and each side's ISA, printed above every table."""
-    text = f"CPU: {cpu_model()} ({os.cpu_count()} CPUs); Kiln: {kiln_detail}"
+    text = f"CPU: {cpu_model()} ({cpu_family_model()}, {os.cpu_count()} CPUs); Kiln: {kiln_detail}"
     if torch:
         text += (f"; PyTorch {torch['torch']} (PyPI, oneDNN {torch['torch_onednn']}): "
                  f"cpu capability {torch['torch_isa']}")

@@ -132,7 +132,12 @@ double median_ms(const dnnl::primitive& prim, dnnl::stream& s,
   return t[t.size() / 2];
 }
 
-dnnl::memory::desc nhwc(const dims& d, dt type) { return dnnl::memory::desc(d, type, tag::nhwc); }
+// --act-any: every activation operand in the layout the primitive picks (oneDNN's blocked
+// nChw8c/nChw16c), to see what channels-last costs on an ISA; no reorders are counted.
+bool g_act_any = false;
+dnnl::memory::desc nhwc(const dims& d, dt type) {
+  return dnnl::memory::desc(d, type, g_act_any ? tag::any : tag::nhwc);
+}
 dnnl::memory::desc any(const dims& d, dt type) { return dnnl::memory::desc(d, type, tag::any); }
 
 // The primitive descriptors, in the API of the oneDNN being compiled against.
@@ -204,6 +209,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--edge") o.edge = true;
     else if (a == "--bf16-diff-weights") o.bf16_diff_weights = true;
     else if (a == "--wact-any") o.wact_any = true;
+    else if (a == "--act-any") g_act_any = true;
     else if (a == "--clock") {
       const std::string v = value();
       if (v != "wall" && v != "cpu") {
@@ -225,7 +231,7 @@ Options parse(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: conv_bench [--batch N] [--reps N] [--dtype f32|bf16|both] [--clock wall|cpu] [--layers] "
-                   "[--edge] [--bf16-diff-weights] [--wact-any] [--dw-plain]\n");
+                   "[--edge] [--bf16-diff-weights] [--wact-any] [--act-any] [--dw-plain]\n");
       std::exit(2);
     }
   }
