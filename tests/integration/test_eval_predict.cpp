@@ -207,9 +207,10 @@ BOOST_AUTO_TEST_CASE(predict_csv_and_jsonl_match_eval) {
 
 // Under bf16 the model computes from bf16 copies of the f32 weights; the evaluation pass refreshes
 // them first, so the run's test record (after its last optimizer step) and an evaluation of the
-// checkpoint see the same weights and agree exactly.
+// checkpoint see the same weights and agree exactly (on any CPU: allow_emulated lets one without
+// native bf16 run it).
 BOOST_AUTO_TEST_CASE(eval_reproduces_a_bf16_run) {
-  const fs::path dir = train("run-bf16", kEvalTable, {"precision.type=bf16"});
+  const fs::path dir = train("run-bf16", kEvalTable, {"precision.type=bf16", "precision.allow_emulated=true"});
   const Value want = test_record(dir);
   const KilnResult r = kiln({"eval", "--run-dir", dir.string(), "--json"});
   BOOST_TEST_REQUIRE(r.status == 0, r.err);
