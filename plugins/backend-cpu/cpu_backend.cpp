@@ -41,17 +41,36 @@ int choose_threads(const PluginArgs& args) {
   return std::max(1, omp_get_num_procs() / local);
 }
 
+/// Whether bf16 ops run on oneDNN's bf16 primitives: where oneDNN has them, unless `bf16_compute`
+/// = "f32" asks for the widening path (storage only, f32 inside) that CPUs without them take.
+bool use_bf16_primitives(const PluginArgs& args, const dnnl::engine& engine) {
+  std::string mode = "auto";
+  if (args.params != nullptr && args.params->contains("bf16_compute")) mode = args.params->get_string("bf16_compute");
+  if (mode != "auto" && mode != "f32") {
+    throw ConfigError(fmt::format("{} = \"{}\" is not a bf16 compute mode; use \"auto\" (oneDNN's bf16 "
+                                  "kernels where the CPU has them) or \"f32\" (bf16 storage, f32 compute)",
+                                  args.params->where("bf16_compute"), mode));
+  }
+  return mode == "auto" && onednn_has_bf16(engine);
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(const PluginArgs& args)
     : threads_(choose_threads(args)),
       info_(describe_host_cpu(threads_)),
       engine_(dnnl::engine::kind::cpu, 0),
-      bf16_primitives_(onednn_has_bf16(engine_)),
+      bf16_primitives_(use_bf16_primitives(args, engine_)),
       stream_(engine_),
-      matmuls_(std::make_unique<MatmulCache>(engine_)),
+      matmuls_(std::make_unique<MatmulCache>(engine_, bf16_primitives_)),
       done_(std::make_shared<CompleteEvent>()) {
   omp_set_num_threads(threads_);
+  // Said in the run banner (the backend line), so a bf16 run here is never silently f32 inside.
+  if (!bf16_primitives_) {
+    info_.detail += onednn_has_bf16(engine_)
+                        ? "; bf16: storage only, computed in f32 (backend.bf16_compute = \"f32\")"
+                        : "; bf16: storage only, computed in f32 (no bf16 kernels in oneDNN on this CPU)";
+  }
 }
 
 CpuBackend::~CpuBackend() = default;
@@ -67,9 +86,10 @@ Layout CpuBackend::activation_layout(DType) const {
 }
 
 bool CpuBackend::supports(Op op, DType dtype) const {
+  // bf16 on a oneDNN row needs no bf16 primitives: without them it is widened to f32 at the
+  // op's edges (compute_dtype, ops/dnnl_edge.hpp), as f16 always is.
   const CpuOp* row = sdk::op_row(kCpuOps, op);
-  if (row == nullptr || !row->dtypes.has(dtype)) return false;
-  return row->engine != Engine::onednn || dtype != DType::bf16 || bf16_primitives_;
+  return row != nullptr && row->dtypes.has(dtype);
 }
 
 Tensor CpuBackend::allocate(const Shape& shape, DType dtype, MemoryKind where) {

@@ -24,8 +24,10 @@ namespace kiln::cpu {
 
 class CpuBackend final : public Backend {
  public:
-  /// Reads `threads` from args.params (0 = all cores / args.ranks.local_world_size).
-  /// Throws ConfigError for a negative thread count.
+  /// Reads `threads` from args.params (0 = all cores / args.ranks.local_world_size) and
+  /// `bf16_compute` ("auto": oneDNN's bf16 kernels where it has them, else bf16 is stored and
+  /// computed in f32; "f32": always the latter, so AVX-512 machines can test that path).
+  /// Throws ConfigError for a negative thread count or an unknown bf16_compute.
   explicit CpuBackend(const PluginArgs& args);
   ~CpuBackend() override;
 
@@ -114,7 +116,7 @@ class CpuBackend final : public Backend {
   int threads_ = 1;
   DeviceInfo info_;
   dnnl::engine engine_;
-  bool bf16_primitives_ = false;  // oneDNN can build bf16 primitives here (cpu_info.hpp)
+  bool bf16_primitives_ = false;  // bf16 runs on oneDNN's bf16 primitives (else widened to f32)
   dnnl::stream stream_;
   std::unique_ptr<MatmulCache> matmuls_;
   std::shared_ptr<EdgeScratch> edge_scratch_ = std::make_shared<EdgeScratch>();  // ops/dnnl_edge.hpp

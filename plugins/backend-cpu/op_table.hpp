@@ -2,9 +2,10 @@
 // that runs it and the dtypes it takes. CpuBackend::supports() answers from this table alone.
 //
 // oneDNN rows take f32, f16 (as storage computed in f32: no CPU here has f16 arithmetic that
-// oneDNN 2.6 uses; the f16 edges widen to f32 and round back) and bf16 only where oneDNN has bf16
-// kernels (AVX-512 core and up; cpu_info.hpp), which supports() asks at run time. Loop rows are
-// plain OpenMP loops through elem.hpp: any float storage type, f32 math.
+// oneDNN 2.6 uses; the f16 edges widen to f32 and round back) and bf16: on oneDNN's bf16 kernels
+// where it has them (AVX-512 core and up; cpu_info.hpp), elsewhere widened like f16
+// (compute_dtype in ops/dnnl_edge.hpp). Loop rows are plain OpenMP loops through elem.hpp: any
+// float storage type, f32 math.
 #pragma once
 
 #include <kiln/sdk/op_support.hpp>

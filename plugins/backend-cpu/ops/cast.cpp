@@ -1,12 +1,12 @@
 // cast: dst = src converted to dst's dtype, between f32 and bf16/f16 (either direction), and
 // same-dtype copies. Rounding is to nearest, ties to even (ops/half.hpp), matching PyTorch's
-// .to(torch.bfloat16) / .half(). supports(cast, d) answers for d in {f32, bf16, f16}.
+// .to(torch.bfloat16) / .half(). supports(cast, d) answers for d in {f32, bf16, f16}. Both run
+// in the vector loops of f16_convert.hpp / bf16_convert.hpp (bit-identical to kiln/sdk/half.hpp).
 #include <cstring>
 
 #include "cpu_backend.hpp"
+#include "ops/bf16_convert.hpp"
 #include "ops/f16_convert.hpp"
-#include "ops/half.hpp"
-#include "parallel.hpp"
 #include "validate.hpp"
 
 namespace kiln::cpu {
@@ -23,7 +23,7 @@ void CpuBackend::cast(const Tensor& dst, const Tensor& src) {
     const float* in = src.data_as<float>();
     auto* out = static_cast<std::uint16_t*>(dst.data());
     if (dst.dtype() == DType::bf16) {
-      parallel_for(n, [&](std::int64_t i) { out[i] = f32_to_bf16(in[i]); });
+      f32_to_bf16_parallel(in, out, static_cast<std::size_t>(n));
     } else {
       f32_to_f16_parallel(in, out, static_cast<std::size_t>(n));
     }
@@ -31,7 +31,7 @@ void CpuBackend::cast(const Tensor& dst, const Tensor& src) {
     const auto* in = static_cast<const std::uint16_t*>(src.data());
     float* out = dst.data_as<float>();
     if (src.dtype() == DType::bf16) {
-      parallel_for(n, [&](std::int64_t i) { out[i] = bf16_to_f32(in[i]); });
+      bf16_to_f32_parallel(in, out, static_cast<std::size_t>(n));
     } else {
       f16_to_f32_parallel(in, out, static_cast<std::size_t>(n));
     }

@@ -7,7 +7,9 @@
 // forward_training descriptor in the plan's compute dtype. Edges (dnnl_edge.hpp) reorder the
 // caller's tensors at the boundary only where they differ: NCHW activations (tests), OIHW
 // weights, f32 master weights read by a bf16 plan, and f16 operands, which are stored f16 but
-// computed in f32 (compute_dtype). Each primitive is built on first use with the dtypes and
+// computed in f32 (compute_dtype); so are bf16 operands where oneDNN has no bf16 kernels, and
+// there an f32 input of a bf16 plan is rounded to bf16 on its way in (EdgeRound::bf16), as the
+// native bf16 primitive's reorder would. Each primitive is built on first use with the dtypes and
 // layouts of the tensors it is called with and rebuilt only if they change. Outputs keep their
 // own dtype (bf16 plan: y/dx f32 or bf16, dw f32 for fp32 master gradients). Accumulate::yes on
 // dw is a reorder with a sum post-op. Padding on the far side is the smallest non-negative value
@@ -46,8 +48,10 @@ Operand operand(const Tensor& t) { return {t.dtype(), t.layout()}; }
 
 class ConvPlan final : public OpPlan {
  public:
-  ConvPlan(const Conv2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch)
-      : desc(d), compute(compute_dtype(d.dtype)), engine_(engine), scratch_(std::move(scratch)) {
+  ConvPlan(const Conv2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch,
+           bool bf16_primitives)
+      : desc(d), compute(compute_dtype(d.dtype, bf16_primitives)), bf16_primitives_(bf16_primitives),
+        engine_(engine), scratch_(std::move(scratch)) {
     const std::int64_t p = d.out_h(), q = d.out_w();
     src_ = {d.n, d.c, d.h, d.w};
     dst_ = {d.n, d.k, p, q};
@@ -62,7 +66,7 @@ class ConvPlan final : public OpPlan {
   }
 
   const Conv2dDesc desc;
-  const DType compute;  // the dtype the primitives compute in (f16 plans: f32)
+  const DType compute;  // the dtype the primitives compute in (f16 plans, bf16 without bf16 kernels: f32)
 
   /// One primitive (forward, backward-data or backward-filter) with its two inputs and one
   /// output, the edges around them, and what it was built for.
@@ -91,11 +95,11 @@ class ConvPlan final : public OpPlan {
   Stage& forward(const Tensor& x, const Tensor& w, const Tensor& y) {
     const Operand ox = operand(x), ow = operand(w), oy = operand(y);
     if (fwd_ && fwd_->built_for(ox, ow, oy)) return *fwd_;
-    const DType out = compute_dtype(y.dtype());
+    const DType out = compute_dtype(y.dtype(), bf16_primitives_);
     const auto pd = out == compute ? hint_ : forward_pd(out);
     fwd_.emplace(Stage{ox, ow, oy, dnnl::convolution_forward(pd),
-                         Edge(engine_, user(src_, ox), pd.src_desc(), scratch_, 0),
-                         Edge(engine_, user(wei_, ow), pd.weights_desc(), scratch_, 1),
+                         Edge(engine_, user(src_, ox), pd.src_desc(), scratch_, 0, EdgeSum::no, round(ox)),
+                         Edge(engine_, user(wei_, ow), pd.weights_desc(), scratch_, 1, EdgeSum::no, round(ow)),
                          Edge(engine_, user(dst_, oy), pd.dst_desc(), scratch_, 2),
                          {}});
     fwd_->args = {{DNNL_ARG_SRC, fwd_->e0.inner()},
@@ -108,12 +112,14 @@ class ConvPlan final : public OpPlan {
     const Operand ody = operand(dy), ow = operand(w), odx = operand(dx);
     if (bwd_data_ && bwd_data_->built_for(ody, ow, odx)) return *bwd_data_;
     const dnnl::convolution_backward_data::desc cd(
-        dnnl::algorithm::convolution_direct, channels_last(src_, compute_dtype(dx.dtype())),
+        dnnl::algorithm::convolution_direct, channels_last(src_, compute_dtype(dx.dtype(), bf16_primitives_)),
         any(wei_, compute), channels_last(dst_, compute), strides_, dilates_, pad_l_, pad_r_);
     const dnnl::convolution_backward_data::primitive_desc pd(cd, engine_, hint_);
     bwd_data_.emplace(Stage{ody, ow, odx, dnnl::convolution_backward_data(pd),
-                                   Edge(engine_, user(dst_, ody), pd.diff_dst_desc(), scratch_, 0),
-                                   Edge(engine_, user(wei_, ow), pd.weights_desc(), scratch_, 1),
+                                   Edge(engine_, user(dst_, ody), pd.diff_dst_desc(), scratch_, 0, EdgeSum::no,
+                                        round(ody)),
+                                   Edge(engine_, user(wei_, ow), pd.weights_desc(), scratch_, 1, EdgeSum::no,
+                                        round(ow)),
                                    Edge(engine_, user(src_, odx), pd.diff_src_desc(), scratch_, 2),
                                    {}});
     bwd_data_->args = {{DNNL_ARG_DIFF_DST, bwd_data_->e0.inner()},
@@ -127,13 +133,13 @@ class ConvPlan final : public OpPlan {
     if (bwd_filter_ && bwd_filter_->built_for(ox, ody, odw)) return *bwd_filter_;
     const dnnl::convolution_backward_weights::desc cd(
         dnnl::algorithm::convolution_direct, channels_last(src_, compute),
-        any(wei_, compute_dtype(dw.dtype())), channels_last(dst_, compute), strides_, dilates_,
+        any(wei_, compute_dtype(dw.dtype(), bf16_primitives_)), channels_last(dst_, compute), strides_, dilates_,
         pad_l_, pad_r_);
     const dnnl::convolution_backward_weights::primitive_desc pd(cd, engine_, hint_);
     bwd_filter_.emplace(
         Stage{ox, ody, odw, dnnl::convolution_backward_weights(pd),
-                       Edge(engine_, user(src_, ox), pd.src_desc(), scratch_, 0),
-                       Edge(engine_, user(dst_, ody), pd.diff_dst_desc(), scratch_, 1),
+                       Edge(engine_, user(src_, ox), pd.src_desc(), scratch_, 0, EdgeSum::no, round(ox)),
+                       Edge(engine_, user(dst_, ody), pd.diff_dst_desc(), scratch_, 1, EdgeSum::no, round(ody)),
                        Edge(engine_, user(wei_, odw), pd.diff_weights_desc(), scratch_, 2, EdgeSum::yes),
                        {}});
     bwd_filter_->args = {{DNNL_ARG_SRC, bwd_filter_->e0.inner()},
@@ -143,6 +149,12 @@ class ConvPlan final : public OpPlan {
   }
 
  private:
+  /// An f32 input of a bf16 plan computed in f32 is rounded to bf16 first (what a bf16 primitive
+  /// reads); every other input goes in as it is.
+  EdgeRound round(const Operand& o) const {
+    const bool rounds = desc.dtype == DType::bf16 && compute == DType::f32 && o.dtype == DType::f32;
+    return rounds ? EdgeRound::bf16 : EdgeRound::none;
+  }
   static dnnl::memory::desc any(const dims& shape, DType d) {
     return dnnl::memory::desc(shape, dnnl_dtype(d), tag::any);
   }
@@ -160,6 +172,7 @@ class ConvPlan final : public OpPlan {
     return dnnl::convolution_forward::primitive_desc(cd, engine_);
   }
 
+  bool bf16_primitives_;
   dnnl::engine engine_;
   std::shared_ptr<EdgeScratch> scratch_;
   dims src_, wei_, dst_, strides_, dilates_, pad_l_, pad_r_;
@@ -177,7 +190,7 @@ std::shared_ptr<OpPlan> CpuBackend::plan_conv2d(const Conv2dDesc& d) {
   const OpCheck check(Op::conv2d_forward);
   sdk::check_conv2d_desc(check, d);
   try {
-    return std::make_shared<ConvPlan>(d, engine_, edge_scratch_);
+    return std::make_shared<ConvPlan>(d, engine_, edge_scratch_, bf16_primitives_);
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN cannot plan {}: {}", describe(d), e.what()));
   }

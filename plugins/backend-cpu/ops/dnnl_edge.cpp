@@ -2,6 +2,7 @@
 // of a non-direct edge is allocated here, once, when the plan builds its primitive.
 #include "ops/dnnl_edge.hpp"
 
+#include "ops/bf16_convert.hpp"
 #include "ops/f16_convert.hpp"
 
 #include <cstdlib>
@@ -36,7 +37,10 @@ dnnl::memory::desc user_desc(const dnnl::memory::dims& dims, DType d, Layout lay
   return plain_desc(dims, d);
 }
 
-DType compute_dtype(DType d) { return d == DType::f16 ? DType::f32 : d; }
+DType compute_dtype(DType d, bool bf16_primitives) {
+  if (d == DType::f16 || (d == DType::bf16 && !bf16_primitives)) return DType::f32;
+  return d;
+}
 
 void EdgeScratch::Free::operator()(void* p) const noexcept { std::free(p); }
 
@@ -56,10 +60,18 @@ void* EdgeScratch::get(int slot, std::size_t bytes) {
 
 Edge::Edge(const dnnl::engine& engine, const dnnl::memory::desc& user,
            const dnnl::memory::desc& inner, std::shared_ptr<EdgeScratch> scratch, int slot,
-           EdgeSum sum)
+           EdgeSum sum, EdgeRound round)
     : direct_(user == inner && sum == EdgeSum::no), user_(user, engine, nullptr),
       scratch_(std::move(scratch)), slot_(slot) {
-  if (user.data_type() == dt::f16 && inner.data_type() == dt::f32) {
+  if (inner.data_type() == dt::f32) {
+    if (user.data_type() == dt::f16) wide_ = EdgeWide::f16;
+    if (user.data_type() == dt::bf16) wide_ = EdgeWide::bf16;
+    if (user.data_type() == dt::f32 && round == EdgeRound::bf16) wide_ = EdgeWide::f32_as_bf16;
+  }
+  if (round == EdgeRound::bf16 && (wide_ != EdgeWide::f32_as_bf16 || sum == EdgeSum::yes)) {
+    throw std::logic_error("Edge: EdgeRound::bf16 needs an f32 input edge into an f32 primitive");
+  }
+  if (wide_ != EdgeWide::none) {
     init_widening(engine, user, inner, sum);
     return;
   }
@@ -86,7 +98,6 @@ Edge::Edge(const dnnl::engine& engine, const dnnl::memory::desc& user,
 void Edge::init_widening(const dnnl::engine& engine, const dnnl::memory::desc& user,
                          const dnnl::memory::desc& inner, EdgeSum sum) {
   direct_ = false;
-  widen_ = true;
   // The caller's descriptor with f32 elements: the same dims and strides (plain or nhwc, dense).
   const int ndims = user.data.ndims;
   const dnnl::memory::dims strides(user.data.format_desc.blocking.strides,
@@ -95,7 +106,7 @@ void Edge::init_widening(const dnnl::engine& engine, const dnnl::memory::desc& u
   inner_ = dnnl::memory(inner, engine, nullptr);
   wide_is_inner_ = wide == inner && sum == EdgeSum::no;
   if (wide_is_inner_) return;
-  wide_ = dnnl::memory(wide, engine, nullptr);
+  wide_mem_ = dnnl::memory(wide, engine, nullptr);
   if (!(wide == inner)) {
     init_to_inner(engine, wide, inner);
     to_user_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, inner, engine, wide));
@@ -135,44 +146,69 @@ void Edge::bind(void* data) {
   user_.set_data_handle(data);
   // A direct edge shares one dnnl::memory handle object between user_ and inner_.
   if (!direct_) inner_.set_data_handle(scratch_->get(slot_, inner_.get_desc().get_size()));
-  if (widen_ && !wide_is_inner_) wide_.set_data_handle(scratch_->get(slot_ + kWideSlot, wide_.get_desc().get_size()));
+  if (wide_ != EdgeWide::none && !wide_is_inner_) {
+    wide_mem_.set_data_handle(scratch_->get(slot_ + kWideSlot, wide_mem_.get_desc().get_size()));
+  }
 }
 
 namespace {
 
-std::size_t f16_elements(const dnnl::memory& m) { return m.get_desc().get_size() / sizeof(std::uint16_t); }
+std::size_t elements(const dnnl::memory& m) {
+  return m.get_desc().get_size() / (m.get_desc().data_type() == dt::f32 ? sizeof(float) : sizeof(std::uint16_t));
+}
+
+/// The caller's data (f16, bf16, or f32 to round) into f32 (Kiln's vector loops).
+void widen(EdgeWide kind, const void* user, float* out, std::size_t n) {
+  switch (kind) {
+    case EdgeWide::f16: f16_to_f32_parallel(static_cast<const std::uint16_t*>(user), out, n); return;
+    case EdgeWide::bf16: bf16_to_f32_parallel(static_cast<const std::uint16_t*>(user), out, n); return;
+    case EdgeWide::f32_as_bf16: f32_round_to_bf16_parallel(static_cast<const float*>(user), out, n); return;
+    case EdgeWide::none: break;
+  }
+  throw std::logic_error("Edge: widen() on an edge that converts nothing");
+}
+
+/// f32 results back into the caller's f16 or bf16 (round to nearest even).
+void narrow(EdgeWide kind, const float* in, void* user, std::size_t n) {
+  switch (kind) {
+    case EdgeWide::f16: f32_to_f16_parallel(in, static_cast<std::uint16_t*>(user), n); return;
+    case EdgeWide::bf16: f32_to_bf16_parallel(in, static_cast<std::uint16_t*>(user), n); return;
+    case EdgeWide::f32_as_bf16:
+    case EdgeWide::none: break;
+  }
+  throw std::logic_error("Edge: push() on an input-only edge (rounded f32, or no conversion)");
+}
 
 }  // namespace
 
 // oneDNN's CPU engine runs a primitive to completion inside execute() (OpenMP runtime, in-order
 // stream), so a conversion loop may read or write what a reorder has just written.
 void Edge::pull(dnnl::stream& stream) {
-  if (widen_) {
-    const dnnl::memory& target = to_inner_ || plain_to_inner_ ? wide_ : inner_;
-    f16_to_f32_parallel(static_cast<const std::uint16_t*>(user_.get_data_handle()),
-                        static_cast<float*>(target.get_data_handle()), f16_elements(user_));
-    if (to_inner_ || plain_to_inner_) to_inner(stream, wide_);
+  if (wide_ != EdgeWide::none) {
+    const dnnl::memory& target = to_inner_ || plain_to_inner_ ? wide_mem_ : inner_;
+    widen(wide_, user_.get_data_handle(), static_cast<float*>(target.get_data_handle()), elements(user_));
+    if (to_inner_ || plain_to_inner_) to_inner(stream, wide_mem_);
     return;
   }
   if (!direct_) to_inner(stream, user_);
 }
 
 void Edge::push(dnnl::stream& stream, Accumulate acc) {
-  if (widen_) {
-    auto* user = static_cast<std::uint16_t*>(user_.get_data_handle());
-    const std::size_t n = f16_elements(user_);
+  if (wide_ != EdgeWide::none) {
+    void* user = user_.get_data_handle();
+    const std::size_t n = elements(user_);
     const dnnl::memory* result = &inner_;
     if (acc == Accumulate::yes) {
       if (!add_to_user_) throw std::logic_error("Edge::push: accumulation into an edge built without EdgeSum::yes");
-      // wide = f32(user) + inner, then back into the caller's f16.
-      f16_to_f32_parallel(user, static_cast<float*>(wide_.get_data_handle()), n);
-      add_to_user_->execute(stream, inner_, wide_);
-      result = &wide_;
+      // wide = f32(user) + inner, then back into the caller's f16/bf16.
+      widen(wide_, user, static_cast<float*>(wide_mem_.get_data_handle()), n);
+      add_to_user_->execute(stream, inner_, wide_mem_);
+      result = &wide_mem_;
     } else if (to_user_) {
-      to_user_->execute(stream, inner_, wide_);
-      result = &wide_;
+      to_user_->execute(stream, inner_, wide_mem_);
+      result = &wide_mem_;
     }
-    f32_to_f16_parallel(static_cast<const float*>(result->get_data_handle()), user, n);
+    narrow(wide_, static_cast<const float*>(result->get_data_handle()), user, n);
     return;
   }
   if (direct_) return;

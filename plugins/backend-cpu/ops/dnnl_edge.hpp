@@ -27,6 +27,12 @@
 // (f16_convert.hpp) into an f32 copy in the caller's layout (the "wide" buffer, scratch slot
 // slot + kWideSlot); if the primitive wants another layout too, an f32 -> f32 reorder follows,
 // which oneDNN does with its JIT kernels.
+//
+// bf16 edges work the same way (bf16_convert.hpp) where the backend has no bf16 primitives
+// (oneDNN 2.6 needs AVX-512 for them; compute_dtype says f32 then): bf16 is storage only there.
+// An f32 input of a bf16 op computed in f32 (a convolution reading f32 master weights) is
+// rounded to bf16 precision in its wide copy (EdgeRound::bf16), so the op sees exactly the values
+// a bf16 primitive would have read.
 #pragma once
 
 #include <cstddef>
@@ -50,8 +56,10 @@ dnnl::memory::data_type dnnl_dtype(DType d);
 dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims, DType d);
 /// Descriptor of a caller's tensor: plain_desc, or channels-last for a 4-D Layout::nhwc tensor.
 dnnl::memory::desc user_desc(const dnnl::memory::dims& dims, DType d, Layout layout);
-/// The dtype a primitive computes a `d` operand in: f16 is stored, not computed (f32 inside).
-DType compute_dtype(DType d);
+/// The dtype a primitive computes a `d` operand in: f16 is stored, not computed (f32 inside), and
+/// so is bf16 when the backend has no bf16 primitives (`bf16_primitives` false: oneDNN has no bf16
+/// kernels on this CPU, or the backend was told bf16_compute = "f32").
+DType compute_dtype(DType d, bool bf16_primitives);
 
 /// Growable 64-byte-aligned buffers, one per slot, shared by the edges of every plan of a backend.
 /// Not thread-safe (ops are issued by one thread).
@@ -74,6 +82,14 @@ class EdgeScratch {
 /// Whether an output edge must support accumulation into the caller's memory.
 enum class EdgeSum : std::uint8_t { no, yes };
 
+/// Whether an f32 input edge rounds the caller's values to bf16 precision (an f32 operand of a bf16
+/// op whose primitive computes in f32; the primitive must be f32 too).
+enum class EdgeRound : std::uint8_t { none, bf16 };
+
+/// How an edge makes the f32 copy the primitive reads: not at all, by widening f16 or bf16, or by
+/// rounding f32 to bf16 precision (EdgeRound::bf16).
+enum class EdgeWide : std::uint8_t { none, f16, bf16, f32_as_bf16 };
+
 class Edge {
  public:
   /// Scratch slots of the f32 copies of f16 operands are this far above the edge's own slot.
@@ -83,7 +99,8 @@ class Edge {
   /// `user` is the caller's (plain) descriptor, `inner` the one the primitive chose; a
   /// non-direct edge takes its inner memory from `scratch` slot `slot` at each bind().
   Edge(const dnnl::engine& engine, const dnnl::memory::desc& user, const dnnl::memory::desc& inner,
-       std::shared_ptr<EdgeScratch> scratch, int slot, EdgeSum sum = EdgeSum::no);
+       std::shared_ptr<EdgeScratch> scratch, int slot, EdgeSum sum = EdgeSum::no,
+       EdgeRound round = EdgeRound::none);
 
   /// Points the edge at the caller's tensor data (and its scratch) for this call. Bind every
   /// edge of an op before pulling any of them.
@@ -105,9 +122,9 @@ class Edge {
 
  private:
   bool direct_ = true;
-  bool widen_ = false;          // f16 caller, f32 primitive: converted by f16_convert.hpp
+  EdgeWide wide_ = EdgeWide::none;  // f16/bf16 caller (or rounded f32), f32 primitive
   bool wide_is_inner_ = false;  // the f32 copy is the primitive's memory itself (same layout, no sum)
-  dnnl::memory user_, inner_, wide_;
+  dnnl::memory user_, inner_, wide_mem_;
   std::shared_ptr<EdgeScratch> scratch_;
   int slot_ = 0;
   std::optional<dnnl::reorder> to_inner_, to_user_, add_to_user_;

@@ -16,7 +16,7 @@
 #include <cstdint>
 
 #include "ops/half.hpp"
-#include "parallel.hpp"
+#include "ops/convert_chunks.hpp"
 
 namespace kiln::cpu {
 namespace f16_paths {
@@ -169,23 +169,6 @@ const Paths& paths() {
   return chosen;
 }
 
-/// Runs body(begin, count) over [0, n) in chunks across the OpenMP team (one call below the
-/// threshold where a team costs more than it saves).
-template <class Body>
-void in_chunks(std::size_t n, Body&& body) {
-  constexpr std::size_t chunk = 8192;  // a multiple of every vector width; 32-48 KiB of traffic
-  if (n <= static_cast<std::size_t>(kParallelMinElements)) {
-    body(std::size_t{0}, n);
-    return;
-  }
-  const auto chunks = static_cast<std::int64_t>((n + chunk - 1) / chunk);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::size_t begin = static_cast<std::size_t>(c) * chunk;
-    body(begin, std::min(chunk, n - begin));
-  }
-}
-
 }  // namespace
 
 const char* f16_convert_isa() noexcept { return paths().isa; }
@@ -195,12 +178,12 @@ void f32_to_f16_n(const float* in, std::uint16_t* out, std::size_t n) noexcept {
 
 void f16_to_f32_parallel(const std::uint16_t* in, float* out, std::size_t n) noexcept {
   const Widen widen = paths().widen;
-  in_chunks(n, [&](std::size_t begin, std::size_t count) { widen(in + begin, out + begin, count); });
+  convert_in_chunks(n, [&](std::size_t begin, std::size_t count) { widen(in + begin, out + begin, count); });
 }
 
 void f32_to_f16_parallel(const float* in, std::uint16_t* out, std::size_t n) noexcept {
   const Narrow narrow = paths().narrow;
-  in_chunks(n, [&](std::size_t begin, std::size_t count) { narrow(in + begin, out + begin, count); });
+  convert_in_chunks(n, [&](std::size_t begin, std::size_t count) { narrow(in + begin, out + begin, count); });
 }
 
 }  // namespace kiln::cpu

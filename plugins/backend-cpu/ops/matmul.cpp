@@ -1,6 +1,7 @@
 // matmul: c(M, N) = alpha * op(a) op(b) + beta * c [+ bias(N)] through a cached oneDNN primitive.
 // f32 x f32 -> f32, bf16 x bf16 -> f32 or bf16 (oneDNN uses avx512_bf16 where present and
-// emulates it on plain AVX-512), and f16 x f16 -> f32 or f16 computed in f32 (matmul.hpp). See matmul.hpp for how alpha, beta, bias and transposes map
+// emulates it on plain AVX-512; before AVX-512 it has no bf16 kernels and bf16 is widened and
+// computed in f32 like f16), and f16 x f16 -> f32 or f16 computed in f32 (matmul.hpp). See matmul.hpp for how alpha, beta, bias and transposes map
 // onto oneDNN.
 #include "ops/matmul.hpp"
 
@@ -11,6 +12,8 @@
 
 #include "cpu_backend.hpp"
 #include "kiln/errors.hpp"
+#include "ops/bf16_convert.hpp"
+#include "ops/dnnl_edge.hpp"
 #include "ops/f16_convert.hpp"
 #include "ops/half.hpp"
 #include "parallel.hpp"
@@ -22,29 +25,24 @@ namespace {
 
 using dt = dnnl::memory::data_type;
 
-/// The dtype the primitive computes in: f16 operands are widened to f32 first.
-dt dnnl_type(DType d) {
-  switch (d) {
-    case DType::f32: return dt::f32;
-    case DType::bf16: return dt::bf16;
-    case DType::f16: return dt::f32;
-    default: return dt::undef;  // unreachable: matmul() validated the dtypes
-  }
-}
-
-/// Widens an f16 tensor into `out` (resized) and returns its data.
+/// Widens an f16 or bf16 tensor into `out` (resized) and returns its data.
 float* widen(const Tensor& t, std::vector<float>& out) {
   const auto* in = static_cast<const std::uint16_t*>(t.data());
   out.resize(static_cast<std::size_t>(t.numel()));
-  f16_to_f32_parallel(in, out.data(), out.size());
+  if (t.dtype() == DType::bf16) {
+    bf16_to_f32_parallel(in, out.data(), out.size());
+  } else {
+    f16_to_f32_parallel(in, out.data(), out.size());
+  }
   return out.data();
 }
 
-/// Logical (rows, cols) matrix stored row-major, or its transpose stored row-major.
+/// Logical (rows, cols) matrix stored row-major, or its transpose stored row-major, in the
+/// dtype the primitive computes `d` in.
 dnnl::memory::desc matrix_desc(std::int64_t rows, std::int64_t cols, Transpose t, DType d) {
   const dnnl::memory::dims strides =
       t == Transpose::no ? dnnl::memory::dims{cols, 1} : dnnl::memory::dims{1, rows};
-  return dnnl::memory::desc({rows, cols}, dnnl_type(d), strides);
+  return dnnl::memory::desc({rows, cols}, dnnl_dtype(d), strides);
 }
 
 }  // namespace
@@ -61,11 +59,13 @@ std::size_t MatmulKeyHash::operator()(const MatmulKey& k) const noexcept {
   return h;
 }
 
+DType MatmulCache::compute(DType d) const { return compute_dtype(d, bf16_primitives_); }
+
 MatmulCache::Entry MatmulCache::build(const MatmulKey& key) const {
-  const auto a_md = matrix_desc(key.m, key.k, key.ta, key.ab);
-  const auto b_md = matrix_desc(key.k, key.n, key.tb, key.ab);
-  const auto c_md = matrix_desc(key.m, key.n, Transpose::no, key.c);
-  const auto bias_md = matrix_desc(1, key.n, Transpose::no, key.bias_dtype);
+  const auto a_md = matrix_desc(key.m, key.k, key.ta, compute(key.ab));
+  const auto b_md = matrix_desc(key.k, key.n, key.tb, compute(key.ab));
+  const auto c_md = matrix_desc(key.m, key.n, Transpose::no, compute(key.c));
+  const auto bias_md = matrix_desc(1, key.n, Transpose::no, compute(key.bias_dtype));
 
   dnnl::primitive_attr attr;
   const float alpha = std::bit_cast<float>(key.alpha_bits);
@@ -98,9 +98,9 @@ void MatmulCache::run(dnnl::stream& stream, const MatmulKey& key, const Tensor& 
   auto it = cache_.find(key);
   if (it == cache_.end()) it = cache_.emplace(key, build(key)).first;
   Entry& e = it->second;
-  const bool wide_c = key.c == DType::f16;
-  e.a.set_data_handle(key.ab == DType::f16 ? widen(a, e.a32) : a.data());
-  e.b.set_data_handle(key.ab == DType::f16 ? widen(b, e.b32) : b.data());
+  const bool wide_ab = widened(key.ab), wide_c = widened(key.c);
+  e.a.set_data_handle(wide_ab ? widen(a, e.a32) : a.data());
+  e.b.set_data_handle(wide_ab ? widen(b, e.b32) : b.data());
   if (wide_c) {
     // beta == 0 never reads c, so only a summing product needs the old c widened.
     if (key.beta_bits != 0) {
@@ -111,13 +111,17 @@ void MatmulCache::run(dnnl::stream& stream, const MatmulKey& key, const Tensor& 
   }
   e.c.set_data_handle(wide_c ? e.c32.data() : c.data());
   if (key.bias != MatmulBias::none) {
-    e.bias.set_data_handle(key.bias_dtype == DType::f16 ? widen(bias, e.bias32) : bias.data());
+    e.bias.set_data_handle(widened(key.bias_dtype) ? widen(bias, e.bias32) : bias.data());
   }
   e.primitive.execute(stream, e.args);
   stream.wait();
   if (wide_c) {
     auto* out = static_cast<std::uint16_t*>(c.data());
-    f32_to_f16_parallel(e.c32.data(), out, static_cast<std::size_t>(c.numel()));
+    if (key.c == DType::bf16) {
+      f32_to_bf16_parallel(e.c32.data(), out, static_cast<std::size_t>(c.numel()));
+    } else {
+      f32_to_f16_parallel(e.c32.data(), out, static_cast<std::size_t>(c.numel()));
+    }
   }
 }
 

@@ -8,7 +8,9 @@
 // instead, keeping c = alpha * op(a) op(b) + beta * c + bias. alpha and beta are part of the key:
 // a training run uses one or two values, and static scales are the fastest oneDNN path. f16
 // operands are storage only (this CPU has no f16 arithmetic): they are widened into f32 scratch
-// owned by the cache entry, the primitive runs in f32, and an f16 c is rounded back once.
+// owned by the cache entry, the primitive runs in f32, and an f16 c is rounded back once. bf16
+// operands take the same path when the backend has no bf16 primitives (compute_dtype,
+// dnnl_edge.hpp); otherwise oneDNN reads them directly.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +42,9 @@ struct MatmulKeyHash {
 
 class MatmulCache {
  public:
-  explicit MatmulCache(dnnl::engine engine) : engine_(std::move(engine)) {}
+  /// `bf16_primitives`: oneDNN computes bf16 here (false: bf16 operands are widened to f32).
+  MatmulCache(dnnl::engine engine, bool bf16_primitives)
+      : engine_(std::move(engine)), bf16_primitives_(bf16_primitives) {}
 
   /// Runs c = alpha * op(a) op(b) + beta * c (+ bias) on `stream` and waits for it. Arguments
   /// are already validated; `key` describes them.
@@ -55,11 +59,15 @@ class MatmulCache {
     dnnl::matmul primitive;
     dnnl::memory a, b, c, bias;
     std::unordered_map<int, dnnl::memory> args;
-    std::vector<float> a32, b32, c32, bias32;  // f16 operands widened (empty otherwise)
+    std::vector<float> a32, b32, c32, bias32;  // f16 (or widened bf16) operands in f32 (empty otherwise)
   };
   Entry build(const MatmulKey& key) const;
+  /// The dtype the primitive computes a `d` operand in, and whether it differs (a widened operand).
+  DType compute(DType d) const;
+  bool widened(DType d) const { return compute(d) != d; }
 
   dnnl::engine engine_;
+  bool bf16_primitives_;
   std::unordered_map<MatmulKey, Entry, MatmulKeyHash> cache_;
 };
 

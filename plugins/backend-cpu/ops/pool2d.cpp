@@ -2,8 +2,8 @@
 //
 // Decisions: the primitives work in the caller's layout (NCHW or channels-last; all operands of
 // one call share it) and are built on first use for that layout and rebuilt if it changes; f32
-// or bf16 data is read directly, f16 data is converted to f32 at the edges (stored f16, computed
-// f32). Max pooling runs forward_training and keeps oneDNN's argmax workspace in the plan, so the
+// or bf16 data is read directly, f16 data (and bf16 data where oneDNN has no bf16 kernels) is
+// converted to f32 at the edges (stored 16-bit, computed f32). Max pooling runs forward_training and keeps oneDNN's argmax workspace in the plan, so the
 // backward routes each gradient to the element the LAST forward with this plan picked (x and y
 // are checked but not read). Average pooling counts the padding in the divisor, PyTorch's
 // AvgPool2d default (count_include_pad=True): Pool2dDesc has no field to choose otherwise.
@@ -27,8 +27,9 @@ using dims = dnnl::memory::dims;
 
 class PoolPlan final : public OpPlan {
  public:
-  PoolPlan(const Pool2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch)
-      : desc(d), engine_(engine), scratch_(std::move(scratch)) {
+  PoolPlan(const Pool2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch,
+           bool bf16_primitives)
+      : desc(d), bf16_primitives_(bf16_primitives), engine_(engine), scratch_(std::move(scratch)) {
     build(Layout::row_major);  // validates the geometry with oneDNN at plan time
   }
 
@@ -51,7 +52,7 @@ class PoolPlan final : public OpPlan {
     const Pool2dDesc& d = desc;
     const std::int64_t p = d.out_h(), q = d.out_w();
     const dims src_dims{d.n, d.c, d.h, d.w}, dst_dims{d.n, d.c, p, q};
-    const DType compute = compute_dtype(d.dtype);
+    const DType compute = compute_dtype(d.dtype, bf16_primitives_);
     const auto src = user_desc(src_dims, compute, layout);
     const auto dst = user_desc(dst_dims, compute, layout);
     const dims strides{d.stride_h, d.stride_w}, kernel{d.kernel_h, d.kernel_w};
@@ -82,6 +83,7 @@ class PoolPlan final : public OpPlan {
     has_forward = false;  // a rebuilt plan has a fresh (empty) workspace
   }
 
+  bool bf16_primitives_;
   dnnl::engine engine_;
   std::shared_ptr<EdgeScratch> scratch_;
   Layout layout_ = Layout::row_major;
@@ -97,7 +99,7 @@ std::shared_ptr<OpPlan> CpuBackend::plan_pool2d(const Pool2dDesc& d) {
   const OpCheck check(Op::pool2d_forward);
   sdk::check_pool2d_desc(check, d);
   try {
-    return std::make_shared<PoolPlan>(d, engine_, edge_scratch_);
+    return std::make_shared<PoolPlan>(d, engine_, edge_scratch_, bf16_primitives_);
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN cannot plan {}: {}", describe(d), e.what()));
   }
