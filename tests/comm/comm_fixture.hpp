@@ -15,6 +15,7 @@
 #include "kiln/backend.hpp"
 #include "kiln/communicator.hpp"
 #include "kiln/plugin/registry.hpp"
+#include "../support/error_text.hpp"
 
 namespace kiln::test {
 
@@ -31,19 +32,6 @@ std::shared_ptr<Communicator> make_communicator(const std::string& name, const s
 /// Runs body(rank) on one thread per rank and waits for all; returns each rank's exception
 /// message ("" when it returned normally).
 std::vector<std::string> run_ranks(int world, const std::function<void(int rank)>& body);
-
-/// Runs f, requires it to throw E, and returns its what().
-template <class E>
-std::string error_text(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("<unexpected exception type> ") + e.what();
-  }
-  return "<no exception thrown>";
-}
 
 /// Host tensor of `dtype` with values[i] (f32/f64/f16/bf16 via the backend's rounding cast;
 /// integer dtypes by static_cast).

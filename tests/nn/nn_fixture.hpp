@@ -16,6 +16,7 @@
 #include "kiln/model.hpp"
 #include "kiln/params.hpp"
 #include "kiln/plugin/registry.hpp"
+#include "../support/error_text.hpp"
 
 namespace kiln::test {
 
@@ -41,16 +42,5 @@ void write(const Tensor& t, const std::vector<double>& v);
 Tensor device_f32(const Shape& shape, const std::vector<double>& v, kiln::Layout layout = kiln::Layout::row_major);
 /// `n` uniform values in [lo, hi).
 std::vector<double> uniform(std::size_t n, std::mt19937& rng, double lo = -1.0, double hi = 1.0);
-
-/// Runs f, requires it to throw E, and returns what(); "<no exception thrown>" otherwise.
-template <class E>
-std::string error_text(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no exception thrown>";
-}
 
 }  // namespace kiln::test

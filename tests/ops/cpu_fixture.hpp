@@ -16,6 +16,7 @@
 #include "kiln/backend.hpp"
 #include "kiln/params.hpp"
 #include "kiln/plugin_args.hpp"
+#include "../support/error_text.hpp"
 
 namespace kiln::test {
 
@@ -60,16 +61,5 @@ std::size_t heap_in_use();
 /// or f16 (compared after an exact widening).
 void check_close(const Tensor& got, const std::vector<double>& want, double rtol, double atol,
                  const std::string& what, const std::vector<double>* scale = nullptr);
-
-/// Runs f, requires it to throw an exception of type E, and returns its what().
-template <class E>
-std::string error_text(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no exception thrown>";
-}
 
 }  // namespace kiln::test

@@ -116,7 +116,8 @@ class ProfilingBackend final : public Backend {
 
  private:
   using Clock = std::chrono::steady_clock;
-  /// Runs `call`; inside a counted step, also synchronizes and charges the time to `name`.
+  /// Runs `call`; inside a counted step, also synchronizes and charges the time and `work` to
+  /// `name`. `work` is read after `call` returns, so the call may fill it in (to_device).
   template <class Call>
   void timed(std::string_view name, DType dtype, const Work& work, Call&& call);
   /// The same, for a row whose dtype column is not one dtype ("f32->f16" for cast).
