@@ -27,7 +27,8 @@ class CpuBackend final : public Backend {
   /// Reads `threads` from args.params (0 = all cores / args.ranks.local_world_size) and
   /// `bf16_compute` ("auto": oneDNN's bf16 kernels where it has them, else bf16 is stored and
   /// computed in f32; "f32": always the latter, so AVX-512 machines can test that path).
-  /// Throws ConfigError for a negative thread count or an unknown bf16_compute.
+  /// `conv_layout` chooses the activation layout inside the convolutions (see cpu_backend.cpp).
+  /// Throws ConfigError for a negative thread count or an unknown bf16_compute or conv_layout.
   explicit CpuBackend(const PluginArgs& args);
   ~CpuBackend() override;
 
@@ -117,6 +118,7 @@ class CpuBackend final : public Backend {
   DeviceInfo info_;
   dnnl::engine engine_;
   bool bf16_primitives_ = false;  // bf16 runs on oneDNN's bf16 primitives (else widened to f32)
+  bool blocked_conv_layout_ = false;  // convolutions reorder nhwc activations into oneDNN's layout
   dnnl::stream stream_;
   std::unique_ptr<MatmulCache> matmuls_;
   std::shared_ptr<EdgeScratch> edge_scratch_ = std::make_shared<EdgeScratch>();  // ops/dnnl_edge.hpp

@@ -12,6 +12,10 @@ constexpr kiln_param_spec_v1 kCpuParams[] = {
     {"bf16_compute", KILN_PARAM_STRING, "\"auto\"", "auto|f32",
      "auto: bf16 ops use oneDNN's bf16 kernels where the CPU has them (AVX-512), else bf16 is storage only and "
      "computed in f32; f32: always storage only, computed in f32."},
+    {"conv_layout", KILN_PARAM_STRING, "\"auto\"", "auto|channels_last|blocked",
+     "Activation layout inside the convolutions: channels_last (the tensors' own, no reorder), blocked (the one "
+     "oneDNN picks, reordered at the edges), auto: blocked where oneDNN's ISA is below AVX-512 (AVX2), else "
+     "channels_last."},
 };
 
 }  // namespace

@@ -2,7 +2,9 @@
 //
 // Decisions: activations inside the primitives are channels-last (nhwc: oneDNN 2.6's brgemm
 // convolutions are as fast on it as on their own blocked layouts, measured on ResNet-50's layers,
-// and batch-norm, pooling and the element-wise ops read it directly), weights use whatever
+// and batch-norm, pooling and the element-wise ops read it directly) -- except where the backend
+// chose the blocked layout (`conv_layout`, AVX2 CPUs by default: oneDNN's AVX2 kernels are ~20%
+// slower on nhwc), whose reorders the edges do like any other layout change; weights use whatever
 // blocked layout oneDNN picks (format_tag::any). The backward primitives are hinted by a
 // forward_training descriptor in the plan's compute dtype. Edges (dnnl_edge.hpp) reorder the
 // caller's tensors at the boundary only where they differ: NCHW activations (tests), OIHW
@@ -49,9 +51,9 @@ Operand operand(const Tensor& t) { return {t.dtype(), t.layout()}; }
 class ConvPlan final : public OpPlan {
  public:
   ConvPlan(const Conv2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch,
-           bool bf16_primitives)
+           bool bf16_primitives, bool blocked_layout)
       : desc(d), compute(compute_dtype(d.dtype, bf16_primitives)), bf16_primitives_(bf16_primitives),
-        engine_(engine), scratch_(std::move(scratch)) {
+        activation_tag_(blocked_layout ? tag::any : tag::nhwc), engine_(engine), scratch_(std::move(scratch)) {
     const std::int64_t p = d.out_h(), q = d.out_w();
     src_ = {d.n, d.c, d.h, d.w};
     dst_ = {d.n, d.k, p, q};
@@ -112,8 +114,8 @@ class ConvPlan final : public OpPlan {
     const Operand ody = operand(dy), ow = operand(w), odx = operand(dx);
     if (bwd_data_ && bwd_data_->built_for(ody, ow, odx)) return *bwd_data_;
     const dnnl::convolution_backward_data::desc cd(
-        dnnl::algorithm::convolution_direct, channels_last(src_, compute_dtype(dx.dtype(), bf16_primitives_)),
-        any(wei_, compute), channels_last(dst_, compute), strides_, dilates_, pad_l_, pad_r_);
+        dnnl::algorithm::convolution_direct, activation(src_, compute_dtype(dx.dtype(), bf16_primitives_)),
+        any(wei_, compute), activation(dst_, compute), strides_, dilates_, pad_l_, pad_r_);
     const dnnl::convolution_backward_data::primitive_desc pd(cd, engine_, hint_);
     bwd_data_.emplace(Stage{ody, ow, odx, dnnl::convolution_backward_data(pd),
                                    Edge(engine_, user(dst_, ody), pd.diff_dst_desc(), scratch_, 0, EdgeSum::no,
@@ -132,8 +134,8 @@ class ConvPlan final : public OpPlan {
     const Operand ox = operand(x), ody = operand(dy), odw = operand(dw);
     if (bwd_filter_ && bwd_filter_->built_for(ox, ody, odw)) return *bwd_filter_;
     const dnnl::convolution_backward_weights::desc cd(
-        dnnl::algorithm::convolution_direct, channels_last(src_, compute),
-        any(wei_, compute_dtype(dw.dtype(), bf16_primitives_)), channels_last(dst_, compute), strides_, dilates_,
+        dnnl::algorithm::convolution_direct, activation(src_, compute),
+        any(wei_, compute_dtype(dw.dtype(), bf16_primitives_)), activation(dst_, compute), strides_, dilates_,
         pad_l_, pad_r_);
     const dnnl::convolution_backward_weights::primitive_desc pd(cd, engine_, hint_);
     bwd_filter_.emplace(
@@ -158,8 +160,9 @@ class ConvPlan final : public OpPlan {
   static dnnl::memory::desc any(const dims& shape, DType d) {
     return dnnl::memory::desc(shape, dnnl_dtype(d), tag::any);
   }
-  static dnnl::memory::desc channels_last(const dims& shape, DType d) {
-    return dnnl::memory::desc(shape, dnnl_dtype(d), tag::nhwc);
+  /// An activation operand inside a primitive: nhwc, or (blocked layout) oneDNN's choice.
+  dnnl::memory::desc activation(const dims& shape, DType d) const {
+    return dnnl::memory::desc(shape, dnnl_dtype(d), activation_tag_);
   }
   static dnnl::memory::desc user(const dims& shape, const Operand& o) {
     return user_desc(shape, o.dtype, o.layout);
@@ -167,12 +170,13 @@ class ConvPlan final : public OpPlan {
   dnnl::convolution_forward::primitive_desc forward_pd(DType y) const {
     const dnnl::convolution_forward::desc cd(
         dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-        channels_last(src_, compute), any(wei_, compute), channels_last(dst_, y), strides_,
+        activation(src_, compute), any(wei_, compute), activation(dst_, y), strides_,
         dilates_, pad_l_, pad_r_);
     return dnnl::convolution_forward::primitive_desc(cd, engine_);
   }
 
   bool bf16_primitives_;
+  tag activation_tag_;
   dnnl::engine engine_;
   std::shared_ptr<EdgeScratch> scratch_;
   dims src_, wei_, dst_, strides_, dilates_, pad_l_, pad_r_;
@@ -190,7 +194,7 @@ std::shared_ptr<OpPlan> CpuBackend::plan_conv2d(const Conv2dDesc& d) {
   const OpCheck check(Op::conv2d_forward);
   sdk::check_conv2d_desc(check, d);
   try {
-    return std::make_shared<ConvPlan>(d, engine_, edge_scratch_, bf16_primitives_);
+    return std::make_shared<ConvPlan>(d, engine_, edge_scratch_, bf16_primitives_, blocked_conv_layout_);
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN cannot plan {}: {}", describe(d), e.what()));
   }

@@ -1,0 +1,84 @@
+// The cpu backend's `conv_layout` option: convolutions computed on oneDNN's blocked activation
+// layout (the default on AVX2 CPUs, reordered at the edges) give what the channels-last ones give
+// (the default from AVX-512 up), in all three directions, and a wrong value is a config error.
+// Both backends are built explicitly, so every machine tests both paths.
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "cpu_fixture.hpp"
+#include "kiln/backend.hpp"
+#include "kiln/errors.hpp"
+
+namespace kiln::test {
+namespace {
+
+auto cpu_with_layout(const std::string& layout) {
+  ParamMap params("backend");
+  params.set("threads", std::int64_t{0}, "test");
+  params.set("conv_layout", layout, "test");
+  return make_cpu_backend(params);
+}
+
+/// Largest |a - b| over the largest |b|: the two layouts sum in different orders, so the
+/// results agree to f32 rounding, not bit for bit.
+double relative_difference(const Tensor& a, const Tensor& b) {
+  const float* pa = a.data_as<float>();
+  const float* pb = b.data_as<float>();
+  double worst = 0, scale = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    worst = std::max(worst, static_cast<double>(std::fabs(pa[i] - pb[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(pb[i])));
+  }
+  return scale > 0 ? worst / scale : worst;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(conv_layout)
+
+BOOST_AUTO_TEST_CASE(blocked_and_channels_last_convolutions_agree) {
+  auto nhwc = cpu_with_layout("channels_last");
+  auto blocked = cpu_with_layout("blocked");
+  BOOST_TEST(blocked->device().detail.find("convolutions on oneDNN's blocked activation layout") != std::string::npos,
+             blocked->device().detail);
+  BOOST_TEST(nhwc->device().detail.find("blocked activation layout") == std::string::npos, nhwc->device().detail);
+  std::mt19937 rng(7);
+  // A ResNet-like 3x3 and a strided 1x1 with channel counts no multiple of 8 or 16 (padded blocks).
+  for (const auto& [c, k, r, stride] : {std::tuple{16, 32, 3, 1}, std::tuple{12, 20, 1, 2}}) {
+    Conv2dDesc d;
+    d.n = 2, d.c = c, d.h = 10, d.w = 10, d.k = k, d.r = r, d.s = r;
+    d.stride_h = d.stride_w = stride, d.pad_h = d.pad_w = r / 2, d.dtype = DType::f32;
+    BOOST_TEST_CONTEXT("c " << c << " k " << k << " r " << r << " stride " << stride) {
+      const Tensor x = to_channels_last(random_f32({d.n, d.c, d.h, d.w}, rng));
+      const Tensor w = random_f32({d.k, d.c, d.r, d.s}, rng);
+      const Tensor dy = to_channels_last(random_f32({d.n, d.k, d.out_h(), d.out_w()}, rng));
+      Tensor y[2], dx[2], dw[2];
+      Backend* backends[2] = {nhwc.get(), blocked.get()};
+      for (int i = 0; i < 2; ++i) {
+        auto plan = backends[i]->plan_conv2d(d);
+        y[i] = poisoned(dy.shape()).with_layout(Layout::nhwc);
+        dx[i] = poisoned(x.shape()).with_layout(Layout::nhwc);
+        dw[i] = poisoned(w.shape());
+        backends[i]->conv2d_forward(*plan, y[i], x, w);
+        backends[i]->conv2d_backward_data(*plan, dx[i], dy, w);
+        backends[i]->conv2d_backward_filter(*plan, dw[i], dy, x, Accumulate::no);
+      }
+      BOOST_TEST(relative_difference(y[1], y[0]) < 1e-5);
+      BOOST_TEST(relative_difference(dx[1], dx[0]) < 1e-5);
+      BOOST_TEST(relative_difference(dw[1], dw[0]) < 1e-5);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_layout_is_a_config_error) {
+  const std::string msg = error_text<ConfigError>([&] { cpu_with_layout("nchw8c"); });
+  BOOST_TEST(msg.find("\"nchw8c\" is not a convolution layout") != std::string::npos, msg);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace kiln::test
