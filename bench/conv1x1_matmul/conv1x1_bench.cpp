@@ -8,7 +8,8 @@
 //      backward-data ("pull"), and the blocked f32 diff_weights added into the plain OIHW gradient
 //      after backward-weights (a reorder with a sum post-op, Accumulate::yes; "push"). The
 //      backend's own loops for those edges (ops/plain_to_blocked*, ops/blocked_to_plain.cpp) are
-//      about 2x faster than these reorders (bench/weight_pull).
+//      about 2x faster than these reorders (bench/weight_pull); built with -DKILN_EDGES (run.sh:
+//      KILN_EDGES=1) the edges are those loops, compiled in, where the backend uses them.
 //  (b) "matmul": the same convolution as a matmul over M = N*H*W rows, every operand the plain
 //      tensor itself, described by strides, so there are no edges at all:
 //        forward           Y[M,K]  = X[M,C] * W^T       (W = OIHW = [K,C] row-major, read as [C,K] via strides)
@@ -33,7 +34,13 @@
 #include <random>
 #include <string>
 #include <unordered_map>
+#include <functional>
 #include <vector>
+
+#ifdef KILN_EDGES
+#include "ops/blocked_to_plain.hpp"
+#include "ops/plain_to_blocked.hpp"
+#endif
 
 namespace {
 
@@ -91,16 +98,38 @@ dnnl::memory filled(const dnnl::memory::desc& d, const dnnl::engine& eng, std::m
   return m;
 }
 
-/// One timed thing: a sequence of primitive executions (e.g. a weight pull then the convolution).
+/// One timed thing: a sequence of steps (e.g. a weight pull then the convolution).
 struct Job {
-  std::vector<std::pair<dnnl::primitive, Args>> steps;
+  std::vector<std::function<void(dnnl::stream&)>> steps;
+  Job() = default;
+  Job(dnnl::primitive p, Args a) {
+    steps.push_back([p = std::move(p), a = std::move(a)](dnnl::stream& s) { p.execute(s, a); });
+  }
   double run(dnnl::stream& s) const {
     const double t0 = now_ms();
-    for (const auto& [p, a] : steps) p.execute(s, a);
+    for (const auto& step : steps) step(s);
     s.wait();
     return now_ms() - t0;
   }
 };
+
+/// The weight pull: the plain OIHW weights into the primitive's blocked layout (Kiln's loop with
+/// -DKILN_EDGES where the backend has a vector kernel for the layout, else oneDNN's reorder).
+Job pull_job(const dnnl::memory& plain, const dnnl::memory& blocked) {
+#ifdef KILN_EDGES
+  if (kiln::cpu::PlainToBlocked::handles(plain.get_desc(), blocked.get_desc())) {
+    auto loop = std::make_shared<kiln::cpu::PlainToBlocked>(plain.get_desc(), blocked.get_desc());
+    if (loop->vectorised()) {
+      Job j;
+      j.steps.push_back([loop, plain, blocked](dnnl::stream&) {
+        loop->run(plain.get_data_handle(), blocked.get_data_handle());
+      });
+      return j;
+    }
+  }
+#endif
+  return Job(dnnl::reorder(plain, blocked), {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, blocked}});
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -199,8 +228,13 @@ int main(int argc, char** argv) {
     }
   }
   const dnnl_version_t* v = dnnl_version();
-  std::printf("onednn %d.%d.%d (%s), batch %d, %d reps, %s clock\n", v->major, v->minor, v->patch, v->hash,
-              batch, reps, g_cpu_clock ? "cpu" : "wall");
+#ifdef KILN_EDGES
+  const char* edges = "Kiln's edge loops";
+#else
+  const char* edges = "oneDNN reorder edges";
+#endif
+  std::printf("onednn %d.%d.%d (%s), batch %d, %d reps, %s clock, %s\n", v->major, v->minor, v->patch, v->hash,
+              batch, reps, g_cpu_clock ? "cpu" : "wall", edges);
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream s(eng);
   std::mt19937 rng(1);
@@ -243,17 +277,28 @@ int main(int argc, char** argv) {
       const dnnl::memory wf(fpd.weights_desc(), eng), wd(bdpd.weights_desc(), eng);
       const dnnl::memory dwb = filled(bwpd.diff_weights_desc(), eng, rng);
 
-      const Job conv_f{{{dnnl::convolution_forward(fpd),
-                         {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, wf}, {DNNL_ARG_DST, y}}}}};
-      const Job pull_f{{{dnnl::reorder(w, wf), {{DNNL_ARG_FROM, w}, {DNNL_ARG_TO, wf}}}}};
-      const Job conv_d{{{dnnl::convolution_backward_data(bdpd),
-                         {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, wd}, {DNNL_ARG_DIFF_SRC, dx}}}}};
-      const Job pull_d{{{dnnl::reorder(w, wd), {{DNNL_ARG_FROM, w}, {DNNL_ARG_TO, wd}}}}};
-      const Job conv_w{{{dnnl::convolution_backward_weights(bwpd),
-                         {{DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_WEIGHTS, dwb}}}}};
-      const dnnl::reorder::primitive_desc push_pd(eng, bwpd.diff_weights_desc(), eng, md(wei, dwt, tag::oihw),
-                                                  sum_attr());
-      const Job push_w{{{dnnl::reorder(push_pd), {{DNNL_ARG_FROM, dwb}, {DNNL_ARG_TO, dw}}}}};
+      const Job conv_f(dnnl::convolution_forward(fpd), {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, wf}, {DNNL_ARG_DST, y}});
+      const Job pull_f = pull_job(w, wf);
+      const Job conv_d(dnnl::convolution_backward_data(bdpd),
+                       {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, wd}, {DNNL_ARG_DIFF_SRC, dx}});
+      const Job pull_d = pull_job(w, wd);
+      const Job conv_w(dnnl::convolution_backward_weights(bwpd),
+                       {{DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_WEIGHTS, dwb}});
+      // The weight-gradient push, dW += blocked result (Accumulate::yes).
+      Job push_w;
+#ifdef KILN_EDGES
+      if (kiln::cpu::BlockedToPlain::handles(bwpd.diff_weights_desc(), md(wei, dwt, tag::oihw))) {
+        auto loop = std::make_shared<kiln::cpu::BlockedToPlain>(bwpd.diff_weights_desc());
+        push_w.steps.push_back([loop, dwb, dw](dnnl::stream&) {
+          loop->run(static_cast<const float*>(dwb.get_data_handle()), static_cast<float*>(dw.get_data_handle()), true);
+        });
+      }
+#endif
+      if (push_w.steps.empty()) {
+        const dnnl::reorder::primitive_desc push_pd(eng, bwpd.diff_weights_desc(), eng, md(wei, dwt, tag::oihw),
+                                                    sum_attr());
+        push_w = Job(dnnl::reorder(push_pd), {{DNNL_ARG_FROM, dwb}, {DNNL_ARG_TO, dw}});
+      }
 
       // (b) the matmuls on the same plain memory (same handles, 2-D descriptors).
       const auto mfpd = matmul_pd(eng, strided({m, c}, type, {c, 1}), strided({c, k}, type, {1, c}),
@@ -268,18 +313,15 @@ int main(int argc, char** argv) {
       const auto as = [&](const dnnl::memory& mem, const dnnl::memory::desc& d) {
         return dnnl::memory(d, eng, mem.get_data_handle());
       };
-      const Job mm_f{{{dnnl::matmul(mfpd),
-                       {{DNNL_ARG_SRC, as(x, mfpd.src_desc())},
-                        {DNNL_ARG_WEIGHTS, as(w, mfpd.weights_desc())},
-                        {DNNL_ARG_DST, as(y, mfpd.dst_desc())}}}}};
-      const Job mm_d{{{dnnl::matmul(mdpd),
-                       {{DNNL_ARG_SRC, as(dy, mdpd.src_desc())},
-                        {DNNL_ARG_WEIGHTS, as(w, mdpd.weights_desc())},
-                        {DNNL_ARG_DST, as(dx, mdpd.dst_desc())}}}}};
-      const Job mm_w{{{dnnl::matmul(mwpd),
-                       {{DNNL_ARG_SRC, as(dy, mwpd.src_desc())},
-                        {DNNL_ARG_WEIGHTS, as(x, mwpd.weights_desc())},
-                        {DNNL_ARG_DST, as(dw, mwpd.dst_desc())}}}}};
+      const Job mm_f(dnnl::matmul(mfpd), {{DNNL_ARG_SRC, as(x, mfpd.src_desc())},
+                                          {DNNL_ARG_WEIGHTS, as(w, mfpd.weights_desc())},
+                                          {DNNL_ARG_DST, as(y, mfpd.dst_desc())}});
+      const Job mm_d(dnnl::matmul(mdpd), {{DNNL_ARG_SRC, as(dy, mdpd.src_desc())},
+                                          {DNNL_ARG_WEIGHTS, as(w, mdpd.weights_desc())},
+                                          {DNNL_ARG_DST, as(dx, mdpd.dst_desc())}});
+      const Job mm_w(dnnl::matmul(mwpd), {{DNNL_ARG_SRC, as(dy, mwpd.src_desc())},
+                                          {DNNL_ARG_WEIGHTS, as(x, mwpd.weights_desc())},
+                                          {DNNL_ARG_DST, as(dw, mwpd.dst_desc())}});
       // Scratchpads: oneDNN 2.6's default (library-owned) mode, as in the backend.
 
       if (checks) {

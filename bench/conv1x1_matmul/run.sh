@@ -3,16 +3,24 @@
 # edges against a plain strided matmul, per direction, f32 and bf16 (conv1x1_bench.cpp says how).
 # The binary runs ROUNDS times per thread count; per layer and total it prints the median over
 # rounds (each round already the median of REPS interleaved repetitions) and matmul/(conv+edge).
-# usage: bench/conv1x1_matmul/run.sh        env: THREADS="1 2" ROUNDS=3 REPS=11 CLOCK=wall|cpu
+# usage: bench/conv1x1_matmul/run.sh        env: THREADS="1 2" ROUNDS=3 REPS=11 CLOCK=wall|cpu KILN_EDGES=0|1
 # CLOCK=cpu times CPU time (the robust figure on a shared machine at THREADS=1); --check (run the
-# binary by hand) first verifies that both ways compute the same result.
+# binary by hand) first verifies that both ways compute the same result. KILN_EDGES=1 times the
+# weight edges with the cpu backend's own loops (compiled in, -O3 -march=native as the plugin
+# builds) instead of oneDNN's reorders.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d "${TMPDIR:-/tmp}/kiln-conv1x1-XXXXXX")
 trap 'rm -rf "$out"' EXIT
-g++ -O2 -std=c++17 -Wall -Wextra "$here/conv1x1_bench.cpp" -ldnnl -o "$out/bench"
+if [[ ${KILN_EDGES:-0} == 1 ]]; then
+  cpu=$(cd "$here/../../plugins/backend-cpu" && pwd)
+  g++ -O3 -std=c++20 -Wall -Wextra -fopenmp -march=native -DKILN_EDGES -I"$cpu" "$here/conv1x1_bench.cpp" \
+    "$cpu/ops/plain_to_blocked.cpp" "$cpu/ops/plain_to_blocked_avx512.cpp" "$cpu/ops/blocked_to_plain.cpp" -ldnnl -o "$out/bench"
+else
+  g++ -O2 -std=c++17 -Wall -Wextra "$here/conv1x1_bench.cpp" -ldnnl -o "$out/bench"
+fi
 
-echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), rounds ${ROUNDS:-3} x reps ${REPS:-11}, ${CLOCK:-wall} clock"
+echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), rounds ${ROUNDS:-3} x reps ${REPS:-11}, ${CLOCK:-wall} clock, KILN_EDGES=${KILN_EDGES:-0}"
 for threads in ${THREADS:-1 2}; do
   echo "## OMP_NUM_THREADS=$threads, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
   for ((i = 0; i < ${ROUNDS:-3}; i++)); do

@@ -6,9 +6,10 @@
 // Every operand is the caller's plain tensor described by strides (W^T and dY^T are transposed
 // views), so unlike the convolution primitive there is no weight pull into a blocked layout before
 // forward and backward-data and no blocked -> OIHW push after backward-filter; Accumulate::yes is
-// the matmul's sum post-op. Measured on ResNet-50's 32 such layers (bench/conv1x1_matmul,
-// docs/benchmarks.md): 9-13% less time than convolution + edges over the three directions on
-// AVX-512, most of it in backward-filter. Dtypes follow ConvPlan's rules (conv2d.cpp): the
+// the matmul's sum post-op. Measured on ResNet-50's 32 such layers at batch 8 on AVX-512
+// (bench/conv1x1_matmul, docs/benchmarks.md): 8% (f32) and 3% (bf16) less time than convolution
+// + the backend's edge loops over the three directions, most of it in backward-filter (12% / 9%),
+// where oneDNN 2.6 picks its older jit_1x1 kernel and the matmul its brgemm one. Dtypes follow ConvPlan's rules (conv2d.cpp): the
 // matmuls compute in compute_dtype (f16, and bf16 without bf16 primitives: f32), edges
 // (dnnl_edge.hpp) widen or narrow operands stored in another dtype and round an f32 input of a bf16
 // plan computed in f32 to bf16 precision.
