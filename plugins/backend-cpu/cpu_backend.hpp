@@ -10,6 +10,7 @@
 // batch-norm, pooling) keep their primitives, reorders and workspaces in the OpPlan they return.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -21,6 +22,10 @@
 #include "ops/matmul.hpp"
 
 namespace kiln::cpu {
+
+/// Which conv plans compute pointwise convolutions on channels-last tensors as matmuls
+/// (ops/conv1x1_matmul.hpp): none, f32 plans only, or all.
+enum class Conv1x1Mode : std::uint8_t { conv, f32_matmul, matmul };
 
 class CpuBackend final : public Backend {
  public:
@@ -120,7 +125,7 @@ class CpuBackend final : public Backend {
   dnnl::engine engine_;
   bool bf16_primitives_ = false;  // bf16 runs on oneDNN's bf16 primitives (else widened to f32)
   bool blocked_conv_layout_ = false;  // convolutions reorder nhwc activations into oneDNN's layout
-  bool conv1x1_matmul_ = false;  // pointwise convolutions on nhwc tensors run as matmuls (conv1x1_matmul.hpp)
+  Conv1x1Mode conv1x1_ = Conv1x1Mode::conv;  // which plans run pointwise convolutions as matmuls
   dnnl::stream stream_;
   std::unique_ptr<MatmulCache> matmuls_;
   std::shared_ptr<EdgeScratch> edge_scratch_ = std::make_shared<EdgeScratch>();  // ops/dnnl_edge.hpp

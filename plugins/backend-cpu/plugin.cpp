@@ -18,8 +18,8 @@ constexpr kiln_param_spec_v1 kCpuParams[] = {
      "channels_last."},
     {"conv1x1", KILN_PARAM_STRING, "\"auto\"", "auto|matmul|conv",
      "Pointwise convolutions (1x1, stride 1, no padding) on channels-last tensors: matmul (strided matmuls on the "
-     "plain tensors, no weight reorders), conv (oneDNN's convolution), auto: matmul from AVX-512 up with "
-     "channels_last convolutions, else conv."},
+     "plain tensors, no weight reorders), conv (oneDNN's convolution), auto: matmul in f32 plans from AVX-512 up "
+     "with channels_last convolutions, else conv."},
 };
 
 }  // namespace

@@ -128,8 +128,14 @@ const Case kCases[] = {
 BOOST_AUTO_TEST_SUITE(conv1x1_matmul)
 
 BOOST_AUTO_TEST_CASE(the_banner_says_which_path) {
-  BOOST_TEST(cpu_with("matmul")->device().detail.find("1x1 convolutions as matmuls") != std::string::npos);
+  const std::string matmul = cpu_with("matmul")->device().detail;
+  BOOST_TEST(matmul.find("1x1 convolutions as matmuls") != std::string::npos, matmul);
+  BOOST_TEST(matmul.find("in f32 plans") == std::string::npos, matmul);
   BOOST_TEST(cpu_with("conv")->device().detail.find("1x1 convolutions as matmuls") == std::string::npos);
+  // auto is never on where convolutions run on the blocked layout (it was measured on channels-last).
+  ParamMap params("backend");
+  params.set("conv_layout", std::string("blocked"), "test");
+  BOOST_TEST(make_cpu_backend(params)->device().detail.find("as matmuls") == std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(matmul_and_convolution_agree) {

@@ -7,12 +7,13 @@
 // views), so unlike the convolution primitive there is no weight pull into a blocked layout before
 // forward and backward-data and no blocked -> OIHW push after backward-filter; Accumulate::yes is
 // the matmul's sum post-op. Measured on ResNet-50's 32 such layers at batch 8 on AVX-512
-// (bench/conv1x1_matmul, docs/benchmarks.md): 8% (f32) and 3% (bf16) less time than convolution
-// + the backend's edge loops over the three directions, most of it in backward-filter (12% / 9%),
-// where oneDNN 2.6 picks its older jit_1x1 kernel and the matmul its brgemm one. Dtypes follow ConvPlan's rules (conv2d.cpp): the
-// matmuls compute in compute_dtype (f16, and bf16 without bf16 primitives: f32), edges
-// (dnnl_edge.hpp) widen or narrow operands stored in another dtype and round an f32 input of a bf16
-// plan computed in f32 to bf16 precision.
+// (bench/conv1x1_matmul, docs/benchmarks.md): in f32 3-8% less time than convolution + the
+// backend's edge loops, 4-7% in training; in bf16 about even in isolation but 11-16% slower in
+// training (oneDNN 2.6's bf16 matmuls on cold data), so the backend's `conv1x1 = "auto"` uses it
+// for f32 plans only (cpu_backend.cpp). Dtypes follow ConvPlan's rules (conv2d.cpp): the matmuls
+// compute in compute_dtype (f16, and bf16 without bf16 primitives: f32), edges (dnnl_edge.hpp)
+// widen or narrow operands stored in another dtype and round an f32 input of a bf16 plan computed
+// in f32 to bf16 precision.
 #pragma once
 
 #include <memory>

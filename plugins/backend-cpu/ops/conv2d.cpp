@@ -201,8 +201,10 @@ std::shared_ptr<OpPlan> CpuBackend::plan_conv2d(const Conv2dDesc& d) {
   const OpCheck check(Op::conv2d_forward);
   sdk::check_conv2d_desc(check, d);
   try {
+    const bool pointwise_matmul =
+        conv1x1_ == Conv1x1Mode::matmul || (conv1x1_ == Conv1x1Mode::f32_matmul && d.dtype == DType::f32);
     return std::make_shared<ConvPlan>(d, engine_, edge_scratch_, bf16_primitives_, blocked_conv_layout_,
-                                      conv1x1_matmul_);
+                                      pointwise_matmul);
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN cannot plan {}: {}", describe(d), e.what()));
   }
