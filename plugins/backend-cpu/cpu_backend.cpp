@@ -71,6 +71,28 @@ bool use_blocked_conv_layout(const PluginArgs& args) {
   return mode == "blocked";
 }
 
+/// Which conv plans run pointwise convolutions (1x1, stride 1, no padding) on channels-last
+/// tensors as strided matmuls on the plain tensors (ops/conv1x1_matmul.hpp) instead of oneDNN's
+/// convolution with its weight edges. "auto" does so where it was measured faster: f32 plans on
+/// AVX-512 with channels-last convolutions (ResNet-50 training, batch 8, 2 threads: the 32 layers'
+/// primitives plus edges 4-7% less time, 1.5-2.5% of a step). bf16 plans keep the convolution: in
+/// training oneDNN 2.6's bf16 matmuls took 11-16% longer than its bf16 1x1 convolutions, more
+/// than the edges save. f16 and widened bf16 plans and AVX2 CPUs were not measured and keep it too.
+/// See docs/benchmarks.md, "1x1 convolutions as matmuls".
+Conv1x1Mode conv1x1_mode(const PluginArgs& args, bool blocked_conv_layout) {
+  std::string mode = "auto";
+  if (args.params != nullptr && args.params->contains("conv1x1")) mode = args.params->get_string("conv1x1");
+  if (mode != "auto" && mode != "matmul" && mode != "conv") {
+    throw ConfigError(fmt::format("{} = \"{}\" is not a 1x1 convolution mode; use \"auto\", \"matmul\" or \"conv\"",
+                                  args.params->where("conv1x1"), mode));
+  }
+  if (mode == "auto") {
+    const bool measured = !blocked_conv_layout && dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+    return measured ? Conv1x1Mode::f32_matmul : Conv1x1Mode::conv;
+  }
+  return mode == "matmul" ? Conv1x1Mode::matmul : Conv1x1Mode::conv;
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(const PluginArgs& args)
@@ -79,11 +101,14 @@ CpuBackend::CpuBackend(const PluginArgs& args)
       engine_(dnnl::engine::kind::cpu, 0),
       bf16_primitives_(use_bf16_primitives(args, engine_)),
       blocked_conv_layout_(use_blocked_conv_layout(args)),
+      conv1x1_(conv1x1_mode(args, blocked_conv_layout_)),
       stream_(engine_),
       matmuls_(std::make_unique<MatmulCache>(engine_, bf16_primitives_)),
       done_(std::make_shared<CompleteEvent>()) {
   omp_set_num_threads(threads_);
   if (blocked_conv_layout_) info_.detail += "; convolutions on oneDNN's blocked activation layout";
+  if (conv1x1_ == Conv1x1Mode::matmul) info_.detail += "; 1x1 convolutions as matmuls";
+  if (conv1x1_ == Conv1x1Mode::f32_matmul) info_.detail += "; 1x1 convolutions as matmuls in f32 plans";
   // Said in the run banner (the backend line), so a bf16 run here is never silently f32 inside.
   if (!bf16_primitives_) {
     info_.detail += onednn_has_bf16(engine_)

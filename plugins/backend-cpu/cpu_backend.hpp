@@ -10,6 +10,7 @@
 // batch-norm, pooling) keep their primitives, reorders and workspaces in the OpPlan they return.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -22,13 +23,18 @@
 
 namespace kiln::cpu {
 
+/// Which conv plans compute pointwise convolutions on channels-last tensors as matmuls
+/// (ops/conv1x1_matmul.hpp): none, f32 plans only, or all.
+enum class Conv1x1Mode : std::uint8_t { conv, f32_matmul, matmul };
+
 class CpuBackend final : public Backend {
  public:
   /// Reads `threads` from args.params (0 = all cores / args.ranks.local_world_size) and
   /// `bf16_compute` ("auto": oneDNN's bf16 kernels where it has them, else bf16 is stored and
   /// computed in f32; "f32": always the latter, so AVX-512 machines can test that path).
-  /// `conv_layout` chooses the activation layout inside the convolutions (see cpu_backend.cpp).
-  /// Throws ConfigError for a negative thread count or an unknown bf16_compute or conv_layout.
+  /// `conv_layout` chooses the activation layout inside the convolutions, `conv1x1` whether
+  /// pointwise convolutions run as matmuls (see cpu_backend.cpp).
+  /// Throws ConfigError for a negative thread count or an unknown bf16_compute, conv_layout or conv1x1.
   explicit CpuBackend(const PluginArgs& args);
   ~CpuBackend() override;
 
@@ -119,6 +125,7 @@ class CpuBackend final : public Backend {
   dnnl::engine engine_;
   bool bf16_primitives_ = false;  // bf16 runs on oneDNN's bf16 primitives (else widened to f32)
   bool blocked_conv_layout_ = false;  // convolutions reorder nhwc activations into oneDNN's layout
+  Conv1x1Mode conv1x1_ = Conv1x1Mode::conv;  // which plans run pointwise convolutions as matmuls
   dnnl::stream stream_;
   std::unique_ptr<MatmulCache> matmuls_;
   std::shared_ptr<EdgeScratch> edge_scratch_ = std::make_shared<EdgeScratch>();  // ops/dnnl_edge.hpp

@@ -16,6 +16,10 @@ constexpr kiln_param_spec_v1 kCpuParams[] = {
      "Activation layout inside the convolutions: channels_last (the tensors' own, no reorder), blocked (the one "
      "oneDNN picks, reordered at the edges), auto: blocked where oneDNN's ISA is below AVX-512 (AVX2), else "
      "channels_last."},
+    {"conv1x1", KILN_PARAM_STRING, "\"auto\"", "auto|matmul|conv",
+     "Pointwise convolutions (1x1, stride 1, no padding) on channels-last tensors: matmul (strided matmuls on the "
+     "plain tensors, no weight reorders), conv (oneDNN's convolution), auto: matmul in f32 plans from AVX-512 up "
+     "with channels_last convolutions, else conv."},
 };
 
 }  // namespace

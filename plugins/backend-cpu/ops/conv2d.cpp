@@ -15,7 +15,9 @@
 // layouts of the tensors it is called with and rebuilt only if they change. Outputs keep their
 // own dtype (bf16 plan: y/dx f32 or bf16, dw f32 for fp32 master gradients). Accumulate::yes on
 // dw is a reorder with a sum post-op. Padding on the far side is the smallest non-negative value
-// giving Conv2dDesc::out_h/out_w.
+// giving Conv2dDesc::out_h/out_w. Pointwise convolutions on channels-last tensors run as plain
+// strided matmuls instead (conv1x1_matmul.hpp: no weight edges at all) where the backend's
+// `conv1x1` option says so.
 #include <algorithm>
 #include <optional>
 #include <unordered_map>
@@ -24,6 +26,7 @@
 
 #include "cpu_backend.hpp"
 #include "kiln/errors.hpp"
+#include "ops/conv1x1_matmul.hpp"
 #include "ops/dnnl_edge.hpp"
 #include "ops/plans.hpp"
 #include "kiln/sdk/op_descs.hpp"
@@ -51,7 +54,7 @@ Operand operand(const Tensor& t) { return {t.dtype(), t.layout()}; }
 class ConvPlan final : public OpPlan {
  public:
   ConvPlan(const Conv2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch,
-           bool bf16_primitives, bool blocked_layout)
+           bool bf16_primitives, bool blocked_layout, bool pointwise_matmul)
       : desc(d), compute(compute_dtype(d.dtype, bf16_primitives)), bf16_primitives_(bf16_primitives),
         activation_tag_(blocked_layout ? tag::any : tag::nhwc), engine_(engine), scratch_(std::move(scratch)) {
     const std::int64_t p = d.out_h(), q = d.out_w();
@@ -65,10 +68,14 @@ class ConvPlan final : public OpPlan {
     pad_r_ = {far_padding(d.h, d.pad_h, d.dilation_h * (d.r - 1) + 1, d.stride_h, p),
               far_padding(d.w, d.pad_w, d.dilation_w * (d.s - 1) + 1, d.stride_w, q)};
     hint_ = forward_pd(compute);
+    if (pointwise_matmul && is_pointwise(d)) pointwise.emplace(d, engine_, scratch_, bf16_primitives);
   }
 
   const Conv2dDesc desc;
   const DType compute;  // the dtype the primitives compute in (f16 plans, bf16 without bf16 kernels: f32)
+  /// The matmul path of a pointwise convolution, where the backend chose it; used for the calls
+  /// whose tensors it takes (Conv1x1Matmul::takes), the others run the convolution primitives.
+  std::optional<Conv1x1Matmul> pointwise;
 
   /// One primitive (forward, backward-data or backward-filter) with its two inputs and one
   /// output, the edges around them, and what it was built for.
@@ -194,7 +201,10 @@ std::shared_ptr<OpPlan> CpuBackend::plan_conv2d(const Conv2dDesc& d) {
   const OpCheck check(Op::conv2d_forward);
   sdk::check_conv2d_desc(check, d);
   try {
-    return std::make_shared<ConvPlan>(d, engine_, edge_scratch_, bf16_primitives_, blocked_conv_layout_);
+    const bool pointwise_matmul =
+        conv1x1_ == Conv1x1Mode::matmul || (conv1x1_ == Conv1x1Mode::f32_matmul && d.dtype == DType::f32);
+    return std::make_shared<ConvPlan>(d, engine_, edge_scratch_, bf16_primitives_, blocked_conv_layout_,
+                                      pointwise_matmul);
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN cannot plan {}: {}", describe(d), e.what()));
   }
@@ -206,7 +216,11 @@ void CpuBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, 
   sdk::check_conv2d_forward(check, p.desc, y, x, w);
   use_our_threads();
   try {
-    p.forward(x, w, y).run(stream_, x.data(), w.data(), y.data());
+    if (p.pointwise && Conv1x1Matmul::takes(x, y, w)) {
+      p.pointwise->forward(stream_, y, x, w);
+    } else {
+      p.forward(x, w, y).run(stream_, x.data(), w.data(), y.data());
+    }
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN failed for {} with y {}, x {}, w {}: {}", describe(p.desc),
                            y.describe(), x.describe(), w.describe(), e.what()));
@@ -220,7 +234,11 @@ void CpuBackend::conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Tens
   sdk::check_conv2d_backward_data(check, p.desc, dx, dy, w);
   use_our_threads();
   try {
-    p.backward_data(dy, w, dx).run(stream_, dy.data(), w.data(), dx.data());
+    if (p.pointwise && Conv1x1Matmul::takes(dy, dx, w)) {
+      p.pointwise->backward_data(stream_, dx, dy, w);
+    } else {
+      p.backward_data(dy, w, dx).run(stream_, dy.data(), w.data(), dx.data());
+    }
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN failed for {} with dx {}, dy {}, w {}: {}", describe(p.desc),
                            dx.describe(), dy.describe(), w.describe(), e.what()));
@@ -234,7 +252,11 @@ void CpuBackend::conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const Te
   sdk::check_conv2d_backward_filter(check, p.desc, dw, dy, x);
   use_our_threads();
   try {
-    p.backward_filter(x, dy, dw).run(stream_, x.data(), dy.data(), dw.data(), acc);
+    if (p.pointwise && Conv1x1Matmul::takes(x, dy, dw)) {
+      p.pointwise->backward_filter(stream_, dw, dy, x, acc);
+    } else {
+      p.backward_filter(x, dy, dw).run(stream_, x.data(), dy.data(), dw.data(), acc);
+    }
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN failed for {} with dw {}, dy {}, x {}: {}", describe(p.desc),
                            dw.describe(), dy.describe(), x.describe(), e.what()));

@@ -1,0 +1,99 @@
+// Pointwise convolutions as strided matmuls (see conv1x1_matmul.hpp).
+#include "ops/conv1x1_matmul.hpp"
+
+#include <utility>
+
+namespace kiln::cpu {
+
+using dims = dnnl::memory::dims;
+
+bool is_pointwise(const Conv2dDesc& d) {
+  return d.r == 1 && d.s == 1 && d.stride_h == 1 && d.stride_w == 1 && d.pad_h == 0 && d.pad_w == 0 &&
+         d.dilation_h == 1 && d.dilation_w == 1 && d.groups == 1;
+}
+
+Conv1x1Matmul::Conv1x1Matmul(const Conv2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch,
+                             bool bf16_primitives)
+    : desc_(d), compute_(compute_dtype(d.dtype, bf16_primitives)), bf16_primitives_(bf16_primitives),
+      engine_(engine), scratch_(std::move(scratch)), m_(d.n * d.h * d.w), c_(d.c), k_(d.k) {}
+
+bool Conv1x1Matmul::takes(const Tensor& activation_a, const Tensor& activation_b, const Tensor& weights) {
+  return activation_a.layout() == Layout::nhwc && activation_b.layout() == Layout::nhwc &&
+         weights.layout() != Layout::opaque;
+}
+
+EdgeRound Conv1x1Matmul::round(DType operand) const {
+  // As ConvPlan: an f32 input of a bf16 plan computed in f32 is rounded to what a bf16 kernel reads.
+  const bool rounds = desc_.dtype == DType::bf16 && compute_ == DType::f32 && operand == DType::f32;
+  return rounds ? EdgeRound::bf16 : EdgeRound::none;
+}
+
+Conv1x1Matmul::Stage& Conv1x1Matmul::stage(std::optional<Stage>& slot, const Tensor& a, const dims& a_shape,
+                                           const dims& a_strides, const Tensor& b, const dims& b_shape,
+                                           const dims& b_strides, const Tensor& out, bool accumulates) {
+  if (slot && slot->in0 == a.dtype() && slot->in1 == b.dtype() && slot->out == out.dtype()) return *slot;
+  const auto view = [](const dims& shape, const dims& strides, DType t) {
+    return dnnl::memory::desc(shape, dnnl_dtype(t), strides);
+  };
+  const dims o_shape{a_shape[0], b_shape[1]}, o_strides{b_shape[1], 1};
+  const DType out_compute = compute_dtype(out.dtype(), bf16_primitives_);
+  const dnnl::memory::desc a_in = view(a_shape, a_strides, compute_), b_in = view(b_shape, b_strides, compute_);
+  const dnnl::memory::desc o_user = view(o_shape, o_strides, out.dtype()), o_in = view(o_shape, o_strides, out_compute);
+  const dnnl::matmul::desc md(a_in, b_in, o_in);
+  // Accumulating straight into the caller's memory needs the same dtype there; otherwise the
+  // output edge adds (widen, add, narrow), as it does for the convolution's f16 gradients.
+  const bool direct_sum = accumulates && o_user == o_in;
+  std::optional<dnnl::matmul> with_sum;
+  if (direct_sum) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    with_sum.emplace(dnnl::matmul::primitive_desc(md, attr, engine_));
+  }
+  const EdgeSum edge_sum = accumulates && !direct_sum ? EdgeSum::yes : EdgeSum::no;
+  slot.emplace(Stage{a.dtype(), b.dtype(), out.dtype(), dnnl::matmul(dnnl::matmul::primitive_desc(md, engine_)),
+                     std::move(with_sum),
+                     Edge(engine_, view(a_shape, a_strides, a.dtype()), a_in, scratch_, 0, EdgeSum::no, round(a.dtype())),
+                     Edge(engine_, view(b_shape, b_strides, b.dtype()), b_in, scratch_, 1, EdgeSum::no, round(b.dtype())),
+                     Edge(engine_, o_user, o_in, scratch_, 2, edge_sum),
+                     {}});
+  slot->args = {{DNNL_ARG_SRC, slot->e0.inner()}, {DNNL_ARG_WEIGHTS, slot->e1.inner()}, {DNNL_ARG_DST, slot->eo.inner()}};
+  return *slot;
+}
+
+void Conv1x1Matmul::Stage::run(dnnl::stream& stream, void* a, void* b, void* o, Accumulate acc) {
+  e0.bind(a);
+  e1.bind(b);
+  eo.bind(o);
+  e0.pull(stream);
+  e1.pull(stream);
+  if (acc == Accumulate::yes && prim_sum) {
+    prim_sum->execute(stream, args);  // the output edge is direct: the sum went into the caller's memory
+  } else {
+    prim.execute(stream, args);
+    eo.push(stream, acc);
+  }
+  stream.wait();
+}
+
+void Conv1x1Matmul::forward(dnnl::stream& stream, const Tensor& y, const Tensor& x, const Tensor& w) {
+  // Y[M,K] = X[M,C] * W^T: W is [K,C] row-major, read as [C,K] with strides (1, C).
+  stage(fwd_, x, {m_, c_}, {c_, 1}, w, {c_, k_}, {1, c_}, y, false)
+      .run(stream, x.data(), w.data(), y.data(), Accumulate::no);
+}
+
+void Conv1x1Matmul::backward_data(dnnl::stream& stream, const Tensor& dx, const Tensor& dy, const Tensor& w) {
+  // dX[M,C] = dY[M,K] * W[K,C].
+  stage(bwd_data_, dy, {m_, k_}, {k_, 1}, w, {k_, c_}, {c_, 1}, dx, false)
+      .run(stream, dy.data(), w.data(), dx.data(), Accumulate::no);
+}
+
+void Conv1x1Matmul::backward_filter(dnnl::stream& stream, const Tensor& dw, const Tensor& dy, const Tensor& x,
+                                    Accumulate acc) {
+  // dW[K,C] (+)= dY^T[K,M] * X[M,C]: dY is [M,K] row-major, read as [K,M] with strides (1, K).
+  stage(bwd_filter_, dy, {k_, m_}, {1, k_}, x, {m_, c_}, {c_, 1}, dw, true)
+      .run(stream, dy.data(), x.data(), dw.data(), acc);
+}
+
+}  // namespace kiln::cpu

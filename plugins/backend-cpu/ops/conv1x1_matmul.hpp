@@ -1,0 +1,74 @@
+// A pointwise convolution (1x1 kernel, stride 1, no padding, no dilation, one group) on
+// channels-last activations, computed as oneDNN matmuls over M = N*H*W rows:
+//   forward           Y[M,K]  = X[M,C] * W^T           (W: the OIHW weights, [K,C] row-major)
+//   backward-data     dX[M,C] = dY[M,K] * W
+//   backward-filter   dW[K,C] (+)= dY^T[K,M] * X[M,C]
+// Every operand is the caller's plain tensor described by strides (W^T and dY^T are transposed
+// views), so unlike the convolution primitive there is no weight pull into a blocked layout before
+// forward and backward-data and no blocked -> OIHW push after backward-filter; Accumulate::yes is
+// the matmul's sum post-op. Measured on ResNet-50's 32 such layers at batch 8 on AVX-512
+// (bench/conv1x1_matmul, docs/benchmarks.md): in f32 3-8% less time than convolution + the
+// backend's edge loops, 4-7% in training; in bf16 about even in isolation but 11-16% slower in
+// training (oneDNN 2.6's bf16 matmuls on cold data), so the backend's `conv1x1 = "auto"` uses it
+// for f32 plans only (cpu_backend.cpp). Dtypes follow ConvPlan's rules (conv2d.cpp): the matmuls
+// compute in compute_dtype (f16, and bf16 without bf16 primitives: f32), edges (dnnl_edge.hpp)
+// widen or narrow operands stored in another dtype and round an f32 input of a bf16 plan computed
+// in f32 to bf16 precision.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <unordered_map>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "kiln/ops.hpp"
+#include "kiln/tensor.hpp"
+#include "ops/dnnl_edge.hpp"
+
+namespace kiln::cpu {
+
+/// Whether `d` is a pointwise convolution (a matmul over the channels of every pixel).
+bool is_pointwise(const Conv2dDesc& d);
+
+class Conv1x1Matmul {
+ public:
+  /// `d` must be pointwise (is_pointwise); the matmuls are built on first use of each direction.
+  Conv1x1Matmul(const Conv2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch,
+                bool bf16_primitives);
+
+  /// Whether these operands can take this path: activations channels-last (NCHW ones, which
+  /// tests use, are no plain matmul operand), weights plain (OIHW; for a 1x1 kernel the same bytes
+  /// as OHWI).
+  static bool takes(const Tensor& activation_a, const Tensor& activation_b, const Tensor& weights);
+
+  void forward(dnnl::stream& stream, const Tensor& y, const Tensor& x, const Tensor& w);
+  void backward_data(dnnl::stream& stream, const Tensor& dx, const Tensor& dy, const Tensor& w);
+  void backward_filter(dnnl::stream& stream, const Tensor& dw, const Tensor& dy, const Tensor& x, Accumulate acc);
+
+ private:
+  /// One matmul with its edges, built for the dtypes of the tensors it was first called with.
+  struct Stage {
+    DType in0, in1, out;
+    dnnl::matmul prim;
+    std::optional<dnnl::matmul> prim_sum;  // the same with a sum post-op, where the output is direct
+    Edge e0, e1, eo;
+    std::unordered_map<int, dnnl::memory> args;
+    void run(dnnl::stream& stream, void* a, void* b, void* o, Accumulate acc);
+  };
+  /// Builds (or reuses) a stage computing out[rows(out)] = a * b from these 2-D views.
+  Stage& stage(std::optional<Stage>& slot, const Tensor& a, const dnnl::memory::dims& a_shape,
+               const dnnl::memory::dims& a_strides, const Tensor& b, const dnnl::memory::dims& b_shape,
+               const dnnl::memory::dims& b_strides, const Tensor& out, bool accumulates);
+  EdgeRound round(DType operand) const;
+
+  Conv2dDesc desc_;
+  DType compute_;
+  bool bf16_primitives_;
+  dnnl::engine engine_;
+  std::shared_ptr<EdgeScratch> scratch_;
+  std::int64_t m_, c_, k_;
+  std::optional<Stage> fwd_, bwd_data_, bwd_filter_;
+};
+
+}  // namespace kiln::cpu
