@@ -23,6 +23,8 @@
 // (ms per training step's worth of that direction) and the implementation names ("impl ...").
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "../common/bench_clock.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -67,19 +69,10 @@ const std::vector<Shape> kShapes = {
     {"l4 1x1 2048->512 @7", 2, 2048, 7, 512},    {"l4 1x1 512->2048 @7", 3, 512, 7, 2048},
 };
 
-// Wall time, or (--clock cpu) the CPU time of all the process's threads: on a machine shared with
-// other work, a run at OMP_NUM_THREADS=1 then measures the work itself, not the waits for a core.
+// --clock cpu: time with the CPU clock (bench/common/bench_clock.hpp says when that helps).
 bool g_cpu_clock = false;
 
-double now_ms() {
-  if (g_cpu_clock) {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-  }
-  using clock = std::chrono::steady_clock;
-  return std::chrono::duration<double, std::milli>(clock::now().time_since_epoch()).count();
-}
+double now_ms() { return kiln_bench::now_ms(g_cpu_clock); }
 
 dnnl::memory filled(const dnnl::memory::desc& d, const dnnl::engine& eng, std::mt19937& rng) {
   dnnl::memory m(d, eng);

@@ -20,6 +20,8 @@
 // direction: "total <dtype> <direction> <ms per step>", and the implementation names.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "../common/bench_clock.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -86,20 +88,10 @@ struct Options {
   std::vector<dt> dtypes = {dt::f32, dt::bf16};
 };
 
-// Wall time, or (--clock cpu) the CPU time of all the process's threads: on a machine shared with
-// other work, a run at OMP_NUM_THREADS=1 (or with OMP_WAIT_POLICY=passive, so that waiting
-// threads sleep instead of spinning) then measures the work itself, not the waits for a core.
+// --clock cpu: time with the CPU clock (bench/common/bench_clock.hpp says when that helps).
 bool g_cpu_clock = false;
 
-double now_ms() {
-  if (g_cpu_clock) {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-  }
-  using clock = std::chrono::steady_clock;
-  return std::chrono::duration<double, std::milli>(clock::now().time_since_epoch()).count();
-}
+double now_ms() { return kiln_bench::now_ms(g_cpu_clock); }
 
 dnnl::memory filled(const dnnl::memory::desc& d, dt type, const dnnl::engine& eng, std::mt19937& rng) {
   dnnl::memory m(d, eng);
