@@ -6,12 +6,25 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh --tests
 scripts/build.sh
 # The container image (docs/container.md): build the CPU image with podman and check it from outside.
+# The sanitizer job's build (docs/reliability.md) runs beside it: the image build leaves a core idle
+# while it installs packages and JupyterLab and while the checks run. Its output goes to a log,
+# shown if it fails; its tests run after the suite, on their own.
+asan_log=build/sanitize-build.log
+# setsid: its own process group, so that a failed container test can stop the whole build.
+setsid scripts/sanitize.sh --build-only > "$asan_log" 2>&1 &
+asan_build=$!
 if [[ ${KILN_CONTAINER_TEST:-1} == 0 ]]; then
   echo "run-tests: container test left out (KILN_CONTAINER_TEST=0)"
-else
-  scripts/test-container.sh
+elif ! scripts/test-container.sh; then
+  kill -- "-$asan_build" 2> /dev/null || true
+  wait "$asan_build" 2> /dev/null || true
+  exit 1
 fi
-cd build
-ctest --output-on-failure -j "$(nproc)" "$@"
-# The sanitizer job (docs/reliability.md): core, CPU plugins and chosen tests under ASan + UBSan.
-cd .. && scripts/sanitize.sh
+if ! wait "$asan_build"; then
+  tail -n 60 "$asan_log"
+  echo "run-tests: the sanitizer build failed (whole log: $asan_log)" >&2
+  exit 1
+fi
+tail -n 1 "$asan_log"
+(cd build && ctest --output-on-failure -j "$(nproc)" "$@")
+scripts/sanitize.sh --test-only

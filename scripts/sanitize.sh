@@ -7,25 +7,39 @@
 # backend, mlp, mnist, synthetic, local and fp32 plugins, the plugin test fixtures and the test
 # binaries below (no gloo, no resnet, no CUDA). The tests chosen cover the size arithmetic, the
 # config and plugin loaders, the supervisor, data reading, checkpoints and a few end-to-end runs.
-# Usage: scripts/sanitize.sh [extra ctest arguments]
+# Usage: scripts/sanitize.sh [--build-only | --test-only] [extra ctest arguments]
+#   --build-only  configure and build, run nothing (run-tests.sh builds beside the container test)
+#   --test-only   run the tests of an existing build-asan/
 set -euo pipefail
 cd "$(dirname "$0")/.."
-start=$(date +%s)
-launcher=()
-if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache); fi
-flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-# -O0 -g1: line numbers in every report, and the fastest to compile: -O1 took 1.6-2.4x longer per
-# source (the build is nearly all of this job's time) and saved a few seconds of the tests' run.
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_WITH_CUDA=OFF "${launcher[@]}" \
-  -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" -DCMAKE_C_FLAGS_DEBUG="-O0 -g1" -DKILN_TEST_COMPILE_OPTIONS="" \
-  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
-  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
-  -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
-
+phase=all
+case ${1:-} in
+  --build-only) phase=build; shift ;;
+  --test-only) phase=test; shift ;;
+esac
 tests=(test_config test_idx test_data_loader test_plugin_trust test_supervisor test_train_errors)
-cmake --build build-asan -j "$(nproc)" --target kiln backend-cpu model-mlp data-mnist data-synthetic comm-local \
-  precision-fp32 launch_child launch_driver "${tests[@]}"
+start=$(date +%s)
+if [[ $phase != test ]]; then
+  launcher=()
+  if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache); fi
+  flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+  # -O0 -g1: line numbers in every report, and the fastest to compile: -O1 took 1.6-2.4x longer per
+  # source (the build is nearly all of this job's time) and saved a few seconds of the tests' run.
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_WITH_CUDA=OFF "${launcher[@]}" \
+    -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" -DCMAKE_C_FLAGS_DEBUG="-O0 -g1" -DKILN_TEST_COMPILE_OPTIONS="" \
+    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
+    -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+
+  cmake --build build-asan -j "$(nproc)" --target kiln backend-cpu model-mlp data-mnist data-synthetic comm-local \
+    precision-fp32 launch_child launch_driver "${tests[@]}"
+fi
 built=$(date +%s)
+if [[ $phase == build ]]; then
+  echo "sanitize: build $((built - start)) s (tests not run: --build-only)"
+  exit 0
+fi
+[[ -f build-asan/CTestTestfile.cmake ]] || { echo "sanitize: no build-asan/ to test: run without --test-only first" >&2; exit 1; }
 
 # The plugins are dlopen()ed by an instrumented executable, so the ASan runtime is already there.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0"
