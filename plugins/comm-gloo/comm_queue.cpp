@@ -8,10 +8,15 @@
 #include "kiln/errors.hpp"
 
 namespace kiln::gloo_comm {
+namespace {
+/// How long stop() waits for the running task to return once the connections are closed.
+constexpr std::chrono::milliseconds kStopGrace{2000};
+}  // namespace
 
 void TaskState::finish(std::exception_ptr error) {
   {
     std::lock_guard lock(mutex_);
+    if (done_) return;
     error_ = std::move(error);
     done_ = true;
   }
@@ -56,6 +61,8 @@ void CommQueue::loop(std::shared_ptr<Shared> shared) {
     shared->tasks.pop_front();
     const bool failed = !shared->failure.empty();
     const std::string failure = shared->failure;
+    shared->running = task.state;
+    shared->running_label = task.label;
     lock.unlock();
 
     std::exception_ptr error;
@@ -77,6 +84,7 @@ void CommQueue::loop(std::shared_ptr<Shared> shared) {
     }
     task.state->finish(error);
     lock.lock();
+    shared->running.reset();
   }
   shared->exited = true;
   shared->cv.notify_all();
@@ -102,11 +110,22 @@ bool CommQueue::stop(const std::string& reason, const std::function<void()>& int
     // its own timeout passes; wait briefly, then leave the thread to finish on its own (it
     // holds `shared`, so nothing it touches is freed under it).
     std::unique_lock lock(shared_->mutex);
-    if (shared_->cv.wait_for(lock, std::chrono::seconds(2), [&] { return shared_->exited; })) {
+    if (shared_->cv.wait_for(lock, kStopGrace, [&] { return shared_->exited; })) {
       lock.unlock();
       thread_.join();
     } else {
+      // Still blocked: a Gloo receive whose connection was closed on this side waits for its own
+      // timeout. Its waiter must not: fail the task now (it owns its tensors, so the thread can
+      // still write into them safely when it returns).
+      const std::shared_ptr<TaskState> running = shared_->running;
+      const std::string label = shared_->running_label;
       lock.unlock();
+      if (running) {
+        running->finish(std::make_exception_ptr(CommError(fmt::format(
+            "gloo {} abandoned: {} while it was running; it was still blocked in the transport {} s "
+            "after the connections were closed, and its thread ends when its own timeout passes",
+            label, reason, std::chrono::duration_cast<std::chrono::seconds>(kStopGrace).count()))));
+      }
       thread_.detach();
     }
   } catch (...) {

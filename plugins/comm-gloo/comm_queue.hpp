@@ -26,6 +26,7 @@ namespace kiln::gloo_comm {
 /// Completion state of one queued task, shared by the queue and the Work handle.
 class TaskState {
  public:
+  /// The first call wins: abort() may fail a running task that later finishes on its own.
   void finish(std::exception_ptr error);
   /// Blocks until finished; rethrows the task's exception.
   void wait();
@@ -77,6 +78,10 @@ class CommQueue {
     bool stopping = false;
     bool exited = false;
     std::string failure;  // first failure's message; non-empty = failed
+    // The task the thread is running, so that abort() can fail it for its waiter when closing
+    // the connections does not unblock it (Gloo's receives then wait for their own timeout).
+    std::shared_ptr<TaskState> running;
+    std::string running_label;
   };
   static void loop(std::shared_ptr<Shared> shared);
   bool stop(const std::string& reason, const std::function<void()>& interrupt) noexcept;

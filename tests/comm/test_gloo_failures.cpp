@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,9 +74,14 @@ BOOST_AUTO_TEST_CASE(rendezvous_names_missing_ranks) {
   BOOST_TEST(msg.find("rendezvous timed out after 0.5 s waiting for ranks 1, 2 of 3") == 0u, msg);
 }
 
-BOOST_AUTO_TEST_CASE(abort_unblocks_a_stuck_collective) {
+// The collective is usually still queued when abort() comes right after it (then it is dropped),
+// and sometimes already blocked in Gloo waiting for rank 1, which never joins: then closing the
+// connections does not wake Gloo's receive, and abort() fails the task for its waiter instead.
+// The world's timeout (600 s) is longer than CTest's for this suite (300 s): a wait() that only
+// returned at the timeout would fail the suite, as it did (after 120 s) before that fix.
+BOOST_AUTO_TEST_CASE(abort_unblocks_a_queued_collective) {
   dist::MemoryStore store(2);
-  auto comms = gloo_world(2, store, milliseconds(120000));
+  auto comms = gloo_world(2, store, milliseconds(600000));
   Tensor t = make_tensor(std::vector<double>(100, 1.0), DType::f32);
   auto work = comms[0]->all_reduce(t, ReduceOp::sum);
   comms[0]->abort();
@@ -84,6 +90,21 @@ BOOST_AUTO_TEST_CASE(abort_unblocks_a_stuck_collective) {
   BOOST_TEST(msg.find("gloo all_reduce #0 (f32 x 100, ring)") == 0u, msg);
   const auto after = error_text<CommError>([&] { comms[0]->barrier(); });
   BOOST_TEST(after.find("gloo barrier #1 (no data) not run") == 0u, after);
+  comms[1]->abort();
+}
+
+BOOST_AUTO_TEST_CASE(abort_unblocks_a_running_collective) {
+  dist::MemoryStore store(2);
+  auto comms = gloo_world(2, store, milliseconds(600000));
+  Tensor t = make_tensor(std::vector<double>(100, 1.0), DType::f32);
+  auto work = comms[0]->all_reduce(t, ReduceOp::sum);
+  // Give the communication thread time to enter Gloo (not a timing check: either way the
+  // message below starts with the collective's name).
+  std::this_thread::sleep_for(milliseconds(300));
+  comms[0]->abort();
+  const auto msg = error_text<CommError>([&] { work->wait(); });
+  BOOST_TEST(msg.find("gloo all_reduce #0 (f32 x 100, ring)") == 0u, msg);
+  BOOST_TEST_MESSAGE("abort of a running all_reduce: " << msg);
   comms[1]->abort();
 }
 
