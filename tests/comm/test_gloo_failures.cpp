@@ -77,11 +77,11 @@ BOOST_AUTO_TEST_CASE(rendezvous_names_missing_ranks) {
 // The collective is usually still queued when abort() comes right after it (then it is dropped),
 // and sometimes already blocked in Gloo waiting for rank 1, which never joins: then closing the
 // connections does not wake Gloo's receive, and abort() fails the task for its waiter instead.
-// The world's timeout (600 s) is longer than CTest's for this suite (300 s): a wait() that only
-// returned at the timeout would fail the suite, as it did (after 120 s) before that fix.
+// The world's timeout (1000 s) is longer than CTest's for this suite (900 s): a wait() that only
+// returned at the timeout would fail the suite, as it did not before that fix (it passed after 120 s).
 BOOST_AUTO_TEST_CASE(abort_unblocks_a_queued_collective) {
   dist::MemoryStore store(2);
-  auto comms = gloo_world(2, store, milliseconds(600000));
+  auto comms = gloo_world(2, store, milliseconds(1000000));
   Tensor t = make_tensor(std::vector<double>(100, 1.0), DType::f32);
   auto work = comms[0]->all_reduce(t, ReduceOp::sum);
   comms[0]->abort();
@@ -95,7 +95,7 @@ BOOST_AUTO_TEST_CASE(abort_unblocks_a_queued_collective) {
 
 BOOST_AUTO_TEST_CASE(abort_unblocks_a_running_collective) {
   dist::MemoryStore store(2);
-  auto comms = gloo_world(2, store, milliseconds(600000));
+  auto comms = gloo_world(2, store, milliseconds(1000000));
   Tensor t = make_tensor(std::vector<double>(100, 1.0), DType::f32);
   auto work = comms[0]->all_reduce(t, ReduceOp::sum);
   // Give the communication thread time to enter Gloo (not a timing check: either way the
