@@ -54,13 +54,23 @@ def cpu_flags():
     return set()
 
 
-def family_key(model=None, flags=None):
+def _amd_zen4(model, flags, family_model):
+    """An EPYC of cpuinfo family 25 with AVX-512 is a Zen 4: it runs AVX-512 on 256-bit units,
+    so its kernels' speed differs from the Zen 5 (family 26) that first had the "amd-epyc" key."""
+    return "epyc" in model and "avx512f" in flags and family_model.startswith("family 25 ")
+
+
+def family_key(model=None, flags=None, family_model=None):
     """A stable name for the CPU family, used in docs/benchmarks.md's section markers:
-    "amd-epyc", "intel-xeon", or the model's first two words, plus "-avx2" on a CPU without
-    AVX-512. The model name alone does not tell the families apart: a Zen 3 and a Zen 5 EPYC
-    both call themselves "AMD EPYC", and oneDNN runs different kernels on them."""
+    "amd-epyc" (Zen 5), "amd-epyc-zen4", "intel-xeon", or the model's first two words, plus
+    "-avx2" on a CPU without AVX-512. The model name alone does not tell the families apart:
+    Zen 3, Zen 4 and Zen 5 EPYCs all call themselves "AMD EPYC", and oneDNN runs different
+    kernels (or the same kernels at different speeds) on them."""
     model = (model or cpu_model()).lower()
     flags = cpu_flags() if flags is None else flags
+    family_model = family_model or cpu_family_model()
+    if _amd_zen4(model, flags, family_model):
+        return "amd-epyc-zen4"
     if "epyc" in model:
         key = "amd-epyc"
     elif "xeon" in model:
@@ -70,10 +80,14 @@ def family_key(model=None, flags=None):
     return key if "avx512f" in flags else key + "-avx2"
 
 
-def family_title(model=None, flags=None):
-    """The heading words for a family's tables: the model, and "AVX2, no AVX-512" where that holds."""
+def family_title(model=None, flags=None, family_model=None):
+    """The heading words for a family's tables: the model, and "AVX2, no AVX-512" or "Zen 4" where
+    that holds."""
     model = model or cpu_model()
     flags = cpu_flags() if flags is None else flags
+    family_model = family_model or cpu_family_model()
+    if _amd_zen4(model.lower(), flags, family_model):
+        return f"{model} (Zen 4, AVX-512 on 256-bit units)"
     return model if "avx512f" in flags else f"{model} (AVX2, no AVX-512)"
 
 

@@ -11,12 +11,16 @@ from the bench venv (bench/peers.py: PyTorch 2.15 and TensorFlow 2.21 from PyPI,
 scripts/setup.sh --bench). Each side runs in its own process, one after the other, in one
 invocation; peak resident memory is that process's own peak. The table starts with the CPU model
 and each side's ISA; with --write it replaces this CPU family's table in docs/benchmarks.md.
-    python3 bench/resnet50_vs_pytorch.py --threads 2 --steps 10 [--no-tf] [--precisions fp32,bf16] [--write]
+The machines here are shared and a step's time swings by up to 20% between minutes, so each
+precision runs `--rounds` paired rounds (default 3: Kiln, PyTorch, TensorFlow in turn) and the
+table gives each side's median rate and the median of the per-round ratios with their range.
+    python3 bench/resnet50_vs_pytorch.py --threads 2 --steps 10 [--rounds 3] [--no-tf] [--precisions fp32,bf16] [--write]
 """
 import argparse
 import datetime
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -128,45 +132,77 @@ def run_torch(threads, steps, precision, layouts):
     return max(runs, key=lambda r: r["images_per_s"])
 
 
+def measure_round(args, precision, layouts):
+    """One paired round: Kiln, then PyTorch (each memory format of `layouts`), then TensorFlow."""
+    k = run_kiln(args.threads, args.steps, precision)
+    t = run_torch(args.threads, args.steps, precision, layouts)
+    f = None if args.no_tf else run_peer(TF_CHILD, args.threads, args.steps, precision)
+    return k, t, f
+
+
+def median_row(rounds):
+    """A precision's row from its rounds: the median rate of each side, the median of the per-round
+    ratios (each ratio from one round, so the machine's load in that round hits both sides) with
+    their range when there are several, and each side's highest peak RSS."""
+    def med(side):
+        return statistics.median(r[side]["images_per_s"] for r in rounds)
+
+    def ratio(side):
+        values = [r[0]["images_per_s"] / r[side]["images_per_s"] for r in rounds]
+        text = f"**{statistics.median(values):.2f}x**"
+        return text + (f" ({min(values):.2f}-{max(values):.2f})" if len(values) > 1 else "")
+
+    def rss(side):
+        return max(r[side]["peak_rss_mb"] for r in rounds)
+
+    k, t, f = rounds[0]
+    line = (f"| {med(0):.2f} | {med(1):.2f} ({t['layout']}) | {ratio(1)} | {rss(0):.0f} | {rss(1):.0f} |")
+    if f:
+        line += f" {med(2):.2f} | {ratio(2)} | {rss(2):.0f} |"
+    return line
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="paired rounds per precision (Kiln, PyTorch, TF in turn); the table gives medians")
     ap.add_argument("--no-tf", action="store_true", help="skip TensorFlow")
     ap.add_argument("--precisions", default="fp32,bf16", help="comma-separated, of fp32 and bf16")
     ap.add_argument("--torch-layouts", default="channels_last,contiguous",
-                    help="PyTorch memory formats to try (the fastest is reported)")
+                    help="PyTorch memory formats to try in the first round (the fastest is reported and kept)")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     torch_info = peers.torch_info()
     tf_version = None if args.no_tf else peers.tf_version()
     rows = []
     for precision in args.precisions.split(","):
-        k = run_kiln(args.threads, args.steps, precision)
-        t = run_torch(args.threads, args.steps, precision, args.torch_layouts.split(","))
-        f = None if args.no_tf else run_peer(TF_CHILD, args.threads, args.steps, precision)
-        rows.append((precision, k, t, f))
+        # The first round tries every PyTorch memory format; later rounds run only the fastest.
+        rounds = [measure_round(args, precision, args.torch_layouts.split(","))]
+        for _ in range(args.rounds - 1):
+            rounds.append(measure_round(args, precision, [rounds[0][1]["layout"]]))
+        rows.append((precision, rounds))
     head = ("| precision | Kiln img/s | PyTorch img/s (fastest memory format; autocast for bf16) | Kiln/PyTorch "
             "| Kiln peak RSS (MB) | PyTorch peak RSS (MB) |")
     rule = "|---|---|---|---|---|---|"
     if tf_version:
         head += " TensorFlow img/s (mixed_bfloat16 for bf16) | Kiln/TF | TF peak RSS (MB) |"
         rule += "---|---|---|"
-    lines = [head, rule]
-    for precision, k, t, f in rows:
-        line = (f"| {precision} | {k['images_per_s']:.2f} | {t['images_per_s']:.2f} ({t['layout']}) | "
-                f"**{k['images_per_s'] / t['images_per_s']:.2f}x** | {k['peak_rss_mb']:.0f} | {t['peak_rss_mb']:.0f} |")
-        if f:
-            line += f" {f['images_per_s']:.2f} | **{k['images_per_s'] / f['images_per_s']:.2f}x** | {f['peak_rss_mb']:.0f} |"
-        lines.append(line)
-    machine = peers.machine_line(rows[0][1]["detail"], torch_info)
+    lines = [head, rule] + [f"| {precision} " + median_row(rounds) for precision, rounds in rows]
+    machine = peers.machine_line(rows[0][1][0][0]["detail"], torch_info)
     peers_text = f"PyTorch {torch_info['torch']}" + (f", TensorFlow {tf_version}" if tf_version else "")
+    rounds_text = (f"medians of {args.rounds} paired rounds (ratio range in brackets)" if args.rounds > 1
+                   else "one round")
     print(machine)
     print("\n".join(lines))
     if args.write:
         family = peers.family_key()
         body = (f"Measured {datetime.date.today()}: {args.threads} threads, batch 8, 224x224, {args.steps} timed "
-                f"steps after warm-up; peers from PyPI ({peers_text}).\n{machine}\n\n" + "\n".join(lines))
+                f"steps after warm-up, {rounds_text}; peers from PyPI ({peers_text}).\n{machine}\n\n"
+                + "\n".join(lines))
         doc = peers.write_section(f"resnet-bench:{family}", f"ResNet-50 on {peers.family_title()} (PyPI peers)", body,
                                   "ResNet-50 training on the CPU")
         print(f"wrote {doc}", file=sys.stderr)
