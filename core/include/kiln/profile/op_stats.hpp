@@ -28,8 +28,8 @@ struct OpStats {
 
 /// Reference rates measured on this machine before training (0: not measured).
 struct Peaks {
-  double flops_per_s = 0;     ///< best 1024^3 matmul
-  std::string flops_what;     ///< "matmul f32 1024x1024x1024"
+  double flops_per_s = 0;     ///< best 2048^3 matmul (the compute dtype where the backend has it)
+  std::string flops_what;     ///< "matmul f32 2048x2048x2048"
   double bytes_per_s = 0;     ///< best 64 MiB copy (bytes read + written per second)
 };
 
