@@ -2,8 +2,9 @@
 // channels-last tensors computed as strided matmuls (ops/conv1x1_matmul.hpp) give what oneDNN's
 // convolution gives, in all three directions, for f32, bf16 (native kernels and the widened
 // path), f16, f32 master weights in a bf16 plan, Accumulate::yes and ::no, and shapes whose M, C
-// and K are no multiple of a vector; NCHW tensors keep the convolution; a wrong value is a config
-// error. Both backends are built explicitly, so every machine tests both paths.
+// and K are no multiple of a vector; NCHW tensors keep the convolution; "auto" takes the matmul in
+// f32 plans only (where it was measured faster); a wrong value is a config error. Both backends
+// are built explicitly, so every machine tests both paths.
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -152,6 +153,38 @@ BOOST_AUTO_TEST_CASE(matmul_and_convolution_agree_on_widened_bf16) {
   std::mt19937 rng(12);
   for (const Case& k : kCases) {
     if (k.plan == DType::bf16) compare(*matmul, *conv, k, Layout::nhwc, rng);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(auto_runs_matmuls_in_f32_plans_only) {
+  // "auto" was measured to pay only for f32 plans (docs/benchmarks.md, "1x1 convolutions as
+  // matmuls"), so a bf16 plan must keep the convolution even where f32 plans take the matmul.
+  // Which path ran shows in the bits: the matmul and the convolution sum in different orders.
+  auto automatic = cpu_with("auto"), matmul = cpu_with("matmul"), conv = cpu_with("conv");
+  const bool f32_matmuls = automatic->device().detail.find("as matmuls in f32 plans") != std::string::npos;
+  BOOST_TEST_MESSAGE("auto runs f32 plans' 1x1 convolutions as matmuls here: " << f32_matmuls);
+  std::mt19937 rng(13);
+  const auto same = [](const Results& a, const Results& b) {
+    return std::memcmp(a.y.data(), b.y.data(), a.y.bytes()) == 0 &&
+           std::memcmp(a.dw.data(), b.dw.data(), a.dw.bytes()) == 0;
+  };
+  // f32 plan; bf16 plan with f32 y and f32 gradients (the widest outputs show the sum order best).
+  for (const Case& k : {Case{DType::f32, DType::f32, DType::f32, DType::f32, DType::f32},
+                        Case{DType::bf16, DType::bf16, DType::bf16, DType::f32, DType::f32}}) {
+    BOOST_TEST_CONTEXT("plan " << dtype_name(k.plan)) {
+      Conv2dDesc d;
+      d.n = 2, d.c = 64, d.h = 9, d.w = 9, d.k = 64, d.r = d.s = 1, d.dtype = k.plan;
+      const auto act = [&](const Shape& s) { return to_dtype(to_channels_last(random_f32(s, rng)), k.act); };
+      const Tensor x = act({2, 64, 9, 9}), dy = act({2, 64, 9, 9});
+      const Tensor w = to_dtype(random_f32({64, 64, 1, 1}, rng), k.weights);
+      const Tensor dw0 = to_dtype(random_f32({64, 64, 1, 1}, rng), k.grad);
+      const Results a = run(*automatic, d, k, x, w, dy, dw0, Layout::nhwc);
+      const Results m = run(*matmul, d, k, x, w, dy, dw0, Layout::nhwc);
+      const Results c = run(*conv, d, k, x, w, dy, dw0, Layout::nhwc);
+      BOOST_TEST_REQUIRE(!same(m, c), "the matmul and the convolution gave the same bits: the paths cannot be told apart");
+      const bool expect_matmul = f32_matmuls && k.plan == DType::f32;
+      BOOST_TEST(same(a, expect_matmul ? m : c), "auto did not run the " << (expect_matmul ? "matmul" : "convolution"));
+    }
   }
 }
 

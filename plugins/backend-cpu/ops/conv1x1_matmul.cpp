@@ -43,38 +43,22 @@ Conv1x1Matmul::Stage& Conv1x1Matmul::stage(std::optional<Stage>& slot, const Ten
   // Accumulating straight into the caller's memory needs the same dtype there; otherwise the
   // output edge adds (widen, add, narrow), as it does for the convolution's f16 gradients.
   const bool direct_sum = accumulates && o_user == o_in;
-  std::optional<dnnl::matmul> with_sum;
+  std::optional<dnnl::primitive> with_sum;
   if (direct_sum) {
     dnnl::post_ops ops;
     ops.append_sum(1.0f);
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
-    with_sum.emplace(dnnl::matmul::primitive_desc(md, attr, engine_));
+    with_sum.emplace(dnnl::matmul(dnnl::matmul::primitive_desc(md, attr, engine_)));
   }
   const EdgeSum edge_sum = accumulates && !direct_sum ? EdgeSum::yes : EdgeSum::no;
-  slot.emplace(Stage{a.dtype(), b.dtype(), out.dtype(), dnnl::matmul(dnnl::matmul::primitive_desc(md, engine_)),
-                     std::move(with_sum),
-                     Edge(engine_, view(a_shape, a_strides, a.dtype()), a_in, scratch_, 0, EdgeSum::no, round(a.dtype())),
-                     Edge(engine_, view(b_shape, b_strides, b.dtype()), b_in, scratch_, 1, EdgeSum::no, round(b.dtype())),
-                     Edge(engine_, o_user, o_in, scratch_, 2, edge_sum),
-                     {}});
+  slot.emplace(Stage{{dnnl::matmul(dnnl::matmul::primitive_desc(md, engine_)), std::move(with_sum),
+                      Edge(engine_, view(a_shape, a_strides, a.dtype()), a_in, scratch_, 0, EdgeSum::no, round(a.dtype())),
+                      Edge(engine_, view(b_shape, b_strides, b.dtype()), b_in, scratch_, 1, EdgeSum::no, round(b.dtype())),
+                      Edge(engine_, o_user, o_in, scratch_, 2, edge_sum), {}},
+                     a.dtype(), b.dtype(), out.dtype()});
   slot->args = {{DNNL_ARG_SRC, slot->e0.inner()}, {DNNL_ARG_WEIGHTS, slot->e1.inner()}, {DNNL_ARG_DST, slot->eo.inner()}};
   return *slot;
-}
-
-void Conv1x1Matmul::Stage::run(dnnl::stream& stream, void* a, void* b, void* o, Accumulate acc) {
-  e0.bind(a);
-  e1.bind(b);
-  eo.bind(o);
-  e0.pull(stream);
-  e1.pull(stream);
-  if (acc == Accumulate::yes && prim_sum) {
-    prim_sum->execute(stream, args);  // the output edge is direct: the sum went into the caller's memory
-  } else {
-    prim.execute(stream, args);
-    eo.push(stream, acc);
-  }
-  stream.wait();
 }
 
 void Conv1x1Matmul::forward(dnnl::stream& stream, const Tensor& y, const Tensor& x, const Tensor& w) {

@@ -18,7 +18,6 @@
 
 #include <memory>
 #include <optional>
-#include <unordered_map>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -47,14 +46,10 @@ class Conv1x1Matmul {
   void backward_filter(dnnl::stream& stream, const Tensor& dw, const Tensor& dy, const Tensor& x, Accumulate acc);
 
  private:
-  /// One matmul with its edges, built for the dtypes of the tensors it was first called with.
-  struct Stage {
+  /// One matmul with its edges (with_sum: the same with a sum post-op, where the output edge is
+  /// direct), built for the dtypes of the tensors it was first called with.
+  struct Stage : EdgedPrimitive {
     DType in0, in1, out;
-    dnnl::matmul prim;
-    std::optional<dnnl::matmul> prim_sum;  // the same with a sum post-op, where the output is direct
-    Edge e0, e1, eo;
-    std::unordered_map<int, dnnl::memory> args;
-    void run(dnnl::stream& stream, void* a, void* b, void* o, Accumulate acc);
   };
   /// Builds (or reuses) a stage computing out[rows(out)] = a * b from these 2-D views.
   Stage& stage(std::optional<Stage>& slot, const Tensor& a, const dnnl::memory::dims& a_shape,

@@ -20,7 +20,6 @@
 // `conv1x1` option says so.
 #include <algorithm>
 #include <optional>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -77,27 +76,13 @@ class ConvPlan final : public OpPlan {
   /// whose tensors it takes (Conv1x1Matmul::takes), the others run the convolution primitives.
   std::optional<Conv1x1Matmul> pointwise;
 
-  /// One primitive (forward, backward-data or backward-filter) with its two inputs and one
-  /// output, the edges around them, and what it was built for.
-  struct Stage {
+  /// One primitive (forward, backward-data or backward-filter) with its edges, and the operands
+  /// it was built for.
+  struct Stage : EdgedPrimitive {
     Operand in0, in1, out;
-    dnnl::primitive prim;
-    Edge e0, e1, eo;
-    std::unordered_map<int, dnnl::memory> args;
 
     bool built_for(const Operand& a, const Operand& b, const Operand& o) const {
       return in0 == a && in1 == b && out == o;
-    }
-    /// Binds the callers' data, brings the inputs in, runs, and writes (or adds) the output.
-    void run(dnnl::stream& stream, void* a, void* b, void* o, Accumulate acc = Accumulate::no) {
-      e0.bind(a);
-      e1.bind(b);
-      eo.bind(o);
-      e0.pull(stream);
-      e1.pull(stream);
-      prim.execute(stream, args);
-      eo.push(stream, acc);
-      stream.wait();
     }
   };
 
@@ -106,11 +91,11 @@ class ConvPlan final : public OpPlan {
     if (fwd_ && fwd_->built_for(ox, ow, oy)) return *fwd_;
     const DType out = compute_dtype(y.dtype(), bf16_primitives_);
     const auto pd = out == compute ? hint_ : forward_pd(out);
-    fwd_.emplace(Stage{ox, ow, oy, dnnl::convolution_forward(pd),
-                         Edge(engine_, user(src_, ox), pd.src_desc(), scratch_, 0, EdgeSum::no, round(ox)),
-                         Edge(engine_, user(wei_, ow), pd.weights_desc(), scratch_, 1, EdgeSum::no, round(ow)),
-                         Edge(engine_, user(dst_, oy), pd.dst_desc(), scratch_, 2),
-                         {}});
+    fwd_.emplace(Stage{{dnnl::convolution_forward(pd), {},
+                        Edge(engine_, user(src_, ox), pd.src_desc(), scratch_, 0, EdgeSum::no, round(ox)),
+                        Edge(engine_, user(wei_, ow), pd.weights_desc(), scratch_, 1, EdgeSum::no, round(ow)),
+                        Edge(engine_, user(dst_, oy), pd.dst_desc(), scratch_, 2), {}},
+                       ox, ow, oy});
     fwd_->args = {{DNNL_ARG_SRC, fwd_->e0.inner()},
                   {DNNL_ARG_WEIGHTS, fwd_->e1.inner()},
                   {DNNL_ARG_DST, fwd_->eo.inner()}};
@@ -124,13 +109,11 @@ class ConvPlan final : public OpPlan {
         dnnl::algorithm::convolution_direct, activation(src_, compute_dtype(dx.dtype(), bf16_primitives_)),
         any(wei_, compute), activation(dst_, compute), strides_, dilates_, pad_l_, pad_r_);
     const dnnl::convolution_backward_data::primitive_desc pd(cd, engine_, hint_);
-    bwd_data_.emplace(Stage{ody, ow, odx, dnnl::convolution_backward_data(pd),
-                                   Edge(engine_, user(dst_, ody), pd.diff_dst_desc(), scratch_, 0, EdgeSum::no,
-                                        round(ody)),
-                                   Edge(engine_, user(wei_, ow), pd.weights_desc(), scratch_, 1, EdgeSum::no,
-                                        round(ow)),
-                                   Edge(engine_, user(src_, odx), pd.diff_src_desc(), scratch_, 2),
-                                   {}});
+    bwd_data_.emplace(Stage{{dnnl::convolution_backward_data(pd), {},
+                             Edge(engine_, user(dst_, ody), pd.diff_dst_desc(), scratch_, 0, EdgeSum::no, round(ody)),
+                             Edge(engine_, user(wei_, ow), pd.weights_desc(), scratch_, 1, EdgeSum::no, round(ow)),
+                             Edge(engine_, user(src_, odx), pd.diff_src_desc(), scratch_, 2), {}},
+                            ody, ow, odx});
     bwd_data_->args = {{DNNL_ARG_DIFF_DST, bwd_data_->e0.inner()},
                        {DNNL_ARG_WEIGHTS, bwd_data_->e1.inner()},
                        {DNNL_ARG_DIFF_SRC, bwd_data_->eo.inner()}};
@@ -146,11 +129,11 @@ class ConvPlan final : public OpPlan {
         pad_l_, pad_r_);
     const dnnl::convolution_backward_weights::primitive_desc pd(cd, engine_, hint_);
     bwd_filter_.emplace(
-        Stage{ox, ody, odw, dnnl::convolution_backward_weights(pd),
-                       Edge(engine_, user(src_, ox), pd.src_desc(), scratch_, 0, EdgeSum::no, round(ox)),
-                       Edge(engine_, user(dst_, ody), pd.diff_dst_desc(), scratch_, 1, EdgeSum::no, round(ody)),
-                       Edge(engine_, user(wei_, odw), pd.diff_weights_desc(), scratch_, 2, EdgeSum::yes),
-                       {}});
+        Stage{{dnnl::convolution_backward_weights(pd), {},
+               Edge(engine_, user(src_, ox), pd.src_desc(), scratch_, 0, EdgeSum::no, round(ox)),
+               Edge(engine_, user(dst_, ody), pd.diff_dst_desc(), scratch_, 1, EdgeSum::no, round(ody)),
+               Edge(engine_, user(wei_, odw), pd.diff_weights_desc(), scratch_, 2, EdgeSum::yes), {}},
+              ox, ody, odw});
     bwd_filter_->args = {{DNNL_ARG_SRC, bwd_filter_->e0.inner()},
                          {DNNL_ARG_DIFF_DST, bwd_filter_->e1.inner()},
                          {DNNL_ARG_DIFF_WEIGHTS, bwd_filter_->eo.inner()}};

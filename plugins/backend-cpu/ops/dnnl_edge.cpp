@@ -225,4 +225,19 @@ void Edge::push(dnnl::stream& stream, Accumulate acc) {
   }
 }
 
+void EdgedPrimitive::run(dnnl::stream& stream, void* a, void* b, void* o, Accumulate acc) {
+  e0.bind(a);
+  e1.bind(b);
+  eo.bind(o);
+  e0.pull(stream);
+  e1.pull(stream);
+  if (acc == Accumulate::yes && with_sum) {
+    with_sum->execute(stream, args);
+  } else {
+    prim.execute(stream, args);
+    eo.push(stream, acc);
+  }
+  stream.wait();
+}
+
 }  // namespace kiln::cpu

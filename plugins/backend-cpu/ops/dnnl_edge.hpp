@@ -38,6 +38,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -131,6 +132,20 @@ class Edge {
   std::optional<BlockedToPlain> blocked_to_user_;  // replaces to_user_/add_to_user_ where it applies
   std::optional<PlainToBlocked> plain_to_inner_;   // replaces to_inner_ where it has a vector kernel
   bool inner_blocked_ = false;                     // inner has inner blocks (a weight layout)
+};
+
+/// A oneDNN primitive with an edge per operand (two inputs, one output): what the convolution
+/// plans and the 1x1 matmuls (conv1x1_matmul.hpp) run per direction. `with_sum`, where present,
+/// is the same primitive with a sum post-op on a direct output edge: an accumulating run uses it,
+/// so the sum lands in the caller's memory and the output edge has nothing to push.
+struct EdgedPrimitive {
+  dnnl::primitive prim;
+  std::optional<dnnl::primitive> with_sum;
+  Edge e0, e1, eo;
+  std::unordered_map<int, dnnl::memory> args;
+
+  /// Binds the callers' data, brings the inputs in, runs, and writes (or adds) the output.
+  void run(dnnl::stream& stream, void* a, void* b, void* o, Accumulate acc = Accumulate::no);
 };
 
 }  // namespace kiln::cpu
