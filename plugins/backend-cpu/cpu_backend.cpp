@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "host_memory.hpp"
 #include "kiln/errors.hpp"
 #include "op_table.hpp"
+#include "parallel.hpp"
 
 namespace kiln::cpu {
 namespace {
@@ -179,15 +181,25 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
                                    "and element count; use cast to convert dtypes",
                                    src.describe(), dst.describe()));
   }
-  if (src.data() != dst.data() && src.bytes() > 0) std::memmove(dst.data(), src.data(), src.bytes());
+  if (src.data() == dst.data() || src.bytes() == 0) return;
+  auto* d = static_cast<std::byte*>(dst.data());
+  const auto* s = static_cast<const std::byte*>(src.data());
+  const std::int64_t bytes = src.bytes();
+  if (d < s + bytes && s < d + bytes) {  // overlapping views of one buffer: memmove's order matters
+    std::memmove(d, s, bytes);
+    return;
+  }
+  use_our_threads();
+  parallel_slices(bytes, bytes >= kParallelMinBytes,
+                  [&](std::int64_t begin, std::int64_t end) { std::memcpy(d + begin, s + begin, end - begin); });
 }
 
 namespace {
 template <class T>
 void fill_as(const Tensor& t, T value) {
   T* p = static_cast<T*>(t.data());
-  const std::int64_t n = t.numel();
-  std::fill(p, p + n, value);
+  parallel_slices(t.numel(), t.bytes() >= kParallelMinBytes,
+                  [&](std::int64_t begin, std::int64_t end) { std::fill(p + begin, p + end, value); });
 }
 }  // namespace
 
@@ -196,6 +208,7 @@ void CpuBackend::fill(const Tensor& t, double value) {
     throw BackendError(fmt::format("cpu backend, fill: {} must be a defined host tensor",
                                    t.defined() ? t.describe() : "undefined"));
   }
+  use_our_threads();
   switch (t.dtype()) {
     case DType::f32: fill_as<float>(t, static_cast<float>(value)); break;
     case DType::f64: fill_as<double>(t, value); break;
