@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "cpu_fixture.hpp"
 #include "kiln/errors.hpp"
@@ -134,6 +135,37 @@ BOOST_AUTO_TEST_CASE(fill_copy_and_to_device) {
 
   Tensor same = cpu().to_device(f);
   BOOST_TEST(same.data() == f.data());
+}
+
+BOOST_AUTO_TEST_CASE(large_fill_and_copy_cover_every_element) {
+  // From 1 MiB up fill and copy split the buffer across the backend's threads; an odd element
+  // count leaves uneven slices, and the last element and the first are where a slice bound slips.
+  const std::int64_t n = (3 << 20) / 4 + 7;  // 3 MiB of f32 and a little
+  Tensor f = cpu().allocate({n}, DType::f32, MemoryKind::host);
+  cpu().fill(f, -1.5);
+  const float* fp = f.data_as<float>();
+  BOOST_TEST((std::count(fp, fp + n, -1.5f) == n));
+  Tensor bf = cpu().allocate({n}, DType::bf16, MemoryKind::host);
+  cpu().fill(bf, 1.0);
+  const auto* bp = static_cast<const std::uint16_t*>(bf.data());
+  BOOST_TEST((std::count(bp, bp + n, std::uint16_t{0x3f80}) == n));
+
+  for (std::int64_t i = 0; i < n; ++i) f.data_as<float>()[i] = static_cast<float>(i);
+  Tensor g = test::poisoned({n});
+  cpu().copy(f, g);
+  BOOST_TEST(std::memcmp(f.data(), g.data(), f.bytes()) == 0);
+
+  // Overlapping views of one buffer keep memmove's meaning: dst = the old src, shifted by 5.
+  Tensor whole = cpu().allocate({n + 5}, DType::f32, MemoryKind::host);
+  for (std::int64_t i = 0; i < n + 5; ++i) whole.data_as<float>()[i] = static_cast<float>(i);
+  cpu().copy(whole.view(0, {n}), whole.view(5, {n}));
+  const float* w = whole.data_as<float>();
+  BOOST_TEST(w[4] == 4.0f);
+  BOOST_TEST(w[5] == 0.0f);
+  BOOST_TEST(w[n + 4] == static_cast<float>(n - 1));
+  std::int64_t wrong = 0;
+  for (std::int64_t i = 5; i < n + 5; ++i) wrong += w[i] != static_cast<float>(i - 5);
+  BOOST_TEST(wrong == 0);
 }
 
 BOOST_AUTO_TEST_CASE(streams_are_no_ops) {
