@@ -18,7 +18,10 @@
 
 #include <fmt/format.h>
 
+#include <memory>
+#include <random>
 #include <thread>
+#include <vector>
 
 #include "../launch/process.hpp"
 #include "kiln/dist/tcp_store_server.hpp"
@@ -57,11 +60,29 @@ Env clean_env() {
   return env;
 }
 
-/// A port that was free a moment ago (the kernel's choice for a listener that is then closed).
-int free_port() {
-  kiln::dist::TcpStoreServer probe(0);
-  return probe.port();
+/// The first of `count` consecutive ports that were free a moment ago, picked at random below the
+/// kernel's ephemeral range (32768-60999 by default). Not the kernel's own choice of a free port:
+/// that is an ephemeral port, and in a parallel ctest run the other suites' outgoing connections
+/// take ephemeral ports all the time, so one of them could take this test's port (or, for the
+/// agent-store case, MASTER_PORT + 1) before the rank that serves it binds it.
+int free_ports(int count = 1) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> pick(20000, 32000);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int first = pick(rng);
+    try {
+      std::vector<std::unique_ptr<kiln::dist::TcpStoreServer>> probes;
+      for (int i = 0; i < count; ++i) probes.push_back(std::make_unique<kiln::dist::TcpStoreServer>(first + i));
+      return first;
+    } catch (const std::exception&) {
+      // in use: try another
+    }
+  }
+  BOOST_FAIL("no " << count << " consecutive free ports between 20000 and 32000 in 200 tries");
+  return 0;
 }
+
+int free_port() { return free_ports(1); }
 
 Env torchrun_env(int rank, int world, const std::string& addr, int port) {
   Env env = clean_env();
@@ -119,7 +140,7 @@ BOOST_AUTO_TEST_CASE(three_bench_ranks_meet_over_tcp_from_master_addr) {
 }
 
 BOOST_AUTO_TEST_CASE(train_under_torchrun_agent_store_uses_the_next_port) {
-  const int port = free_port();
+  const int port = free_ports(2);  // MASTER_PORT for the agent store, MASTER_PORT + 1 for Kiln's
   // Stands in for torchrun's agent store, which holds MASTER_PORT when TORCHELASTIC_USE_AGENT_STORE=True.
   kiln::dist::TcpStoreServer agent(port);
   const fs::path run_dir = scratch() / "torchrun-run";
