@@ -26,12 +26,10 @@
 #include "../common/bench_clock.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <map>
 #include <random>
 #include <string>

@@ -23,12 +23,10 @@
 #include "../common/bench_clock.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <map>
 #include <random>
 #include <string>

@@ -82,8 +82,6 @@ int free_ports(int count = 1) {
   return 0;
 }
 
-int free_port() { return free_ports(1); }
-
 Env torchrun_env(int rank, int world, const std::string& addr, int port) {
   Env env = clean_env();
   env["RANK"] = std::to_string(rank);
@@ -126,7 +124,7 @@ std::string error_line(const std::string& text) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(three_bench_ranks_meet_over_tcp_from_master_addr) {
-  const int port = free_port();
+  const int port = free_ports();
   std::vector<std::unique_ptr<Process>> ranks;
   // Rank 0 last: the others must wait and retry until its server is up.
   for (int r : {2, 1, 0}) ranks.push_back(start(fmt::format("bench{}", r), bench(), torchrun_env(r, 3, "127.0.0.2", port)));
@@ -164,7 +162,7 @@ BOOST_AUTO_TEST_CASE(train_under_torchrun_agent_store_uses_the_next_port) {
 }
 
 BOOST_AUTO_TEST_CASE(a_lone_rank_gives_up_naming_what_is_missing) {
-  const int port = free_port();
+  const int port = free_ports();
   auto client = start("lone1", bench(2), torchrun_env(1, 2, "127.0.0.1", port));
   BOOST_TEST(client->wait_for(kWallClock).value_or(-1) == 1);
   const std::string e1 = error_line(err_of("lone1"));
@@ -180,7 +178,7 @@ BOOST_AUTO_TEST_CASE(a_lone_rank_gives_up_naming_what_is_missing) {
 }
 
 BOOST_AUTO_TEST_CASE(rank0_killed_fails_the_waiting_ranks_at_once) {
-  const int port = free_port();
+  const int port = free_ports();
   // World of 3 with rank 2 never started: ranks 0 and 1 wait for it (timeout 10 minutes).
   // Rank 1 reaches the store at 127.0.0.5; rank 0 talks to its own server over 127.0.0.1.
   auto rank0 = start("dead0", bench(600), torchrun_env(0, 3, "127.0.0.5", port));
