@@ -95,6 +95,30 @@ Conv1x1Mode conv1x1_mode(const PluginArgs& args, bool blocked_conv_layout) {
   return mode == "matmul" ? Conv1x1Mode::matmul : Conv1x1Mode::conv;
 }
 
+/// Whether 3x3 convolutions of plans that compute in f32 run oneDNN's Winograd kernels
+/// (F(4x4, 3x3), AVX-512 only, on its blocked activation layout; ops/conv2d.cpp says which shapes).
+/// "auto" does so from AVX-512 up: ResNet-50's 13 stride-1 3x3 layers, batch 8, 2 threads, took
+/// 207-236 ms per step in all three directions against 369 direct (Zen 4; docs/benchmarks.md,
+/// "3x3 convolutions by Winograd"). The results differ from the direct ones by f32 rounding of
+/// the transforms (tests/ops/test_conv3x3_winograd.cpp bounds it). bf16 primitives have no
+/// Winograd kernel in oneDNN, so bf16 plans are unchanged.
+bool use_winograd(const PluginArgs& args) {
+  std::string mode = "auto";
+  if (args.params != nullptr && args.params->contains("conv3x3")) mode = args.params->get_string("conv3x3");
+  if (mode != "auto" && mode != "winograd" && mode != "direct") {
+    throw ConfigError(fmt::format("{} = \"{}\" is not a 3x3 convolution algorithm; use \"auto\", \"winograd\" "
+                                  "or \"direct\"",
+                                  args.params->where("conv3x3"), mode));
+  }
+  const bool has_kernels = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+  if (mode == "winograd" && !has_kernels) {
+    throw ConfigError(fmt::format("{} = \"winograd\": oneDNN has Winograd convolutions only from AVX-512 up, and "
+                                  "this CPU's oneDNN ISA is {}; use \"auto\" or \"direct\"",
+                                  args.params->where("conv3x3"), isa_name(dnnl::get_effective_cpu_isa())));
+  }
+  return mode == "winograd" || (mode == "auto" && has_kernels);
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(const PluginArgs& args)
@@ -104,6 +128,7 @@ CpuBackend::CpuBackend(const PluginArgs& args)
       bf16_primitives_(use_bf16_primitives(args, engine_)),
       blocked_conv_layout_(use_blocked_conv_layout(args)),
       conv1x1_(conv1x1_mode(args, blocked_conv_layout_)),
+      winograd_(use_winograd(args)),
       stream_(engine_),
       matmuls_(std::make_unique<MatmulCache>(engine_, bf16_primitives_)),
       done_(std::make_shared<CompleteEvent>()) {
@@ -111,6 +136,7 @@ CpuBackend::CpuBackend(const PluginArgs& args)
   if (blocked_conv_layout_) info_.detail += "; convolutions on oneDNN's blocked activation layout";
   if (conv1x1_ == Conv1x1Mode::matmul) info_.detail += "; 1x1 convolutions as matmuls";
   if (conv1x1_ == Conv1x1Mode::f32_matmul) info_.detail += "; 1x1 convolutions as matmuls in f32 plans";
+  if (winograd_) info_.detail += "; 3x3 convolutions by Winograd in f32 plans";
   // Said in the run banner (the backend line), so a bf16 run here is never silently f32 inside.
   if (!bf16_primitives_) {
     info_.detail += onednn_has_bf16(engine_)

@@ -33,8 +33,9 @@ class CpuBackend final : public Backend {
   /// `bf16_compute` ("auto": oneDNN's bf16 kernels where it has them, else bf16 is stored and
   /// computed in f32; "f32": always the latter, so AVX-512 machines can test that path).
   /// `conv_layout` chooses the activation layout inside the convolutions, `conv1x1` whether
-  /// pointwise convolutions run as matmuls (see cpu_backend.cpp).
-  /// Throws ConfigError for a negative thread count or an unknown bf16_compute, conv_layout or conv1x1.
+  /// pointwise convolutions run as matmuls, `conv3x3` whether 3x3 ones run by Winograd (see
+  /// cpu_backend.cpp). Throws ConfigError for a negative thread count, an unknown bf16_compute,
+  /// conv_layout, conv1x1 or conv3x3, or conv3x3 = "winograd" on a CPU below AVX-512.
   explicit CpuBackend(const PluginArgs& args);
   ~CpuBackend() override;
 
@@ -126,6 +127,7 @@ class CpuBackend final : public Backend {
   bool bf16_primitives_ = false;  // bf16 runs on oneDNN's bf16 primitives (else widened to f32)
   bool blocked_conv_layout_ = false;  // convolutions reorder nhwc activations into oneDNN's layout
   Conv1x1Mode conv1x1_ = Conv1x1Mode::conv;  // which plans run pointwise convolutions as matmuls
+  bool winograd_ = false;  // f32-computing 3x3 convolutions by oneDNN's Winograd kernels where it takes them
   dnnl::stream stream_;
   std::unique_ptr<MatmulCache> matmuls_;
   std::shared_ptr<EdgeScratch> edge_scratch_ = std::make_shared<EdgeScratch>();  // ops/dnnl_edge.hpp

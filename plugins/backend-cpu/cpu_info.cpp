@@ -49,6 +49,8 @@ CpuInfoText read_proc_cpuinfo() {
   return info;
 }
 
+}  // namespace
+
 const char* isa_name(dnnl::cpu_isa isa) {
   switch (isa) {
     case dnnl::cpu_isa::sse41: return "sse41";
@@ -61,8 +63,6 @@ const char* isa_name(dnnl::cpu_isa isa) {
     default: return "other";
   }
 }
-
-}  // namespace
 
 DeviceInfo describe_host_cpu(int threads) {
   const CpuInfoText text = read_proc_cpuinfo();

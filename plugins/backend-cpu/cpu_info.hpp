@@ -13,6 +13,9 @@ namespace kiln::cpu {
 /// the ISA oneDNN dispatches to and the oneDNN version.
 DeviceInfo describe_host_cpu(int threads);
 
+/// oneDNN's name for an ISA level ("avx2", "avx512_core_bf16", ...; "other" for the rest).
+const char* isa_name(dnnl::cpu_isa isa);
+
 /// Whether oneDNN can build bf16 primitives on this CPU at all (it needs AVX-512 core; with
 /// avx512_bf16 they are native, without it oneDNN emulates the dot products). Probed by building
 /// a tiny bf16 convolution descriptor, so it answers for the oneDNN actually loaded.

@@ -20,6 +20,10 @@ constexpr kiln_param_spec_v1 kCpuParams[] = {
      "Pointwise convolutions (1x1, stride 1, no padding) on channels-last tensors: matmul (strided matmuls on the "
      "plain tensors, no weight reorders), conv (oneDNN's convolution), auto: matmul in f32 plans from AVX-512 up "
      "with channels_last convolutions, else conv."},
+    {"conv3x3", KILN_PARAM_STRING, "\"auto\"", "auto|winograd|direct",
+     "3x3 convolutions of plans that compute in f32: winograd (oneDNN's Winograd F(4x4,3x3) kernels, AVX-512 "
+     "only, where they take the shape: stride 1, no dilation, one group, channels a multiple of 16; others run "
+     "direct), direct (oneDNN's direct convolution), auto: winograd from AVX-512 up, else direct."},
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 #include <malloc.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -134,6 +135,18 @@ Tensor to_f32(const Tensor& t) {
     cpu().cast(out, t);
   }
   return out;
+}
+
+double relative_difference(const Tensor& a, const Tensor& b) {
+  const Tensor fa = a.dtype() == DType::f32 ? a : to_f32(a), fb = b.dtype() == DType::f32 ? b : to_f32(b);
+  const std::vector<double> va = logical_values(fa), vb = logical_values(fb);
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < va.size(); ++i) {
+    if (std::isnan(va[i]) || std::isnan(vb[i])) return INFINITY;
+    worst = std::max(worst, std::fabs(va[i] - vb[i]));
+    scale = std::max(scale, std::fabs(vb[i]));
+  }
+  return scale > 0 ? worst / scale : worst;
 }
 
 std::size_t heap_in_use() { return mallinfo2().uordblks; }

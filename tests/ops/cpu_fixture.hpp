@@ -52,6 +52,11 @@ Tensor to_channels_last(const Tensor& t);
 /// The logical (NCHW-order) values of an f32 tensor in either layout.
 std::vector<double> logical_values(const Tensor& t);
 
+/// Largest |a - b| over the largest |b|, on the logical values (either may be f32, bf16 or f16,
+/// widened exactly; either layout); infinity if either holds a NaN. For two paths that sum in
+/// different orders and so agree to rounding, not bit for bit.
+double relative_difference(const Tensor& a, const Tensor& b);
+
 /// Bytes of heap memory in use (glibc mallinfo2): equal before and after a repeated op means the
 /// op's steady state keeps nothing new (temporaries freed again are not seen).
 std::size_t heap_in_use();

@@ -4,8 +4,6 @@
 // Both backends are built explicitly, so every machine tests both paths.
 #include <boost/test/unit_test.hpp>
 
-#include <algorithm>
-#include <cmath>
 #include <random>
 #include <string>
 
@@ -21,19 +19,6 @@ auto cpu_with_layout(const std::string& layout) {
   params.set("threads", std::int64_t{0}, "test");
   params.set("conv_layout", layout, "test");
   return make_cpu_backend(params);
-}
-
-/// Largest |a - b| over the largest |b|: the two layouts sum in different orders, so the
-/// results agree to f32 rounding, not bit for bit.
-double relative_difference(const Tensor& a, const Tensor& b) {
-  const float* pa = a.data_as<float>();
-  const float* pb = b.data_as<float>();
-  double worst = 0, scale = 0;
-  for (std::int64_t i = 0; i < a.numel(); ++i) {
-    worst = std::max(worst, static_cast<double>(std::fabs(pa[i] - pb[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(pb[i])));
-  }
-  return scale > 0 ? worst / scale : worst;
 }
 
 }  // namespace

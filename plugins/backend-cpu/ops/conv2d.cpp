@@ -17,7 +17,11 @@
 // dw is a reorder with a sum post-op. Padding on the far side is the smallest non-negative value
 // giving Conv2dDesc::out_h/out_w. Pointwise convolutions on channels-last tensors run as plain
 // strided matmuls instead (conv1x1_matmul.hpp: no weight edges at all) where the backend's
-// `conv1x1` option says so.
+// `conv1x1` option says so. 3x3 convolutions of plans that compute in f32 run oneDNN's Winograd
+// kernels where the backend's `conv3x3` option says so and oneDNN takes the shape in all three
+// directions (it needs stride 1, no dilation, one group and channels a multiple of 16, and
+// AVX-512); those kernels work on oneDNN's blocked activation layout only, so such a plan's
+// activations are reordered at the edges like `conv_layout = "blocked"` ones.
 #include <algorithm>
 #include <optional>
 
@@ -50,10 +54,21 @@ struct Operand {
 };
 Operand operand(const Tensor& t) { return {t.dtype(), t.layout()}; }
 
+/// Where oneDNN 2.6's Winograd kernels beat its direct ones (Zen 4, batch 8, 2 threads, all
+/// three directions; docs/benchmarks.md, "3x3 convolutions by Winograd"): they take any channel
+/// count but pad it to blocks of 16, and their input and output transforms cost about as much as
+/// they save on small images: 1.4-2x faster from 14x14 outputs up (16 to 512 channels), even at
+/// 7x7 with 128 channels and 1.3x faster with 512, 2-5x slower at 4x4 and 2x2.
+bool winograd_pays(const Conv2dDesc& d) {
+  const bool whole_blocks = d.c % 16 == 0 && d.k % 16 == 0;
+  const std::int64_t side = std::min(d.out_h(), d.out_w());
+  return d.groups == 1 && whole_blocks && (side >= 14 || (side >= 7 && std::min(d.c, d.k) >= 256));
+}
+
 class ConvPlan final : public OpPlan {
  public:
   ConvPlan(const Conv2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch,
-           bool bf16_primitives, bool blocked_layout, bool pointwise_matmul)
+           bool bf16_primitives, bool blocked_layout, bool pointwise_matmul, bool winograd)
       : desc(d), compute(compute_dtype(d.dtype, bf16_primitives)), bf16_primitives_(bf16_primitives),
         activation_tag_(blocked_layout ? tag::any : tag::nhwc), engine_(engine), scratch_(std::move(scratch)) {
     const std::int64_t p = d.out_h(), q = d.out_w();
@@ -66,6 +81,10 @@ class ConvPlan final : public OpPlan {
     pad_l_ = {d.pad_h, d.pad_w};
     pad_r_ = {far_padding(d.h, d.pad_h, d.dilation_h * (d.r - 1) + 1, d.stride_h, p),
               far_padding(d.w, d.pad_w, d.dilation_w * (d.s - 1) + 1, d.stride_w, q)};
+    if (winograd && winograd_takes()) {
+      algorithm_ = dnnl::algorithm::convolution_winograd;
+      activation_tag_ = tag::any;
+    }
     hint_ = forward_pd(compute);
     if (pointwise_matmul && is_pointwise(d)) pointwise.emplace(d, engine_, scratch_, bf16_primitives);
   }
@@ -106,7 +125,7 @@ class ConvPlan final : public OpPlan {
     const Operand ody = operand(dy), ow = operand(w), odx = operand(dx);
     if (bwd_data_ && bwd_data_->built_for(ody, ow, odx)) return *bwd_data_;
     const dnnl::convolution_backward_data::desc cd(
-        dnnl::algorithm::convolution_direct, activation(src_, compute_dtype(dx.dtype(), bf16_primitives_)),
+        algorithm_, activation(src_, compute_dtype(dx.dtype(), bf16_primitives_)),
         any(wei_, compute), activation(dst_, compute), strides_, dilates_, pad_l_, pad_r_);
     const dnnl::convolution_backward_data::primitive_desc pd(cd, engine_, hint_);
     bwd_data_.emplace(Stage{{dnnl::convolution_backward_data(pd), {},
@@ -124,7 +143,7 @@ class ConvPlan final : public OpPlan {
     const Operand ox = operand(x), ody = operand(dy), odw = operand(dw);
     if (bwd_filter_ && bwd_filter_->built_for(ox, ody, odw)) return *bwd_filter_;
     const dnnl::convolution_backward_weights::desc cd(
-        dnnl::algorithm::convolution_direct, activation(src_, compute),
+        algorithm_, activation(src_, compute),
         any(wei_, compute_dtype(dw.dtype(), bf16_primitives_)), activation(dst_, compute), strides_, dilates_,
         pad_l_, pad_r_);
     const dnnl::convolution_backward_weights::primitive_desc pd(cd, engine_, hint_);
@@ -159,13 +178,38 @@ class ConvPlan final : public OpPlan {
   }
   dnnl::convolution_forward::primitive_desc forward_pd(DType y) const {
     const dnnl::convolution_forward::desc cd(
-        dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+        dnnl::prop_kind::forward_training, algorithm_,
         activation(src_, compute), any(wei_, compute), activation(dst_, y), strides_,
         dilates_, pad_l_, pad_r_);
     return dnnl::convolution_forward::primitive_desc(cd, engine_);
   }
 
+  /// Whether this plan runs by Winograd: f32 compute, a 3x3 kernel, a shape where it was measured
+  /// faster (winograd_pays), and oneDNN has the kernels in all three directions (it refuses
+  /// strides and dilations; asking is exact where restating its rules would drift). Only
+  /// "unimplemented" means no: any other error is a real one.
+  bool winograd_takes() const {
+    if (compute != DType::f32 || desc.r != 3 || desc.s != 3 || !winograd_pays(desc)) return false;
+    const auto act = [](const dims& shape) { return dnnl::memory::desc(shape, dnnl::memory::data_type::f32, tag::any); };
+    const auto alg = dnnl::algorithm::convolution_winograd;
+    try {
+      const dnnl::convolution_forward::primitive_desc fwd(
+          {dnnl::prop_kind::forward_training, alg, act(src_), any(wei_, DType::f32), act(dst_), strides_,
+           dilates_, pad_l_, pad_r_},
+          engine_);
+      dnnl::convolution_backward_data::primitive_desc(
+          {alg, act(src_), any(wei_, DType::f32), act(dst_), strides_, dilates_, pad_l_, pad_r_}, engine_, fwd);
+      dnnl::convolution_backward_weights::primitive_desc(
+          {alg, act(src_), any(wei_, DType::f32), act(dst_), strides_, dilates_, pad_l_, pad_r_}, engine_, fwd);
+      return true;
+    } catch (const dnnl::error& e) {
+      if (e.status == dnnl_unimplemented) return false;
+      throw;
+    }
+  }
+
   bool bf16_primitives_;
+  dnnl::algorithm algorithm_ = dnnl::algorithm::convolution_direct;
   tag activation_tag_;
   dnnl::engine engine_;
   std::shared_ptr<EdgeScratch> scratch_;
@@ -187,7 +231,7 @@ std::shared_ptr<OpPlan> CpuBackend::plan_conv2d(const Conv2dDesc& d) {
     const bool pointwise_matmul =
         conv1x1_ == Conv1x1Mode::matmul || (conv1x1_ == Conv1x1Mode::f32_matmul && d.dtype == DType::f32);
     return std::make_shared<ConvPlan>(d, engine_, edge_scratch_, bf16_primitives_, blocked_conv_layout_,
-                                      pointwise_matmul);
+                                      pointwise_matmul, winograd_);
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN cannot plan {}: {}", describe(d), e.what()));
   }

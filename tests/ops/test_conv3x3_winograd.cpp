@@ -1,0 +1,134 @@
+// The cpu backend's `conv3x3` option: f32-computing 3x3 convolutions by oneDNN's Winograd kernels
+// (AVX-512 only) agree with the direct ones to f32 rounding in all three directions, really run
+// (their bits differ), are left alone where they do not pay (ops/conv2d.cpp, winograd_pays) or
+// where oneDNN has none (strides, bf16 primitives), and an unusable or unknown mode is a config
+// error. Both backends are built explicitly; on a CPU below AVX-512 the cases check the refusal.
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "cpu_fixture.hpp"
+#include "kiln/backend.hpp"
+#include "kiln/errors.hpp"
+
+namespace kiln::test {
+namespace {
+
+auto cpu_with(const std::string& conv3x3) {
+  ParamMap params("backend");
+  params.set("threads", std::int64_t{0}, "test");
+  params.set("conv3x3", conv3x3, "test");
+  return make_cpu_backend(params);
+}
+
+/// The Winograd backend, or null on a CPU below AVX-512, where asking for it must be refused
+/// with the reason (checked here, so that machine tests the refusal instead).
+BackendPtr winograd_or_refusal() {
+  try {
+    return cpu_with("winograd");
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    BOOST_TEST(msg.find("Winograd convolutions only from AVX-512 up") != std::string::npos, msg);
+    BOOST_TEST_MESSAGE("no Winograd kernels on this CPU: " << msg);
+    return nullptr;
+  }
+}
+
+struct Results {
+  Tensor y, dx, dw, dw_added;
+};
+
+/// Forward, backward-data, backward-filter (written, then added into dw0) on channels-last
+/// activations of dtype `dtype`, as the ResNet models call them.
+Results run(Backend& backend, const Conv2dDesc& d, std::mt19937::result_type seed) {
+  std::mt19937 rng(seed);
+  const auto act = [&](const Shape& s) { return to_dtype(to_channels_last(random_f32(s, rng)), d.dtype); };
+  const Tensor x = act({d.n, d.c, d.h, d.w}), dy = act({d.n, d.k, d.out_h(), d.out_w()});
+  const Tensor w = to_dtype(random_f32({d.k, d.c, d.r, d.s}, rng), d.dtype);
+  Results r{poisoned(dy.shape(), d.dtype).with_layout(Layout::nhwc),
+            poisoned(x.shape(), d.dtype).with_layout(Layout::nhwc), poisoned(w.shape(), d.dtype),
+            to_dtype(random_f32(w.shape(), rng), d.dtype)};
+  auto plan = backend.plan_conv2d(d);
+  backend.conv2d_forward(*plan, r.y, x, w);
+  backend.conv2d_backward_data(*plan, r.dx, dy, w);
+  backend.conv2d_backward_filter(*plan, r.dw, dy, x, Accumulate::no);
+  backend.conv2d_backward_filter(*plan, r.dw_added, dy, x, Accumulate::yes);
+  return r;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) { return std::memcmp(a.data(), b.data(), a.bytes()) == 0; }
+bool same_bits(const Results& a, const Results& b) {
+  return same_bits(a.y, b.y) && same_bits(a.dx, b.dx) && same_bits(a.dw, b.dw) && same_bits(a.dw_added, b.dw_added);
+}
+
+Conv2dDesc conv(std::int64_t c, std::int64_t k, std::int64_t side, std::int64_t r, std::int64_t stride,
+                DType dtype = DType::f32) {
+  Conv2dDesc d;
+  d.n = 2, d.c = c, d.h = d.w = side, d.k = k, d.r = d.s = r;
+  d.stride_h = d.stride_w = stride, d.pad_h = d.pad_w = r / 2, d.dtype = dtype;
+  return d;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(conv3x3_winograd)
+
+BOOST_AUTO_TEST_CASE(winograd_agrees_with_direct_to_f32_rounding) {
+  auto winograd = winograd_or_refusal();
+  if (!winograd) return;
+  auto direct = cpu_with("direct");
+  BOOST_TEST(winograd->device().detail.find("3x3 convolutions by Winograd in f32 plans") != std::string::npos,
+             winograd->device().detail);
+  BOOST_TEST(direct->device().detail.find("Winograd") == std::string::npos, direct->device().detail);
+  // ResNet-like layers Winograd takes: square and unequal channel counts, an output side that is
+  // no multiple of the 4x4 tile; f16 plans compute in f32 and take it too.
+  for (const Conv2dDesc& d : {conv(32, 16, 14, 3, 1), conv(16, 48, 17, 3, 1), conv(16, 16, 14, 3, 1, DType::f16)}) {
+    BOOST_TEST_CONTEXT("c " << d.c << " k " << d.k << " side " << d.h << " " << dtype_name(d.dtype)) {
+      const Results w = run(*winograd, d, 5), r = run(*direct, d, 5);
+      BOOST_TEST_REQUIRE(!same_bits(w.y, r.y), "Winograd and direct gave the same bits: it did not run");
+      // F(4x4, 3x3)'s transforms scale values by up to ~10 before the products; in f32 that
+      // leaves ~1e-6 of the largest output (f16 outputs: their own rounding, 2^-11, dominates).
+      const double bound = d.dtype == DType::f16 ? 2e-3 : 2e-5;
+      BOOST_TEST_MESSAGE("Winograd - direct, relative to the largest |direct|: y " << relative_difference(w.y, r.y)
+                         << ", dx " << relative_difference(w.dx, r.dx) << ", dw " << relative_difference(w.dw, r.dw));
+      BOOST_TEST(relative_difference(w.y, r.y) < bound);
+      BOOST_TEST(relative_difference(w.dx, r.dx) < bound);
+      BOOST_TEST(relative_difference(w.dw, r.dw) < bound);
+      BOOST_TEST(relative_difference(w.dw_added, r.dw_added) < bound);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(other_convolutions_stay_direct) {
+  auto winograd = winograd_or_refusal();
+  if (!winograd) return;
+  auto direct = cpu_with("direct");
+  // Strided (no Winograd kernel), channels not in blocks of 16, 4x4 outputs (slower there), 1x1,
+  // and a bf16 plan on bf16 primitives (oneDNN has no bf16 Winograd kernel; this backend is on
+  // AVX-512, where bf16_compute = "auto" gives bf16 primitives).
+  for (const Conv2dDesc& d : {conv(32, 32, 14, 3, 2), conv(12, 20, 14, 3, 1), conv(256, 256, 4, 3, 1),
+                              conv(32, 32, 14, 1, 1), conv(32, 32, 14, 3, 1, DType::bf16)}) {
+    BOOST_TEST_CONTEXT("c " << d.c << " k " << d.k << " side " << d.h << " r " << d.r << " stride "
+                            << d.stride_h << " " << dtype_name(d.dtype)) {
+      BOOST_TEST(same_bits(run(*winograd, d, 9), run(*direct, d, 9)));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(auto_is_winograd_from_avx512_up) {
+  auto winograd = winograd_or_refusal();
+  const std::string automatic = cpu_with("auto")->device().detail;
+  const bool says = automatic.find("3x3 convolutions by Winograd in f32 plans") != std::string::npos;
+  BOOST_TEST(says == (winograd != nullptr), automatic);
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_mode_is_a_config_error) {
+  const std::string msg = error_text<ConfigError>([&] { cpu_with("fft"); });
+  BOOST_TEST(msg.find("\"fft\" is not a 3x3 convolution algorithm") != std::string::npos, msg);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace kiln::test
