@@ -55,6 +55,13 @@ BackendPtr make_cpu_backend(const ParamMap& params, const RankInfo& ranks) {
   return BackendPtr(static_cast<Backend*>(object));
 }
 
+BackendPtr make_cpu_backend_with(const std::string& key, const std::string& value) {
+  ParamMap params("backend");
+  params.set("threads", std::int64_t{0}, "test");
+  params.set(key, value, "test");
+  return make_cpu_backend(params);
+}
+
 Backend& cpu() {
   static Backend* backend = [] {
     ParamMap params("backend");

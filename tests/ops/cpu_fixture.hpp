@@ -27,6 +27,8 @@ using BackendPtr = std::unique_ptr<Backend, BackendDeleter>;
 
 /// A new cpu backend made by the plugin's factory with these parameters and ranks.
 BackendPtr make_cpu_backend(const ParamMap& params, const RankInfo& ranks = {});
+/// A new cpu backend (threads = 0) with one string parameter set, e.g. ("conv_layout", "blocked").
+BackendPtr make_cpu_backend_with(const std::string& key, const std::string& value);
 /// The process-wide backend the op tests share (threads = 0, one local rank).
 Backend& cpu();
 

@@ -16,12 +16,7 @@
 namespace kiln::test {
 namespace {
 
-auto cpu_with(const std::string& conv3x3) {
-  ParamMap params("backend");
-  params.set("threads", std::int64_t{0}, "test");
-  params.set("conv3x3", conv3x3, "test");
-  return make_cpu_backend(params);
-}
+BackendPtr cpu_with(const std::string& conv3x3) { return make_cpu_backend_with("conv3x3", conv3x3); }
 
 /// The Winograd backend, or null on a CPU below AVX-512, where asking for it must be refused
 /// with the reason (checked here, so that machine tests the refusal instead).

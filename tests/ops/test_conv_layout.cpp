@@ -14,12 +14,7 @@
 namespace kiln::test {
 namespace {
 
-auto cpu_with_layout(const std::string& layout) {
-  ParamMap params("backend");
-  params.set("threads", std::int64_t{0}, "test");
-  params.set("conv_layout", layout, "test");
-  return make_cpu_backend(params);
-}
+BackendPtr cpu_with_layout(const std::string& layout) { return make_cpu_backend_with("conv_layout", layout); }
 
 }  // namespace
 
