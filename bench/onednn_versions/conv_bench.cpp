@@ -14,7 +14,8 @@
 // Accumulate::yes; "dw_edge"; the cpu backend now does this in its own loop,
 // plugins/backend-cpu/ops/blocked_to_plain.cpp), and before each forward and backward-data call
 // the plain OIHW weights in the compute dtype reordered into the primitive's layout ("w_pull").
-// --clock cpu, --bf16-diff-weights, --wact-any and --dw-plain are explained in struct Options.
+// --clock cpu, --bf16-diff-weights, --wact-any, --dw-plain and --winograd are explained in struct
+// Options (--winograd: what the cpu backend's `conv3x3 = "winograd"` runs, with its reorders).
 //
 // Output: one line per layer and direction ("layer ...") with --layers, then one line per
 // direction: "total <dtype> <direction> <ms per step>", and the implementation names.
@@ -83,6 +84,7 @@ struct Options {
   bool bf16_diff_weights = false;  // bf16 backward-weights writes bf16 diff_weights instead of f32
   bool wact_any = false;  // backward-weights picks its activation layouts (reorders from nhwc timed)
   bool dw_plain = false;  // backward-weights writes plain OIHW diff_weights (no blocked layout)
+  bool winograd = false;  // stride-1 3x3 f32 layers by Winograd, activation reorders from nhwc timed
   std::vector<dt> dtypes = {dt::f32, dt::bf16};
 };
 
@@ -125,6 +127,9 @@ double median_ms(const dnnl::primitive& prim, dnnl::stream& s,
 // --act-any: every activation operand in the layout the primitive picks (oneDNN's blocked
 // nChw8c/nChw16c), to see what channels-last costs on an ISA; no reorders are counted.
 bool g_act_any = false;
+// --winograd: the layer's algorithm (Winograd for stride-1 3x3 layers, which also take their
+// activations in oneDNN's blocked layout, as Kiln's `conv3x3` option runs them).
+dnnl::algorithm g_alg = dnnl::algorithm::convolution_direct;
 dnnl::memory::desc nhwc(const dims& d, dt type) {
   return dnnl::memory::desc(d, type, g_act_any ? tag::any : tag::nhwc);
 }
@@ -136,14 +141,14 @@ dnnl::convolution_forward::primitive_desc fwd_pd(const dnnl::engine& e, const di
                                                  const dims& wei, const dims& dst, dt type,
                                                  const dims& st, const dims& pl, const dims& pr) {
   return dnnl::convolution_forward::primitive_desc(
-      e, dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, nhwc(src, type),
+      e, dnnl::prop_kind::forward_training, g_alg, nhwc(src, type),
       any(wei, type), nhwc(dst, type), st, dims{0, 0}, pl, pr);
 }
 dnnl::convolution_backward_data::primitive_desc bwd_data_pd(
     const dnnl::engine& e, const dims& src, const dims& wei, const dims& dst, dt type, const dims& st,
     const dims& pl, const dims& pr, const dnnl::convolution_forward::primitive_desc& hint) {
   return dnnl::convolution_backward_data::primitive_desc(
-      e, dnnl::algorithm::convolution_direct, nhwc(src, type), any(wei, type), nhwc(dst, type), st,
+      e, g_alg, nhwc(src, type), any(wei, type), nhwc(dst, type), st,
       dims{0, 0}, pl, pr, hint);
 }
 dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd(
@@ -151,21 +156,21 @@ dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd(
     const dnnl::memory::desc& dst, const dims& st, const dims& pl, const dims& pr,
     const dnnl::convolution_forward::primitive_desc& hint) {
   return dnnl::convolution_backward_weights::primitive_desc(
-      e, dnnl::algorithm::convolution_direct, src, dw, dst, st, dims{0, 0}, pl, pr, hint);
+      e, g_alg, src, dw, dst, st, dims{0, 0}, pl, pr, hint);
 }
 #else
 dnnl::convolution_forward::primitive_desc fwd_pd(const dnnl::engine& e, const dims& src,
                                                  const dims& wei, const dims& dst, dt type,
                                                  const dims& st, const dims& pl, const dims& pr) {
   const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training,
-                                          dnnl::algorithm::convolution_direct, nhwc(src, type),
+                                          g_alg, nhwc(src, type),
                                           any(wei, type), nhwc(dst, type), st, dims{0, 0}, pl, pr);
   return dnnl::convolution_forward::primitive_desc(d, e);
 }
 dnnl::convolution_backward_data::primitive_desc bwd_data_pd(
     const dnnl::engine& e, const dims& src, const dims& wei, const dims& dst, dt type, const dims& st,
     const dims& pl, const dims& pr, const dnnl::convolution_forward::primitive_desc& hint) {
-  const dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct,
+  const dnnl::convolution_backward_data::desc d(g_alg,
                                                 nhwc(src, type), any(wei, type), nhwc(dst, type),
                                                 st, dims{0, 0}, pl, pr);
   return dnnl::convolution_backward_data::primitive_desc(d, e, hint);
@@ -174,7 +179,7 @@ dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd(
     const dnnl::engine& e, const dnnl::memory::desc& src, const dnnl::memory::desc& dw,
     const dnnl::memory::desc& dst, const dims& st, const dims& pl, const dims& pr,
     const dnnl::convolution_forward::primitive_desc& hint) {
-  const dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, src, dw, dst,
+  const dnnl::convolution_backward_weights::desc d(g_alg, src, dw, dst,
                                                    st, dims{0, 0}, pl, pr);
   return dnnl::convolution_backward_weights::primitive_desc(d, e, hint);
 }
@@ -209,6 +214,7 @@ Options parse(int argc, char** argv) {
       g_cpu_clock = v == "cpu";
     }
     else if (a == "--dw-plain") o.dw_plain = true;
+    else if (a == "--winograd") o.winograd = true;
     else if (a == "--dtype") {
       const std::string v = value();
       if (v == "f32") o.dtypes = {dt::f32};
@@ -221,7 +227,7 @@ Options parse(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: conv_bench [--batch N] [--reps N] [--dtype f32|bf16|both] [--clock wall|cpu] [--layers] "
-                   "[--edge] [--bf16-diff-weights] [--wact-any] [--act-any] [--dw-plain]\n");
+                   "[--edge] [--bf16-diff-weights] [--wact-any] [--act-any] [--dw-plain] [--winograd]\n");
       std::exit(2);
     }
   }
@@ -245,7 +251,7 @@ int main(int argc, char** argv) {
 
   for (dt type : opt.dtypes) {
     const dt dw_type = (type == dt::bf16 && !opt.bf16_diff_weights) ? dt::f32 : type;
-    double tot_fwd = 0, tot_bd = 0, tot_bw = 0, tot_edge = 0, tot_pull = 0;
+    double tot_fwd = 0, tot_bd = 0, tot_bw = 0, tot_edge = 0, tot_pull = 0, tot_act_edges = 0;
     // Kiln's input edge for the weights: the plain OIHW weights (the precision plugin's compute
     // copy, in the compute dtype) reordered into the primitive's blocked layout, every call.
     const auto pull = [&](const dims& wei, const dnnl::memory::desc& blocked) {
@@ -260,11 +266,19 @@ int main(int argc, char** argv) {
       const dims st{sh.stride, sh.stride}, pl{sh.pad(), sh.pad()};
       const std::int64_t far = std::max<std::int64_t>(0, (p - 1) * sh.stride + sh.r - sh.h - sh.pad());
       const dims pr{far, far};
+      // Winograd: only f32 stride-1 3x3 layers (Kiln's rule, ops/conv2d.cpp, also asks for
+      // whole channel blocks and outputs >= 14x14 or 7x7 with >= 256 channels: every such
+      // layer of ResNet-50 qualifies). Its activations are blocked, so the six nhwc <-> blocked
+      // reorders Kiln's edges do per step (x and dy in twice, y and dx out) are added.
+      const bool wino = opt.winograd && type == dt::f32 && sh.r == 3 && sh.stride == 1;
+      const bool act_any_before = g_act_any;
+      g_alg = wino ? dnnl::algorithm::convolution_winograd : dnnl::algorithm::convolution_direct;
+      if (wino) g_act_any = true;
 
       const auto fpd = fwd_pd(eng, src, wei, dst, type, st, pl, pr);
       const dnnl::memory x = filled(fpd.src_desc(), type, eng, rng), w = filled(fpd.weights_desc(), type, eng, rng);
       const dnnl::memory y = filled(fpd.dst_desc(), type, eng, rng);
-      const double f = median_ms(dnnl::convolution_forward(fpd), s,
+      double f = median_ms(dnnl::convolution_forward(fpd), s,
                                  {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}}, opt.reps);
       ++impls[std::string("fwd ") + fpd.impl_info_str()];
       double w_pull = pull(wei, fpd.weights_desc());
@@ -315,6 +329,22 @@ int main(int argc, char** argv) {
         edge = median_ms(add, s, {{DNNL_ARG_FROM, dw}, {DNNL_ARG_TO, grad}}, opt.reps);
       }
 
+      double act_edges = 0;
+      if (wino) {
+        g_act_any = act_any_before;
+        const auto reorder_ms = [&](const dnnl::memory::desc& from_d, const dnnl::memory::desc& to_d) {
+          const dnnl::memory from = filled(from_d, type, eng, rng), to(to_d, eng);
+          return median_ms(dnnl::reorder(from, to), s, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}, opt.reps);
+        };
+        const dnnl::memory::desc x_user(src, type, tag::nhwc), y_user(dst, type, tag::nhwc);
+        const double x_in = reorder_ms(x_user, fpd.src_desc()), y_out = reorder_ms(fpd.dst_desc(), y_user);
+        const double dy_in = reorder_ms(y_user, fpd.dst_desc()), dx_out = reorder_ms(fpd.src_desc(), x_user);
+        f += x_in + y_out;     // forward: x in, y out
+        bd += dy_in + dx_out;  // backward-data: dy in, dx out
+        bw += x_in + dy_in;    // backward-weights: x and dy in
+        act_edges = 2 * x_in + y_out + 2 * dy_in + dx_out;
+      }
+      tot_act_edges += act_edges * sh.count;
       tot_fwd += f * sh.count;
       tot_bd += bd * sh.count;
       tot_bw += bw * sh.count;
@@ -328,6 +358,7 @@ int main(int argc, char** argv) {
     std::printf("total %s fwd %.2f\n", type_name(type), tot_fwd);
     std::printf("total %s bwd_data %.2f\n", type_name(type), tot_bd);
     std::printf("total %s bwd_weights %.2f\n", type_name(type), tot_bw);
+    if (opt.winograd) std::printf("total %s winograd_activation_reorders %.2f (in the totals above)\n", type_name(type), tot_act_edges);
     if (opt.edge) {
       std::printf("total %s dw_edge %.2f\n", type_name(type), tot_edge);
       std::printf("total %s w_pull %.2f\n", type_name(type), tot_pull);
