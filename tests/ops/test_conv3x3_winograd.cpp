@@ -35,16 +35,18 @@ struct Results {
   Tensor y, dx, dw, dw_added;
 };
 
-/// Forward, backward-data, backward-filter (written, then added into dw0) on channels-last
-/// activations of dtype `dtype`, as the ResNet models call them.
-Results run(Backend& backend, const Conv2dDesc& d, std::mt19937::result_type seed) {
+/// Forward, backward-data, backward-filter (written, then added into dw0) on activations of
+/// dtype `d.dtype` in `layout` (channels-last as the ResNet models pass them; NCHW as tests may).
+Results run(Backend& backend, const Conv2dDesc& d, std::mt19937::result_type seed, Layout layout = Layout::nhwc) {
   std::mt19937 rng(seed);
-  const auto act = [&](const Shape& s) { return to_dtype(to_channels_last(random_f32(s, rng)), d.dtype); };
+  const auto act = [&](const Shape& s) {
+    const Tensor t = random_f32(s, rng);
+    return to_dtype(layout == Layout::nhwc ? to_channels_last(t) : t, d.dtype);
+  };
   const Tensor x = act({d.n, d.c, d.h, d.w}), dy = act({d.n, d.k, d.out_h(), d.out_w()});
   const Tensor w = to_dtype(random_f32({d.k, d.c, d.r, d.s}, rng), d.dtype);
-  Results r{poisoned(dy.shape(), d.dtype).with_layout(Layout::nhwc),
-            poisoned(x.shape(), d.dtype).with_layout(Layout::nhwc), poisoned(w.shape(), d.dtype),
-            to_dtype(random_f32(w.shape(), rng), d.dtype)};
+  Results r{poisoned(dy.shape(), d.dtype).with_layout(layout), poisoned(x.shape(), d.dtype).with_layout(layout),
+            poisoned(w.shape(), d.dtype), to_dtype(random_f32(w.shape(), rng), d.dtype)};
   auto plan = backend.plan_conv2d(d);
   backend.conv2d_forward(*plan, r.y, x, w);
   backend.conv2d_backward_data(*plan, r.dx, dy, w);
@@ -92,6 +94,42 @@ BOOST_AUTO_TEST_CASE(winograd_agrees_with_direct_to_f32_rounding) {
       BOOST_TEST(relative_difference(w.dx, r.dx) < bound);
       BOOST_TEST(relative_difference(w.dw, r.dw) < bound);
       BOOST_TEST(relative_difference(w.dw_added, r.dw_added) < bound);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(nchw_tensors_and_widened_bf16_take_it_too) {
+  // The edges reorder NCHW activations into the blocked layout as they do channels-last ones; a
+  // bf16 plan told to compute in f32 (bf16_compute = "f32", the path of CPUs without bf16
+  // kernels) computes in f32, so it runs by Winograd as well.
+  auto winograd = winograd_or_refusal();
+  if (!winograd) return;
+  auto direct = cpu_with("direct");
+  const auto widened = [](const std::string& conv3x3) {
+    ParamMap params("backend");
+    params.set("threads", std::int64_t{0}, "test");
+    params.set("conv3x3", conv3x3, "test");
+    params.set("bf16_compute", std::string("f32"), "test");
+    return make_cpu_backend(params);
+  };
+  auto widened_winograd = widened("winograd"), widened_direct = widened("direct");
+  const Conv2dDesc f32 = conv(16, 32, 14, 3, 1), bf16 = conv(16, 32, 14, 3, 1, DType::bf16);
+  const struct {
+    const char* what;
+    Results w, r;
+    double bound;
+  } cases[] = {
+      {"f32 NCHW", run(*winograd, f32, 3, Layout::row_major), run(*direct, f32, 3, Layout::row_major), 2e-5},
+      // bf16 outputs: their own rounding (2^-8 relative) is all that can differ.
+      {"bf16 widened", run(*widened_winograd, bf16, 3), run(*widened_direct, bf16, 3), 1e-2},
+  };
+  for (const auto& c : cases) {
+    BOOST_TEST_CONTEXT(c.what) {
+      BOOST_TEST_REQUIRE(!same_bits(c.w.y, c.r.y), "Winograd and direct gave the same bits: it did not run");
+      BOOST_TEST(relative_difference(c.w.y, c.r.y) < c.bound);
+      BOOST_TEST(relative_difference(c.w.dx, c.r.dx) < c.bound);
+      BOOST_TEST(relative_difference(c.w.dw, c.r.dw) < c.bound);
+      BOOST_TEST(relative_difference(c.w.dw_added, c.r.dw_added) < c.bound);
     }
   }
 }
