@@ -8,6 +8,7 @@
 #
 # usage: bench/onednn_versions/run.sh                         (NEW defaults to /tmp/onednn-venv)
 # env:   NEW=/path/prefix ROUNDS=5 REPS=5 THREADS=2 CLOCK=wall|cpu ARGS="--edge" TORCH_PYTHON=/path/to/python
+#        TORCH_ARGS="--dtype f32" (flags for torch_conv.py; pass the same --dtype as in ARGS)
 #        CLOCK=cpu times CPU time instead of wall time (the robust figure on a shared machine: use
 #        it with THREADS=1, or with OMP_WAIT_POLICY=passive so that waiting threads do not spin).
 # setup: python3 -m venv /tmp/onednn-venv && /tmp/onednn-venv/bin/pip install onednn-devel-cpu-gomp==2023.2.0
@@ -35,7 +36,8 @@ for ((i = 0; i < rounds; i++)); do
   # shellcheck disable=SC2086
   OMP_NUM_THREADS=$threads "$out/new" --reps "$reps" --clock "$clock" $args >"$out/new.$i.txt"
   if [[ -n ${TORCH_PYTHON:-} ]]; then
-    "$TORCH_PYTHON" "$here/torch_conv.py" --reps "$reps" --threads "$threads" --clock "$clock" >"$out/torch.$i.txt"
+    # shellcheck disable=SC2086  # TORCH_ARGS is a list of flags
+    "$TORCH_PYTHON" "$here/torch_conv.py" --reps "$reps" --threads "$threads" --clock "$clock" ${TORCH_ARGS:-} >"$out/torch.$i.txt"
   fi
 done
 echo "# load after:  $(cut -d' ' -f1-3 /proc/loadavg)"
