@@ -18,10 +18,11 @@
 // giving Conv2dDesc::out_h/out_w. Pointwise convolutions on channels-last tensors run as plain
 // strided matmuls instead (conv1x1_matmul.hpp: no weight edges at all) where the backend's
 // `conv1x1` option says so. 3x3 convolutions of plans that compute in f32 run oneDNN's Winograd
-// kernels where the backend's `conv3x3` option says so and oneDNN takes the shape in all three
-// directions (it needs stride 1, no dilation, one group and channels a multiple of 16, and
-// AVX-512); those kernels work on oneDNN's blocked activation layout only, so such a plan's
-// activations are reordered at the edges like `conv_layout = "blocked"` ones.
+// kernels where the backend's `conv3x3` option says so, the shape is one where they were measured
+// faster (winograd_pays: channels in blocks of 16, outputs large enough) and oneDNN takes it in
+// all three directions (AVX-512 only; it refuses strides and dilations); those kernels work on
+// oneDNN's blocked activation layout only, so such a plan's activations are reordered at the
+// edges like `conv_layout = "blocked"` ones.
 #include <algorithm>
 #include <optional>
 
