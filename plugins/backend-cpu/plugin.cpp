@@ -22,9 +22,9 @@ constexpr kiln_param_spec_v1 kCpuParams[] = {
      "with channels_last convolutions, else conv."},
     {"conv3x3", KILN_PARAM_STRING, "\"auto\"", "auto|winograd|direct",
      "3x3 convolutions of plans that compute in f32: winograd (oneDNN's Winograd F(4x4,3x3) kernels, AVX-512 "
-     "only, where they were measured faster: stride 1, no dilation, one group, channels multiples of 16, outputs "
-     ">= 14x14 or 7x7 with >= 256 channels; others run direct), direct (oneDNN's direct convolution), auto: "
-     "winograd from AVX-512 up, else direct."},
+     "only, where they were measured faster: stride 1, no dilation, one group, channels multiples of 16, at "
+     "least 784 output positions in the batch (n*h*w), or 392 with >= 256 channels; others run direct), direct "
+     "(oneDNN's direct convolution), auto: winograd from AVX-512 up, else direct."},
 };
 
 }  // namespace

@@ -79,9 +79,10 @@ BOOST_AUTO_TEST_CASE(winograd_agrees_with_direct_to_f32_rounding) {
   BOOST_TEST(winograd->device().detail.find("3x3 convolutions by Winograd in f32 plans") != std::string::npos,
              winograd->device().detail);
   BOOST_TEST(direct->device().detail.find("Winograd") == std::string::npos, direct->device().detail);
-  // ResNet-like layers Winograd takes: square and unequal channel counts, an output side that is
-  // no multiple of the 4x4 tile; f16 plans compute in f32 and take it too.
-  for (const Conv2dDesc& d : {conv(32, 16, 14, 3, 1), conv(16, 48, 17, 3, 1), conv(16, 16, 14, 3, 1, DType::f16)}) {
+  // ResNet-like layers Winograd takes (batch 2, at least 784 output positions): square and unequal
+  // channel counts, an output side that is no multiple of the 4x4 tile; f16 plans compute in f32
+  // and take it too.
+  for (const Conv2dDesc& d : {conv(32, 16, 20, 3, 1), conv(16, 48, 21, 3, 1), conv(16, 16, 20, 3, 1, DType::f16)}) {
     BOOST_TEST_CONTEXT("c " << d.c << " k " << d.k << " side " << d.h << " " << dtype_name(d.dtype)) {
       const Results w = run(*winograd, d, 5), r = run(*direct, d, 5);
       BOOST_TEST_REQUIRE(!same_bits(w.y, r.y), "Winograd and direct gave the same bits: it did not run");
@@ -113,7 +114,7 @@ BOOST_AUTO_TEST_CASE(nchw_tensors_and_widened_bf16_take_it_too) {
     return make_cpu_backend(params);
   };
   auto widened_winograd = widened("winograd"), widened_direct = widened("direct");
-  const Conv2dDesc f32 = conv(16, 32, 14, 3, 1), bf16 = conv(16, 32, 14, 3, 1, DType::bf16);
+  const Conv2dDesc f32 = conv(16, 32, 20, 3, 1), bf16 = conv(16, 32, 20, 3, 1, DType::bf16);
   const struct {
     const char* what;
     Results w, r;
@@ -138,11 +139,12 @@ BOOST_AUTO_TEST_CASE(other_convolutions_stay_direct) {
   auto winograd = winograd_or_refusal();
   if (!winograd) return;
   auto direct = cpu_with("direct");
-  // Strided (no Winograd kernel), channels not in blocks of 16, 4x4 outputs (slower there), 1x1,
-  // and a bf16 plan on bf16 primitives (oneDNN has no bf16 Winograd kernel; this backend is on
-  // AVX-512, where bf16_compute = "auto" gives bf16 primitives).
-  for (const Conv2dDesc& d : {conv(32, 32, 14, 3, 2), conv(12, 20, 14, 3, 1), conv(256, 256, 4, 3, 1),
-                              conv(32, 32, 14, 1, 1), conv(32, 32, 14, 3, 1, DType::bf16)}) {
+  // Strided (no Winograd kernel), channels not in blocks of 16, too few output positions (batch 2
+  // at 14x14 with 32 channels, at 7x7 even with 512: slower there), 1x1, and a bf16 plan on bf16
+  // primitives (oneDNN has no bf16 Winograd kernel; this backend is on AVX-512, where
+  // bf16_compute = "auto" gives bf16 primitives).
+  for (const Conv2dDesc& d : {conv(32, 32, 20, 3, 2), conv(12, 20, 20, 3, 1), conv(32, 32, 14, 3, 1),
+                              conv(512, 512, 7, 3, 1), conv(32, 32, 20, 1, 1), conv(32, 32, 20, 3, 1, DType::bf16)}) {
     BOOST_TEST_CONTEXT("c " << d.c << " k " << d.k << " side " << d.h << " r " << d.r << " stride "
                             << d.stride_h << " " << dtype_name(d.dtype)) {
       BOOST_TEST(same_bits(run(*winograd, d, 9), run(*direct, d, 9)));

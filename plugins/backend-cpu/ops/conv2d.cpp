@@ -19,7 +19,7 @@
 // strided matmuls instead (conv1x1_matmul.hpp: no weight edges at all) where the backend's
 // `conv1x1` option says so. 3x3 convolutions of plans that compute in f32 run oneDNN's Winograd
 // kernels where the backend's `conv3x3` option says so, the shape is one where they were measured
-// faster (winograd_pays: channels in blocks of 16, outputs large enough) and oneDNN takes it in
+// faster (winograd_pays: channels in blocks of 16, enough output positions in the batch) and oneDNN takes it in
 // all three directions (AVX-512 only; it refuses strides and dilations); those kernels work on
 // oneDNN's blocked activation layout only, so such a plan's activations are reordered at the
 // edges like `conv_layout = "blocked"` ones.
@@ -55,15 +55,18 @@ struct Operand {
 };
 Operand operand(const Tensor& t) { return {t.dtype(), t.layout()}; }
 
-/// Where oneDNN 2.6's Winograd kernels beat its direct ones (Zen 4, batch 8, 2 threads, all
-/// three directions; docs/benchmarks.md, "3x3 convolutions by Winograd"): they take any channel
-/// count but pad it to blocks of 16, and their input and output transforms cost about as much as
-/// they save on small images: 1.4-2x faster from 14x14 outputs up (16 to 512 channels), even at
-/// 7x7 with 128 channels and 1.3x faster with 512, 2-5x slower at 4x4 and 2x2.
+/// Where oneDNN 2.6's Winograd kernels beat its direct ones (Zen 4, 2 threads, all three
+/// directions; docs/benchmarks.md, "3x3 convolutions by Winograd"). They take any channel count
+/// but pad it to blocks of 16, and their input and output transforms cost about as much as they
+/// save when the batch holds few output positions (n * out_h * out_w): from 784 up they were
+/// 1.1-2x faster (16 to 512 channels, batch 1 to 8); at 392 only with 256 channels or more
+/// (batch 8 at 7x7: 1.3x faster with 512, even with 128, slower with 64; batch 2 at 14x14 with
+/// 256: 1.1x faster); below that 1.2-5x slower (batch 1 at 14x14 and 7x7, batch 2 at 7x7, 4x4
+/// and 2x2 outputs).
 bool winograd_pays(const Conv2dDesc& d) {
   const bool whole_blocks = d.c % 16 == 0 && d.k % 16 == 0;
-  const std::int64_t side = std::min(d.out_h(), d.out_w());
-  return d.groups == 1 && whole_blocks && (side >= 14 || (side >= 7 && std::min(d.c, d.k) >= 256));
+  const std::int64_t positions = d.n * d.out_h() * d.out_w();
+  return d.groups == 1 && whole_blocks && (positions >= 784 || (positions >= 392 && std::min(d.c, d.k) >= 256));
 }
 
 class ConvPlan final : public OpPlan {
