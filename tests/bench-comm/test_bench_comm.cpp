@@ -1,8 +1,8 @@
 // `kiln bench-comm`: flag parsing, the nccl-tests table shape and #wrong = 0 with the `local`
 // communicator in this process, --json and -J in nccl-tests' JSON schema, -g, and (when the gloo plugin is built) two ranks started by
 // --nproc through the test driver. Values and text are asserted, never timings.
-#define BOOST_TEST_MODULE bench_comm
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE bench_comm
+#include "kiln_test_main.hpp"
 
 #include <unistd.h>
 

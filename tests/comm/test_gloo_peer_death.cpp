@@ -2,8 +2,8 @@
 // lives in its own executable: forking a process that already runs communicator or OpenMP threads
 // (as test_comm does by then) can leave a child stuck on a lock held by a thread that did not
 // survive the fork.
-#define BOOST_TEST_MODULE test_gloo_peer_death
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_gloo_peer_death
+#include "kiln_test_main.hpp"
 
 #include <fmt/format.h>
 #include <poll.h>

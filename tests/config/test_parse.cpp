@@ -1,8 +1,8 @@
 // Config parsing and --set overrides: syntax error locations, unreadable files, override value
 // parsing (TOML value or bare string), malformed overrides, plugin_type lookups, and the small
 // helpers (did_you_mean, parse_literal, param_type_name).
-#define BOOST_TEST_MODULE test_config
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_config
+#include "kiln_test_main.hpp"
 
 #include <cstdlib>
 #include <fstream>

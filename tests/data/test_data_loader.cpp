@@ -4,8 +4,8 @@
 // row of every batch can be checked against the Sharder and derive_seed. Anything that could
 // hang (shutdown mid-epoch, abandoning an epoch) runs under a wall-clock guard that fails the
 // test process instead of hanging it.
-#define BOOST_TEST_MODULE test_data_loader
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_data_loader
+#include "kiln_test_main.hpp"
 
 #include <fmt/format.h>
 

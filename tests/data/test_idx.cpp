@@ -4,8 +4,8 @@
 //
 // The parser is compiled into this test (idx_reader.cpp); the plugin is loaded directly with
 // Boost.DLL and its descriptor's factory, independent of the core's plugin registry.
-#define BOOST_TEST_MODULE test_idx
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_idx
+#include "kiln_test_main.hpp"
 
 #include <zlib.h>
 

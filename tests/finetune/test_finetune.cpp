@@ -13,8 +13,8 @@
 //     line before the run directory exists; a fine-tune run with a relative init path and a new
 //     head trains, and `kiln eval` rebuilds that run from its config.toml; with two ranks both
 //     report rank 0's refusal.
-#define BOOST_TEST_MODULE test_finetune
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_finetune
+#include "kiln_test_main.hpp"
 
 #include <fmt/format.h>
 

@@ -10,8 +10,8 @@
 // through 50 layers of narrow batch norms cannot do better: PyTorch's own f32 run is off this
 // reference by up to 4.5e-4 (layer1.0.bn2.weight; median 2.8e-5), measured when the file was made.
 // Registered from tests/resnet/CMakeLists.txt (label resnet;golden).
-#define BOOST_TEST_MODULE test_resnet_golden
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_resnet_golden
+#include "kiln_test_main.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -6,8 +6,8 @@
 // no part. Tolerance: relative error <= 1e-5 against max(|want|, 1e-2 * max|tensor|): an f32 sum
 // of terms much larger than its result (a bias gradient summing +-dlogits) carries rounding noise
 // that scales with the terms, not with the near-zero result.
-#define BOOST_TEST_MODULE test_mlp_golden
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_mlp_golden
+#include "kiln_test_main.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -15,8 +15,8 @@
 // BN stats median 1.7e-3 | 2.7e-4 and worst 0.13 | 3.0e-2. The gradient norm ratio got/want (PyTorch
 // 0.020..70 | 0.15..32) must stay within 3x of those: 0 means never written, >>1 left loss-scaled.
 // fp16 is required (fails, never skips) where the backend lacks f16 conv. Label resnet;golden.
-#define BOOST_TEST_MODULE test_resnet_golden_mixed
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_resnet_golden_mixed
+#include "kiln_test_main.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // Unit tests of the CRC-32C TFRecord framing uses (the core's) (both paths, the published vector, the TFRecord mask) and
 // of the hand-written tf.train.Example parser's bounds checks.
-#define BOOST_TEST_MODULE test_imagenet_crc32c
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_imagenet_crc32c
+#include "kiln_test_main.hpp"
 
 #include <cstring>
 #include <string>

@@ -3,8 +3,8 @@
 // CMYK, a PNG posing as .JPEG, a truncated JPEG, a gradient, a framed image for eval geometry).
 // They assert decoded values after normalisation (JPEG tolerance), labels in both layouts, CRC
 // and truncation errors, limits, skip mode and determinism by seed. Nothing here times anything.
-#define BOOST_TEST_MODULE test_imagenet
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_imagenet
+#include "kiln_test_main.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>

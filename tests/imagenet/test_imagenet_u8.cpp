@@ -2,8 +2,8 @@
 // the f32 path's pixels before its mean/std step (same index and seed, train and eval
 // transforms, both layouts' code path through the folder tree), the parameter's error for a bad
 // value and the slot-size error naming the u8 shape. Data is generated here (fixtures.hpp).
-#define BOOST_TEST_MODULE test_imagenet_u8
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_imagenet_u8
+#include "kiln_test_main.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>

@@ -8,8 +8,8 @@
 //   - end to end through the plugin, on_error = "skip" reads every good image, replaces exactly
 //     the bad ones and counts them.
 // The decoder-level cases compile jpeg_decoder.cpp in; the end-to-end case loads the plugin.
-#define BOOST_TEST_MODULE test_imagenet_jpeg
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_imagenet_jpeg
+#include "kiln_test_main.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>

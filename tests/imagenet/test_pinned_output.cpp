@@ -8,8 +8,8 @@
 // identical in its C and SIMD paths) and for the resampler's x86-64-v3 (AVX2 + FMA) clone, which
 // every CPU the benchmarks run on selects: the default clone rounds between multiply and add, so
 // on a CPU without FMA the suite exits 77 (CTest: Skipped) with a message saying so.
-#define BOOST_TEST_MODULE test_imagenet_pinned
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_imagenet_pinned
+#include "kiln_test_main.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>

@@ -5,8 +5,8 @@
 // rows end in a partial vector (the vectorised copies handle 8 or 4 pixels a step, the rest
 // is scalar), crops touching each image edge, upscaling and downscales past the unrolled tap
 // counts. Random pixels, so every byte value and every channel position is exercised.
-#define BOOST_TEST_MODULE test_imagenet_resample
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_imagenet_resample
+#include "kiln_test_main.hpp"
 
 #include <algorithm>
 #include <cmath>

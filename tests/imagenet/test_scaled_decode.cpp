@@ -8,8 +8,8 @@
 //     full-resolution decode), for train and eval crops large enough to be scaled;
 //   - corrupt data on the scaled region path fails with the file named.
 // Compiles jpeg_decoder.cpp in (decoder cases) and loads the plugin (end to end).
-#define BOOST_TEST_MODULE test_imagenet_scaled_decode
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_imagenet_scaled_decode
+#include "kiln_test_main.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>

@@ -10,8 +10,8 @@
 //   - a run without an eval split never prints a test accuracy;
 //   - `kiln eval` shows its progress on stderr, leaving stdout to the result.
 // No output is compared against a duration: lines are counted, never timed.
-#define BOOST_TEST_MODULE test_console
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_console
+#include "kiln_test_main.hpp"
 
 #include <cmath>
 #include <fstream>

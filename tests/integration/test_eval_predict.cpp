@@ -9,8 +9,8 @@
 //     eval_last_batch = "drop" eval drops what the run dropped but predict still covers every
 //     sample;
 //   - errors are one "kiln: error: " line with exit status 1 and leave no output file.
-#define BOOST_TEST_MODULE test_eval_predict
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_eval_predict
+#include "kiln_test_main.hpp"
 
 #include <cmath>
 #include <fstream>

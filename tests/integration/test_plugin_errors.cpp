@@ -1,8 +1,8 @@
 // Part of test_train_errors: exceptions thrown by a plugin after construction, here a data
 // source's read() on a loader worker thread, reach the user as one line that names the plugin,
 // its library and the method, with exit status 1 whatever was thrown.
-#define BOOST_TEST_MODULE test_train_errors
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_train_errors
+#include "kiln_test_main.hpp"
 
 #include <fstream>
 

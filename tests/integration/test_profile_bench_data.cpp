@@ -6,8 +6,8 @@
 //     the evaluation pass is not counted. No figure is checked against a time.
 //   - bench-data --json: one object with the pipeline's settings and the batches and samples it
 //     drew, one epoch by default and across epochs with -n; mistakes are one-line errors.
-#define BOOST_TEST_MODULE test_profile_bench_data
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_profile_bench_data
+#include "kiln_test_main.hpp"
 
 #include <fstream>
 #include <map>

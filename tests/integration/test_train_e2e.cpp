@@ -5,8 +5,8 @@
 //
 // Needs the Debian Fashion-MNIST files in /usr/share/datasets/fashion-mnist. Every run gets
 // its own directory under the system temp dir; the whole test takes a few seconds on 2 cores.
-#define BOOST_TEST_MODULE test_train_e2e
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_train_e2e
+#include "kiln_test_main.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>

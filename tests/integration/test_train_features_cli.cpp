@@ -3,8 +3,8 @@
 // early-stopped run ends normally saying why, with its last checkpoint; a run cut short after a
 // mid-epoch checkpoint (every_steps) continues with `--resume auto` to the same weights, bit for
 // bit; and the best checkpoint is kept apart from rotation.
-#define BOOST_TEST_MODULE test_train_features_cli
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_train_features_cli
+#include "kiln_test_main.hpp"
 
 #include <filesystem>
 #include <fstream>

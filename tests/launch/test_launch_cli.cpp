@@ -3,8 +3,8 @@
 // --nproc (before the run directory exists, and, with four gloo ranks, after), and the [dist]
 // checks a rank of a larger world makes before it writes anything. Every run is under a hard
 // wall clock.
-#define BOOST_TEST_MODULE test_launch_cli
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_launch_cli
+#include "kiln_test_main.hpp"
 
 #include <fmt/format.h>
 

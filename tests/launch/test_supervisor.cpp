@@ -4,8 +4,8 @@
 // environment, and that no rank outlives it.
 // Every run is under a hard wall clock (kiln::test::Process kills the whole tree and the test
 // fails); the limits are far above what the runs need and no assertion is about timing.
-#define BOOST_TEST_MODULE test_supervisor
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_supervisor
+#include "kiln_test_main.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>

@@ -8,8 +8,8 @@
 // The run's figures are sums over the two ranks' halves of the eval split, kiln eval's are over
 // the whole split on one rank: the same per-sample losses added in another order, hence a
 // relative tolerance of 1e-5 rather than equality.
-#define BOOST_TEST_MODULE test_bn_sync
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_bn_sync
+#include "kiln_test_main.hpp"
 
 #include <cmath>
 #include <fstream>

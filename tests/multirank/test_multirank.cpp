@@ -12,8 +12,8 @@
 // The Sharder's order does not depend on the world size (global step s covers positions
 // [s*W*B, (s+1)*W*B) of the same per-epoch order), so 4 x 16 and 1 x 64 see the same samples.
 // Every process runs under a hard wall clock; a hang fails the test and kills the whole tree.
-#define BOOST_TEST_MODULE test_multirank
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_multirank
+#include "kiln_test_main.hpp"
 
 #include <signal.h>
 #include <unistd.h>

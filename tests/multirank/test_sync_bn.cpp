@@ -6,8 +6,8 @@
 // comparison can see the difference. Also 2 ranks x 1 image (one value per channel and rank in
 // layer4) against 1 x 2, and the two configuration refusals.
 // Compared: every tensor of the epoch-1 checkpoint's model.safetensors (parameters and buffers).
-#define BOOST_TEST_MODULE test_sync_bn
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_sync_bn
+#include "kiln_test_main.hpp"
 
 #include <fstream>
 

@@ -5,8 +5,8 @@
 // the host from the f32 outputs, so dL/dy = r is what backward gets. Central differences use
 // the step actually representable in f32 ((x+h) - (x-h) after rounding). ReLU elements inside
 // the kink band |x| < h are skipped: there the difference quotient straddles the corner.
-#define BOOST_TEST_MODULE test_gradcheck
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_gradcheck
+#include "kiln_test_main.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -5,8 +5,8 @@
 // above the tie, all ones), which covers ties to even, carries into the exponent, overflow to inf,
 // f32 subnormals, infinities and NaNs with every payload the top half can hold, plus random bit
 // patterns; and buffer lengths that leave every possible tail.
-#define BOOST_TEST_MODULE test_bf16_convert
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_bf16_convert
+#include "kiln_test_main.hpp"
 
 #include <bit>
 #include <cstdint>

@@ -4,8 +4,8 @@
 // weight gradients on AVX-512 (ABcd16b16a, Acdb16a, AcdB64a2b, ABcd8a16b2a, BAcd8a16b2a),
 // grouped 5-D weights, dims that are not multiples of the blocks (padded layouts), with and
 // without accumulation; and the descriptors it must refuse.
-#define BOOST_TEST_MODULE test_blocked_to_plain
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_blocked_to_plain
+#include "kiln_test_main.hpp"
 
 #include <cstring>
 #include <random>

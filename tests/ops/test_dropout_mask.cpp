@@ -3,8 +3,8 @@
 // (kiln/rng.hpp): the integer threshold at every 24-bit boundary (each k / 2^24 and the floats
 // one ulp either side), at subnormal and random p; the folded hash against derive_seed; and the
 // mask loop over lengths and offsets that leave every vector tail.
-#define BOOST_TEST_MODULE test_dropout_mask
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_dropout_mask
+#include "kiln_test_main.hpp"
 
 #include <cmath>
 #include <cstdint>

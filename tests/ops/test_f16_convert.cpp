@@ -4,8 +4,8 @@
 // of the exact halfway point between each pair of neighbours (ties to even) and of the f32
 // values one ulp either side of it, of f32 values around f16's overflow and subnormal ranges,
 // and of NaNs with payloads; buffer lengths that leave every possible tail.
-#define BOOST_TEST_MODULE test_f16_convert
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_f16_convert
+#include "kiln_test_main.hpp"
 
 #include <bit>
 #include <cmath>

@@ -16,8 +16,8 @@
 // scalar loop over every case and the weight edges on whatever CPU this is; `avx512` runs the
 // same cases through the AVX-512 kernels and exits 77 (CTest: Skipped, never Passed) on a CPU
 // without AVX-512 F/BW/VL, where those kernels cannot run.
-#define BOOST_TEST_MODULE test_plain_to_blocked
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_plain_to_blocked
+#include "kiln_test_main.hpp"
 
 #include <algorithm>
 #include <cmath>

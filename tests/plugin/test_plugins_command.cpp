@@ -1,8 +1,8 @@
 // `kiln plugins list|show` output against the fixture libraries. The search path also holds
 // the build tree's own plugins (bin/../lib/kiln/plugins), so assertions look for lines, not
 // whole outputs.
-#define BOOST_TEST_MODULE plugins_command
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE plugins_command
+#include "kiln_test_main.hpp"
 
 #include <cstdlib>
 #include <sstream>

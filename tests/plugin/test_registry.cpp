@@ -1,8 +1,8 @@
 // Registry tests against the fixture libraries: discovery, every refusal with its message,
 // shadowing, factory errors keeping their kiln:: type, deleters running in the plugin, and the
 // search path order.
-#define BOOST_TEST_MODULE plugin_registry
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE plugin_registry
+#include "kiln_test_main.hpp"
 
 #include <cstdlib>
 

@@ -2,8 +2,8 @@
 // or other write except root's sticky directories), relative KILN_PLUGIN_PATH entries are
 // refused, symlink loops get a clear reason, a library whose initialisation ends the process is
 // refused without ending this one, and a lookup after index() loads only what it needs.
-#define BOOST_TEST_MODULE plugin_trust
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE plugin_trust
+#include "kiln_test_main.hpp"
 
 #include <unistd.h>
 

@@ -10,8 +10,8 @@
 //   - under mpirun (when present; as root with --allow-run-as-root): two bench-comm ranks, then
 //     two `kiln train` ranks, meet through the `mpi` rendezvous with no address given at all.
 // Every process runs under a hard wall clock (tests/launch/process.hpp).
-#define BOOST_TEST_MODULE test_rendezvous
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_rendezvous
+#include "kiln_test_main.hpp"
 
 #include <signal.h>
 #include <unistd.h>

@@ -2,8 +2,8 @@
 // against torchvision (resnet50_names.txt, written by make_resnet50_names.py), config errors,
 // a backend without the CNN ops refused at build, and the synthetic source's determinism.
 // The layer gradient checks and the training run are in cnn_gradcheck.cpp / resnet_training.cpp.
-#define BOOST_TEST_MODULE test_resnet
-#include <boost/test/unit_test.hpp>
+#define KILN_TEST_MODULE test_resnet
+#include "kiln_test_main.hpp"
 
 #include <cmath>
 #include <fstream>
