@@ -10,6 +10,8 @@
 # test executable's sources (kiln_test_settings), with -fPIE instead of an object library's
 # -fPIC, and a second owner serves the tests built with OpenMP (-fopenmp defines _OPENMP, which
 # GCC checks).
+# The header is force-included into every test source that uses it, so a test source that forgets
+# to include one of these standard headers still compiles (it would not without the header).
 set(KILN_TEST_PCH_HEADERS
     <boost/test/unit_test.hpp> <algorithm> <cmath> <cstdint> <cstring> <filesystem> <fstream>
     <functional> <map> <memory> <random> <sstream> <string> <vector>)
