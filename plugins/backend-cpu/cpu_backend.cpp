@@ -10,6 +10,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -56,19 +59,31 @@ bool use_bf16_primitives(const PluginArgs& args, const dnnl::engine& engine) {
   return mode == "auto" && onednn_has_bf16(engine);
 }
 
+/// A string option that picks one of `choices` (the first is the default, "auto"): the value, or
+/// a ConfigError naming the key, the value and what it is not ("a convolution layout").
+std::string choice(const PluginArgs& args, const char* key, std::initializer_list<std::string_view> choices,
+                   std::string_view what) {
+  std::string mode(*choices.begin());
+  if (args.params != nullptr && args.params->contains(key)) mode = args.params->get_string(key);
+  for (std::string_view c : choices) {
+    if (mode == c) return mode;
+  }
+  std::string listed;
+  std::size_t i = 0;
+  for (std::string_view c : choices) {
+    listed += fmt::format("{}\"{}\"", i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ", c);
+    ++i;
+  }
+  throw ConfigError(fmt::format("{} = \"{}\" is not {}; use {}", args.params->where(key), mode, what, listed));
+}
+
 /// Whether convolutions compute on oneDNN's own (blocked) activation layout, reordering the
 /// channels-last tensors at their edges. oneDNN 2.6's AVX2 convolutions are ~20% slower on nhwc
 /// than on nChw8c (ResNet-50's 53 convolutions, all three directions, bench/onednn_versions
 /// --act-any), more than the reorders cost (a ResNet-50 fp32 step 2688 -> 2338 ms on the Zen 3
 /// EPYC); from AVX-512 up its nhwc kernels are as fast as the blocked ones, so no reorder pays.
 bool use_blocked_conv_layout(const PluginArgs& args) {
-  std::string mode = "auto";
-  if (args.params != nullptr && args.params->contains("conv_layout")) mode = args.params->get_string("conv_layout");
-  if (mode != "auto" && mode != "channels_last" && mode != "blocked") {
-    throw ConfigError(fmt::format("{} = \"{}\" is not a convolution layout; use \"auto\", \"channels_last\" "
-                                  "or \"blocked\"",
-                                  args.params->where("conv_layout"), mode));
-  }
+  const std::string mode = choice(args, "conv_layout", {"auto", "channels_last", "blocked"}, "a convolution layout");
   if (mode == "auto") return dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core;
   return mode == "blocked";
 }
@@ -82,12 +97,7 @@ bool use_blocked_conv_layout(const PluginArgs& args) {
 /// than the edges save. f16 and widened bf16 plans and AVX2 CPUs were not measured and keep it too.
 /// See docs/benchmarks.md, "1x1 convolutions as matmuls".
 Conv1x1Mode conv1x1_mode(const PluginArgs& args, bool blocked_conv_layout) {
-  std::string mode = "auto";
-  if (args.params != nullptr && args.params->contains("conv1x1")) mode = args.params->get_string("conv1x1");
-  if (mode != "auto" && mode != "matmul" && mode != "conv") {
-    throw ConfigError(fmt::format("{} = \"{}\" is not a 1x1 convolution mode; use \"auto\", \"matmul\" or \"conv\"",
-                                  args.params->where("conv1x1"), mode));
-  }
+  const std::string mode = choice(args, "conv1x1", {"auto", "matmul", "conv"}, "a 1x1 convolution mode");
   if (mode == "auto") {
     const bool measured = !blocked_conv_layout && dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
     return measured ? Conv1x1Mode::f32_matmul : Conv1x1Mode::conv;
@@ -103,13 +113,7 @@ Conv1x1Mode conv1x1_mode(const PluginArgs& args, bool blocked_conv_layout) {
 /// the transforms (tests/ops/test_conv3x3_winograd.cpp bounds it). bf16 primitives have no
 /// Winograd kernel in oneDNN, so bf16 plans are unchanged.
 bool use_winograd(const PluginArgs& args) {
-  std::string mode = "auto";
-  if (args.params != nullptr && args.params->contains("conv3x3")) mode = args.params->get_string("conv3x3");
-  if (mode != "auto" && mode != "winograd" && mode != "direct") {
-    throw ConfigError(fmt::format("{} = \"{}\" is not a 3x3 convolution algorithm; use \"auto\", \"winograd\" "
-                                  "or \"direct\"",
-                                  args.params->where("conv3x3"), mode));
-  }
+  const std::string mode = choice(args, "conv3x3", {"auto", "winograd", "direct"}, "a 3x3 convolution algorithm");
   const bool has_kernels = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
   if (mode == "winograd" && !has_kernels) {
     throw ConfigError(fmt::format("{} = \"winograd\": oneDNN has Winograd convolutions only from AVX-512 up, and "
