@@ -20,6 +20,7 @@
 #include "host_memory.hpp"
 #include "kiln/errors.hpp"
 #include "op_table.hpp"
+#include "ops/winograd3x3.hpp"
 #include "parallel.hpp"
 
 namespace kiln::cpu {
@@ -105,22 +106,37 @@ Conv1x1Mode conv1x1_mode(const PluginArgs& args, bool blocked_conv_layout) {
   return mode == "matmul" ? Conv1x1Mode::matmul : Conv1x1Mode::conv;
 }
 
-/// Whether 3x3 convolutions of plans that compute in f32 run oneDNN's Winograd kernels
-/// (F(4x4, 3x3), AVX-512 only, on its blocked activation layout; ops/conv2d.cpp says which shapes).
-/// "auto" does so from AVX-512 up: ResNet-50's 13 stride-1 3x3 layers, batch 8, 2 threads, took
-/// 207-236 ms per step in all three directions against 369 direct (Zen 4; docs/benchmarks.md,
-/// "3x3 convolutions by Winograd"). The results differ from the direct ones by f32 rounding of
-/// the transforms (tests/ops/test_conv3x3_winograd.cpp bounds it). bf16 primitives have no
-/// Winograd kernel in oneDNN, so bf16 plans are unchanged.
-bool use_winograd(const PluginArgs& args) {
-  const std::string mode = choice(args, "conv3x3", {"auto", "winograd", "direct"}, "a 3x3 convolution algorithm");
-  const bool has_kernels = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
-  if (mode == "winograd" && !has_kernels) {
-    throw ConfigError(fmt::format("{} = \"winograd\": oneDNN has Winograd convolutions only from AVX-512 up, and "
-                                  "this CPU's oneDNN ISA is {}; use \"auto\" or \"direct\"",
+/// How 3x3 convolutions of plans that compute in f32 run (ops/conv2d.cpp says which shapes).
+/// From AVX-512 up oneDNN's Winograd F(4x4, 3x3) kernels (on its blocked activation layout):
+/// ResNet-50's 13 stride-1 3x3 layers, batch 8, 2 threads, took 207-236 ms per step in all three
+/// directions against 369 direct (Zen 4; docs/benchmarks.md, "3x3 convolutions by Winograd").
+/// oneDNN has no Winograd below AVX-512, so with AVX2 and FMA "auto" and "winograd" run Kiln's
+/// own (ops/winograd3x3.hpp); "kiln_winograd" asks for Kiln's on any CPU that has AVX2 and FMA,
+/// AVX-512 ones included (to compare the two, and so that every CI machine tests it). The results
+/// differ from the direct ones by f32 rounding of the transforms (tests/ops/test_conv3x3_winograd.cpp
+/// bounds it). oneDNN's bf16 primitives have no Winograd, so bf16 plans are unchanged.
+Conv3x3Mode conv3x3_mode(const PluginArgs& args) {
+  const std::string mode =
+      choice(args, "conv3x3", {"auto", "winograd", "kiln_winograd", "direct"}, "a 3x3 convolution algorithm");
+  if (mode == "direct") return Conv3x3Mode::direct;
+  const bool onednn_kernels = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+  const bool kiln_kernels = cpu_has_avx2_fma();
+  if (mode == "kiln_winograd") {
+    if (!kiln_kernels) {
+      throw ConfigError(fmt::format("{} = \"kiln_winograd\": Kiln's Winograd convolutions need AVX2 and FMA, "
+                                    "which this CPU does not have; use \"auto\" or \"direct\"",
+                                    args.params->where("conv3x3")));
+    }
+    return Conv3x3Mode::kiln_winograd;
+  }
+  if (onednn_kernels) return Conv3x3Mode::onednn_winograd;
+  if (kiln_kernels) return Conv3x3Mode::kiln_winograd;
+  if (mode == "winograd") {
+    throw ConfigError(fmt::format("{} = \"winograd\": Winograd convolutions need AVX2 and FMA (Kiln's) or "
+                                  "AVX-512 (oneDNN's), and this CPU's oneDNN ISA is {}; use \"auto\" or \"direct\"",
                                   args.params->where("conv3x3"), isa_name(dnnl::get_effective_cpu_isa())));
   }
-  return mode == "winograd" || (mode == "auto" && has_kernels);
+  return Conv3x3Mode::direct;
 }
 
 }  // namespace
@@ -132,7 +148,7 @@ CpuBackend::CpuBackend(const PluginArgs& args)
       bf16_primitives_(use_bf16_primitives(args, engine_)),
       blocked_conv_layout_(use_blocked_conv_layout(args)),
       conv1x1_(conv1x1_mode(args, blocked_conv_layout_)),
-      winograd_(use_winograd(args)),
+      conv3x3_(conv3x3_mode(args)),
       stream_(engine_),
       matmuls_(std::make_unique<MatmulCache>(engine_, bf16_primitives_)),
       done_(std::make_shared<CompleteEvent>()) {
@@ -140,7 +156,8 @@ CpuBackend::CpuBackend(const PluginArgs& args)
   if (blocked_conv_layout_) info_.detail += "; convolutions on oneDNN's blocked activation layout";
   if (conv1x1_ == Conv1x1Mode::matmul) info_.detail += "; 1x1 convolutions as matmuls";
   if (conv1x1_ == Conv1x1Mode::f32_matmul) info_.detail += "; 1x1 convolutions as matmuls in f32 plans";
-  if (winograd_) info_.detail += "; 3x3 convolutions by Winograd in f32 plans";
+  if (conv3x3_ == Conv3x3Mode::onednn_winograd) info_.detail += "; 3x3 convolutions by Winograd in f32 plans";
+  if (conv3x3_ == Conv3x3Mode::kiln_winograd) info_.detail += "; 3x3 convolutions by Kiln's Winograd in f32 plans";
   // Said in the run banner (the backend line), so a bf16 run here is never silently f32 inside.
   if (!bf16_primitives_) {
     info_.detail += onednn_has_bf16(engine_)

@@ -27,6 +27,10 @@ namespace kiln::cpu {
 /// (ops/conv1x1_matmul.hpp): none, f32 plans only, or all.
 enum class Conv1x1Mode : std::uint8_t { conv, f32_matmul, matmul };
 
+/// How conv plans that compute in f32 run 3x3 convolutions: oneDNN's direct convolution, oneDNN's
+/// Winograd kernels (AVX-512), or Kiln's own Winograd (ops/winograd3x3.hpp, AVX2 and FMA).
+enum class Conv3x3Mode : std::uint8_t { direct, onednn_winograd, kiln_winograd };
+
 class CpuBackend final : public Backend {
  public:
   /// Reads `threads` from args.params (0 = all cores / args.ranks.local_world_size) and
@@ -35,7 +39,7 @@ class CpuBackend final : public Backend {
   /// `conv_layout` chooses the activation layout inside the convolutions, `conv1x1` whether
   /// pointwise convolutions run as matmuls, `conv3x3` whether 3x3 ones run by Winograd (see
   /// cpu_backend.cpp). Throws ConfigError for a negative thread count, an unknown bf16_compute,
-  /// conv_layout, conv1x1 or conv3x3, or conv3x3 = "winograd" on a CPU below AVX-512.
+  /// conv_layout, conv1x1 or conv3x3, or a Winograd conv3x3 the CPU has no kernels for.
   explicit CpuBackend(const PluginArgs& args);
   ~CpuBackend() override;
 
@@ -127,7 +131,7 @@ class CpuBackend final : public Backend {
   bool bf16_primitives_ = false;  // bf16 runs on oneDNN's bf16 primitives (else widened to f32)
   bool blocked_conv_layout_ = false;  // convolutions reorder nhwc activations into oneDNN's layout
   Conv1x1Mode conv1x1_ = Conv1x1Mode::conv;  // which plans run pointwise convolutions as matmuls
-  bool winograd_ = false;  // f32-computing 3x3 convolutions by oneDNN's Winograd kernels where it takes them
+  Conv3x3Mode conv3x3_ = Conv3x3Mode::direct;  // how f32-computing 3x3 convolutions run where it pays
   dnnl::stream stream_;
   std::unique_ptr<MatmulCache> matmuls_;
   std::shared_ptr<EdgeScratch> edge_scratch_ = std::make_shared<EdgeScratch>();  // ops/dnnl_edge.hpp

@@ -20,11 +20,11 @@ constexpr kiln_param_spec_v1 kCpuParams[] = {
      "Pointwise convolutions (1x1, stride 1, no padding) on channels-last tensors: matmul (strided matmuls on the "
      "plain tensors, no weight reorders), conv (oneDNN's convolution), auto: matmul in f32 plans from AVX-512 up "
      "with channels_last convolutions, else conv."},
-    {"conv3x3", KILN_PARAM_STRING, "\"auto\"", "auto|winograd|direct",
-     "3x3 convolutions of plans that compute in f32: winograd (oneDNN's Winograd F(4x4,3x3) kernels, AVX-512 "
-     "only, where they were measured faster: stride 1, no dilation, one group, channels multiples of 16, at "
-     "least 784 output positions in the batch (n*h*w), or 392 with >= 256 channels; others run direct), direct "
-     "(oneDNN's direct convolution), auto: winograd from AVX-512 up, else direct."},
+    {"conv3x3", KILN_PARAM_STRING, "\"auto\"", "auto|winograd|kiln_winograd|direct",
+     "3x3 convolutions of plans that compute in f32: winograd (Winograd F(4x4,3x3) where it was measured faster: "
+     "oneDNN's kernels from AVX-512 up, Kiln's own on AVX2 CPUs; stride 1, no dilation, one group; others run "
+     "direct), kiln_winograd (Kiln's own on any CPU with AVX2 and FMA), direct (oneDNN's direct convolution), "
+     "auto: winograd where the CPU has AVX2 and FMA, else direct."},
 };
 
 }  // namespace

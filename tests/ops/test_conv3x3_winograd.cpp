@@ -1,14 +1,14 @@
-// The cpu backend's `conv3x3` option: f32-computing 3x3 convolutions by oneDNN's Winograd kernels
-// (AVX-512 only) agree with the direct ones to f32 rounding in all three directions, really run
+// The cpu backend's `conv3x3` option with oneDNN's Winograd kernels (AVX-512 only): f32-computing
+// 3x3 convolutions agree with the direct ones to f32 rounding in all three directions, really run
 // (their bits differ), are left alone where they do not pay (ops/conv2d.cpp, winograd_pays) or
-// where oneDNN has none (strides, bf16 primitives), and an unusable or unknown mode is a config
-// error. Both backends are built explicitly; on a CPU below AVX-512 the cases check the refusal.
+// where oneDNN has none (strides, bf16 primitives), and an unknown mode is a config error. Both
+// backends are built explicitly; below AVX-512 "winograd" means Kiln's own kernels
+// (test_conv3x3_kiln_winograd.cpp tests those), so the oneDNN cases say they did not run.
 #include <boost/test/unit_test.hpp>
 
-#include <cstring>
-#include <random>
 #include <string>
 
+#include "conv_directions.hpp"
 #include "cpu_fixture.hpp"
 #include "kiln/backend.hpp"
 #include "kiln/errors.hpp"
@@ -18,54 +18,15 @@ namespace {
 
 BackendPtr cpu_with(const std::string& conv3x3) { return make_cpu_backend_with("conv3x3", conv3x3); }
 
-/// The Winograd backend, or null on a CPU below AVX-512, where asking for it must be refused
-/// with the reason (checked here, so that machine tests the refusal instead).
-BackendPtr winograd_or_refusal() {
-  try {
-    return cpu_with("winograd");
-  } catch (const ConfigError& e) {
-    const std::string msg = e.what();
-    BOOST_TEST(msg.find("Winograd convolutions only from AVX-512 up") != std::string::npos, msg);
-    BOOST_TEST_MESSAGE("no Winograd kernels on this CPU: " << msg);
-    return nullptr;
-  }
-}
-
-struct Results {
-  Tensor y, dx, dw, dw_added;
-};
-
-/// Forward, backward-data, backward-filter (written, then added into dw0) on activations of
-/// dtype `d.dtype` in `layout` (channels-last as the ResNet models pass them; NCHW as tests may).
-Results run(Backend& backend, const Conv2dDesc& d, std::mt19937::result_type seed, Layout layout = Layout::nhwc) {
-  std::mt19937 rng(seed);
-  const auto act = [&](const Shape& s) {
-    const Tensor t = random_f32(s, rng);
-    return to_dtype(layout == Layout::nhwc ? to_channels_last(t) : t, d.dtype);
-  };
-  const Tensor x = act({d.n, d.c, d.h, d.w}), dy = act({d.n, d.k, d.out_h(), d.out_w()});
-  const Tensor w = to_dtype(random_f32({d.k, d.c, d.r, d.s}, rng), d.dtype);
-  Results r{poisoned(dy.shape(), d.dtype).with_layout(layout), poisoned(x.shape(), d.dtype).with_layout(layout),
-            poisoned(w.shape(), d.dtype), to_dtype(random_f32(w.shape(), rng), d.dtype)};
-  auto plan = backend.plan_conv2d(d);
-  backend.conv2d_forward(*plan, r.y, x, w);
-  backend.conv2d_backward_data(*plan, r.dx, dy, w);
-  backend.conv2d_backward_filter(*plan, r.dw, dy, x, Accumulate::no);
-  backend.conv2d_backward_filter(*plan, r.dw_added, dy, x, Accumulate::yes);
-  return r;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) { return std::memcmp(a.data(), b.data(), a.bytes()) == 0; }
-bool same_bits(const Results& a, const Results& b) {
-  return same_bits(a.y, b.y) && same_bits(a.dx, b.dx) && same_bits(a.dw, b.dw) && same_bits(a.dw_added, b.dw_added);
-}
-
-Conv2dDesc conv(std::int64_t c, std::int64_t k, std::int64_t side, std::int64_t r, std::int64_t stride,
-                DType dtype = DType::f32) {
-  Conv2dDesc d;
-  d.n = 2, d.c = c, d.h = d.w = side, d.k = k, d.r = d.s = r;
-  d.stride_h = d.stride_w = stride, d.pad_h = d.pad_w = r / 2, d.dtype = dtype;
-  return d;
+/// The backend with oneDNN's Winograd kernels, or null on a CPU below AVX-512, where "winograd"
+/// runs Kiln's own instead (the banner tells which).
+BackendPtr onednn_winograd() {
+  auto backend = cpu_with("winograd");
+  const std::string detail = backend->device().detail;
+  if (detail.find("3x3 convolutions by Winograd in f32 plans") != std::string::npos) return backend;
+  BOOST_TEST(detail.find("3x3 convolutions by Kiln's Winograd in f32 plans") != std::string::npos, detail);
+  BOOST_TEST_MESSAGE("oneDNN has no Winograd kernels on this CPU (its ISA is below AVX-512); not run here");
+  return nullptr;
 }
 
 }  // namespace
@@ -73,7 +34,7 @@ Conv2dDesc conv(std::int64_t c, std::int64_t k, std::int64_t side, std::int64_t 
 BOOST_AUTO_TEST_SUITE(conv3x3_winograd)
 
 BOOST_AUTO_TEST_CASE(winograd_agrees_with_direct_to_f32_rounding) {
-  auto winograd = winograd_or_refusal();
+  auto winograd = onednn_winograd();
   if (!winograd) return;
   auto direct = cpu_with("direct");
   BOOST_TEST(winograd->device().detail.find("3x3 convolutions by Winograd in f32 plans") != std::string::npos,
@@ -82,9 +43,10 @@ BOOST_AUTO_TEST_CASE(winograd_agrees_with_direct_to_f32_rounding) {
   // ResNet-like layers Winograd takes (batch 2, at least 784 output positions): square and unequal
   // channel counts, an output side that is no multiple of the 4x4 tile; f16 plans compute in f32
   // and take it too.
-  for (const Conv2dDesc& d : {conv(32, 16, 20, 3, 1), conv(16, 48, 21, 3, 1), conv(16, 16, 20, 3, 1, DType::f16)}) {
+  for (const Conv2dDesc& d :
+       {square_conv(32, 16, 20, 3, 1), square_conv(16, 48, 21, 3, 1), square_conv(16, 16, 20, 3, 1, DType::f16)}) {
     BOOST_TEST_CONTEXT("c " << d.c << " k " << d.k << " side " << d.h << " " << dtype_name(d.dtype)) {
-      const Results w = run(*winograd, d, 5), r = run(*direct, d, 5);
+      const ConvResults w = run_directions(*winograd, d, 5), r = run_directions(*direct, d, 5);
       BOOST_TEST_REQUIRE(!same_bits(w.y, r.y), "Winograd and direct gave the same bits: it did not run");
       // F(4x4, 3x3)'s transforms scale values by up to ~10 before the products; in f32 that
       // leaves ~1e-6 of the largest output (f16 outputs: their own rounding, 2^-11, dominates).
@@ -103,7 +65,7 @@ BOOST_AUTO_TEST_CASE(nchw_tensors_and_widened_bf16_take_it_too) {
   // The edges reorder NCHW activations into the blocked layout as they do channels-last ones; a
   // bf16 plan told to compute in f32 (bf16_compute = "f32", the path of CPUs without bf16
   // kernels) computes in f32, so it runs by Winograd as well.
-  auto winograd = winograd_or_refusal();
+  auto winograd = onednn_winograd();
   if (!winograd) return;
   auto direct = cpu_with("direct");
   const auto widened = [](const std::string& conv3x3) {
@@ -114,15 +76,16 @@ BOOST_AUTO_TEST_CASE(nchw_tensors_and_widened_bf16_take_it_too) {
     return make_cpu_backend(params);
   };
   auto widened_winograd = widened("winograd"), widened_direct = widened("direct");
-  const Conv2dDesc f32 = conv(16, 32, 20, 3, 1), bf16 = conv(16, 32, 20, 3, 1, DType::bf16);
+  const Conv2dDesc f32 = square_conv(16, 32, 20, 3, 1), bf16 = square_conv(16, 32, 20, 3, 1, DType::bf16);
   const struct {
     const char* what;
-    Results w, r;
+    ConvResults w, r;
     double bound;
   } cases[] = {
-      {"f32 NCHW", run(*winograd, f32, 3, Layout::row_major), run(*direct, f32, 3, Layout::row_major), 2e-5},
+      {"f32 NCHW", run_directions(*winograd, f32, 3, Layout::row_major),
+       run_directions(*direct, f32, 3, Layout::row_major), 2e-5},
       // bf16 outputs: their own rounding (2^-8 relative) is all that can differ.
-      {"bf16 widened", run(*widened_winograd, bf16, 3), run(*widened_direct, bf16, 3), 1e-2},
+      {"bf16 widened", run_directions(*widened_winograd, bf16, 3), run_directions(*widened_direct, bf16, 3), 1e-2},
   };
   for (const auto& c : cases) {
     BOOST_TEST_CONTEXT(c.what) {
@@ -136,27 +99,28 @@ BOOST_AUTO_TEST_CASE(nchw_tensors_and_widened_bf16_take_it_too) {
 }
 
 BOOST_AUTO_TEST_CASE(other_convolutions_stay_direct) {
-  auto winograd = winograd_or_refusal();
+  auto winograd = onednn_winograd();
   if (!winograd) return;
   auto direct = cpu_with("direct");
   // Strided (no Winograd kernel), channels not in blocks of 16, too few output positions (batch 2
   // at 14x14 with 32 channels, at 7x7 even with 512: slower there), 1x1, and a bf16 plan on bf16
   // primitives (oneDNN has no bf16 Winograd kernel; this backend is on AVX-512, where
   // bf16_compute = "auto" gives bf16 primitives).
-  for (const Conv2dDesc& d : {conv(32, 32, 20, 3, 2), conv(12, 20, 20, 3, 1), conv(32, 32, 14, 3, 1),
-                              conv(512, 512, 7, 3, 1), conv(32, 32, 20, 1, 1), conv(32, 32, 20, 3, 1, DType::bf16)}) {
+  for (const Conv2dDesc& d : {square_conv(32, 32, 20, 3, 2), square_conv(12, 20, 20, 3, 1),
+                              square_conv(32, 32, 14, 3, 1), square_conv(512, 512, 7, 3, 1),
+                              square_conv(32, 32, 20, 1, 1), square_conv(32, 32, 20, 3, 1, DType::bf16)}) {
     BOOST_TEST_CONTEXT("c " << d.c << " k " << d.k << " side " << d.h << " r " << d.r << " stride "
                             << d.stride_h << " " << dtype_name(d.dtype)) {
-      BOOST_TEST(same_bits(run(*winograd, d, 9), run(*direct, d, 9)));
+      BOOST_TEST(same_bits(run_directions(*winograd, d, 9), run_directions(*direct, d, 9)));
     }
   }
 }
 
-BOOST_AUTO_TEST_CASE(auto_is_winograd_from_avx512_up) {
-  auto winograd = winograd_or_refusal();
+BOOST_AUTO_TEST_CASE(auto_is_onednn_winograd_from_avx512_up_and_kiln_winograd_below) {
+  const bool onednn = onednn_winograd() != nullptr;
   const std::string automatic = cpu_with("auto")->device().detail;
-  const bool says = automatic.find("3x3 convolutions by Winograd in f32 plans") != std::string::npos;
-  BOOST_TEST(says == (winograd != nullptr), automatic);
+  const char* expected = onednn ? "3x3 convolutions by Winograd in f32 plans" : "3x3 convolutions by Kiln's Winograd";
+  BOOST_TEST(automatic.find(expected) != std::string::npos, automatic);
 }
 
 BOOST_AUTO_TEST_CASE(an_unknown_mode_is_a_config_error) {

@@ -33,6 +33,7 @@
 #include "ops/conv1x1_matmul.hpp"
 #include "ops/dnnl_edge.hpp"
 #include "ops/plans.hpp"
+#include "ops/winograd3x3.hpp"
 #include "kiln/sdk/op_descs.hpp"
 #include "validate.hpp"
 
@@ -69,10 +70,22 @@ bool winograd_pays(const Conv2dDesc& d) {
   return d.groups == 1 && whole_blocks && (positions >= 784 || (positions >= 392 && std::min(d.c, d.k) >= 256));
 }
 
+/// Where Kiln's AVX2 Winograd beats oneDNN's direct AVX2 convolution with its blocked-layout
+/// edges (Zen 2 EPYC, 2 threads, ResNet-50's four stride-1 3x3 shapes at batch 1, 2, 4, 8 and 16,
+/// all three directions; bench/conv3x3_winograd, docs/benchmarks.md): with 64 or more 4x4 output
+/// tiles in the batch it was 1.2-2.8x faster (512 channels at 7x7, batch 16, the least); with 32
+/// to 63 tiles only up to 256 channels (128 at 28x28 batch 1: 2.1x; 256 at 14x14 batch 2: 1.07x),
+/// while 512 at 7x7 batch 8 (32 tiles) was 1.2x slower: the filter transforms, 36 x C x K values
+/// per call, outweigh the few tiles' savings.
+bool kiln_winograd_pays(const Conv2dDesc& d) {
+  const std::int64_t tiles = d.n * ((d.out_h() + 3) / 4) * ((d.out_w() + 3) / 4);
+  return tiles >= 64 || (tiles >= 32 && std::max(d.c, d.k) <= 256);
+}
+
 class ConvPlan final : public OpPlan {
  public:
   ConvPlan(const Conv2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch,
-           bool bf16_primitives, bool blocked_layout, bool pointwise_matmul, bool winograd)
+           bool bf16_primitives, bool blocked_layout, bool pointwise_matmul, Conv3x3Mode conv3x3)
       : desc(d), compute(compute_dtype(d.dtype, bf16_primitives)), bf16_primitives_(bf16_primitives),
         activation_tag_(blocked_layout ? tag::any : tag::nhwc), engine_(engine), scratch_(std::move(scratch)) {
     const std::int64_t p = d.out_h(), q = d.out_w();
@@ -85,12 +98,16 @@ class ConvPlan final : public OpPlan {
     pad_l_ = {d.pad_h, d.pad_w};
     pad_r_ = {far_padding(d.h, d.pad_h, d.dilation_h * (d.r - 1) + 1, d.stride_h, p),
               far_padding(d.w, d.pad_w, d.dilation_w * (d.s - 1) + 1, d.stride_w, q)};
-    if (winograd && winograd_takes()) {
+    if (conv3x3 == Conv3x3Mode::onednn_winograd && winograd_takes()) {
       algorithm_ = dnnl::algorithm::convolution_winograd;
       activation_tag_ = tag::any;
     }
     hint_ = forward_pd(compute);
     if (pointwise_matmul && is_pointwise(d)) pointwise.emplace(d, engine_, scratch_, bf16_primitives);
+    if (conv3x3 == Conv3x3Mode::kiln_winograd && d.dtype == DType::f32 && Winograd3x3::fits(d) &&
+        kiln_winograd_pays(d)) {
+      winograd.emplace(d, engine_, scratch_);
+    }
   }
 
   const Conv2dDesc desc;
@@ -98,6 +115,9 @@ class ConvPlan final : public OpPlan {
   /// The matmul path of a pointwise convolution, where the backend chose it; used for the calls
   /// whose tensors it takes (Conv1x1Matmul::takes), the others run the convolution primitives.
   std::optional<Conv1x1Matmul> pointwise;
+  /// Kiln's AVX2 Winograd (winograd3x3.hpp), where the backend chose it and the shape pays; used
+  /// for the calls whose tensors it takes (f32, channels-last), the others run the primitives.
+  std::optional<Winograd3x3> winograd;
 
   /// One primitive (forward, backward-data or backward-filter) with its edges, and the operands
   /// it was built for.
@@ -235,7 +255,7 @@ std::shared_ptr<OpPlan> CpuBackend::plan_conv2d(const Conv2dDesc& d) {
     const bool pointwise_matmul =
         conv1x1_ == Conv1x1Mode::matmul || (conv1x1_ == Conv1x1Mode::f32_matmul && d.dtype == DType::f32);
     return std::make_shared<ConvPlan>(d, engine_, edge_scratch_, bf16_primitives_, blocked_conv_layout_,
-                                      pointwise_matmul, winograd_);
+                                      pointwise_matmul, conv3x3_);
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN cannot plan {}: {}", describe(d), e.what()));
   }
@@ -249,6 +269,8 @@ void CpuBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, 
   try {
     if (p.pointwise && Conv1x1Matmul::takes(x, y, w)) {
       p.pointwise->forward(stream_, y, x, w);
+    } else if (p.winograd && Winograd3x3::takes(x, y, w)) {
+      p.winograd->forward(stream_, y, x, w);
     } else {
       p.forward(x, w, y).run(stream_, x.data(), w.data(), y.data());
     }
@@ -267,6 +289,8 @@ void CpuBackend::conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Tens
   try {
     if (p.pointwise && Conv1x1Matmul::takes(dy, dx, w)) {
       p.pointwise->backward_data(stream_, dx, dy, w);
+    } else if (p.winograd && Winograd3x3::takes(dy, dx, w)) {
+      p.winograd->backward_data(stream_, dx, dy, w);
     } else {
       p.backward_data(dy, w, dx).run(stream_, dy.data(), w.data(), dx.data());
     }
@@ -285,6 +309,8 @@ void CpuBackend::conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const Te
   try {
     if (p.pointwise && Conv1x1Matmul::takes(x, dy, dw)) {
       p.pointwise->backward_filter(stream_, dw, dy, x, acc);
+    } else if (p.winograd && Winograd3x3::takes(x, dy, dw)) {
+      p.winograd->backward_filter(stream_, dw, dy, x, acc);
     } else {
       p.backward_filter(x, dy, dw).run(stream_, x.data(), dy.data(), dw.data(), acc);
     }

@@ -1,0 +1,151 @@
+// ResNet-50's stride-1 3x3 convolutions through the cpu backend plugin itself, two `conv3x3`
+// modes side by side: each layer shape is planned on two backends (default: "direct" and
+// "kiln_winograd"), and each direction (forward, backward-data, backward-filter writing dw) is
+// timed alternately on the two (a, b, a, b, ...) --reps times after one warm-up each, on the
+// same channels-last f32 tensors the ResNet model passes, so every edge, reorder and transform
+// the backend runs is inside the figure. A layer's figure is the median; totals weight each
+// shape by how often ResNet-50 has it (3, 4, 6 and 3 blocks of the four stages).
+//
+// Output: "layer <c> <side> <direction> <ms a> <ms b> <a/b>" per shape and direction, then
+// "total <direction> <ms a> <ms b> <a/b>" per direction (ms per training step's worth).
+// run.sh builds this against the build tree's SDK and runs it.
+#include <boost/dll/shared_library.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../common/bench_clock.hpp"
+#include "kiln/backend.hpp"
+#include "kiln/params.hpp"
+#include "kiln/plugin_abi.h"
+#include "kiln/plugin_args.hpp"
+
+namespace {
+
+using kiln::Backend;
+using kiln::Conv2dDesc;
+using kiln::DType;
+using kiln::Tensor;
+
+struct Plugin {
+  boost::dll::shared_library library;
+  const kiln_plugin_v1* plugin = nullptr;
+};
+
+/// Backends made by the plugin, destroyed by it (never unloaded before they are).
+struct Made {
+  const kiln_plugin_v1* plugin;
+  Backend* backend;
+  ~Made() { plugin->destroy(KILN_KIND_BACKEND, backend); }
+};
+
+Made make_backend(const Plugin& p, const std::string& conv3x3, std::int64_t threads) {
+  kiln::ParamMap params("backend");
+  params.set("threads", threads, "bench");
+  params.set("conv3x3", conv3x3, "bench");
+  kiln::PluginArgs args;
+  args.params = &params;
+  return {p.plugin, static_cast<Backend*>(p.plugin->create(&args))};
+}
+
+/// The four stride-1 3x3 shapes of ResNet-50 v1.5 (channels in = out, side) and how many it has.
+struct Layer {
+  std::int64_t c, side, count;
+};
+constexpr Layer kLayers[] = {{64, 56, 3}, {128, 28, 4}, {256, 14, 6}, {512, 7, 3}};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string plugin_path, mode_a = "direct", mode_b = "kiln_winograd";
+  std::int64_t batch = 8, reps = 10, threads = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto next = [&] {
+      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+      return std::string(argv[++i]);
+    };
+    if (a == "--plugin") plugin_path = next();
+    else if (a == "--a") mode_a = next();
+    else if (a == "--b") mode_b = next();
+    else if (a == "--batch") batch = std::stoll(next());
+    else if (a == "--reps") reps = std::stoll(next());
+    else if (a == "--threads") threads = std::stoll(next());
+    else {
+      std::fprintf(stderr, "usage: layer_bench --plugin libkiln-backend-cpu.so [--a MODE] [--b MODE] [--batch N] "
+                           "[--reps N] [--threads N]\n");
+      return 2;
+    }
+  }
+  Plugin p;
+  p.library.load(plugin_path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  const auto* lib = static_cast<const kiln_library_v1*>(p.library.get<const void*>(KILN_LIBRARY_SYMBOL));
+  p.plugin = &lib->plugins[0];
+  Made a = make_backend(p, mode_a, threads), b = make_backend(p, mode_b, threads);
+  std::printf("# a: %s\n# b: %s\n", a.backend->device().detail.c_str(), b.backend->device().detail.c_str());
+  std::printf("# batch %ld, %ld reps, conv3x3 a = %s, b = %s\n", static_cast<long>(batch), static_cast<long>(reps),
+              mode_a.c_str(), mode_b.c_str());
+
+  const char* directions[] = {"forward", "backward_data", "backward_filter"};
+  double total[3][2] = {};
+  for (const Layer& l : kLayers) {
+    Conv2dDesc d;
+    d.n = batch, d.c = d.k = l.c, d.h = d.w = l.side, d.r = d.s = 3, d.pad_h = d.pad_w = 1;
+    d.dtype = DType::f32;
+    Backend* backends[2] = {a.backend, b.backend};
+    std::shared_ptr<kiln::OpPlan> plans[2] = {a.backend->plan_conv2d(d), b.backend->plan_conv2d(d)};
+    // One set of tensors per backend (each allocates its own), channels-last as the model's.
+    struct Operands {
+      Tensor x, w, y, dy, dx, dw;
+    } ops[2];
+    for (int i = 0; i < 2; ++i) {
+      Backend& be = *backends[i];
+      const auto act = [&](std::int64_t c) {
+        return be.allocate({d.n, c, l.side, l.side}, DType::f32, kiln::MemoryKind::host).with_layout(kiln::Layout::nhwc);
+      };
+      ops[i] = {act(d.c), be.allocate({d.k, d.c, 3, 3}, DType::f32, kiln::MemoryKind::host), act(d.k), act(d.k),
+                act(d.c), be.allocate({d.k, d.c, 3, 3}, DType::f32, kiln::MemoryKind::host)};
+      be.fill(ops[i].x, 0.5), be.fill(ops[i].w, 0.01), be.fill(ops[i].dy, 0.25);
+    }
+    for (int dir = 0; dir < 3; ++dir) {
+      const auto run = [&](int i) {
+        Backend& be = *backends[i];
+        Operands& o = ops[i];
+        if (dir == 0) be.conv2d_forward(*plans[i], o.y, o.x, o.w);
+        if (dir == 1) be.conv2d_backward_data(*plans[i], o.dx, o.dy, o.w);
+        if (dir == 2) be.conv2d_backward_filter(*plans[i], o.dw, o.dy, o.x, kiln::Accumulate::no);
+      };
+      run(0), run(1);  // warm-up: builds the primitives
+      std::vector<double> times[2];
+      for (std::int64_t r = 0; r < reps; ++r) {
+        for (int i = 0; i < 2; ++i) {
+          const double t0 = kiln_bench::now_ms(false);
+          run(i);
+          times[i].push_back(kiln_bench::now_ms(false) - t0);
+        }
+      }
+      const double ma = median(times[0]), mb = median(times[1]);
+      total[dir][0] += ma * static_cast<double>(l.count);
+      total[dir][1] += mb * static_cast<double>(l.count);
+      std::printf("layer %ld %ld %s %.2f %.2f %.2f\n", static_cast<long>(l.c), static_cast<long>(l.side),
+                  directions[dir], ma, mb, ma / mb);
+    }
+  }
+  double all[2] = {};
+  for (int dir = 0; dir < 3; ++dir) {
+    std::printf("total %s %.1f %.1f %.2f\n", directions[dir], total[dir][0], total[dir][1], total[dir][0] / total[dir][1]);
+    all[0] += total[dir][0], all[1] += total[dir][1];
+  }
+  std::printf("total all %.1f %.1f %.2f\n", all[0], all[1], all[0] / all[1]);
+  return 0;
+}

@@ -1,0 +1,91 @@
+// Kiln's AVX2 Winograd F(4x4, 3x3) convolution (see winograd3x3.hpp).
+#include "ops/winograd3x3.hpp"
+
+#include <utility>
+
+namespace kiln::cpu {
+
+using dims = dnnl::memory::dims;
+namespace wg = winograd;
+
+bool cpu_has_avx2_fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
+bool Winograd3x3::fits(const Conv2dDesc& d) {
+  return d.r == 3 && d.s == 3 && d.stride_h == 1 && d.stride_w == 1 && d.dilation_h == 1 && d.dilation_w == 1 &&
+         d.groups == 1 && d.pad_h == d.pad_w && d.pad_h >= 0 && d.pad_h <= 2 && d.c % 8 == 0 && d.k % 8 == 0 &&
+         d.out_h() > 0 && d.out_w() > 0;
+}
+
+bool Winograd3x3::takes(const Tensor& activation_a, const Tensor& activation_b, const Tensor& weights) {
+  return activation_a.dtype() == DType::f32 && activation_b.dtype() == DType::f32 &&
+         weights.dtype() == DType::f32 && activation_a.layout() == Layout::nhwc &&
+         activation_b.layout() == Layout::nhwc && weights.layout() == Layout::row_major;
+}
+
+Winograd3x3::Winograd3x3(const Conv2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch)
+    : desc_(d), engine_(engine), scratch_(std::move(scratch)),
+      forward_grid_{d.n, d.h, d.w, d.out_h(), d.out_w(), d.pad_h},
+      // Backward-data reads dy (out_h x out_w) and writes dx (h x w): padding 2 - pad gives back h.
+      backward_data_grid_{d.n, d.out_h(), d.out_w(), d.h, d.w, 2 - d.pad_h} {}
+
+Winograd3x3::Matmul Winograd3x3::make_matmul(std::int64_t m, std::int64_t kk, std::int64_t n, bool a_transposed) const {
+  const auto f32 = dnnl::memory::data_type::f32;
+  const dims a_strides = a_transposed ? dims{kk * m, 1, m} : dims{m * kk, kk, 1};
+  const dnnl::memory::desc a(dims{wg::kPoints, m, kk}, f32, a_strides);
+  const dnnl::memory::desc b(dims{wg::kPoints, kk, n}, f32, dims{kk * n, n, 1});
+  const dnnl::memory::desc out(dims{wg::kPoints, m, n}, f32, dims{m * n, n, 1});
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, out), engine_);
+  return {dnnl::matmul(pd), dnnl::memory(a, engine_, nullptr), dnnl::memory(b, engine_, nullptr),
+          dnnl::memory(out, engine_, nullptr)};
+}
+
+void Winograd3x3::run(dnnl::stream& stream, Matmul& mm, float* a, float* b, float* out) {
+  mm.a.set_data_handle(a);
+  mm.b.set_data_handle(b);
+  mm.out.set_data_handle(out);
+  mm.primitive.execute(stream, {{DNNL_ARG_SRC, mm.a}, {DNNL_ARG_WEIGHTS, mm.b}, {DNNL_ARG_DST, mm.out}});
+  stream.wait();
+}
+
+float* Winograd3x3::scratch(int which, std::int64_t floats) {
+  return static_cast<float*>(scratch_->get(kScratchSlot + which, static_cast<std::size_t>(floats) * sizeof(float)));
+}
+
+void Winograd3x3::forward(dnnl::stream& stream, const Tensor& y, const Tensor& x, const Tensor& w) {
+  const std::int64_t tiles = forward_grid_.tiles(), c = desc_.c, k = desc_.k;
+  if (!fwd_) fwd_.emplace(make_matmul(tiles, c, k, false));
+  float* v = scratch(0, wg::kPoints * tiles * c);
+  float* u = scratch(1, wg::kPoints * c * k);
+  float* m = scratch(2, wg::kPoints * tiles * k);
+  wg::input_tiles(static_cast<const float*>(x.data()), c, forward_grid_, v);
+  wg::forward_filters(static_cast<const float*>(w.data()), k, c, u);
+  run(stream, *fwd_, v, u, m);
+  wg::output_tiles(m, k, forward_grid_, static_cast<float*>(y.data()));
+}
+
+void Winograd3x3::backward_data(dnnl::stream& stream, const Tensor& dx, const Tensor& dy, const Tensor& w) {
+  const std::int64_t tiles = backward_data_grid_.tiles(), c = desc_.c, k = desc_.k;
+  if (!bwd_data_) bwd_data_.emplace(make_matmul(tiles, k, c, false));
+  float* v = scratch(0, wg::kPoints * tiles * k);
+  float* u = scratch(1, wg::kPoints * k * c);
+  float* m = scratch(2, wg::kPoints * tiles * c);
+  wg::input_tiles(static_cast<const float*>(dy.data()), k, backward_data_grid_, v);
+  wg::backward_data_filters(static_cast<const float*>(w.data()), k, c, u);
+  run(stream, *bwd_data_, v, u, m);
+  wg::output_tiles(m, c, backward_data_grid_, static_cast<float*>(dx.data()));
+}
+
+void Winograd3x3::backward_filter(dnnl::stream& stream, const Tensor& dw, const Tensor& dy, const Tensor& x,
+                                  Accumulate acc) {
+  const std::int64_t tiles = forward_grid_.tiles(), c = desc_.c, k = desc_.k;
+  if (!bwd_filter_) bwd_filter_.emplace(make_matmul(c, tiles, k, true));
+  float* v = scratch(0, wg::kPoints * tiles * c);
+  float* dm = scratch(2, wg::kPoints * tiles * k);
+  float* du = scratch(1, wg::kPoints * c * k);
+  wg::input_tiles(static_cast<const float*>(x.data()), c, forward_grid_, v);
+  wg::output_tiles_adjoint(static_cast<const float*>(dy.data()), k, forward_grid_, dm);
+  run(stream, *bwd_filter_, v, dm, du);
+  wg::filter_gradients(du, k, c, static_cast<float*>(dw.data()), acc == Accumulate::yes);
+}
+
+}  // namespace kiln::cpu

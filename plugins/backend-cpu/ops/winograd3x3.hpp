@@ -1,0 +1,72 @@
+// Kiln's own Winograd F(4x4, 3x3) convolution for CPUs with AVX2 and FMA, on channels-last f32
+// tensors, in all three directions. oneDNN 2.6 has Winograd kernels only from AVX-512 up; on an
+// AVX2 CPU its direct convolutions are all there is, and they are no faster than PyTorch's (the
+// reason the AVX2 EPYCs missed issue 13's fp32 ResNet-50 goal). Per direction, three passes:
+//
+//   forward          V = input tiles of x      U = G w G^T              M[p] = V[p] * U[p]       y  = output tiles of M
+//   backward-data    V = input tiles of dy     U = G rot180(w)^T G^T    M[p] = V[p] * U[p]       dx = output tiles of M
+//   backward-filter  V = input tiles of x      dM = A dy A^T per tile   dU[p] = V[p]^T * dM[p]   dw (+)= G^T dU G
+//
+// The tile and filter transforms are Kiln's AVX2 loops (winograd_transforms.hpp); the 36 matmuls
+// of a pass are one batched oneDNN matmul over plain [36][rows][cols] matrices. Backward-data is a
+// stride-1 correlation of dy with the rotated, transposed filters and padding 2 - pad, so it is
+// the forward algorithm with other filters. The intermediate matrices live in the backend's
+// shared scratch (EdgeScratch slots kScratchSlot..+2), used only during one call.
+//
+// Takes: 3x3 kernel, stride 1, no dilation, one group, padding 0 to 2, channel counts multiples
+// of 8 (the transforms' vector width); operands f32, activations channels-last, weights plain
+// OIHW. The results differ from a direct convolution's by the transforms' f32 rounding, about
+// 1e-6 of the largest output (tests/ops/test_conv3x3_winograd.cpp).
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "kiln/ops.hpp"
+#include "kiln/tensor.hpp"
+#include "ops/dnnl_edge.hpp"
+#include "ops/winograd_transforms.hpp"
+
+namespace kiln::cpu {
+
+/// Whether this CPU runs Kiln's Winograd kernels (AVX2 and FMA).
+bool cpu_has_avx2_fma();
+
+class Winograd3x3 {
+ public:
+  /// Whether `d` is a convolution this algorithm computes (the shape rules above; not whether it pays).
+  static bool fits(const Conv2dDesc& d);
+  /// Whether these operands can take it: f32, activations channels-last, weights plain.
+  static bool takes(const Tensor& activation_a, const Tensor& activation_b, const Tensor& weights);
+
+  /// `d` must fit; the matmuls are built on first use of each direction.
+  Winograd3x3(const Conv2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch);
+
+  void forward(dnnl::stream& stream, const Tensor& y, const Tensor& x, const Tensor& w);
+  void backward_data(dnnl::stream& stream, const Tensor& dx, const Tensor& dy, const Tensor& w);
+  void backward_filter(dnnl::stream& stream, const Tensor& dw, const Tensor& dy, const Tensor& x, Accumulate acc);
+
+  /// EdgeScratch slots used: this one and the next two (above the edges' own).
+  static constexpr int kScratchSlot = 40;
+
+ private:
+  /// One batched matmul out[36][m][n] = a[36][m][kk] * b[36][kk][n], a read transposed when
+  /// `a_transposed` (stored [36][kk][m]).
+  struct Matmul {
+    dnnl::matmul primitive;
+    dnnl::memory a, b, out;
+  };
+  Matmul make_matmul(std::int64_t m, std::int64_t kk, std::int64_t n, bool a_transposed) const;
+  void run(dnnl::stream& stream, Matmul& mm, float* a, float* b, float* out);
+  float* scratch(int which, std::int64_t floats);
+
+  Conv2dDesc desc_;
+  dnnl::engine engine_;
+  std::shared_ptr<EdgeScratch> scratch_;
+  winograd::TileGrid forward_grid_, backward_data_grid_;
+  std::optional<Matmul> fwd_, bwd_data_, bwd_filter_;
+};
+
+}  // namespace kiln::cpu

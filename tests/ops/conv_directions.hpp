@@ -1,0 +1,54 @@
+// Runs one convolution plan in all three directions on random operands, for the suites that
+// compare two ways of computing the same convolution (test_conv3x3_winograd.cpp,
+// test_conv3x3_kiln_winograd.cpp): the same seed gives both backends the same operands.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+
+#include "cpu_fixture.hpp"
+#include "kiln/backend.hpp"
+
+namespace kiln::test {
+
+struct ConvResults {
+  Tensor y, dx, dw, dw_added;
+};
+
+/// Forward, backward-data, backward-filter (written, then added into dw0) on activations of
+/// dtype `d.dtype` in `layout` (channels-last as the ResNet models pass them; NCHW as tests may).
+inline ConvResults run_directions(Backend& backend, const Conv2dDesc& d, std::mt19937::result_type seed,
+                                  Layout layout = Layout::nhwc) {
+  std::mt19937 rng(seed);
+  const auto act = [&](const Shape& s) {
+    const Tensor t = random_f32(s, rng);
+    return to_dtype(layout == Layout::nhwc ? to_channels_last(t) : t, d.dtype);
+  };
+  const Tensor x = act({d.n, d.c, d.h, d.w}), dy = act({d.n, d.k, d.out_h(), d.out_w()});
+  const Tensor w = to_dtype(random_f32({d.k, d.c, d.r, d.s}, rng), d.dtype);
+  ConvResults r{poisoned(dy.shape(), d.dtype).with_layout(layout), poisoned(x.shape(), d.dtype).with_layout(layout),
+            poisoned(w.shape(), d.dtype), to_dtype(random_f32(w.shape(), rng), d.dtype)};
+  auto plan = backend.plan_conv2d(d);
+  backend.conv2d_forward(*plan, r.y, x, w);
+  backend.conv2d_backward_data(*plan, r.dx, dy, w);
+  backend.conv2d_backward_filter(*plan, r.dw, dy, x, Accumulate::no);
+  backend.conv2d_backward_filter(*plan, r.dw_added, dy, x, Accumulate::yes);
+  return r;
+}
+
+inline bool same_bits(const Tensor& a, const Tensor& b) { return std::memcmp(a.data(), b.data(), a.bytes()) == 0; }
+inline bool same_bits(const ConvResults& a, const ConvResults& b) {
+  return same_bits(a.y, b.y) && same_bits(a.dx, b.dx) && same_bits(a.dw, b.dw) && same_bits(a.dw_added, b.dw_added);
+}
+
+/// A square convolution of batch 2 with "same" padding (r / 2).
+inline Conv2dDesc square_conv(std::int64_t c, std::int64_t k, std::int64_t side, std::int64_t r, std::int64_t stride,
+                DType dtype = DType::f32) {
+  Conv2dDesc d;
+  d.n = 2, d.c = c, d.h = d.w = side, d.k = k, d.r = d.s = r;
+  d.stride_h = d.stride_w = stride, d.pad_h = d.pad_w = r / 2, d.dtype = dtype;
+  return d;
+}
+
+}  // namespace kiln::test
