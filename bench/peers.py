@@ -60,17 +60,26 @@ def _amd_zen4(model, flags, family_model):
     return "epyc" in model and "avx512f" in flags and family_model.startswith("family 25 ")
 
 
+def _amd_zen2(model, family_model):
+    """An EPYC of cpuinfo family 23 (0x17) is a Zen or Zen 2 (Rome: model 49): AVX2 on 256-bit units
+    like the Zen 3 (family 25) that first had the "amd-epyc-avx2" key, but another core, cache and
+    clock, so it keeps its own tables."""
+    return "epyc" in model and family_model.startswith("family 23 ")
+
+
 def family_key(model=None, flags=None, family_model=None):
     """A stable name for the CPU family, used in docs/benchmarks.md's section markers:
-    "amd-epyc" (Zen 5), "amd-epyc-zen4", "intel-xeon", or the model's first two words, plus
-    "-avx2" on a CPU without AVX-512. The model name alone does not tell the families apart:
-    Zen 3, Zen 4 and Zen 5 EPYCs all call themselves "AMD EPYC", and oneDNN runs different
-    kernels (or the same kernels at different speeds) on them."""
+    "amd-epyc" (Zen 5), "amd-epyc-zen4", "amd-epyc-zen2", "intel-xeon", or the model's first two
+    words, plus "-avx2" on a CPU without AVX-512 ("amd-epyc-avx2": the Zen 3). The model name alone
+    does not tell the families apart: Zen 2 to Zen 5 EPYCs all call themselves "AMD EPYC", and
+    oneDNN runs different kernels (or the same kernels at different speeds) on them."""
     model = (model or cpu_model()).lower()
     flags = cpu_flags() if flags is None else flags
     family_model = family_model or cpu_family_model()
     if _amd_zen4(model, flags, family_model):
         return "amd-epyc-zen4"
+    if _amd_zen2(model, family_model):
+        return "amd-epyc-zen2"
     if "epyc" in model:
         key = "amd-epyc"
     elif "xeon" in model:
@@ -88,6 +97,8 @@ def family_title(model=None, flags=None, family_model=None):
     family_model = family_model or cpu_family_model()
     if _amd_zen4(model.lower(), flags, family_model):
         return f"{model} (Zen 4, AVX-512 on 256-bit units)"
+    if _amd_zen2(model.lower(), family_model):
+        return f"{model} (Zen 2, AVX2, no AVX-512)"
     return model if "avx512f" in flags else f"{model} (AVX2, no AVX-512)"
 
 

@@ -78,34 +78,6 @@ std::string choice(const PluginArgs& args, const char* key, std::initializer_lis
   throw ConfigError(fmt::format("{} = \"{}\" is not {}; use {}", args.params->where(key), mode, what, listed));
 }
 
-/// Whether convolutions compute on oneDNN's own (blocked) activation layout, reordering the
-/// channels-last tensors at their edges. oneDNN 2.6's AVX2 convolutions are ~20% slower on nhwc
-/// than on nChw8c (ResNet-50's 53 convolutions, all three directions, bench/onednn_versions
-/// --act-any), more than the reorders cost (a ResNet-50 fp32 step 2688 -> 2338 ms on the Zen 3
-/// EPYC); from AVX-512 up its nhwc kernels are as fast as the blocked ones, so no reorder pays.
-bool use_blocked_conv_layout(const PluginArgs& args) {
-  const std::string mode = choice(args, "conv_layout", {"auto", "channels_last", "blocked"}, "a convolution layout");
-  if (mode == "auto") return dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core;
-  return mode == "blocked";
-}
-
-/// Which conv plans run pointwise convolutions (1x1, stride 1, no padding) on channels-last
-/// tensors as strided matmuls on the plain tensors (ops/conv1x1_matmul.hpp) instead of oneDNN's
-/// convolution with its weight edges. "auto" does so where it was measured faster: f32 plans on
-/// AVX-512 with channels-last convolutions (ResNet-50 training, batch 8, 2 threads: the 32 layers'
-/// primitives plus edges 4-7% less time, 1.5-2.5% of a step). bf16 plans keep the convolution: in
-/// training oneDNN 2.6's bf16 matmuls took 11-16% longer than its bf16 1x1 convolutions, more
-/// than the edges save. f16 and widened bf16 plans and AVX2 CPUs were not measured and keep it too.
-/// See docs/benchmarks.md, "1x1 convolutions as matmuls".
-Conv1x1Mode conv1x1_mode(const PluginArgs& args, bool blocked_conv_layout) {
-  const std::string mode = choice(args, "conv1x1", {"auto", "matmul", "conv"}, "a 1x1 convolution mode");
-  if (mode == "auto") {
-    const bool measured = !blocked_conv_layout && dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
-    return measured ? Conv1x1Mode::f32_matmul : Conv1x1Mode::conv;
-  }
-  return mode == "matmul" ? Conv1x1Mode::matmul : Conv1x1Mode::conv;
-}
-
 /// How 3x3 convolutions of plans that compute in f32 run (ops/conv2d.cpp says which shapes).
 /// From AVX-512 up oneDNN's Winograd F(4x4, 3x3) kernels (on its blocked activation layout):
 /// ResNet-50's 13 stride-1 3x3 layers, batch 8, 2 threads, took 207-236 ms per step in all three
@@ -139,6 +111,41 @@ Conv3x3Mode conv3x3_mode(const PluginArgs& args) {
   return Conv3x3Mode::direct;
 }
 
+/// Whether convolutions compute on oneDNN's own (blocked) activation layout, reordering the
+/// channels-last tensors at their edges. oneDNN 2.6's AVX2 convolutions are ~20% slower on nhwc
+/// than on nChw8c (ResNet-50's 53 convolutions, all three directions, bench/onednn_versions
+/// --act-any), more than the reorders cost (a ResNet-50 fp32 step 2688 -> 2338 ms on the Zen 3
+/// EPYC); from AVX-512 up its nhwc kernels are as fast as the blocked ones, so no reorder pays.
+/// Kiln's AVX2 Winograd (`conv3x3`) works on the channels-last tensors themselves, and with it
+/// the blocked layout lost: its reorders now ran at every boundary between a Winograd layer and
+/// a direct one (Zen 2 EPYC, ResNet-50 fp32 step 1376-1464 ms blocked, 1293-1374 channels-last;
+/// fp16 and emulated bf16 plans, which keep the direct convolutions, were not slower either), so
+/// "auto" picks blocked only on AVX2 CPUs whose 3x3 convolutions run direct.
+bool use_blocked_conv_layout(const PluginArgs& args, Conv3x3Mode conv3x3) {
+  const std::string mode = choice(args, "conv_layout", {"auto", "channels_last", "blocked"}, "a convolution layout");
+  if (mode == "auto") {
+    return dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core && conv3x3 != Conv3x3Mode::kiln_winograd;
+  }
+  return mode == "blocked";
+}
+
+/// Which conv plans run pointwise convolutions (1x1, stride 1, no padding) on channels-last
+/// tensors as strided matmuls on the plain tensors (ops/conv1x1_matmul.hpp) instead of oneDNN's
+/// convolution with its weight edges. "auto" does so where it was measured faster: f32 plans on
+/// AVX-512 with channels-last convolutions (ResNet-50 training, batch 8, 2 threads: the 32 layers'
+/// primitives plus edges 4-7% less time, 1.5-2.5% of a step). bf16 plans keep the convolution: in
+/// training oneDNN 2.6's bf16 matmuls took 11-16% longer than its bf16 1x1 convolutions, more
+/// than the edges save. f16 and widened bf16 plans and AVX2 CPUs were not measured and keep it too.
+/// See docs/benchmarks.md, "1x1 convolutions as matmuls".
+Conv1x1Mode conv1x1_mode(const PluginArgs& args, bool blocked_conv_layout) {
+  const std::string mode = choice(args, "conv1x1", {"auto", "matmul", "conv"}, "a 1x1 convolution mode");
+  if (mode == "auto") {
+    const bool measured = !blocked_conv_layout && dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+    return measured ? Conv1x1Mode::f32_matmul : Conv1x1Mode::conv;
+  }
+  return mode == "matmul" ? Conv1x1Mode::matmul : Conv1x1Mode::conv;
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(const PluginArgs& args)
@@ -146,9 +153,9 @@ CpuBackend::CpuBackend(const PluginArgs& args)
       info_(describe_host_cpu(threads_)),
       engine_(dnnl::engine::kind::cpu, 0),
       bf16_primitives_(use_bf16_primitives(args, engine_)),
-      blocked_conv_layout_(use_blocked_conv_layout(args)),
-      conv1x1_(conv1x1_mode(args, blocked_conv_layout_)),
       conv3x3_(conv3x3_mode(args)),
+      blocked_conv_layout_(use_blocked_conv_layout(args, conv3x3_)),
+      conv1x1_(conv1x1_mode(args, blocked_conv_layout_)),
       stream_(engine_),
       matmuls_(std::make_unique<MatmulCache>(engine_, bf16_primitives_)),
       done_(std::make_shared<CompleteEvent>()) {

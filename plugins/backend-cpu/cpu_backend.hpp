@@ -129,9 +129,9 @@ class CpuBackend final : public Backend {
   DeviceInfo info_;
   dnnl::engine engine_;
   bool bf16_primitives_ = false;  // bf16 runs on oneDNN's bf16 primitives (else widened to f32)
+  Conv3x3Mode conv3x3_ = Conv3x3Mode::direct;  // how f32-computing 3x3 convolutions run where it pays
   bool blocked_conv_layout_ = false;  // convolutions reorder nhwc activations into oneDNN's layout
   Conv1x1Mode conv1x1_ = Conv1x1Mode::conv;  // which plans run pointwise convolutions as matmuls
-  Conv3x3Mode conv3x3_ = Conv3x3Mode::direct;  // how f32-computing 3x3 convolutions run where it pays
   dnnl::stream stream_;
   std::unique_ptr<MatmulCache> matmuls_;
   std::shared_ptr<EdgeScratch> edge_scratch_ = std::make_shared<EdgeScratch>();  // ops/dnnl_edge.hpp

@@ -1,6 +1,7 @@
 // The cpu backend's `conv_layout` option: convolutions computed on oneDNN's blocked activation
-// layout (the default on AVX2 CPUs, reordered at the edges) give what the channels-last ones give
-// (the default from AVX-512 up), in all three directions, and a wrong value is a config error.
+// layout (the default on AVX2 CPUs whose 3x3 convolutions run direct, reordered at the edges) give
+// what the channels-last ones give (the default elsewhere), in all three directions; "auto"
+// picks as documented; a wrong value is a config error.
 // Both backends are built explicitly, so every machine tests both paths.
 #include <boost/test/unit_test.hpp>
 
@@ -14,7 +15,19 @@
 namespace kiln::test {
 namespace {
 
-BackendPtr cpu_with_layout(const std::string& layout) { return make_cpu_backend_with("conv_layout", layout); }
+/// A backend with this layout; 3x3 convolutions direct (`conv3x3 = "auto"` may run Kiln's own
+/// Winograd on the channels-last tensors instead, which no layout choice touches).
+BackendPtr cpu_with_layout(const std::string& layout, const std::string& conv3x3 = "direct") {
+  ParamMap params("backend");
+  params.set("threads", std::int64_t{0}, "test");
+  params.set("conv_layout", layout, "test");
+  params.set("conv3x3", conv3x3, "test");
+  return make_cpu_backend(params);
+}
+
+bool runs_blocked(const BackendPtr& backend) {
+  return backend->device().detail.find("convolutions on oneDNN's blocked activation layout") != std::string::npos;
+}
 
 }  // namespace
 
@@ -52,6 +65,16 @@ BOOST_AUTO_TEST_CASE(blocked_and_channels_last_convolutions_agree) {
       BOOST_TEST(relative_difference(dw[1], dw[0]) < 1e-5);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(auto_is_blocked_only_on_avx2_with_direct_3x3_convolutions) {
+  // The banner names oneDNN's ISA: "ISA avx2" below AVX-512 (the only ISA below it these
+  // machines have), where the blocked layout pays unless Kiln's Winograd runs on channels-last.
+  auto direct = cpu_with_layout("auto", "direct");
+  const bool avx2 = direct->device().detail.find("ISA avx2") != std::string::npos;
+  BOOST_TEST(runs_blocked(direct) == avx2, direct->device().detail);
+  auto winograd = cpu_with_layout("auto", "kiln_winograd");
+  BOOST_TEST(!runs_blocked(winograd), winograd->device().detail);
 }
 
 BOOST_AUTO_TEST_CASE(an_unknown_layout_is_a_config_error) {
