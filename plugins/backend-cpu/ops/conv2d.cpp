@@ -104,8 +104,8 @@ class ConvPlan final : public OpPlan {
     }
     hint_ = forward_pd(compute);
     if (pointwise_matmul && is_pointwise(d)) pointwise.emplace(d, engine_, scratch_, bf16_primitives);
-    if (conv3x3 == Conv3x3Mode::kiln_winograd && d.dtype == DType::f32 && Winograd3x3::fits(d) &&
-        kiln_winograd_pays(d)) {
+    if (conv3x3 == Conv3x3Mode::kiln_winograd && (d.dtype == DType::f32 || d.dtype == DType::f16) &&
+        Winograd3x3::fits(d) && kiln_winograd_pays(d)) {
       winograd.emplace(d, engine_, scratch_);
     }
   }

@@ -1,14 +1,41 @@
 // Kiln's AVX2 Winograd F(4x4, 3x3) convolution (see winograd3x3.hpp).
 #include "ops/winograd3x3.hpp"
 
+#include <cstdint>
 #include <utility>
+
+#include "ops/f16_convert.hpp"
 
 namespace kiln::cpu {
 
 using dims = dnnl::memory::dims;
 namespace wg = winograd;
 
-bool cpu_has_avx2_fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+bool cpu_runs_kiln_winograd() {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+
+namespace {
+
+bool f32_or_f16(const Tensor& t) { return t.dtype() == DType::f32 || t.dtype() == DType::f16; }
+
+// The activation passes on a tensor stored f32 or f16 (winograd_transforms.hpp reads both).
+void input_tiles_of(const Tensor& x, std::int64_t c, const wg::TileGrid& grid, float* v) {
+  if (x.dtype() == DType::f16) return wg::input_tiles(static_cast<const std::uint16_t*>(x.data()), c, grid, v);
+  wg::input_tiles(static_cast<const float*>(x.data()), c, grid, v);
+}
+void output_tiles_into(const float* m, std::int64_t k, const wg::TileGrid& grid, const Tensor& y) {
+  if (y.dtype() == DType::f16) return wg::output_tiles(m, k, grid, static_cast<std::uint16_t*>(y.data()));
+  wg::output_tiles(m, k, grid, static_cast<float*>(y.data()));
+}
+void output_tiles_adjoint_of(const Tensor& dy, std::int64_t k, const wg::TileGrid& grid, float* dm) {
+  if (dy.dtype() == DType::f16) {
+    return wg::output_tiles_adjoint(static_cast<const std::uint16_t*>(dy.data()), k, grid, dm);
+  }
+  wg::output_tiles_adjoint(static_cast<const float*>(dy.data()), k, grid, dm);
+}
+
+}  // namespace
 
 bool Winograd3x3::fits(const Conv2dDesc& d) {
   return d.r == 3 && d.s == 3 && d.stride_h == 1 && d.stride_w == 1 && d.dilation_h == 1 && d.dilation_w == 1 &&
@@ -17,8 +44,8 @@ bool Winograd3x3::fits(const Conv2dDesc& d) {
 }
 
 bool Winograd3x3::takes(const Tensor& activation_a, const Tensor& activation_b, const Tensor& weights) {
-  return activation_a.dtype() == DType::f32 && activation_b.dtype() == DType::f32 &&
-         weights.dtype() == DType::f32 && activation_a.layout() == Layout::nhwc &&
+  return f32_or_f16(activation_a) && f32_or_f16(activation_b) && f32_or_f16(weights) &&
+         activation_a.layout() == Layout::nhwc &&
          activation_b.layout() == Layout::nhwc && weights.layout() == Layout::row_major;
 }
 
@@ -51,16 +78,23 @@ float* Winograd3x3::scratch(int which, std::int64_t floats) {
   return static_cast<float*>(scratch_->get(kScratchSlot + which, static_cast<std::size_t>(floats) * sizeof(float)));
 }
 
+const float* Winograd3x3::f32_weights(const Tensor& w) {
+  if (w.dtype() == DType::f32) return static_cast<const float*>(w.data());
+  float* wide = scratch(3, w.numel());
+  f16_to_f32_parallel(static_cast<const std::uint16_t*>(w.data()), wide, static_cast<std::size_t>(w.numel()));
+  return wide;
+}
+
 void Winograd3x3::forward(dnnl::stream& stream, const Tensor& y, const Tensor& x, const Tensor& w) {
   const std::int64_t tiles = forward_grid_.tiles(), c = desc_.c, k = desc_.k;
   if (!fwd_) fwd_.emplace(make_matmul(tiles, c, k, false));
   float* v = scratch(0, wg::kPoints * tiles * c);
   float* u = scratch(1, wg::kPoints * c * k);
   float* m = scratch(2, wg::kPoints * tiles * k);
-  wg::input_tiles(static_cast<const float*>(x.data()), c, forward_grid_, v);
-  wg::forward_filters(static_cast<const float*>(w.data()), k, c, u);
+  input_tiles_of(x, c, forward_grid_, v);
+  wg::forward_filters(f32_weights(w), k, c, u);
   run(stream, *fwd_, v, u, m);
-  wg::output_tiles(m, k, forward_grid_, static_cast<float*>(y.data()));
+  output_tiles_into(m, k, forward_grid_, y);
 }
 
 void Winograd3x3::backward_data(dnnl::stream& stream, const Tensor& dx, const Tensor& dy, const Tensor& w) {
@@ -69,10 +103,10 @@ void Winograd3x3::backward_data(dnnl::stream& stream, const Tensor& dx, const Te
   float* v = scratch(0, wg::kPoints * tiles * k);
   float* u = scratch(1, wg::kPoints * k * c);
   float* m = scratch(2, wg::kPoints * tiles * c);
-  wg::input_tiles(static_cast<const float*>(dy.data()), k, backward_data_grid_, v);
-  wg::backward_data_filters(static_cast<const float*>(w.data()), k, c, u);
+  input_tiles_of(dy, k, backward_data_grid_, v);
+  wg::backward_data_filters(f32_weights(w), k, c, u);
   run(stream, *bwd_data_, v, u, m);
-  wg::output_tiles(m, c, backward_data_grid_, static_cast<float*>(dx.data()));
+  output_tiles_into(m, c, backward_data_grid_, dx);
 }
 
 void Winograd3x3::backward_filter(dnnl::stream& stream, const Tensor& dw, const Tensor& dy, const Tensor& x,
@@ -82,10 +116,18 @@ void Winograd3x3::backward_filter(dnnl::stream& stream, const Tensor& dw, const 
   float* v = scratch(0, wg::kPoints * tiles * c);
   float* dm = scratch(2, wg::kPoints * tiles * k);
   float* du = scratch(1, wg::kPoints * c * k);
-  wg::input_tiles(static_cast<const float*>(x.data()), c, forward_grid_, v);
-  wg::output_tiles_adjoint(static_cast<const float*>(dy.data()), k, forward_grid_, dm);
+  input_tiles_of(x, c, forward_grid_, v);
+  output_tiles_adjoint_of(dy, k, forward_grid_, dm);
   run(stream, *bwd_filter_, v, dm, du);
-  wg::filter_gradients(du, k, c, static_cast<float*>(dw.data()), acc == Accumulate::yes);
+  const bool accumulate = acc == Accumulate::yes;
+  if (dw.dtype() == DType::f32) return wg::filter_gradients(du, k, c, static_cast<float*>(dw.data()), accumulate);
+  // An f16 gradient: computed (and added to) in f32, then rounded once.
+  const auto n = static_cast<std::size_t>(dw.numel());
+  auto* half = static_cast<std::uint16_t*>(dw.data());
+  float* wide = scratch(3, dw.numel());
+  if (accumulate) f16_to_f32_parallel(half, wide, n);
+  wg::filter_gradients(du, k, c, wide, accumulate);
+  f32_to_f16_parallel(wide, half, n);
 }
 
 }  // namespace kiln::cpu

@@ -1,5 +1,5 @@
 // Kiln's own Winograd F(4x4, 3x3) convolution for CPUs with AVX2 and FMA, on channels-last f32
-// tensors, in all three directions. oneDNN 2.6 has Winograd kernels only from AVX-512 up; on an
+// or f16 tensors, in all three directions. oneDNN 2.6 has Winograd kernels only from AVX-512 up; on an
 // AVX2 CPU its direct convolutions are all there is, and they are no faster than PyTorch's (the
 // reason the AVX2 EPYCs missed issue 13's fp32 ResNet-50 goal). Per direction, three passes:
 //
@@ -11,11 +11,11 @@
 // of a pass are one batched oneDNN matmul over plain [36][rows][cols] matrices. Backward-data is a
 // stride-1 correlation of dy with the rotated, transposed filters and padding 2 - pad, so it is
 // the forward algorithm with other filters. The intermediate matrices live in the backend's
-// shared scratch (EdgeScratch slots kScratchSlot..+2), used only during one call.
+// shared scratch (EdgeScratch slots kScratchSlot..+3), used only during one call.
 //
 // Takes: 3x3 kernel, stride 1, no dilation, one group, padding 0 to 2, channel counts multiples
-// of 8 (the transforms' vector width); operands f32, activations channels-last, weights plain
-// OIHW. The results differ from a direct convolution's by the transforms' f32 rounding, about
+// of 8 (the transforms' vector width); operands f32 or f16 (f16 plans compute in f32, as on every
+// other path of this backend), activations channels-last, weights plain OIHW. The results differ from a direct convolution's by the transforms' f32 rounding, about
 // 1e-6 of the largest output (tests/ops/test_conv3x3_winograd.cpp).
 #pragma once
 
@@ -31,14 +31,15 @@
 
 namespace kiln::cpu {
 
-/// Whether this CPU runs Kiln's Winograd kernels (AVX2 and FMA).
-bool cpu_has_avx2_fma();
+/// Whether this CPU runs Kiln's Winograd kernels (AVX2, FMA and F16C).
+bool cpu_runs_kiln_winograd();
 
 class Winograd3x3 {
  public:
   /// Whether `d` is a convolution this algorithm computes (the shape rules above; not whether it pays).
   static bool fits(const Conv2dDesc& d);
-  /// Whether these operands can take it: f32, activations channels-last, weights plain.
+  /// Whether these operands can take it: f32 or f16 (widened on load, rounded on store: the plans
+  /// of f16 compute in f32 like every other path here), activations channels-last, weights plain.
   static bool takes(const Tensor& activation_a, const Tensor& activation_b, const Tensor& weights);
 
   /// `d` must fit; the matmuls are built on first use of each direction.
@@ -48,7 +49,7 @@ class Winograd3x3 {
   void backward_data(dnnl::stream& stream, const Tensor& dx, const Tensor& dy, const Tensor& w);
   void backward_filter(dnnl::stream& stream, const Tensor& dw, const Tensor& dy, const Tensor& x, Accumulate acc);
 
-  /// EdgeScratch slots used: this one and the next two (above the edges' own).
+  /// EdgeScratch slots used: this one and the next three (above the edges' own).
   static constexpr int kScratchSlot = 40;
 
  private:
@@ -61,6 +62,8 @@ class Winograd3x3 {
   Matmul make_matmul(std::int64_t m, std::int64_t kk, std::int64_t n, bool a_transposed) const;
   void run(dnnl::stream& stream, Matmul& mm, float* a, float* b, float* out);
   float* scratch(int which, std::int64_t floats);
+  /// The weights in f32: `w` itself, or f16 weights widened into scratch slot 3.
+  const float* f32_weights(const Tensor& w);
 
   Conv2dDesc desc_;
   dnnl::engine engine_;

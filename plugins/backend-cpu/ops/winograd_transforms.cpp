@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#define KILN_AVX2 __attribute__((target("avx2,fma")))
+#define KILN_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace kiln::cpu::winograd {
 namespace {
@@ -141,6 +141,19 @@ KILN_AVX2 inline void filter_adjoint_2d(const v8 u[6][6], v8 g[3][3]) {
   for (int i = 0; i < 3; ++i) filter_adjoint_1d(t[i], g[i]);
 }
 
+// --- 8 activations in, 8 out: f32, or f16 widened and narrowed on the way (F16C) ----------
+
+KILN_AVX2 inline v8 load8(const float* p) { return _mm256_loadu_ps(p); }
+KILN_AVX2 inline v8 load8(const std::uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+KILN_AVX2 inline void store8(float* p, v8 v) { _mm256_storeu_ps(p, v); }
+/// Round to nearest even, as the SDK's scalar f32 -> f16 (kiln/sdk/half.hpp) and the backend's
+/// other f16 loops do.
+KILN_AVX2 inline void store8(std::uint16_t* p, v8 v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
 // --- per-tile and per-filter-block bodies ------------------------------------------------
 
 struct TilePos {
@@ -152,10 +165,11 @@ TilePos tile_pos(const TileGrid& g, std::int64_t t) {
   return {t / (th * tw), (t / tw) % th * kOutputTile, t % tw * kOutputTile};
 }
 
-KILN_AVX2 void input_tile(const float* x, std::int64_t c, const TileGrid& g, std::int64_t t, float* v) {
+template <class T>
+KILN_AVX2 void input_tile(const T* x, std::int64_t c, const TileGrid& g, std::int64_t t, float* v) {
   const TilePos pos = tile_pos(g, t);
   const std::int64_t row0 = pos.y0 - g.pad, col0 = pos.x0 - g.pad, points = g.tiles() * c;
-  const float* image = x + pos.n * g.in_h * g.in_w * c;
+  const T* image = x + pos.n * g.in_h * g.in_w * c;
   // Which of the tile's rows and columns lie inside the input (the rest read as zeros).
   bool row_in[6], col_in[6];
   for (int i = 0; i < 6; ++i) {
@@ -167,7 +181,7 @@ KILN_AVX2 void input_tile(const float* x, std::int64_t c, const TileGrid& g, std
     v8 d[6][6], o[6][6];
     for (int i = 0; i < 6; ++i) {
       for (int j = 0; j < 6; ++j) {
-        d[i][j] = row_in[i] && col_in[j] ? _mm256_loadu_ps(image + ((row0 + i) * g.in_w + col0 + j) * c + ch)
+        d[i][j] = row_in[i] && col_in[j] ? load8(image + ((row0 + i) * g.in_w + col0 + j) * c + ch)
                                          : _mm256_setzero_ps();
       }
     }
@@ -176,12 +190,13 @@ KILN_AVX2 void input_tile(const float* x, std::int64_t c, const TileGrid& g, std
   }
 }
 
-KILN_AVX2 void output_tile(const float* m, std::int64_t k, const TileGrid& g, std::int64_t t, float* y) {
+template <class T>
+KILN_AVX2 void output_tile(const float* m, std::int64_t k, const TileGrid& g, std::int64_t t, T* y) {
   const TilePos pos = tile_pos(g, t);
   const std::int64_t points = g.tiles() * k;
   const std::int64_t rows = std::min<std::int64_t>(kOutputTile, g.out_h - pos.y0);
   const std::int64_t cols = std::min<std::int64_t>(kOutputTile, g.out_w - pos.x0);
-  float* image = y + pos.n * g.out_h * g.out_w * k;
+  T* image = y + pos.n * g.out_h * g.out_w * k;
   const float* in = m + t * k;
   for (std::int64_t ch = 0; ch < k; ch += 8) {
     v8 mm[6][6], o[4][4];
@@ -189,24 +204,25 @@ KILN_AVX2 void output_tile(const float* m, std::int64_t k, const TileGrid& g, st
     output_2d(mm, o);
     for (std::int64_t i = 0; i < rows; ++i) {
       for (std::int64_t j = 0; j < cols; ++j) {
-        _mm256_storeu_ps(image + ((pos.y0 + i) * g.out_w + pos.x0 + j) * k + ch, o[i][j]);
+        store8(image + ((pos.y0 + i) * g.out_w + pos.x0 + j) * k + ch, o[i][j]);
       }
     }
   }
 }
 
-KILN_AVX2 void output_adjoint_tile(const float* dy, std::int64_t k, const TileGrid& g, std::int64_t t, float* dm) {
+template <class T>
+KILN_AVX2 void output_adjoint_tile(const T* dy, std::int64_t k, const TileGrid& g, std::int64_t t, float* dm) {
   const TilePos pos = tile_pos(g, t);
   const std::int64_t points = g.tiles() * k;
   const std::int64_t rows = std::min<std::int64_t>(kOutputTile, g.out_h - pos.y0);
   const std::int64_t cols = std::min<std::int64_t>(kOutputTile, g.out_w - pos.x0);
-  const float* image = dy + pos.n * g.out_h * g.out_w * k;
+  const T* image = dy + pos.n * g.out_h * g.out_w * k;
   float* out = dm + t * k;
   for (std::int64_t ch = 0; ch < k; ch += 8) {
     v8 d[4][4], o[6][6];
     for (int i = 0; i < 4; ++i) {
       for (int j = 0; j < 4; ++j) {
-        d[i][j] = i < rows && j < cols ? _mm256_loadu_ps(image + ((pos.y0 + i) * g.out_w + pos.x0 + j) * k + ch)
+        d[i][j] = i < rows && j < cols ? load8(image + ((pos.y0 + i) * g.out_w + pos.x0 + j) * k + ch)
                                        : _mm256_setzero_ps();
       }
     }
@@ -215,12 +231,15 @@ KILN_AVX2 void output_adjoint_tile(const float* dy, std::int64_t k, const TileGr
   }
 }
 
-/// The filters of output channels k0..k0+7 (forward: u[p][ci][k]).
-KILN_AVX2 void forward_filter_block(const float* w, std::int64_t k, std::int64_t c, std::int64_t k0, float* u) {
+/// The filters of input channel ci, all output channels (forward: u[p][ci][0..k)). The output
+/// channels are the inner loop so each point's row u[p][ci] is written whole, line by line; with
+/// them outer (8 at a time over all ci) every 64-byte line was written in two halves far apart,
+/// and the 512-channel layers' 38 MB of points took twice the memory traffic.
+KILN_AVX2 void forward_filter_row(const float* w, std::int64_t k, std::int64_t c, std::int64_t ci, float* u) {
   const std::int64_t stride = c * 9;  // between one output channel's filters and the next one's
   const __m256i lanes = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                            _mm256_set1_epi32(static_cast<int>(stride)));
-  for (std::int64_t ci = 0; ci < c; ++ci) {
+  for (std::int64_t k0 = 0; k0 < k; k0 += 8) {
     const float* first = w + (k0 * c + ci) * 9;
     v8 g[3][3], o[6][6];
     for (int tap = 0; tap < 9; ++tap) g[tap / 3][tap % 3] = _mm256_i32gather_ps(first + tap, lanes, 4);
@@ -241,10 +260,11 @@ KILN_AVX2 void backward_data_filter_row(const float* w, std::int64_t k, std::int
   }
 }
 
-/// The gradients of output channels k0..k0+7 (dw[k][ci][3][3] from du[p][ci][k]).
-KILN_AVX2 void filter_gradient_block(const float* du, std::int64_t k, std::int64_t c, std::int64_t k0, float* dw,
-                                     bool accumulate) {
-  for (std::int64_t ci = 0; ci < c; ++ci) {
+/// The gradients of input channel ci, all output channels (dw[k][ci][3][3] from du[p][ci][0..k)):
+/// as forward_filter_row, the output channels inner so each row du[p][ci] is read whole.
+KILN_AVX2 void filter_gradient_row(const float* du, std::int64_t k, std::int64_t c, std::int64_t ci, float* dw,
+                                   bool accumulate) {
+  for (std::int64_t k0 = 0; k0 < k; k0 += 8) {
     v8 d[6][6], g[3][3];
     for (int p = 0; p < kPoints; ++p) d[p / 6][p % 6] = _mm256_loadu_ps(du + (p * c + ci) * k + k0);
     filter_adjoint_2d(d, g);
@@ -259,27 +279,36 @@ KILN_AVX2 void filter_gradient_block(const float* du, std::int64_t k, std::int64
 
 }  // namespace
 
-void input_tiles(const float* x, std::int64_t c, const TileGrid& grid, float* v) {
+template <class T>
+void input_tiles(const T* x, std::int64_t c, const TileGrid& grid, float* v) {
   const std::int64_t tiles = grid.tiles();
 #pragma omp parallel for schedule(static)
   for (std::int64_t t = 0; t < tiles; ++t) input_tile(x, c, grid, t, v);
 }
+template void input_tiles(const float*, std::int64_t, const TileGrid&, float*);
+template void input_tiles(const std::uint16_t*, std::int64_t, const TileGrid&, float*);
 
-void output_tiles(const float* m, std::int64_t k, const TileGrid& grid, float* y) {
+template <class T>
+void output_tiles(const float* m, std::int64_t k, const TileGrid& grid, T* y) {
   const std::int64_t tiles = grid.tiles();
 #pragma omp parallel for schedule(static)
   for (std::int64_t t = 0; t < tiles; ++t) output_tile(m, k, grid, t, y);
 }
+template void output_tiles(const float*, std::int64_t, const TileGrid&, float*);
+template void output_tiles(const float*, std::int64_t, const TileGrid&, std::uint16_t*);
 
-void output_tiles_adjoint(const float* dy, std::int64_t k, const TileGrid& grid, float* dm) {
+template <class T>
+void output_tiles_adjoint(const T* dy, std::int64_t k, const TileGrid& grid, float* dm) {
   const std::int64_t tiles = grid.tiles();
 #pragma omp parallel for schedule(static)
   for (std::int64_t t = 0; t < tiles; ++t) output_adjoint_tile(dy, k, grid, t, dm);
 }
+template void output_tiles_adjoint(const float*, std::int64_t, const TileGrid&, float*);
+template void output_tiles_adjoint(const std::uint16_t*, std::int64_t, const TileGrid&, float*);
 
 void forward_filters(const float* w, std::int64_t k, std::int64_t c, float* u) {
 #pragma omp parallel for schedule(static)
-  for (std::int64_t k0 = 0; k0 < k; k0 += 8) forward_filter_block(w, k, c, k0, u);
+  for (std::int64_t ci = 0; ci < c; ++ci) forward_filter_row(w, k, c, ci, u);
 }
 
 void backward_data_filters(const float* w, std::int64_t k, std::int64_t c, float* u) {
@@ -289,7 +318,7 @@ void backward_data_filters(const float* w, std::int64_t k, std::int64_t c, float
 
 void filter_gradients(const float* du, std::int64_t k, std::int64_t c, float* dw, bool accumulate) {
 #pragma omp parallel for schedule(static)
-  for (std::int64_t k0 = 0; k0 < k; k0 += 8) filter_gradient_block(du, k, c, k0, dw, accumulate);
+  for (std::int64_t ci = 0; ci < c; ++ci) filter_gradient_row(du, k, c, ci, dw, accumulate);
 }
 
 }  // namespace kiln::cpu::winograd

@@ -14,8 +14,8 @@
 // and of the [36][rows][channels] matrices here, so each transform is a few vector adds and FMAs
 // per point; channel counts must be multiples of 8 (winograd3x3.hpp checks). The functions spread
 // their tiles or filters over the calling OpenMP team; only the per-tile bodies carry the AVX2
-// target attribute, so this file builds for any -march and runs only where AVX2 and FMA were
-// found at run time.
+// target attribute, so this file builds for any -march and runs only where AVX2, FMA and F16C
+// were found at run time.
 #pragma once
 
 #include <cstdint>
@@ -38,15 +38,21 @@ struct TileGrid {
   std::int64_t tiles() const { return n * tiles_h() * tiles_w(); }
 };
 
+// The activation passes read and write the tensors in f32 (float) or f16 (std::uint16_t bits,
+// widened on load and rounded to nearest even on store), so f16 plans need no conversion pass.
+
 /// v[p][t][0..c) = (B^T d B)[p] of every input tile t of x [n][in_h][in_w][c].
-void input_tiles(const float* x, std::int64_t c, const TileGrid& grid, float* v);
+template <class T>
+void input_tiles(const T* x, std::int64_t c, const TileGrid& grid, float* v);
 
 /// y [n][out_h][out_w][k] = A^T m A of every tile of m [36][t][0..k).
-void output_tiles(const float* m, std::int64_t k, const TileGrid& grid, float* y);
+template <class T>
+void output_tiles(const float* m, std::int64_t k, const TileGrid& grid, T* y);
 
 /// dm[p][t][0..k) = (A dy A^T)[p] of every output tile t of dy [n][out_h][out_w][k] (the adjoint
 /// of output_tiles: points outside the output count as zero).
-void output_tiles_adjoint(const float* dy, std::int64_t k, const TileGrid& grid, float* dm);
+template <class T>
+void output_tiles_adjoint(const T* dy, std::int64_t k, const TileGrid& grid, float* dm);
 
 /// u[p][c][k] = (G g G^T)[p] for every filter g = w[k][c][3][3] (OIHW): the forward filters.
 void forward_filters(const float* w, std::int64_t k, std::int64_t c, float* u);
