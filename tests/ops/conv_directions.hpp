@@ -3,6 +3,8 @@
 // test_conv3x3_kiln_winograd.cpp): the same seed gives both backends the same operands.
 #pragma once
 
+#include <boost/test/unit_test.hpp>
+
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -49,6 +51,19 @@ inline Conv2dDesc square_conv(std::int64_t c, std::int64_t k, std::int64_t side,
   d.n = 2, d.c = c, d.h = d.w = side, d.k = k, d.r = d.s = r;
   d.stride_h = d.stride_w = stride, d.pad_h = d.pad_w = r / 2, d.dtype = dtype;
   return d;
+}
+
+/// Checks that two ways of computing the same convolution agree within `bound` of the largest
+/// value in every output (forward, backward-data, backward-filter written and added), and logs the
+/// differences.
+inline void check_agree(const ConvResults& got, const ConvResults& want, double bound) {
+  BOOST_TEST_MESSAGE("difference relative to the largest |value|: y " << relative_difference(got.y, want.y)
+                     << ", dx " << relative_difference(got.dx, want.dx) << ", dw "
+                     << relative_difference(got.dw, want.dw));
+  BOOST_TEST(relative_difference(got.y, want.y) < bound);
+  BOOST_TEST(relative_difference(got.dx, want.dx) < bound);
+  BOOST_TEST(relative_difference(got.dw, want.dw) < bound);
+  BOOST_TEST(relative_difference(got.dw_added, want.dw_added) < bound);
 }
 
 }  // namespace kiln::test

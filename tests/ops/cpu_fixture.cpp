@@ -56,9 +56,13 @@ BackendPtr make_cpu_backend(const ParamMap& params, const RankInfo& ranks) {
 }
 
 BackendPtr make_cpu_backend_with(const std::string& key, const std::string& value) {
+  return make_cpu_backend_with({{key, value}});
+}
+
+BackendPtr make_cpu_backend_with(std::initializer_list<std::pair<std::string, std::string>> options) {
   ParamMap params("backend");
   params.set("threads", std::int64_t{0}, "test");
-  params.set(key, value, "test");
+  for (const auto& [key, value] : options) params.set(key, value, "test");
   return make_cpu_backend(params);
 }
 

@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/backend.hpp"
@@ -29,6 +31,8 @@ using BackendPtr = std::unique_ptr<Backend, BackendDeleter>;
 BackendPtr make_cpu_backend(const ParamMap& params, const RankInfo& ranks = {});
 /// A new cpu backend (threads = 0) with one string parameter set, e.g. ("conv_layout", "blocked").
 BackendPtr make_cpu_backend_with(const std::string& key, const std::string& value);
+/// The same with several string options, e.g. {{"conv3x3", "direct"}, {"conv_layout", "blocked"}}.
+BackendPtr make_cpu_backend_with(std::initializer_list<std::pair<std::string, std::string>> options);
 /// The process-wide backend the op tests share (threads = 0, one local rank).
 Backend& cpu();
 

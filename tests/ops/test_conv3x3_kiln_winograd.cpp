@@ -34,11 +34,7 @@ BackendPtr kiln_winograd() {
 /// The direct convolutions to compare with, on the same channels-last layout the Winograd
 /// backend's convolutions use (`conv_layout = "auto"` is blocked on AVX2 only with direct 3x3s).
 BackendPtr direct_channels_last() {
-  ParamMap params("backend");
-  params.set("threads", std::int64_t{0}, "test");
-  params.set("conv3x3", std::string("direct"), "test");
-  params.set("conv_layout", std::string("channels_last"), "test");
-  return make_cpu_backend(params);
+  return make_cpu_backend_with({{"conv3x3", "direct"}, {"conv_layout", "channels_last"}});
 }
 
 Conv2dDesc padded(Conv2dDesc d, std::int64_t pad) {
@@ -78,12 +74,7 @@ BOOST_AUTO_TEST_CASE(agrees_with_direct_to_f32_rounding) {
       // As oneDNN's F(4x4, 3x3): the transforms scale values by up to ~10 before the products,
       // leaving ~1e-6 of the largest output in f32 (f16 outputs: their own rounding, 2^-11).
       const double bound = d.dtype == DType::f16 ? 2e-3 : 2e-5;
-      BOOST_TEST_MESSAGE("Winograd - direct, relative to the largest |direct|: y " << relative_difference(w.y, r.y)
-                         << ", dx " << relative_difference(w.dx, r.dx) << ", dw " << relative_difference(w.dw, r.dw));
-      BOOST_TEST(relative_difference(w.y, r.y) < bound);
-      BOOST_TEST(relative_difference(w.dx, r.dx) < bound);
-      BOOST_TEST(relative_difference(w.dw, r.dw) < bound);
-      BOOST_TEST(relative_difference(w.dw_added, r.dw_added) < bound);
+      check_agree(w, r, bound);
     }
   }
 }

@@ -51,12 +51,7 @@ BOOST_AUTO_TEST_CASE(winograd_agrees_with_direct_to_f32_rounding) {
       // F(4x4, 3x3)'s transforms scale values by up to ~10 before the products; in f32 that
       // leaves ~1e-6 of the largest output (f16 outputs: their own rounding, 2^-11, dominates).
       const double bound = d.dtype == DType::f16 ? 2e-3 : 2e-5;
-      BOOST_TEST_MESSAGE("Winograd - direct, relative to the largest |direct|: y " << relative_difference(w.y, r.y)
-                         << ", dx " << relative_difference(w.dx, r.dx) << ", dw " << relative_difference(w.dw, r.dw));
-      BOOST_TEST(relative_difference(w.y, r.y) < bound);
-      BOOST_TEST(relative_difference(w.dx, r.dx) < bound);
-      BOOST_TEST(relative_difference(w.dw, r.dw) < bound);
-      BOOST_TEST(relative_difference(w.dw_added, r.dw_added) < bound);
+      check_agree(w, r, bound);
     }
   }
 }
@@ -90,10 +85,7 @@ BOOST_AUTO_TEST_CASE(nchw_tensors_and_widened_bf16_take_it_too) {
   for (const auto& c : cases) {
     BOOST_TEST_CONTEXT(c.what) {
       BOOST_TEST_REQUIRE(!same_bits(c.w.y, c.r.y), "Winograd and direct gave the same bits: it did not run");
-      BOOST_TEST(relative_difference(c.w.y, c.r.y) < c.bound);
-      BOOST_TEST(relative_difference(c.w.dx, c.r.dx) < c.bound);
-      BOOST_TEST(relative_difference(c.w.dw, c.r.dw) < c.bound);
-      BOOST_TEST(relative_difference(c.w.dw_added, c.r.dw_added) < c.bound);
+      check_agree(c.w, c.r, c.bound);
     }
   }
 }

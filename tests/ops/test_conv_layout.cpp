@@ -18,11 +18,7 @@ namespace {
 /// A backend with this layout; 3x3 convolutions direct (`conv3x3 = "auto"` may run Kiln's own
 /// Winograd on the channels-last tensors instead, which no layout choice touches).
 BackendPtr cpu_with_layout(const std::string& layout, const std::string& conv3x3 = "direct") {
-  ParamMap params("backend");
-  params.set("threads", std::int64_t{0}, "test");
-  params.set("conv_layout", layout, "test");
-  params.set("conv3x3", conv3x3, "test");
-  return make_cpu_backend(params);
+  return make_cpu_backend_with({{"conv_layout", layout}, {"conv3x3", conv3x3}});
 }
 
 bool runs_blocked(const BackendPtr& backend) {

@@ -66,9 +66,10 @@ Winograd3x3::Matmul Winograd3x3::make_matmul(std::int64_t m, std::int64_t kk, st
           dnnl::memory(out, engine_, nullptr)};
 }
 
-void Winograd3x3::run(dnnl::stream& stream, Matmul& mm, float* a, float* b, float* out) {
-  mm.a.set_data_handle(a);
-  mm.b.set_data_handle(b);
+void Winograd3x3::run(dnnl::stream& stream, Matmul& mm, const float* a, const float* b, float* out) {
+  // oneDNN's memory handles are non-const; the matmul only reads its source and weights.
+  mm.a.set_data_handle(const_cast<float*>(a));
+  mm.b.set_data_handle(const_cast<float*>(b));
   mm.out.set_data_handle(out);
   mm.primitive.execute(stream, {{DNNL_ARG_SRC, mm.a}, {DNNL_ARG_WEIGHTS, mm.b}, {DNNL_ARG_DST, mm.out}});
   stream.wait();
@@ -85,28 +86,28 @@ const float* Winograd3x3::f32_weights(const Tensor& w) {
   return wide;
 }
 
+void Winograd3x3::correlate(dnnl::stream& stream, std::optional<Matmul>& slot, const wg::TileGrid& grid,
+                            std::int64_t in_channels, std::int64_t out_channels, const Tensor& in,
+                            const float* filters, const Tensor& out) {
+  const std::int64_t tiles = grid.tiles();
+  if (!slot) slot.emplace(make_matmul(tiles, in_channels, out_channels, false));
+  float* v = scratch(0, wg::kPoints * tiles * in_channels);
+  float* m = scratch(2, wg::kPoints * tiles * out_channels);
+  input_tiles_of(in, in_channels, grid, v);
+  run(stream, *slot, v, filters, m);
+  output_tiles_into(m, out_channels, grid, out);
+}
+
 void Winograd3x3::forward(dnnl::stream& stream, const Tensor& y, const Tensor& x, const Tensor& w) {
-  const std::int64_t tiles = forward_grid_.tiles(), c = desc_.c, k = desc_.k;
-  if (!fwd_) fwd_.emplace(make_matmul(tiles, c, k, false));
-  float* v = scratch(0, wg::kPoints * tiles * c);
-  float* u = scratch(1, wg::kPoints * c * k);
-  float* m = scratch(2, wg::kPoints * tiles * k);
-  input_tiles_of(x, c, forward_grid_, v);
-  wg::forward_filters(f32_weights(w), k, c, u);
-  run(stream, *fwd_, v, u, m);
-  output_tiles_into(m, k, forward_grid_, y);
+  float* u = scratch(1, wg::kPoints * desc_.c * desc_.k);
+  wg::forward_filters(f32_weights(w), desc_.k, desc_.c, u);
+  correlate(stream, fwd_, forward_grid_, desc_.c, desc_.k, x, u, y);
 }
 
 void Winograd3x3::backward_data(dnnl::stream& stream, const Tensor& dx, const Tensor& dy, const Tensor& w) {
-  const std::int64_t tiles = backward_data_grid_.tiles(), c = desc_.c, k = desc_.k;
-  if (!bwd_data_) bwd_data_.emplace(make_matmul(tiles, k, c, false));
-  float* v = scratch(0, wg::kPoints * tiles * k);
-  float* u = scratch(1, wg::kPoints * k * c);
-  float* m = scratch(2, wg::kPoints * tiles * c);
-  input_tiles_of(dy, k, backward_data_grid_, v);
-  wg::backward_data_filters(f32_weights(w), k, c, u);
-  run(stream, *bwd_data_, v, u, m);
-  output_tiles_into(m, c, backward_data_grid_, dx);
+  float* u = scratch(1, wg::kPoints * desc_.k * desc_.c);
+  wg::backward_data_filters(f32_weights(w), desc_.k, desc_.c, u);
+  correlate(stream, bwd_data_, backward_data_grid_, desc_.k, desc_.c, dy, u, dx);
 }
 
 void Winograd3x3::backward_filter(dnnl::stream& stream, const Tensor& dw, const Tensor& dy, const Tensor& x,

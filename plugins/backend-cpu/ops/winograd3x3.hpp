@@ -60,8 +60,14 @@ class Winograd3x3 {
     dnnl::memory a, b, out;
   };
   Matmul make_matmul(std::int64_t m, std::int64_t kk, std::int64_t n, bool a_transposed) const;
-  void run(dnnl::stream& stream, Matmul& mm, float* a, float* b, float* out);
+  void run(dnnl::stream& stream, Matmul& mm, const float* a, const float* b, float* out);
   float* scratch(int which, std::int64_t floats);
+  /// out = the stride-1 3x3 correlation of `in` (in_channels) over `grid` with the transformed
+  /// filters [36][in_channels][out_channels]: tiles in, one batched matmul, tiles out. Forward and
+  /// backward-data differ only in the grid, the filters and which tensors go in and out.
+  void correlate(dnnl::stream& stream, std::optional<Matmul>& slot, const winograd::TileGrid& grid,
+                 std::int64_t in_channels, std::int64_t out_channels, const Tensor& in, const float* filters,
+                 const Tensor& out);
   /// The weights in f32: `w` itself, or f16 weights widened into scratch slot 3.
   const float* f32_weights(const Tensor& w);
 
