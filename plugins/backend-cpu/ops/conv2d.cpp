@@ -22,7 +22,10 @@
 // faster (winograd_pays: channels in blocks of 16, enough output positions in the batch) and oneDNN takes it in
 // all three directions (AVX-512 only; it refuses strides and dilations); those kernels work on
 // oneDNN's blocked activation layout only, so such a plan's activations are reordered at the
-// edges like `conv_layout = "blocked"` ones.
+// edges like `conv_layout = "blocked"` ones. On AVX2 CPUs (oneDNN has no Winograd there) the
+// `conv3x3` option runs Kiln's own Winograd instead (winograd3x3.hpp) for the calls whose tensors
+// it takes (f32 or f16, channels-last), where kiln_winograd_pays; the plan keeps the primitives
+// for the other calls.
 #include <algorithm>
 #include <optional>
 
