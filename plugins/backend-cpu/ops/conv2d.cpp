@@ -79,10 +79,13 @@ bool winograd_pays(const Conv2dDesc& d) {
 /// tiles in the batch it was 1.2-2.8x faster (512 channels at 7x7, batch 16, the least); with 32
 /// to 63 tiles only up to 256 channels (128 at 28x28 batch 1: 2.1x; 256 at 14x14 batch 2: 1.07x),
 /// while 512 at 7x7 batch 8 (32 tiles) was 1.2x slower: the filter transforms, 36 x C x K values
-/// per call, outweigh the few tiles' savings.
+/// per call, outweigh the few tiles' savings. Measured up to 512 channels only: above that the
+/// filter points alone (36 x C x K floats, 38 MB at 512) would grow past what was measured, so
+/// wider layers stay direct.
 bool kiln_winograd_pays(const Conv2dDesc& d) {
   const std::int64_t tiles = d.n * ((d.out_h() + 3) / 4) * ((d.out_w() + 3) / 4);
-  return tiles >= 64 || (tiles >= 32 && std::max(d.c, d.k) <= 256);
+  const std::int64_t widest = std::max(d.c, d.k);
+  return widest <= 512 && (tiles >= 64 || (tiles >= 32 && widest <= 256));
 }
 
 class ConvPlan final : public OpPlan {
