@@ -122,7 +122,7 @@ class ConvPlan final : public OpPlan {
   /// whose tensors it takes (Conv1x1Matmul::takes), the others run the convolution primitives.
   std::optional<Conv1x1Matmul> pointwise;
   /// Kiln's AVX2 Winograd (winograd3x3.hpp), where the backend chose it and the shape pays; used
-  /// for the calls whose tensors it takes (f32, channels-last), the others run the primitives.
+  /// for the calls whose tensors it takes (f32 or f16, channels-last), the others run the primitives.
   std::optional<Winograd3x3> winograd;
 
   /// One primitive (forward, backward-data or backward-filter) with its edges, and the operands
