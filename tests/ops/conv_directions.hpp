@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "cpu_fixture.hpp"
@@ -18,19 +19,28 @@ struct ConvResults {
   Tensor y, dx, dw, dw_added;
 };
 
-/// Forward, backward-data, backward-filter (written, then added into dw0) on activations of
-/// dtype `d.dtype` in `layout` (channels-last as the ResNet models pass them; NCHW as tests may).
+/// The dtypes the operands are stored in, where not the plan's own: a bf16 plan of a
+/// mixed-precision model reads f32 master weights and writes f32 weight gradients.
+struct OperandDtypes {
+  DType activations, weights;
+};
+
+/// Forward, backward-data, backward-filter (written, then added into dw0) on activations in
+/// `layout` (channels-last as the ResNet models pass them; NCHW as tests may), every operand of
+/// dtype `d.dtype` unless `dtypes` says otherwise (activations: x, dy, y, dx; weights: w, dw).
 inline ConvResults run_directions(Backend& backend, const Conv2dDesc& d, std::mt19937::result_type seed,
-                                  Layout layout = Layout::nhwc) {
+                                  Layout layout = Layout::nhwc, std::optional<OperandDtypes> dtypes = {}) {
+  const OperandDtypes dt = dtypes.value_or(OperandDtypes{d.dtype, d.dtype});
   std::mt19937 rng(seed);
   const auto act = [&](const Shape& s) {
     const Tensor t = random_f32(s, rng);
-    return to_dtype(layout == Layout::nhwc ? to_channels_last(t) : t, d.dtype);
+    return to_dtype(layout == Layout::nhwc ? to_channels_last(t) : t, dt.activations);
   };
   const Tensor x = act({d.n, d.c, d.h, d.w}), dy = act({d.n, d.k, d.out_h(), d.out_w()});
-  const Tensor w = to_dtype(random_f32({d.k, d.c, d.r, d.s}, rng), d.dtype);
-  ConvResults r{poisoned(dy.shape(), d.dtype).with_layout(layout), poisoned(x.shape(), d.dtype).with_layout(layout),
-            poisoned(w.shape(), d.dtype), to_dtype(random_f32(w.shape(), rng), d.dtype)};
+  const Tensor w = to_dtype(random_f32({d.k, d.c, d.r, d.s}, rng), dt.weights);
+  ConvResults r{poisoned(dy.shape(), dt.activations).with_layout(layout),
+                poisoned(x.shape(), dt.activations).with_layout(layout), poisoned(w.shape(), dt.weights),
+                to_dtype(random_f32(w.shape(), rng), dt.weights)};
   auto plan = backend.plan_conv2d(d);
   backend.conv2d_forward(*plan, r.y, x, w);
   backend.conv2d_backward_data(*plan, r.dx, dy, w);

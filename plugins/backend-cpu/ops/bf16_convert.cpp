@@ -2,17 +2,15 @@
 // path (16 lanes per step as two 8-lane halves, scalar tail) and the SDK's scalar loop, chosen
 // once from cpuid. Each vector path compiles with its own target attribute.
 //
-// Narrowing is the scalar code's integer rounding done per lane: add 0x7fff plus the lowest kept
-// bit (ties to even), keep the top 16 bits; a NaN lane (|u| > 0x7f800000) instead keeps its top
-// 16 bits with the quiet bit (0x0040 of the bf16) set. Finite values that round past the largest
-// bf16 carry into the exponent and become inf, as in the scalar code. No FP instruction is
-// involved, so DAZ/FTZ cannot change subnormals.
+// Narrowing is the scalar code's integer rounding done per lane (bf16_lanes_avx2.hpp says how;
+// the AVX-512 path below is the same arithmetic on 16 lanes).
 #include "ops/bf16_convert.hpp"
 
 #include <immintrin.h>
 
 #include <cstdint>
 
+#include "ops/bf16_lanes_avx2.hpp"
 #include "ops/convert_chunks.hpp"
 #include "ops/half.hpp"
 
@@ -100,26 +98,8 @@ KILN_BF16_AVX512 void f32_round_to_bf16_avx512(const float* in, float* out, std:
 
 #define KILN_BF16_AVX2 __attribute__((target("avx2")))
 
-KILN_BF16_AVX2 static inline __m256i round8(__m256i u) {
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
-  // |u| and 0x7f800000 are both below 2^31, so the signed compare is the unsigned one.
-  const __m256i nan =
-      _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
-  return _mm256_blendv_epi8(rounded, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan);
-}
-
-KILN_BF16_AVX2 static inline __m256 widen8(__m128i h) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-/// 16 f32 -> 16 bf16: both halves rounded, shifted down, packed in order.
-KILN_BF16_AVX2 static inline __m256i narrow16(__m256 lo, __m256 hi) {
-  const __m256i a = _mm256_srli_epi32(round8(_mm256_castps_si256(lo)), 16);
-  const __m256i b = _mm256_srli_epi32(round8(_mm256_castps_si256(hi)), 16);
-  // packus works per 128-bit lane: [a0-3 b0-3 | a4-7 b4-7]; the permute restores a0-7 b0-7.
-  return _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), _MM_SHUFFLE(3, 1, 2, 0));
-}
+using bf16_lanes::narrow16;
+using bf16_lanes::widen8;
 
 KILN_BF16_AVX2 void bf16_to_f32_avx2(const std::uint16_t* in, float* out, std::size_t n) noexcept {
   std::size_t i = 0;
@@ -141,8 +121,7 @@ KILN_BF16_AVX2 void f32_to_bf16_avx2(const float* in, std::uint16_t* out, std::s
 KILN_BF16_AVX2 void f32_round_to_bf16_avx2(const float* in, float* out, std::size_t n) noexcept {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256i r = round8(_mm256_castps_si256(_mm256_loadu_ps(in + i)));
-    _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(-65536))));
+    _mm256_storeu_ps(out + i, bf16_lanes::round_to_bf16(_mm256_loadu_ps(in + i)));
   }
   f32_round_to_bf16_scalar(in + i, out + i, n - i);
 }

@@ -24,7 +24,7 @@
 // oneDNN's blocked activation layout only, so such a plan's activations are reordered at the
 // edges like `conv_layout = "blocked"` ones. On AVX2 CPUs (oneDNN has no Winograd there) the
 // `conv3x3` option runs Kiln's own Winograd instead (winograd3x3.hpp) for the calls whose tensors
-// it takes (f32 or f16, channels-last), where kiln_winograd_pays; the plan keeps the primitives
+// it takes (f32, f16 or bf16, channels-last), where kiln_winograd_pays; the plan keeps the primitives
 // for the other calls.
 #include <algorithm>
 #include <optional>
@@ -110,8 +110,10 @@ class ConvPlan final : public OpPlan {
     }
     hint_ = forward_pd(compute);
     if (pointwise_matmul && is_pointwise(d)) pointwise.emplace(d, engine_, scratch_, bf16_primitives);
-    if (conv3x3 == Conv3x3Mode::kiln_winograd && (d.dtype == DType::f32 || d.dtype == DType::f16) &&
-        Winograd3x3::fits(d) && kiln_winograd_pays(d)) {
+    // Plans that compute in f32 only (as oneDNN's Winograd above): a bf16 plan with bf16
+    // primitives computes in bf16, and Kiln's transforms would change what it computes.
+    if (conv3x3 == Conv3x3Mode::kiln_winograd && compute == DType::f32 && Winograd3x3::fits(d) &&
+        kiln_winograd_pays(d)) {
       winograd.emplace(d, engine_, scratch_);
     }
   }
@@ -122,7 +124,7 @@ class ConvPlan final : public OpPlan {
   /// whose tensors it takes (Conv1x1Matmul::takes), the others run the convolution primitives.
   std::optional<Conv1x1Matmul> pointwise;
   /// Kiln's AVX2 Winograd (winograd3x3.hpp), where the backend chose it and the shape pays; used
-  /// for the calls whose tensors it takes (f32 or f16, channels-last), the others run the primitives.
+  /// for the calls whose tensors it takes (f32, f16 or bf16, channels-last), the others run the primitives.
   std::optional<Winograd3x3> winograd;
 
   /// One primitive (forward, backward-data or backward-filter) with its edges, and the operands

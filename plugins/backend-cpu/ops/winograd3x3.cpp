@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "ops/bf16_convert.hpp"
 #include "ops/f16_convert.hpp"
 
 namespace kiln::cpu {
@@ -16,22 +17,32 @@ bool cpu_runs_kiln_winograd() { return f16_paths::has_avx2_f16c(); }
 
 namespace {
 
-bool f32_or_f16(const Tensor& t) { return t.dtype() == DType::f32 || t.dtype() == DType::f16; }
+bool stored_float(const Tensor& t) {
+  return t.dtype() == DType::f32 || t.dtype() == DType::f16 || t.dtype() == DType::bf16;
+}
 
-// The activation passes on a tensor stored f32 or f16 (winograd_transforms.hpp reads both).
-void input_tiles_of(const Tensor& x, std::int64_t c, const wg::TileGrid& grid, float* v) {
-  if (x.dtype() == DType::f16) return wg::input_tiles(static_cast<const std::uint16_t*>(x.data()), c, grid, v);
-  wg::input_tiles(static_cast<const float*>(x.data()), c, grid, v);
-}
-void output_tiles_into(const float* m, std::int64_t k, const wg::TileGrid& grid, const Tensor& y) {
-  if (y.dtype() == DType::f16) return wg::output_tiles(m, k, grid, static_cast<std::uint16_t*>(y.data()));
-  wg::output_tiles(m, k, grid, static_cast<float*>(y.data()));
-}
-void output_tiles_adjoint_of(const Tensor& dy, std::int64_t k, const wg::TileGrid& grid, float* dm) {
-  if (dy.dtype() == DType::f16) {
-    return wg::output_tiles_adjoint(static_cast<const std::uint16_t*>(dy.data()), k, grid, dm);
+/// Calls read(p) with the data of the activation input `t` as the transforms' load type for it:
+/// float, f16 bits, Bf16, or for an f32 input of a bf16 plan F32AsBf16 (read rounded to bf16, as
+/// the direct path's edges round it: EdgeRound::bf16 in dnnl_edge.hpp).
+template <class Read>
+void read_as_stored(const Tensor& t, bool bf16_plan, Read&& read) {
+  switch (t.dtype()) {
+    case DType::f16: return read(static_cast<const std::uint16_t*>(t.data()));
+    case DType::bf16: return read(static_cast<const wg::Bf16*>(t.data()));
+    default:
+      if (bf16_plan) return read(static_cast<const wg::F32AsBf16*>(t.data()));
+      return read(static_cast<const float*>(t.data()));
   }
-  wg::output_tiles_adjoint(static_cast<const float*>(dy.data()), k, grid, dm);
+}
+
+/// Calls write(p) with the data of the output `t` as the transforms' store type for it.
+template <class Write>
+void write_as_stored(const Tensor& t, Write&& write) {
+  switch (t.dtype()) {
+    case DType::f16: return write(static_cast<std::uint16_t*>(t.data()));
+    case DType::bf16: return write(static_cast<wg::Bf16*>(t.data()));
+    default: return write(static_cast<float*>(t.data()));
+  }
 }
 
 }  // namespace
@@ -43,7 +54,7 @@ bool Winograd3x3::fits(const Conv2dDesc& d) {
 }
 
 bool Winograd3x3::takes(const Tensor& activation_a, const Tensor& activation_b, const Tensor& weights) {
-  return f32_or_f16(activation_a) && f32_or_f16(activation_b) && f32_or_f16(weights) &&
+  return stored_float(activation_a) && stored_float(activation_b) && stored_float(weights) &&
          activation_a.layout() == Layout::nhwc &&
          activation_b.layout() == Layout::nhwc && weights.layout() == Layout::row_major;
 }
@@ -79,10 +90,17 @@ float* Winograd3x3::scratch(int which, std::int64_t floats) {
 }
 
 const float* Winograd3x3::f32_weights(const Tensor& w) {
-  if (w.dtype() == DType::f32) return static_cast<const float*>(w.data());
-  float* wide = scratch(3, w.numel());
-  f16_to_f32_parallel(static_cast<const std::uint16_t*>(w.data()), wide, static_cast<std::size_t>(w.numel()));
-  return wide;
+  const auto n = static_cast<std::size_t>(w.numel());
+  float* const wide = scratch(3, w.numel());
+  switch (w.dtype()) {
+    case DType::f16: f16_to_f32_parallel(static_cast<const std::uint16_t*>(w.data()), wide, n); return wide;
+    case DType::bf16: bf16_to_f32_parallel(static_cast<const std::uint16_t*>(w.data()), wide, n); return wide;
+    default:
+      if (!bf16_plan()) return static_cast<const float*>(w.data());
+      // f32 master weights of a bf16 plan: read at bf16 precision, as by the direct path.
+      f32_round_to_bf16_parallel(static_cast<const float*>(w.data()), wide, n);
+      return wide;
+  }
 }
 
 void Winograd3x3::correlate(dnnl::stream& stream, std::optional<Matmul>& slot, const wg::TileGrid& grid,
@@ -92,9 +110,9 @@ void Winograd3x3::correlate(dnnl::stream& stream, std::optional<Matmul>& slot, c
   if (!slot) slot.emplace(make_matmul(tiles, in_channels, out_channels, false));
   float* v = scratch(0, wg::kPoints * tiles * in_channels);
   float* m = scratch(2, wg::kPoints * tiles * out_channels);
-  input_tiles_of(in, in_channels, grid, v);
+  read_as_stored(in, bf16_plan(), [&](const auto* data) { wg::input_tiles(data, in_channels, grid, v); });
   run(stream, *slot, v, filters, m);
-  output_tiles_into(m, out_channels, grid, out);
+  write_as_stored(out, [&](auto* data) { wg::output_tiles(m, out_channels, grid, data); });
 }
 
 void Winograd3x3::forward(dnnl::stream& stream, const Tensor& y, const Tensor& x, const Tensor& w) {
@@ -116,18 +134,19 @@ void Winograd3x3::backward_filter(dnnl::stream& stream, const Tensor& dw, const 
   float* v = scratch(0, wg::kPoints * tiles * c);
   float* dm = scratch(2, wg::kPoints * tiles * k);
   float* du = scratch(1, wg::kPoints * c * k);
-  input_tiles_of(x, c, forward_grid_, v);
-  output_tiles_adjoint_of(dy, k, forward_grid_, dm);
+  read_as_stored(x, bf16_plan(), [&](const auto* data) { wg::input_tiles(data, c, forward_grid_, v); });
+  read_as_stored(dy, bf16_plan(), [&](const auto* data) { wg::output_tiles_adjoint(data, k, forward_grid_, dm); });
   run(stream, *bwd_filter_, v, dm, du);
   const bool accumulate = acc == Accumulate::yes;
   if (dw.dtype() == DType::f32) return wg::filter_gradients(du, k, c, static_cast<float*>(dw.data()), accumulate);
-  // An f16 gradient: computed (and added to) in f32, then rounded once.
+  // An f16 or bf16 gradient: computed (and added to) in f32, then rounded once.
   const auto n = static_cast<std::size_t>(dw.numel());
   auto* half = static_cast<std::uint16_t*>(dw.data());
   float* wide = scratch(3, dw.numel());
-  if (accumulate) f16_to_f32_parallel(half, wide, n);
+  const bool bf16 = dw.dtype() == DType::bf16;
+  if (accumulate) (bf16 ? bf16_to_f32_parallel : f16_to_f32_parallel)(half, wide, n);
   wg::filter_gradients(du, k, c, wide, accumulate);
-  f32_to_f16_parallel(wide, half, n);
+  (bf16 ? f32_to_bf16_parallel : f32_to_f16_parallel)(wide, half, n);
 }
 
 }  // namespace kiln::cpu

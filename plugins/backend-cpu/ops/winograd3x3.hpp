@@ -1,5 +1,5 @@
 // Kiln's own Winograd F(4x4, 3x3) convolution for CPUs with AVX2, FMA and F16C, on channels-last
-// f32 or f16 tensors, in all three directions. oneDNN 2.6 has Winograd kernels only from AVX-512
+// f32, f16 or bf16 tensors, in all three directions. oneDNN 2.6 has Winograd kernels only from AVX-512
 // up; on an AVX2 CPU its direct convolutions are all there is, and they are no faster than
 // PyTorch's (the reason the AVX2 EPYCs missed issue 13's fp32 ResNet-50 goal). Per direction,
 // three passes (U and dU: [36][in channels][out channels]; V, M, dM: [36][tiles][channels]):
@@ -15,9 +15,11 @@
 // backend's shared scratch (EdgeScratch slots kScratchSlot..+3), used only during one call.
 //
 // Takes: 3x3 kernel, stride 1, no dilation, one group, padding 0 to 2, channel counts multiples
-// of 8 (the transforms' vector width); operands f32 or f16 (f16 plans compute in f32, as on every
-// other path of this backend), activations channels-last, weights plain OIHW. The results differ
-// from a direct convolution's by the transforms' f32 rounding, a few 1e-6 of the largest output
+// of 8 (the transforms' vector width); operands f32, f16 or bf16 (f16 plans, and bf16 ones on
+// these CPUs without bf16 kernels, compute in f32 as on every other path of this backend; an f32
+// input of a bf16 plan is read rounded to bf16), activations channels-last, weights plain OIHW.
+// The results differ from a direct convolution's by the transforms' f32 rounding, a few 1e-6 of
+// the largest output, before any f16 or bf16 output's own rounding
 // (tests/ops/test_conv3x3_kiln_winograd.cpp). Measured on the Zen 2 EPYC: ResNet-50's 13 stride-1
 // 3x3 layers 1.62x faster than oneDNN's direct AVX2 convolutions (docs/benchmarks.md, "Kiln's
 // Winograd for AVX2 CPUs"); conv2d.cpp's kiln_winograd_pays says where it pays.
@@ -42,8 +44,9 @@ class Winograd3x3 {
  public:
   /// Whether `d` is a convolution this algorithm computes (the shape rules above; not whether it pays).
   static bool fits(const Conv2dDesc& d);
-  /// Whether these operands can take it: f32 or f16 (widened on load, rounded on store: the plans
-  /// of f16 compute in f32 like every other path here), activations channels-last, weights plain.
+  /// Whether these operands can take it: f32, f16 or bf16 (widened on load, rounded on store: the
+  /// plans of f16 and bf16 compute in f32 like every other path here on AVX2), activations
+  /// channels-last, weights plain.
   static bool takes(const Tensor& activation_a, const Tensor& activation_b, const Tensor& weights);
 
   /// `d` must fit; the matmuls are built on first use of each direction.
@@ -72,8 +75,11 @@ class Winograd3x3 {
   void correlate(dnnl::stream& stream, std::optional<Matmul>& slot, const winograd::TileGrid& grid,
                  std::int64_t in_channels, std::int64_t out_channels, const Tensor& in, const float* filters,
                  const Tensor& out);
-  /// The weights in f32: `w` itself, or f16 weights widened into scratch slot 3.
+  /// The weights in f32: `w` itself; f16 or bf16 weights widened, or f32 weights of a bf16 plan
+  /// rounded to bf16 precision, into scratch slot 3.
   const float* f32_weights(const Tensor& w);
+  /// A bf16 plan reads its f32 inputs rounded to bf16 (as the direct path's edges do).
+  bool bf16_plan() const { return desc_.dtype == DType::bf16; }
 
   Conv2dDesc desc_;
   dnnl::engine engine_;

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 
+#include "ops/bf16_lanes_avx2.hpp"
+
 #define KILN_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace kiln::cpu::winograd {
@@ -141,18 +143,25 @@ KILN_AVX2 inline void filter_adjoint_2d(const v8 u[6][6], v8 g[3][3]) {
   for (int i = 0; i < 3; ++i) filter_adjoint_1d(t[i], g[i]);
 }
 
-// --- 8 activations in, 8 out: f32, or f16 widened and narrowed on the way (F16C) ----------
+// --- 8 activations in, 8 out: f32, or f16 (F16C) and bf16 widened and narrowed on the way ---
 
 KILN_AVX2 inline v8 load8(const float* p) { return _mm256_loadu_ps(p); }
 KILN_AVX2 inline v8 load8(const std::uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
+KILN_AVX2 inline v8 load8(const Bf16* p) {
+  return bf16_lanes::widen8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+KILN_AVX2 inline v8 load8(const F32AsBf16* p) {
+  return bf16_lanes::round_to_bf16(_mm256_loadu_ps(reinterpret_cast<const float*>(p)));
+}
 KILN_AVX2 inline void store8(float* p, v8 v) { _mm256_storeu_ps(p, v); }
-/// Round to nearest even, as the SDK's scalar f32 -> f16 (kiln/sdk/half.hpp) and the backend's
-/// other f16 loops do.
+/// Round to nearest even, as the SDK's scalar f32 -> f16 and f32 -> bf16 (kiln/sdk/half.hpp)
+/// and the backend's other conversion loops do.
 KILN_AVX2 inline void store8(std::uint16_t* p, v8 v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
+KILN_AVX2 inline void store8(Bf16* p, v8 v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), bf16_lanes::narrow8(v)); }
 
 // --- per-tile and per-filter-block bodies ------------------------------------------------
 
@@ -287,6 +296,8 @@ void input_tiles(const T* x, std::int64_t c, const TileGrid& grid, float* v) {
 }
 template void input_tiles(const float*, std::int64_t, const TileGrid&, float*);
 template void input_tiles(const std::uint16_t*, std::int64_t, const TileGrid&, float*);
+template void input_tiles(const Bf16*, std::int64_t, const TileGrid&, float*);
+template void input_tiles(const F32AsBf16*, std::int64_t, const TileGrid&, float*);
 
 template <class T>
 void output_tiles(const float* m, std::int64_t k, const TileGrid& grid, T* y) {
@@ -296,6 +307,7 @@ void output_tiles(const float* m, std::int64_t k, const TileGrid& grid, T* y) {
 }
 template void output_tiles(const float*, std::int64_t, const TileGrid&, float*);
 template void output_tiles(const float*, std::int64_t, const TileGrid&, std::uint16_t*);
+template void output_tiles(const float*, std::int64_t, const TileGrid&, Bf16*);
 
 template <class T>
 void output_tiles_adjoint(const T* dy, std::int64_t k, const TileGrid& grid, float* dm) {
@@ -305,6 +317,8 @@ void output_tiles_adjoint(const T* dy, std::int64_t k, const TileGrid& grid, flo
 }
 template void output_tiles_adjoint(const float*, std::int64_t, const TileGrid&, float*);
 template void output_tiles_adjoint(const std::uint16_t*, std::int64_t, const TileGrid&, float*);
+template void output_tiles_adjoint(const Bf16*, std::int64_t, const TileGrid&, float*);
+template void output_tiles_adjoint(const F32AsBf16*, std::int64_t, const TileGrid&, float*);
 
 void forward_filters(const float* w, std::int64_t k, std::int64_t c, float* u) {
 #pragma omp parallel for schedule(static)

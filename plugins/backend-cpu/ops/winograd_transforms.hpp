@@ -1,4 +1,4 @@
-// The tile transforms of Winograd F(4x4, 3x3) on channels-last f32 tensors, in AVX2+FMA loops
+// The tile transforms of Winograd F(4x4, 3x3) on channels-last f32, f16 or bf16 tensors, in AVX2+FMA loops
 // (Kiln's own; ops/winograd3x3.hpp puts them together with the 36 matmuls in between).
 //
 // F(4x4, 3x3) computes a 4x4 block of a 3x3 correlation from a 6x6 input tile with 36
@@ -38,8 +38,19 @@ struct TileGrid {
   std::int64_t tiles() const { return n * tiles_h() * tiles_w(); }
 };
 
-// The activation passes read and write the tensors in f32 (float) or f16 (std::uint16_t bits,
-// widened on load and rounded to nearest even on store), so f16 plans need no conversion pass.
+// The activation passes read and write the tensors as stored, so f16 and bf16 plans need no
+// conversion pass: f32 (float); f16 (std::uint16_t bits) and bf16 (Bf16), widened on load and
+// rounded to nearest even on store; and F32AsBf16, an f32 input of a bf16 plan, read rounded to
+// bf16 as a bf16 primitive would read it.
+
+/// The bits of a bf16 value (a type of its own: std::uint16_t here means f16).
+struct Bf16 {
+  std::uint16_t bits;
+};
+/// An f32 value read rounded to bf16 precision (only loaded, never stored).
+struct F32AsBf16 {
+  float value;
+};
 
 /// v[p][t][0..c) = (B^T d B)[p] of every input tile t of x [n][in_h][in_w][c].
 template <class T>
