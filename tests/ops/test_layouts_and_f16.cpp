@@ -14,6 +14,7 @@
 #include "cpu_fixture.hpp"
 #include "kiln/backend.hpp"
 #include "kiln/errors.hpp"
+#include "kiln/sdk/half.hpp"
 
 namespace kiln::test {
 namespace {
@@ -128,6 +129,23 @@ BOOST_AUTO_TEST_CASE(batchnorm_channels_last_and_f16) {
       close(got.dbeta, ref.dbeta, "dbeta");
     }
   }
+  // The f16 nhwc loops are the f32 ones on the f16 values (rows widened to f32, outputs rounded
+  // once): the same statistics and parameter gradients bit for bit, each output the f32 one
+  // rounded to f16.
+  const Out f32_nhwc = run(DType::f32, Layout::nhwc), f16_nhwc = run(DType::f16, Layout::nhwc);
+  const auto rounded_to_f16 = [](const std::vector<double>& v) {
+    std::vector<double> out;
+    for (double x : v) out.push_back(sdk::f16_to_f32(sdk::f32_to_f16(static_cast<float>(x))));
+    return out;
+  };
+  BOOST_TEST(f16_nhwc.y == rounded_to_f16(f32_nhwc.y));
+  BOOST_TEST(f16_nhwc.dx == rounded_to_f16(f32_nhwc.dx));
+  BOOST_TEST(f16_nhwc.mean == f32_nhwc.mean);
+  BOOST_TEST(f16_nhwc.invstd == f32_nhwc.invstd);
+  BOOST_TEST(f16_nhwc.rm == f32_nhwc.rm);
+  BOOST_TEST(f16_nhwc.rv == f32_nhwc.rv);
+  BOOST_TEST(f16_nhwc.dgamma == f32_nhwc.dgamma);
+  BOOST_TEST(f16_nhwc.dbeta == f32_nhwc.dbeta);
 }
 
 BOOST_AUTO_TEST_CASE(pooling_channels_last_and_f16) {

@@ -11,7 +11,7 @@
 
 #include "cpu_backend.hpp"
 #include "ops/elem.hpp"
-#include "parallel.hpp"
+#include "ops/f16_rows.hpp"
 #include "validate.hpp"
 
 namespace kiln::cpu {
@@ -32,14 +32,14 @@ inline float gelu_grad(float x) {
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner;
 }
 
-/// dx (+)= dy * grad(i), with the accumulate branch hoisted out of the loop.
+/// dx (+)= dy * grad(saved), with the accumulate branch hoisted out of the loop.
 template <class E, class Grad>
-void backward_loop(typename E::T* dx, const typename E::T* dy, std::int64_t n, Accumulate acc,
-                   Grad grad) {
+void backward_loop(typename E::T* dx, const typename E::T* dy, const typename E::T* saved, std::int64_t n,
+                   Accumulate acc, Grad grad) {
   if (acc == Accumulate::yes) {
-    parallel_for(n, [&](std::int64_t i) { dx[i] = E::store(E::load(dx[i]) + E::load(dy[i]) * grad(i)); });
+    map_elements<E>(n, dx, [&](float d, float g, float s) { return d + g * grad(s); }, dx, dy, saved);
   } else {
-    parallel_for(n, [&](std::int64_t i) { dx[i] = E::store(E::load(dy[i]) * grad(i)); });
+    map_elements<E>(n, dx, [&](float g, float s) { return g * grad(s); }, dy, saved);
   }
 }
 
@@ -47,21 +47,16 @@ template <class E>
 void forward_loop(typename E::T* out, const typename E::T* in, std::int64_t n, Activation act) {
   switch (act) {
     case Activation::relu:
-      parallel_for(n, [&](std::int64_t i) {
-        const float v = E::load(in[i]);
-        out[i] = E::store(v < 0.0f ? 0.0f : v);
-      });
+      map_elements<E>(n, out, [](float v) { return v < 0.0f ? 0.0f : v; }, in);
       return;
     case Activation::tanh:
-      parallel_for(n, [&](std::int64_t i) { out[i] = E::store(std::tanh(E::load(in[i]))); });
+      map_elements<E>(n, out, [](float v) { return std::tanh(v); }, in);
       return;
     case Activation::sigmoid:
-      parallel_for(n, [&](std::int64_t i) {
-        out[i] = E::store(1.0f / (1.0f + std::exp(-E::load(in[i]))));
-      });
+      map_elements<E>(n, out, [](float v) { return 1.0f / (1.0f + std::exp(-v)); }, in);
       return;
     case Activation::gelu:
-      parallel_for(n, [&](std::int64_t i) { out[i] = E::store(gelu(E::load(in[i]))); });
+      map_elements<E>(n, out, [](float v) { return gelu(v); }, in);
       return;
   }
 }
@@ -91,22 +86,16 @@ void CpuBackend::activation_backward(const Tensor& dx, const Tensor& dy, const T
     const T* s = static_cast<const T*>(saved.data());
     switch (act) {
       case Activation::relu:
-        backward_loop<E>(out, g, n, acc, [s](std::int64_t i) { return E::load(s[i]) > 0.0f ? 1.0f : 0.0f; });
+        backward_loop<E>(out, g, s, n, acc, [](float v) { return v > 0.0f ? 1.0f : 0.0f; });
         return;
       case Activation::tanh:
-        backward_loop<E>(out, g, n, acc, [s](std::int64_t i) {
-          const float v = E::load(s[i]);
-          return 1.0f - v * v;
-        });
+        backward_loop<E>(out, g, s, n, acc, [](float v) { return 1.0f - v * v; });
         return;
       case Activation::sigmoid:
-        backward_loop<E>(out, g, n, acc, [s](std::int64_t i) {
-          const float v = E::load(s[i]);
-          return v * (1.0f - v);
-        });
+        backward_loop<E>(out, g, s, n, acc, [](float v) { return v * (1.0f - v); });
         return;
       case Activation::gelu:
-        backward_loop<E>(out, g, n, acc, [s](std::int64_t i) { return gelu_grad(E::load(s[i])); });
+        backward_loop<E>(out, g, s, n, acc, [](float v) { return gelu_grad(v); });
         return;
     }
   });
@@ -121,10 +110,13 @@ void CpuBackend::add_relu_forward(const Tensor& y, const Tensor& x, const Tensor
     T* out = static_cast<T*>(y.data());
     const T* a = static_cast<const T*>(x.data());
     const T* r = static_cast<const T*>(residual.data());
-    parallel_for(y.numel(), [&](std::int64_t i) {
-      const float v = E::load(a[i]) + E::load(r[i]);
-      out[i] = E::store(v < 0.0f ? 0.0f : v);
-    });
+    map_elements<E>(
+        y.numel(), out,
+        [](float u, float v) {
+          const float sum = u + v;
+          return sum < 0.0f ? 0.0f : sum;
+        },
+        a, r);
   });
 }
 

@@ -9,6 +9,8 @@
 // that are flushed into double every kFlushRows rows, and the per-thread partials are added in
 // double. Variance is two-pass (no cancellation). Same contract as batchnorm_loops.hpp: the
 // forward produces the mean and the biased variance; the backward OVERWRITES dgamma/dbeta.
+// f16 rows are widened to f32 once per row and outputs narrowed from an f32 row (f16_rows.hpp):
+// GCC does not vectorise per-element f16 conversions as it does bf16's.
 //
 // Tried and measured no faster on the 2-core EPYC (ResNet-50 b8 tensors stay in its L3 here, so
 // these loops are bound by cache throughput, not DRAM): running the passes in one OpenMP region
@@ -24,6 +26,8 @@
 
 #include "ops/batchnorm_loops.hpp"
 #include "ops/elem.hpp"
+#include "ops/f16_convert.hpp"
+#include "ops/f16_rows.hpp"
 #include "parallel.hpp"
 
 namespace kiln::cpu {
@@ -73,11 +77,21 @@ void channel_sums(std::int64_t rows, std::int64_t c, std::vector<double>& s1, st
 template <class E>
 void affine_rows(std::int64_t rows, std::int64_t c, typename E::T* y, const typename E::T* x, const float* a,
                  const float* b) {
-  const auto row = [&](std::int64_t r) {
-    const typename E::T* in = x + r * c;
-    typename E::T* out = y + r * c;
+  const auto affine = [&](auto l, const auto* in, auto* out) {
+    using L = decltype(l);
 #pragma omp simd
-    for (std::int64_t k = 0; k < c; ++k) out[k] = E::store(E::load(in[k]) * a[k] + b[k]);
+    for (std::int64_t k = 0; k < c; ++k) out[k] = L::store(L::load(in[k]) * a[k] + b[k]);
+  };
+  const auto row = [&](std::int64_t r) {
+    if constexpr (kWidensRows<E>) {
+      float* in = f32_row_buffer(0, c);
+      float* out = f32_row_buffer(1, c);
+      f16_to_f32_n(x + r * c, in, static_cast<std::size_t>(c));
+      affine(Elem<DType::f32>{}, in, out);
+      f32_to_f16_n(out, y + r * c, static_cast<std::size_t>(c));
+    } else {
+      affine(E{}, x + r * c, y + r * c);
+    }
   };
   if (rows * c > kParallelMinElements) {
 #pragma omp parallel for schedule(static)
@@ -98,20 +112,31 @@ void bn_nhwc_train_forward(const BatchNormDesc& d, const Tensor& y, float* mean,
     using T = typename E::T;
     const T* in = static_cast<const T*>(x.data());
     std::vector<double> sum, unused;
+    // Row r as the loops read it: in place, or (f16) widened into this thread's buffer 0.
+    const auto loadable = [&](std::int64_t r) {
+      if constexpr (kWidensRows<E>) {
+        float* wide = f32_row_buffer(0, c);
+        f16_to_f32_n(in + r * c, wide, static_cast<std::size_t>(c));
+        return static_cast<const float*>(wide);
+      } else {
+        return in + r * c;
+      }
+    };
+    using L = std::conditional_t<kWidensRows<E>, Elem<DType::f32>, E>;
     channel_sums(rows, c, sum, unused, [&](std::int64_t r, float* a1, float*) {
-      const T* p = in + r * c;
+      const auto* p = loadable(r);
 #pragma omp simd
-      for (std::int64_t k = 0; k < c; ++k) a1[k] += E::load(p[k]);
+      for (std::int64_t k = 0; k < c; ++k) a1[k] += L::load(p[k]);
     });
     std::vector<float> m(static_cast<std::size_t>(c));
     for (std::int64_t k = 0; k < c; ++k) m[k] = static_cast<float>(sum[k] / count);
     std::vector<double> sq;
     channel_sums(rows, c, sq, unused, [&](std::int64_t r, float* a1, float*) {
-      const T* p = in + r * c;
+      const auto* p = loadable(r);
       const float* mk = m.data();
 #pragma omp simd
       for (std::int64_t k = 0; k < c; ++k) {
-        const float v = E::load(p[k]) - mk[k];
+        const float v = L::load(p[k]) - mk[k];
         a1[k] += v * v;
       }
     });
@@ -152,14 +177,26 @@ void bn_nhwc_backward(const BatchNormDesc& d, const Tensor& dx, float* dgamma, f
     const T* xs = static_cast<const T*>(x.data());
     const T* gs = static_cast<const T*>(dy.data());
     std::vector<double> sum_dy, sum_dy_xc;  // xc = x - mean
+    // Row r of x and of dy as the loops read them: in place, or (f16) widened into this
+    // thread's buffers 0 and 1.
+    const auto loadable = [&](const T* tensor, int slot, std::int64_t r) {
+      if constexpr (kWidensRows<E>) {
+        float* wide = f32_row_buffer(slot, c);
+        f16_to_f32_n(tensor + r * c, wide, static_cast<std::size_t>(c));
+        return static_cast<const float*>(wide);
+      } else {
+        return tensor + r * c;
+      }
+    };
+    using L = std::conditional_t<kWidensRows<E>, Elem<DType::f32>, E>;
     channel_sums(rows, c, sum_dy, sum_dy_xc, [&](std::int64_t r, float* a1, float* a2) {
-      const T* xp = xs + r * c;
-      const T* gp = gs + r * c;
+      const auto* xp = loadable(xs, 0, r);
+      const auto* gp = loadable(gs, 1, r);
 #pragma omp simd
       for (std::int64_t k = 0; k < c; ++k) {
-        const float g = E::load(gp[k]);
+        const float g = L::load(gp[k]);
         a1[k] += g;
-        a2[k] += g * (E::load(xp[k]) - mean[k]);
+        a2[k] += g * (L::load(xp[k]) - mean[k]);
       }
     });
     // dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)), as k (dy - mean_dy - xc slope).
@@ -176,13 +213,18 @@ void bn_nhwc_backward(const BatchNormDesc& d, const Tensor& dx, float* dgamma, f
     T* out = static_cast<T*>(dx.data());
     const float *sk = scale.data(), *mk = shift.data(), *lk = slope.data();
     const auto row = [&](std::int64_t r) {
-      const T* xp = xs + r * c;
-      const T* gp = gs + r * c;
-      T* op = out + r * c;
+      const auto* xp = loadable(xs, 0, r);
+      const auto* gp = loadable(gs, 1, r);
+      // The output row: in place, or (f16) this thread's buffer 2, narrowed below.
+      auto* op = [&] {
+        if constexpr (kWidensRows<E>) return f32_row_buffer(2, c);
+        else return out + r * c;
+      }();
 #pragma omp simd
       for (std::int64_t k = 0; k < c; ++k) {
-        op[k] = E::store(sk[k] * (E::load(gp[k]) - mk[k] - (E::load(xp[k]) - mean[k]) * lk[k]));
+        op[k] = L::store(sk[k] * (L::load(gp[k]) - mk[k] - (L::load(xp[k]) - mean[k]) * lk[k]));
       }
+      if constexpr (kWidensRows<E>) f32_to_f16_n(op, out + r * c, static_cast<std::size_t>(c));
     };
     if (rows * c > kParallelMinElements) {
 #pragma omp parallel for schedule(static)
