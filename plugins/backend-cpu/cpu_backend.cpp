@@ -131,17 +131,21 @@ bool use_blocked_conv_layout(const PluginArgs& args, Conv3x3Mode conv3x3) {
 
 /// Which conv plans run pointwise convolutions (1x1, stride 1, no padding) on channels-last
 /// tensors as strided matmuls on the plain tensors (ops/conv1x1_matmul.hpp) instead of oneDNN's
-/// convolution with its weight edges. "auto" does so where it was measured faster: f32 plans on
-/// AVX-512 with channels-last convolutions (ResNet-50 training, batch 8, 2 threads: the 32 layers'
-/// primitives plus edges 4-7% less time, 1.5-2.5% of a step). bf16 plans keep the convolution: in
-/// training oneDNN 2.6's bf16 matmuls took 11-16% longer than its bf16 1x1 convolutions, more
-/// than the edges save. f16 and widened bf16 plans and AVX2 CPUs were not measured and keep it too.
-/// See docs/benchmarks.md, "1x1 convolutions as matmuls".
+/// convolution with its weight edges. "auto" does so where it was measured faster, with
+/// channels-last convolutions (ResNet-50 training, batch 8, 2 threads): f32 plans on AVX-512 in
+/// all three directions (the 32 layers' primitives plus edges 4-7% less time, 1.5-2.5% of a
+/// step); f32 plans on AVX2 in backward-data only (Zen 2: oneDNN's AVX2 1x1 backward-data
+/// convolutions ran at 138 GFLOP/s against its matmuls' ~180, while its 1x1 backward-weights
+/// convolutions beat the transposed matmul by 10% and forward was even; steps 2% shorter).
+/// bf16 plans keep the convolution: in training oneDNN 2.6's bf16 matmuls took 11-16% longer than
+/// its bf16 1x1 convolutions, more than the edges save. f16 and widened bf16 plans were not
+/// measured and keep it too. See docs/benchmarks.md, "1x1 convolutions as matmuls".
 Conv1x1Mode conv1x1_mode(const PluginArgs& args, bool blocked_conv_layout) {
   const std::string mode = choice(args, "conv1x1", {"auto", "matmul", "conv"}, "a 1x1 convolution mode");
   if (mode == "auto") {
-    const bool measured = !blocked_conv_layout && dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
-    return measured ? Conv1x1Mode::f32_matmul : Conv1x1Mode::conv;
+    if (blocked_conv_layout) return Conv1x1Mode::conv;
+    return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core ? Conv1x1Mode::f32_matmul
+                                                                       : Conv1x1Mode::f32_backward_data_matmul;
   }
   return mode == "matmul" ? Conv1x1Mode::matmul : Conv1x1Mode::conv;
 }
@@ -163,6 +167,9 @@ CpuBackend::CpuBackend(const PluginArgs& args)
   if (blocked_conv_layout_) info_.detail += "; convolutions on oneDNN's blocked activation layout";
   if (conv1x1_ == Conv1x1Mode::matmul) info_.detail += "; 1x1 convolutions as matmuls";
   if (conv1x1_ == Conv1x1Mode::f32_matmul) info_.detail += "; 1x1 convolutions as matmuls in f32 plans";
+  if (conv1x1_ == Conv1x1Mode::f32_backward_data_matmul) {
+    info_.detail += "; 1x1 convolutions' backward-data as matmuls in f32 plans";
+  }
   if (conv3x3_ == Conv3x3Mode::onednn_winograd) info_.detail += "; 3x3 convolutions by Winograd in f32 plans";
   if (conv3x3_ == Conv3x3Mode::kiln_winograd) info_.detail += "; 3x3 convolutions by Kiln's Winograd in f32 plans";
   // Said in the run banner (the backend line), so a bf16 run here is never silently f32 inside.

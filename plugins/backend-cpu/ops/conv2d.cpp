@@ -91,8 +91,10 @@ bool kiln_winograd_pays(const Conv2dDesc& d) {
 class ConvPlan final : public OpPlan {
  public:
   ConvPlan(const Conv2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch,
-           bool bf16_primitives, bool blocked_layout, bool pointwise_matmul, Conv3x3Mode conv3x3)
-      : desc(d), compute(compute_dtype(d.dtype, bf16_primitives)), bf16_primitives_(bf16_primitives),
+           bool bf16_primitives, bool blocked_layout, bool pointwise_matmul, bool pointwise_backward_data_only,
+           Conv3x3Mode conv3x3)
+      : desc(d), compute(compute_dtype(d.dtype, bf16_primitives)),
+        pointwise_backward_data_only(pointwise_backward_data_only), bf16_primitives_(bf16_primitives),
         activation_tag_(blocked_layout ? tag::any : tag::nhwc), engine_(engine), scratch_(std::move(scratch)) {
     const std::int64_t p = d.out_h(), q = d.out_w();
     src_ = {d.n, d.c, d.h, d.w};
@@ -123,6 +125,8 @@ class ConvPlan final : public OpPlan {
   /// The matmul path of a pointwise convolution, where the backend chose it; used for the calls
   /// whose tensors it takes (Conv1x1Matmul::takes), the others run the convolution primitives.
   std::optional<Conv1x1Matmul> pointwise;
+  /// Whether only backward-data takes `pointwise` (Conv1x1Mode::f32_backward_data_matmul).
+  const bool pointwise_backward_data_only;
   /// Kiln's AVX2 Winograd (winograd3x3.hpp), where the backend chose it and the shape pays; used
   /// for the calls whose tensors it takes (f32, f16 or bf16, channels-last), the others run the primitives.
   std::optional<Winograd3x3> winograd;
@@ -260,10 +264,11 @@ std::shared_ptr<OpPlan> CpuBackend::plan_conv2d(const Conv2dDesc& d) {
   const OpCheck check(Op::conv2d_forward);
   sdk::check_conv2d_desc(check, d);
   try {
-    const bool pointwise_matmul =
-        conv1x1_ == Conv1x1Mode::matmul || (conv1x1_ == Conv1x1Mode::f32_matmul && d.dtype == DType::f32);
+    const bool f32_plan_matmul = conv1x1_ != Conv1x1Mode::conv && d.dtype == DType::f32;
+    const bool pointwise_matmul = conv1x1_ == Conv1x1Mode::matmul || f32_plan_matmul;
     return std::make_shared<ConvPlan>(d, engine_, edge_scratch_, bf16_primitives_, blocked_conv_layout_,
-                                      pointwise_matmul, conv3x3_);
+                                      pointwise_matmul, conv1x1_ == Conv1x1Mode::f32_backward_data_matmul,
+                                      conv3x3_);
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN cannot plan {}: {}", describe(d), e.what()));
   }
@@ -275,7 +280,7 @@ void CpuBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, 
   sdk::check_conv2d_forward(check, p.desc, y, x, w);
   use_our_threads();
   try {
-    if (p.pointwise && Conv1x1Matmul::takes(x, y, w)) {
+    if (p.pointwise && !p.pointwise_backward_data_only && Conv1x1Matmul::takes(x, y, w)) {
       p.pointwise->forward(stream_, y, x, w);
     } else if (p.winograd && Winograd3x3::takes(x, y, w)) {
       p.winograd->forward(stream_, y, x, w);
@@ -315,7 +320,7 @@ void CpuBackend::conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const Te
   sdk::check_conv2d_backward_filter(check, p.desc, dw, dy, x);
   use_our_threads();
   try {
-    if (p.pointwise && Conv1x1Matmul::takes(x, dy, dw)) {
+    if (p.pointwise && !p.pointwise_backward_data_only && Conv1x1Matmul::takes(x, dy, dw)) {
       p.pointwise->backward_filter(stream_, dw, dy, x, acc);
     } else if (p.winograd && Winograd3x3::takes(x, dy, dw)) {
       p.winograd->backward_filter(stream_, dw, dy, x, acc);
