@@ -20,6 +20,7 @@
 #include "host_memory.hpp"
 #include "kiln/errors.hpp"
 #include "op_table.hpp"
+#include "ops/gemm_tn_avx2.hpp"
 #include "ops/winograd3x3.hpp"
 #include "parallel.hpp"
 
@@ -134,18 +135,29 @@ bool use_blocked_conv_layout(const PluginArgs& args, Conv3x3Mode conv3x3) {
 /// convolution with its weight edges. "auto" does so where it was measured faster, with
 /// channels-last convolutions (ResNet-50 training, batch 8, 2 threads): f32 plans on AVX-512 in
 /// all three directions (the 32 layers' primitives plus edges 4-7% less time, 1.5-2.5% of a
-/// step); f32 plans on AVX2 in backward-data only (Zen 2: oneDNN's AVX2 1x1 backward-data
-/// convolutions ran at 138 GFLOP/s against its matmuls' ~180, while its 1x1 backward-weights
-/// convolutions beat the transposed matmul by 10% and forward was even; steps 2% shorter).
+/// step); f32 plans on AVX2 in backward-data (Zen 2: oneDNN's AVX2 1x1 backward-data
+/// convolutions ran at 138 GFLOP/s against its matmuls' ~180; steps 2% shorter) and in
+/// backward-filter by Kiln's own AVX2 kernel (ops/gemm_tn_avx2.hpp: ResNet-50's 1x1 shapes 14%
+/// less time than oneDNN's 1x1 backward-weights convolution, which beat oneDNN's transposed matmul
+/// by 10%), forward staying oneDNN's convolution (even with its matmul). "kiln_avx2" asks for
+/// that AVX2 choice on any CPU with AVX2 and FMA, AVX-512 ones included (how those test it).
 /// bf16 plans keep the convolution: in training oneDNN 2.6's bf16 matmuls took 11-16% longer than
 /// its bf16 1x1 convolutions, more than the edges save. f16 and widened bf16 plans were not
 /// measured and keep it too. See docs/benchmarks.md, "1x1 convolutions as matmuls".
 Conv1x1Mode conv1x1_mode(const PluginArgs& args, bool blocked_conv_layout) {
-  const std::string mode = choice(args, "conv1x1", {"auto", "matmul", "conv"}, "a 1x1 convolution mode");
+  const std::string mode = choice(args, "conv1x1", {"auto", "matmul", "conv", "kiln_avx2"}, "a 1x1 convolution mode");
+  if (mode == "kiln_avx2") {
+    if (!cpu_runs_gemm_tn_avx2()) {
+      throw ConfigError(fmt::format("{} = \"kiln_avx2\": Kiln's AVX2 1x1 backward-filter needs AVX2 and FMA, "
+                                    "which this CPU does not have; use \"auto\", \"matmul\" or \"conv\"",
+                                    args.params->where("conv1x1")));
+    }
+    return Conv1x1Mode::f32_avx2;
+  }
   if (mode == "auto") {
     if (blocked_conv_layout) return Conv1x1Mode::conv;
-    return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core ? Conv1x1Mode::f32_matmul
-                                                                       : Conv1x1Mode::f32_backward_data_matmul;
+    if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) return Conv1x1Mode::f32_matmul;
+    return cpu_runs_gemm_tn_avx2() ? Conv1x1Mode::f32_avx2 : Conv1x1Mode::f32_backward_data_matmul;
   }
   return mode == "matmul" ? Conv1x1Mode::matmul : Conv1x1Mode::conv;
 }
@@ -169,6 +181,10 @@ CpuBackend::CpuBackend(const PluginArgs& args)
   if (conv1x1_ == Conv1x1Mode::f32_matmul) info_.detail += "; 1x1 convolutions as matmuls in f32 plans";
   if (conv1x1_ == Conv1x1Mode::f32_backward_data_matmul) {
     info_.detail += "; 1x1 convolutions' backward-data as matmuls in f32 plans";
+  }
+  if (conv1x1_ == Conv1x1Mode::f32_avx2) {
+    info_.detail +=
+        "; 1x1 convolutions' backward-data as matmuls and backward-filter by Kiln's AVX2 kernel in f32 plans";
   }
   if (conv3x3_ == Conv3x3Mode::onednn_winograd) info_.detail += "; 3x3 convolutions by Winograd in f32 plans";
   if (conv3x3_ == Conv3x3Mode::kiln_winograd) info_.detail += "; 3x3 convolutions by Kiln's Winograd in f32 plans";

@@ -17,8 +17,9 @@
 // dw is a reorder with a sum post-op. Padding on the far side is the smallest non-negative value
 // giving Conv2dDesc::out_h/out_w. Pointwise convolutions on channels-last tensors run as plain
 // strided matmuls instead (conv1x1_matmul.hpp: no weight edges at all) where the backend's
-// `conv1x1` option says so. 3x3 convolutions of plans that compute in f32 run oneDNN's Winograd
-// kernels where the backend's `conv3x3` option says so, the shape is one where they were measured
+// `conv1x1` option says so, per direction (PointwiseRoute); on AVX2 backward-filter runs Kiln's
+// own kernel there (gemm_tn_avx2.hpp). 3x3 convolutions of plans that compute in f32 run oneDNN's
+// Winograd kernels where the backend's `conv3x3` option says so, the shape is one where they were measured
 // faster (winograd_pays: channels in blocks of 16, enough output positions in the batch) and oneDNN takes it in
 // all three directions (AVX-512 only; it refuses strides and dilations); those kernels work on
 // oneDNN's blocked activation layout only, so such a plan's activations are reordered at the
@@ -88,13 +89,33 @@ bool kiln_winograd_pays(const Conv2dDesc& d) {
   return widest <= 512 && (tiles >= 64 || (tiles >= 32 && widest <= 256));
 }
 
+/// Which directions of a pointwise convolution leave oneDNN's convolution primitives, and for what.
+struct PointwiseRoute {
+  bool forward_matmul = false, backward_data_matmul = false, filter_matmul = false, filter_avx2 = false;
+
+  bool any() const { return forward_matmul || backward_data_matmul || filter_matmul || filter_avx2; }
+};
+
+/// The backend's conv1x1 mode for a plan of this dtype (cpu_backend.cpp says where each pays).
+PointwiseRoute pointwise_route(Conv1x1Mode mode, DType plan) {
+  const PointwiseRoute none{};
+  const bool f32 = plan == DType::f32;
+  switch (mode) {
+    case Conv1x1Mode::matmul: return {true, true, true, false};
+    case Conv1x1Mode::f32_matmul: return f32 ? PointwiseRoute{true, true, true, false} : none;
+    case Conv1x1Mode::f32_backward_data_matmul: return f32 ? PointwiseRoute{false, true, false, false} : none;
+    case Conv1x1Mode::f32_avx2: return f32 ? PointwiseRoute{false, true, false, true} : none;
+    case Conv1x1Mode::conv: return none;
+  }
+  return none;
+}
+
 class ConvPlan final : public OpPlan {
  public:
   ConvPlan(const Conv2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch,
-           bool bf16_primitives, bool blocked_layout, bool pointwise_matmul, bool pointwise_backward_data_only,
-           Conv3x3Mode conv3x3)
-      : desc(d), compute(compute_dtype(d.dtype, bf16_primitives)),
-        pointwise_backward_data_only(pointwise_backward_data_only), bf16_primitives_(bf16_primitives),
+           bool bf16_primitives, bool blocked_layout, PointwiseRoute pointwise_route, Conv3x3Mode conv3x3)
+      : desc(d), compute(compute_dtype(d.dtype, bf16_primitives)), route(pointwise_route),
+        bf16_primitives_(bf16_primitives),
         activation_tag_(blocked_layout ? tag::any : tag::nhwc), engine_(engine), scratch_(std::move(scratch)) {
     const std::int64_t p = d.out_h(), q = d.out_w();
     src_ = {d.n, d.c, d.h, d.w};
@@ -111,7 +132,7 @@ class ConvPlan final : public OpPlan {
       activation_tag_ = tag::any;
     }
     hint_ = forward_pd(compute);
-    if (pointwise_matmul && is_pointwise(d)) pointwise.emplace(d, engine_, scratch_, bf16_primitives);
+    if (route.any() && is_pointwise(d)) pointwise.emplace(d, engine_, scratch_, bf16_primitives);
     // Plans that compute in f32 only (as oneDNN's Winograd above): a bf16 plan with bf16
     // primitives computes in bf16, and Kiln's transforms would change what it computes.
     if (conv3x3 == Conv3x3Mode::kiln_winograd && compute == DType::f32 && Winograd3x3::fits(d) &&
@@ -122,11 +143,11 @@ class ConvPlan final : public OpPlan {
 
   const Conv2dDesc desc;
   const DType compute;  // the dtype the primitives compute in (f16 plans, bf16 without bf16 kernels: f32)
-  /// The matmul path of a pointwise convolution, where the backend chose it; used for the calls
-  /// whose tensors it takes (Conv1x1Matmul::takes), the others run the convolution primitives.
+  /// The matmul paths of a pointwise convolution, where the backend chose one for some direction
+  /// (`route`); used for the calls whose tensors they take (Conv1x1Matmul::takes,
+  /// avx2_filter_takes), the others run the convolution primitives.
   std::optional<Conv1x1Matmul> pointwise;
-  /// Whether only backward-data takes `pointwise` (Conv1x1Mode::f32_backward_data_matmul).
-  const bool pointwise_backward_data_only;
+  const PointwiseRoute route;
   /// Kiln's AVX2 Winograd (winograd3x3.hpp), where the backend chose it and the shape pays; used
   /// for the calls whose tensors it takes (f32, f16 or bf16, channels-last), the others run the primitives.
   std::optional<Winograd3x3> winograd;
@@ -264,11 +285,8 @@ std::shared_ptr<OpPlan> CpuBackend::plan_conv2d(const Conv2dDesc& d) {
   const OpCheck check(Op::conv2d_forward);
   sdk::check_conv2d_desc(check, d);
   try {
-    const bool f32_plan_matmul = conv1x1_ != Conv1x1Mode::conv && d.dtype == DType::f32;
-    const bool pointwise_matmul = conv1x1_ == Conv1x1Mode::matmul || f32_plan_matmul;
     return std::make_shared<ConvPlan>(d, engine_, edge_scratch_, bf16_primitives_, blocked_conv_layout_,
-                                      pointwise_matmul, conv1x1_ == Conv1x1Mode::f32_backward_data_matmul,
-                                      conv3x3_);
+                                      pointwise_route(conv1x1_, d.dtype), conv3x3_);
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN cannot plan {}: {}", describe(d), e.what()));
   }
@@ -280,7 +298,7 @@ void CpuBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, 
   sdk::check_conv2d_forward(check, p.desc, y, x, w);
   use_our_threads();
   try {
-    if (p.pointwise && !p.pointwise_backward_data_only && Conv1x1Matmul::takes(x, y, w)) {
+    if (p.pointwise && p.route.forward_matmul && Conv1x1Matmul::takes(x, y, w)) {
       p.pointwise->forward(stream_, y, x, w);
     } else if (p.winograd && Winograd3x3::takes(x, y, w)) {
       p.winograd->forward(stream_, y, x, w);
@@ -300,7 +318,7 @@ void CpuBackend::conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Tens
   sdk::check_conv2d_backward_data(check, p.desc, dx, dy, w);
   use_our_threads();
   try {
-    if (p.pointwise && Conv1x1Matmul::takes(dy, dx, w)) {
+    if (p.pointwise && p.route.backward_data_matmul && Conv1x1Matmul::takes(dy, dx, w)) {
       p.pointwise->backward_data(stream_, dx, dy, w);
     } else if (p.winograd && Winograd3x3::takes(dy, dx, w)) {
       p.winograd->backward_data(stream_, dx, dy, w);
@@ -320,7 +338,9 @@ void CpuBackend::conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const Te
   sdk::check_conv2d_backward_filter(check, p.desc, dw, dy, x);
   use_our_threads();
   try {
-    if (p.pointwise && !p.pointwise_backward_data_only && Conv1x1Matmul::takes(x, dy, dw)) {
+    if (p.pointwise && p.route.filter_avx2 && Conv1x1Matmul::avx2_filter_takes(dw, dy, x)) {
+      p.pointwise->backward_filter_avx2(dw, dy, x, acc);
+    } else if (p.pointwise && p.route.filter_matmul && Conv1x1Matmul::takes(x, dy, dw)) {
       p.pointwise->backward_filter(stream_, dw, dy, x, acc);
     } else if (p.winograd && Winograd3x3::takes(x, dy, dw)) {
       p.winograd->backward_filter(stream_, dw, dy, x, acc);

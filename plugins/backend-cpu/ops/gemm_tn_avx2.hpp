@@ -1,0 +1,47 @@
+// Kiln's AVX2 kernel for the product of two tall matrices over the rows they share:
+//
+//   out[k][c] (+)= sum over m of a[m][k] * b[m][c]      (out = a^T b; a [M][K], b [M][C], all row-major)
+//
+// which is a pointwise convolution's backward-filter on channels-last tensors (dW = dY^T X with
+// M = N*H*W pixels, conv1x1_matmul.hpp). oneDNN 2.6 has no fast AVX2 kernel for it: its 1x1
+// backward-weights convolution ran at 115-150 GFLOP/s on ResNet-50's layers on the Zen 2 EPYC
+// (2 threads) and its matmul with the transposed operand was 10% slower still, while its forward
+// convolutions ran at ~200. Here both operands are read the way they are stored: each row m gives
+// one rank-1 update, so a 6x16 block of `out` is 12 AVX2 registers updated by 6 broadcasts of
+// a[m][k..k+5] times 2 vectors of b[m][c..c+15] (the microkernel, ~100 GFLOP/s per core from L1).
+// Around it the usual GEMM blocking: 256 rows of both operands at a time are copied into
+// contiguous 16-column panels of b and 6-column strips of a (the strips of one 144-column chunk fit
+// in L2, a panel in L1), and the rows of the next block are prefetched while this one computes.
+//
+// Threads split the M rows where there are many (each thread sums its rows into its own partial
+// `out`, added at the end), else the K columns of a (all threads share the packed b). Where M is
+// large and K > C (dY wider than X), the roles swap: out^T = b^T a is computed and added
+// transposed, because copying the narrower matrix into 6-column strips is what costs (24-byte
+// copies), and with the roles swapped it is the narrower one.
+//
+// Sums run in another order than oneDNN's: results differ by f32 rounding (a few 1e-7 of the
+// largest value; tests/ops/test_gemm_tn_avx2.cpp checks against a double-precision reference).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln::cpu {
+
+/// Whether this CPU runs the kernel (AVX2 and FMA).
+bool cpu_runs_gemm_tn_avx2();
+
+/// Whether the kernel takes these widths: K and C multiples of 16 (the panel width; either operand
+/// may become the panels).
+bool gemm_tn_fits(std::int64_t k, std::int64_t c);
+
+/// Bytes of scratch gemm_tn_avx2 needs for this shape with `threads` OpenMP threads.
+std::size_t gemm_tn_scratch_bytes(std::int64_t m, std::int64_t k, std::int64_t c, int threads);
+
+/// out[K][C] = a^T b (accumulate: out += a^T b) with a [M][K], b [M][C], on `threads` OpenMP
+/// threads; `scratch` holds gemm_tn_scratch_bytes(m, k, c, threads) bytes, 64-byte aligned. Needs
+/// cpu_runs_gemm_tn_avx2() and gemm_tn_fits(k, c); M may be anything from 1.
+void gemm_tn_avx2(std::int64_t m, std::int64_t k, std::int64_t c, const float* a, const float* b, float* out,
+                  bool accumulate, void* scratch, int threads);
+
+}  // namespace kiln::cpu

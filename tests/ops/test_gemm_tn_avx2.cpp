@@ -1,0 +1,96 @@
+// Kiln's AVX2 kernel for out (+)= a^T b over tall row-major a [M][K] and b [M][C]
+// (plugins/backend-cpu/ops/gemm_tn_avx2.cpp, a 1x1 convolution's backward-filter), compiled into
+// this test, against a double-precision reference: in each of its ways of splitting the work
+// (few rows: threads share the packed panels and split a's columns; many rows: each thread its
+// own rows and partial sums; many rows with K > C: the roles swapped and the sum added
+// transposed), with 1, 2 and 3 threads, K with no, a 2- and a 4-column partial strip, M that is
+// no multiple of the 256-row block (and M = 1), written and accumulated into what out held.
+// Exits 77 (CTest: Skipped) on a CPU without AVX2 and FMA.
+#define KILN_TEST_MODULE test_gemm_tn_avx2
+#include "kiln_test_main.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "ops/gemm_tn_avx2.hpp"
+
+namespace {
+
+struct NeedsAvx2 {
+  NeedsAvx2() {
+    if (kiln::cpu::cpu_runs_gemm_tn_avx2()) return;
+    std::printf("SKIPPED: this CPU has no AVX2 and FMA; Kiln's AVX2 1x1 backward-filter cannot run here\n");
+    std::fflush(stdout);
+    std::exit(77);
+  }
+};
+
+std::vector<float> random_values(std::int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+/// The largest difference from a double-precision a^T b (+ out0 when accumulating), relative to
+/// the largest |value| of the result.
+double worst_difference(std::int64_t m, std::int64_t k, std::int64_t c, int threads, bool accumulate,
+                        std::mt19937& rng) {
+  const std::vector<float> a = random_values(m * k, rng), b = random_values(m * c, rng);
+  const std::vector<float> out0 = random_values(k * c, rng);
+  std::vector<float> out = out0;
+  const std::size_t bytes = kiln::cpu::gemm_tn_scratch_bytes(m, k, c, threads);
+  std::unique_ptr<void, decltype(&std::free)> scratch(std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64), &std::free);
+  kiln::cpu::gemm_tn_avx2(m, k, c, a.data(), b.data(), out.data(), accumulate, scratch.get(), threads);
+  double worst = 0, largest = 0;
+  for (std::int64_t i = 0; i < k; ++i) {
+    for (std::int64_t j = 0; j < c; ++j) {
+      double want = accumulate ? out0[static_cast<std::size_t>(i * c + j)] : 0.0;
+      for (std::int64_t r = 0; r < m; ++r) {
+        want += static_cast<double>(a[static_cast<std::size_t>(r * k + i)]) * b[static_cast<std::size_t>(r * c + j)];
+      }
+      worst = std::max(worst, std::abs(want - out[static_cast<std::size_t>(i * c + j)]));
+      largest = std::max(largest, std::abs(want));
+    }
+  }
+  return worst / largest;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(gemm_tn_avx2)
+
+BOOST_AUTO_TEST_CASE(agrees_with_a_double_precision_product) {
+  static const NeedsAvx2 needs;
+  BOOST_TEST(kiln::cpu::gemm_tn_fits(16, 2048));
+  BOOST_TEST(!kiln::cpu::gemm_tn_fits(24, 64));  // K no multiple of 16: not taken
+  BOOST_TEST(!kiln::cpu::gemm_tn_fits(64, 8));
+  std::mt19937 rng(29);
+  // (m, k, c): few rows (split columns of a; 300 also leaves a 44-row second block), many rows
+  // (split rows; 1100 = 2 blocks of 275 per thread at 2 threads), many rows with K > C (roles
+  // swapped), a single row, and K whose last strip of 6 holds 4 (64), 2 (32) or all 6 (48) columns.
+  const std::tuple<std::int64_t, std::int64_t, std::int64_t> shapes[] = {
+      {300, 64, 32},  {300, 48, 16}, {1100, 16, 64}, {1100, 32, 48}, {1600, 64, 16},
+      {1600, 128, 32}, {1, 32, 16},  {700, 64, 32},  {257, 16, 16},
+  };
+  for (const int threads : {1, 2, 3}) {
+    for (const auto& [m, k, c] : shapes) {
+      for (const bool accumulate : {false, true}) {
+        BOOST_TEST_CONTEXT("m " << m << " k " << k << " c " << c << " threads " << threads << " accumulate "
+                                << accumulate) {
+          // f32 sums of up to 1600 products in another order than the reference's.
+          BOOST_TEST(worst_difference(m, k, c, threads, accumulate, rng) < 2e-6);
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
