@@ -135,20 +135,21 @@ bool use_blocked_conv_layout(const PluginArgs& args, Conv3x3Mode conv3x3) {
 /// convolution with its weight edges. "auto" does so where it was measured faster, with
 /// channels-last convolutions (ResNet-50 training, batch 8, 2 threads): f32 plans on AVX-512 in
 /// all three directions (the 32 layers' primitives plus edges 4-7% less time, 1.5-2.5% of a
-/// step); f32 plans on AVX2 in backward-data (Zen 2: oneDNN's AVX2 1x1 backward-data
-/// convolutions ran at 138 GFLOP/s against its matmuls' ~180; steps 2% shorter) and in
-/// backward-filter by Kiln's own AVX2 kernel (ops/gemm_tn_avx2.hpp: ResNet-50's 1x1 shapes 14%
-/// less time than oneDNN's 1x1 backward-weights convolution, which beat oneDNN's transposed matmul
-/// by 10%), forward staying oneDNN's convolution (even with its matmul). "kiln_avx2" asks for
-/// that AVX2 choice on any CPU with AVX2 and FMA, AVX-512 ones included (how those test it).
-/// bf16 plans keep the convolution: in training oneDNN 2.6's bf16 matmuls took 11-16% longer than
-/// its bf16 1x1 convolutions, more than the edges save. f16 and widened bf16 plans were not
-/// measured and keep it too. See docs/benchmarks.md, "1x1 convolutions as matmuls".
+/// step); on AVX2, f32 plans' backward-data (Zen 2: oneDNN's AVX2 1x1 backward-data
+/// convolutions ran at 138 GFLOP/s against its matmuls' ~180; steps 2% shorter), and the
+/// backward-filter of every plan that computes in f32 (f32, f16, widened bf16) by Kiln's own AVX2
+/// kernel (ops/gemm_tn_avx2.hpp: ResNet-50's 1x1 backward-filters 1.22-1.24x faster than oneDNN's
+/// 1x1 backward-weights convolution with its reorder, which beat oneDNN's transposed matmul; fp32
+/// steps 4% shorter), forward staying oneDNN's convolution (even with its matmul). "kiln_avx2"
+/// asks for that AVX2 choice on any CPU with AVX2, FMA and F16C, AVX-512 ones included (how those
+/// test it). bf16 plans otherwise keep the convolution: in training oneDNN 2.6's bf16 matmuls
+/// took 11-16% longer than its bf16 1x1 convolutions, more than the edges save. See
+/// docs/benchmarks.md, "1x1 convolutions as matmuls".
 Conv1x1Mode conv1x1_mode(const PluginArgs& args, bool blocked_conv_layout) {
   const std::string mode = choice(args, "conv1x1", {"auto", "matmul", "conv", "kiln_avx2"}, "a 1x1 convolution mode");
   if (mode == "kiln_avx2") {
     if (!cpu_runs_gemm_tn_avx2()) {
-      throw ConfigError(fmt::format("{} = \"kiln_avx2\": Kiln's AVX2 1x1 backward-filter needs AVX2 and FMA, "
+      throw ConfigError(fmt::format("{} = \"kiln_avx2\": Kiln's AVX2 1x1 backward-filter needs AVX2, FMA and F16C, "
                                     "which this CPU does not have; use \"auto\", \"matmul\" or \"conv\"",
                                     args.params->where("conv1x1")));
     }
@@ -183,8 +184,7 @@ CpuBackend::CpuBackend(const PluginArgs& args)
     info_.detail += "; 1x1 convolutions' backward-data as matmuls in f32 plans";
   }
   if (conv1x1_ == Conv1x1Mode::f32_avx2) {
-    info_.detail +=
-        "; 1x1 convolutions' backward-data as matmuls and backward-filter by Kiln's AVX2 kernel in f32 plans";
+    info_.detail += "; 1x1 convolutions' backward-data as matmuls in f32 plans, backward-filter by Kiln's AVX2 kernel";
   }
   if (conv3x3_ == Conv3x3Mode::onednn_winograd) info_.detail += "; 3x3 convolutions by Winograd in f32 plans";
   if (conv3x3_ == Conv3x3Mode::kiln_winograd) info_.detail += "; 3x3 convolutions by Kiln's Winograd in f32 plans";

@@ -25,8 +25,8 @@ namespace kiln::cpu {
 
 /// Which conv plans compute pointwise convolutions on channels-last tensors as matmuls
 /// (ops/conv1x1_matmul.hpp): none; f32 plans' backward-data only; f32 plans' backward-data as
-/// oneDNN matmuls and backward-filter by Kiln's AVX2 kernel (ops/gemm_tn_avx2.hpp); f32 plans in
-/// all three directions; or all plans.
+/// oneDNN matmuls and the backward-filter of plans computing in f32 by Kiln's AVX2 kernel
+/// (ops/gemm_tn_avx2.hpp); f32 plans in all three directions; or all plans.
 enum class Conv1x1Mode : std::uint8_t { conv, f32_backward_data_matmul, f32_avx2, f32_matmul, matmul };
 
 /// How conv plans that compute in f32 run 3x3 convolutions: oneDNN's direct convolution, oneDNN's

@@ -18,9 +18,10 @@ constexpr kiln_param_spec_v1 kCpuParams[] = {
      "channels_last."},
     {"conv1x1", KILN_PARAM_STRING, "\"auto\"", "auto|matmul|conv|kiln_avx2",
      "Pointwise convolutions (1x1, stride 1, no padding) on channels-last tensors: matmul (strided matmuls on the "
-     "plain tensors, no weight reorders), conv (oneDNN's convolution), kiln_avx2 (f32 plans: backward-data as a "
-     "matmul, backward-filter by Kiln's AVX2 kernel, forward as conv; any CPU with AVX2 and FMA), auto: with "
-     "channels_last convolutions, matmul in f32 plans from AVX-512 up, kiln_avx2 on AVX2, else conv."},
+     "plain tensors, no weight reorders), conv (oneDNN's convolution), kiln_avx2 (backward-filter by Kiln's AVX2 "
+     "kernel in plans that compute in f32, f32 plans' backward-data as a matmul, forward as conv; any CPU with AVX2, "
+     "FMA and F16C), auto: with channels_last convolutions, matmul in f32 plans from AVX-512 up, kiln_avx2 on AVX2, "
+     "else conv."},
     {"conv3x3", KILN_PARAM_STRING, "\"auto\"", "auto|winograd|kiln_winograd|direct",
      "3x3 convolutions of plans that compute in f32: winograd (Winograd F(4x4,3x3) where it was measured faster: "
      "oneDNN's kernels from AVX-512 up, Kiln's own on AVX2 CPUs; stride 1, no dilation, one group; others run "

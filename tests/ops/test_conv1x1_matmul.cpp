@@ -151,7 +151,7 @@ BOOST_AUTO_TEST_CASE(kiln_avx2_filter_and_convolution_agree) {
   // backward-filter, bit for bit. Forward is the convolution either way, backward-data the matmul.
   auto avx2 = cpu_with("kiln_avx2"), matmul = cpu_with("matmul"), conv = cpu_with("conv");
   const std::string detail = avx2->device().detail;
-  BOOST_TEST(detail.find("backward-filter by Kiln's AVX2 kernel in f32 plans") != std::string::npos, detail);
+  BOOST_TEST(detail.find("backward-filter by Kiln's AVX2 kernel") != std::string::npos, detail);
   const Case f32{DType::f32, DType::f32, DType::f32, DType::f32, DType::f32};
   std::mt19937 rng(14);
   // (n, c, h, w, k, taken): ResNet-like 64 -> 256 over 14x14 (392 rows: few rows), 256 -> 64 over
@@ -177,7 +177,35 @@ BOOST_AUTO_TEST_CASE(kiln_avx2_filter_and_convolution_agree) {
       BOOST_TEST(same(a.dw_added, cv.dw_added) == !taken, "the accumulated backward-filter did not run the expected path");
     }
   }
-  // bf16 and f16 plans keep the convolution in every direction.
+  // 16-bit plans that compute in f32 take the kernel for their f32 (master) gradients, x and dy
+  // widened as they are packed: f16 plans, and bf16 ones without bf16 kernels (forced here with
+  // bf16_compute = "f32"). Forward and backward-data stay the convolution's, and so does a
+  // 16-bit dw. Every case agrees with the convolution.
+  auto avx2_widened = cpu_with("kiln_avx2", "f32"), conv_widened = cpu_with("conv", "f32");
+  for (const DType plan : {DType::f16, DType::bf16}) {
+    for (const DType grad : {DType::f32, plan}) {
+      BOOST_TEST_CONTEXT("plan " << dtype_name(plan) << " dw " << dtype_name(grad)) {
+        const Case k{plan, plan, plan, plan, grad};
+        Conv2dDesc d;
+        d.n = 2, d.c = 64, d.h = d.w = 14, d.k = 256, d.r = d.s = 1, d.dtype = plan;
+        const auto act = [&](const Shape& sh) { return to_dtype(to_channels_last(random_f32(sh, rng)), plan); };
+        const Tensor x = act({2, 64, 14, 14}), dy = act({2, 256, 14, 14});
+        const Tensor w = to_dtype(random_f32({256, 64, 1, 1}, rng), plan);
+        const Tensor dw0 = to_dtype(random_f32({256, 64, 1, 1}, rng), grad);
+        const Results a = run(*avx2_widened, d, k, x, w, dy, dw0, Layout::nhwc);
+        const Results cv = run(*conv_widened, d, k, x, w, dy, dw0, Layout::nhwc);
+        const auto same = [](const Tensor& p, const Tensor& q) { return std::memcmp(p.data(), q.data(), p.bytes()) == 0; };
+        const bool taken = grad == DType::f32;
+        BOOST_TEST(same(a.y, cv.y));
+        BOOST_TEST(same(a.dx, cv.dx));
+        BOOST_TEST(relative_difference(a.dw, cv.dw) <= bound(grad));
+        BOOST_TEST(relative_difference(a.dw_added, cv.dw_added) <= bound(grad));
+        BOOST_TEST(same(a.dw, cv.dw) == !taken, "the backward-filter did not run the expected path");
+        BOOST_TEST(same(a.dw_added, cv.dw_added) == !taken, "the accumulated backward-filter did not run the expected path");
+      }
+    }
+  }
+  // All the mixed cases (f32 master weights, f32 y) agree with the convolution, native bf16 included.
   for (const Case& k : kCases) {
     if (k.plan != DType::f32) compare(*avx2, *conv, k, Layout::nhwc, rng);
   }
@@ -188,13 +216,13 @@ BOOST_AUTO_TEST_CASE(auto_runs_matmuls_in_f32_plans_only) {
   // matmuls"): in all three directions from AVX-512 up, in backward-data only on AVX2. A bf16
   // plan must keep the convolution even where f32 plans take the matmul. Which path ran shows in
   // the bits: the matmul and the convolution sum in different orders.
-  // On AVX2 with FMA, backward-filter runs Kiln's AVX2 kernel instead (compared with a
-  // "kiln_avx2" backend's result).
+  // On AVX2 with FMA, backward-filter runs Kiln's AVX2 kernel instead, in every plan that
+  // computes in f32 (compared with a "kiln_avx2" backend's result).
   auto automatic = cpu_with("auto"), matmul = cpu_with("matmul"), conv = cpu_with("conv");
   const std::string detail = automatic->device().detail;
   const bool all_directions = detail.find("1x1 convolutions as matmuls in f32 plans") != std::string::npos;
   const bool avx2_filter =
-      detail.find("backward-data as matmuls and backward-filter by Kiln's AVX2 kernel in f32 plans") != std::string::npos;
+      detail.find("backward-data as matmuls in f32 plans, backward-filter by Kiln's AVX2 kernel") != std::string::npos;
   const bool backward_data = all_directions || avx2_filter ||
                              detail.find("1x1 convolutions' backward-data as matmuls in f32 plans") != std::string::npos;
   BOOST_TEST_MESSAGE("auto runs f32 plans' 1x1 convolutions as matmuls here: all directions " << all_directions
@@ -220,8 +248,10 @@ BOOST_AUTO_TEST_CASE(auto_runs_matmuls_in_f32_plans_only) {
       BOOST_TEST_REQUIRE(!same(m.dw, c.dw), "the same dw: the paths cannot be told apart");
       const bool f32 = k.plan == DType::f32;
       const Results& forward = all_directions && f32 ? m : c;
+      // The AVX2 kernel takes every plan that computes in f32: a bf16 plan where bf16 is widened.
+      const bool computes_in_f32 = f32 || detail.find("bf16: storage only") != std::string::npos;
       std::optional<Results> by_avx2;
-      if (avx2 && f32) {
+      if (avx2 && computes_in_f32) {
         by_avx2 = run(*avx2, d, k, x, w, dy, dw0, Layout::nhwc);
         BOOST_TEST_REQUIRE(!same(by_avx2->dw, c.dw), "the AVX2 kernel and the convolution gave the same dw");
         BOOST_TEST_MESSAGE("the AVX2 kernel's and the matmul's dw bits " << (same(by_avx2->dw, m.dw) ? "agree" : "differ"));

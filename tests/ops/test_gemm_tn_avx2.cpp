@@ -4,8 +4,9 @@
 // (few rows: threads share the packed panels and split a's columns; many rows: each thread its
 // own rows and partial sums; many rows with K > C: the roles swapped and the sum added
 // transposed), with 1, 2 and 3 threads, K with no, a 2- and a 4-column partial strip, M that is
-// no multiple of the 256-row block (and M = 1), written and accumulated into what out held.
-// Exits 77 (CTest: Skipped) on a CPU without AVX2 and FMA.
+// no multiple of the 256-row block (and M = 1), written and accumulated into what out held; a
+// and b in f32, and in bf16 and f16 (widened as they are packed: the reference takes the same
+// 16-bit values widened). Exits 77 (CTest: Skipped) on a CPU without AVX2, FMA and F16C.
 #define KILN_TEST_MODULE test_gemm_tn_avx2
 #include "kiln_test_main.hpp"
 
@@ -19,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kiln/sdk/half.hpp"
 #include "ops/gemm_tn_avx2.hpp"
 
 namespace {
@@ -26,11 +28,13 @@ namespace {
 struct NeedsAvx2 {
   NeedsAvx2() {
     if (kiln::cpu::cpu_runs_gemm_tn_avx2()) return;
-    std::printf("SKIPPED: this CPU has no AVX2 and FMA; Kiln's AVX2 1x1 backward-filter cannot run here\n");
+    std::printf("SKIPPED: this CPU has no AVX2, FMA and F16C; Kiln's AVX2 1x1 backward-filter cannot run here\n");
     std::fflush(stdout);
     std::exit(77);
   }
 };
+
+using kiln::cpu::GemmInput;
 
 std::vector<float> random_values(std::int64_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -39,22 +43,44 @@ std::vector<float> random_values(std::int64_t n, std::mt19937& rng) {
   return v;
 }
 
+/// Random values as the kernel's operand: f32, or rounded to bf16 or f16 (`widened` gets the
+/// values the 16-bit ones stand for; the reference multiplies those).
+struct Operand {
+  std::vector<float> widened;
+  std::vector<std::uint16_t> half;
+  GemmInput type;
+
+  const void* data() const { return type == GemmInput::f32 ? static_cast<const void*>(widened.data()) : half.data(); }
+};
+
+Operand random_operand(std::int64_t n, GemmInput type, std::mt19937& rng) {
+  Operand o{random_values(n, rng), {}, type};
+  if (type == GemmInput::f32) return o;
+  o.half.resize(o.widened.size());
+  for (std::size_t i = 0; i < o.half.size(); ++i) {
+    o.half[i] = type == GemmInput::bf16 ? kiln::sdk::f32_to_bf16(o.widened[i]) : kiln::sdk::f32_to_f16(o.widened[i]);
+    o.widened[i] = type == GemmInput::bf16 ? kiln::sdk::bf16_to_f32(o.half[i]) : kiln::sdk::f16_to_f32(o.half[i]);
+  }
+  return o;
+}
+
 /// The largest difference from a double-precision a^T b (+ out0 when accumulating), relative to
 /// the largest |value| of the result.
-double worst_difference(std::int64_t m, std::int64_t k, std::int64_t c, int threads, bool accumulate,
+double worst_difference(std::int64_t m, std::int64_t k, std::int64_t c, GemmInput type, int threads, bool accumulate,
                         std::mt19937& rng) {
-  const std::vector<float> a = random_values(m * k, rng), b = random_values(m * c, rng);
+  const Operand a = random_operand(m * k, type, rng), b = random_operand(m * c, type, rng);
   const std::vector<float> out0 = random_values(k * c, rng);
   std::vector<float> out = out0;
   const std::size_t bytes = kiln::cpu::gemm_tn_scratch_bytes(m, k, c, threads);
   std::unique_ptr<void, decltype(&std::free)> scratch(std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64), &std::free);
-  kiln::cpu::gemm_tn_avx2(m, k, c, a.data(), b.data(), out.data(), accumulate, scratch.get(), threads);
+  kiln::cpu::gemm_tn_avx2(m, k, c, a.data(), type, b.data(), type, out.data(), accumulate, scratch.get(), threads);
   double worst = 0, largest = 0;
   for (std::int64_t i = 0; i < k; ++i) {
     for (std::int64_t j = 0; j < c; ++j) {
       double want = accumulate ? out0[static_cast<std::size_t>(i * c + j)] : 0.0;
       for (std::int64_t r = 0; r < m; ++r) {
-        want += static_cast<double>(a[static_cast<std::size_t>(r * k + i)]) * b[static_cast<std::size_t>(r * c + j)];
+        want += static_cast<double>(a.widened[static_cast<std::size_t>(r * k + i)]) *
+                b.widened[static_cast<std::size_t>(r * c + j)];
       }
       worst = std::max(worst, std::abs(want - out[static_cast<std::size_t>(i * c + j)]));
       largest = std::max(largest, std::abs(want));
@@ -80,13 +106,15 @@ BOOST_AUTO_TEST_CASE(agrees_with_a_double_precision_product) {
       {300, 64, 32},  {300, 48, 16}, {1100, 16, 64}, {1100, 32, 48}, {1600, 64, 16},
       {1600, 128, 32}, {1, 32, 16},  {700, 64, 32},  {257, 16, 16},
   };
-  for (const int threads : {1, 2, 3}) {
-    for (const auto& [m, k, c] : shapes) {
-      for (const bool accumulate : {false, true}) {
-        BOOST_TEST_CONTEXT("m " << m << " k " << k << " c " << c << " threads " << threads << " accumulate "
-                                << accumulate) {
-          // f32 sums of up to 1600 products in another order than the reference's.
-          BOOST_TEST(worst_difference(m, k, c, threads, accumulate, rng) < 2e-6);
+  for (const GemmInput type : {GemmInput::f32, GemmInput::bf16, GemmInput::f16}) {
+    for (const int threads : {1, 2, 3}) {
+      for (const auto& [m, k, c] : shapes) {
+        for (const bool accumulate : {false, true}) {
+          BOOST_TEST_CONTEXT("input " << static_cast<int>(type) << " m " << m << " k " << k << " c " << c
+                                      << " threads " << threads << " accumulate " << accumulate) {
+            // f32 sums of up to 1600 products in another order than the reference's.
+            BOOST_TEST(worst_difference(m, k, c, type, threads, accumulate, rng) < 2e-6);
+          }
         }
       }
     }

@@ -84,17 +84,23 @@ void Conv1x1Matmul::backward_filter(dnnl::stream& stream, const Tensor& dw, cons
       .run(stream, dy.data(), x.data(), dw.data(), acc);
 }
 
-bool Conv1x1Matmul::avx2_filter_takes(const Tensor& dw, const Tensor& dy, const Tensor& x) {
-  const bool f32 = dw.dtype() == DType::f32 && dy.dtype() == DType::f32 && x.dtype() == DType::f32;
-  return f32 && takes(x, dy, dw) && gemm_tn_fits(dw.shape()[0], dw.shape()[1]) && cpu_runs_gemm_tn_avx2();
+bool Conv1x1Matmul::avx2_filter_takes(const Tensor& dw, const Tensor& dy, const Tensor& x) const {
+  const DType in = desc_.dtype;
+  const bool widened_exactly = in == DType::f32 || in == DType::f16 || in == DType::bf16;
+  const bool dtypes = compute_ == DType::f32 && widened_exactly && dy.dtype() == in && x.dtype() == in &&
+                      dw.dtype() == DType::f32;
+  return dtypes && takes(x, dy, dw) && gemm_tn_fits(dw.shape()[0], dw.shape()[1]) && cpu_runs_gemm_tn_avx2();
 }
 
 void Conv1x1Matmul::backward_filter_avx2(const Tensor& dw, const Tensor& dy, const Tensor& x, Accumulate acc) {
   // dY is [M,K] and X [M,C], both row-major over the pixels: the kernel's a and b as they are.
+  const GemmInput in = desc_.dtype == DType::f16    ? GemmInput::f16
+                       : desc_.dtype == DType::bf16 ? GemmInput::bf16
+                                                    : GemmInput::f32;
   const int threads = omp_get_max_threads();
   void* scratch = scratch_->get(kAvx2ScratchSlot, gemm_tn_scratch_bytes(m_, k_, c_, threads));
-  gemm_tn_avx2(m_, k_, c_, static_cast<const float*>(dy.data()), static_cast<const float*>(x.data()),
-               static_cast<float*>(dw.data()), acc == Accumulate::yes, scratch, threads);
+  gemm_tn_avx2(m_, k_, c_, dy.data(), in, x.data(), in, static_cast<float*>(dw.data()), acc == Accumulate::yes,
+               scratch, threads);
 }
 
 }  // namespace kiln::cpu

@@ -104,7 +104,8 @@ PointwiseRoute pointwise_route(Conv1x1Mode mode, DType plan) {
     case Conv1x1Mode::matmul: return {true, true, true, false};
     case Conv1x1Mode::f32_matmul: return f32 ? PointwiseRoute{true, true, true, false} : none;
     case Conv1x1Mode::f32_backward_data_matmul: return f32 ? PointwiseRoute{false, true, false, false} : none;
-    case Conv1x1Mode::f32_avx2: return f32 ? PointwiseRoute{false, true, false, true} : none;
+    // Kiln's AVX2 filter kernel for every plan that computes in f32 (avx2_filter_takes checks).
+    case Conv1x1Mode::f32_avx2: return PointwiseRoute{false, f32, false, true};
     case Conv1x1Mode::conv: return none;
   }
   return none;
@@ -338,7 +339,7 @@ void CpuBackend::conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const Te
   sdk::check_conv2d_backward_filter(check, p.desc, dw, dy, x);
   use_our_threads();
   try {
-    if (p.pointwise && p.route.filter_avx2 && Conv1x1Matmul::avx2_filter_takes(dw, dy, x)) {
+    if (p.pointwise && p.route.filter_avx2 && p.pointwise->avx2_filter_takes(dw, dy, x)) {
       p.pointwise->backward_filter_avx2(dw, dy, x, acc);
     } else if (p.pointwise && p.route.filter_matmul && Conv1x1Matmul::takes(x, dy, dw)) {
       p.pointwise->backward_filter(stream_, dw, dy, x, acc);

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/bf16_lanes_avx2.hpp"
+
 namespace kiln::cpu {
 namespace {
 
@@ -34,6 +36,16 @@ struct Shape {
   std::int64_t m, k, c;
 };
 
+/// One operand: rows of `ld` elements of `type` (f32, or 16-bit values widened as they are packed).
+struct Source {
+  const void* data;
+  GemmInput type;
+  std::int64_t ld;
+
+  std::int64_t element_bytes() const { return type == GemmInput::f32 ? 4 : 2; }
+  const char* row(std::int64_t r) const { return static_cast<const char*>(data) + r * ld * element_bytes(); }
+};
+
 /// How one call runs: split M across threads or a's columns; roles swapped or not.
 struct Split {
   bool rows;
@@ -55,7 +67,8 @@ struct ScratchLayout {
 ScratchLayout layout_for(const Shape& s, int threads) {
   const Split split = split_for(s, threads);
   ScratchLayout l{};
-  l.strips = kBlockRows * kChunkStrips * kStrip;
+  // The packed strips, then one row of a chunk's columns widened to f32 (16-bit a).
+  l.strips = kBlockRows * kChunkStrips * kStrip + kChunkStrips * kStrip;
   l.panels = kBlockRows * round_up(std::max(s.k, s.c), kPanel);
   l.partial = round_up(s.k * s.c, 16);
   // Split rows: each thread sums into its own partial, except thread 0 which writes out itself
@@ -105,45 +118,78 @@ __attribute__((target("avx2,fma"))) void microkernel(std::int64_t rows, std::int
   }
 }
 
-/// Copies rows [row, row + depth) of b's panels [p0, p1) to packed[p][depth][16], one source row at
-/// a time (sequential reads, which the hardware prefetcher follows).
-void pack_panels(const float* b, std::int64_t ldb, std::int64_t row, std::int64_t depth, std::int64_t p0,
-                 std::int64_t p1, float* packed) {
+/// Copies rows [row, row + depth) of b's panels [p0, p1) to packed[p][depth][16] as f32, one
+/// source row at a time (sequential reads, which the hardware prefetcher follows).
+__attribute__((target("avx2,f16c"))) void pack_panels(const Source& b, std::int64_t row, std::int64_t depth,
+                                                       std::int64_t p0, std::int64_t p1, float* packed) {
   for (std::int64_t r = 0; r < depth; ++r) {
-    const float* src = b + (row + r) * ldb;
+    const char* src = b.row(row + r);
     for (std::int64_t p = p0; p < p1; ++p) {
-      std::memcpy(packed + (p * depth + r) * kPanel, src + p * kPanel, kPanel * sizeof(float));
+      float* dst = packed + (p * depth + r) * kPanel;
+      if (b.type == GemmInput::f32) {
+        std::memcpy(dst, src + p * kPanel * 4, kPanel * sizeof(float));
+        continue;
+      }
+      const __m128i* half = reinterpret_cast<const __m128i*>(src + p * kPanel * 2);
+      const __m128i lo = _mm_loadu_si128(half), hi = _mm_loadu_si128(half + 1);
+      const bool bf16 = b.type == GemmInput::bf16;
+      _mm256_store_ps(dst, bf16 ? bf16_lanes::widen8(lo) : _mm256_cvtph_ps(lo));
+      _mm256_store_ps(dst + 8, bf16 ? bf16_lanes::widen8(hi) : _mm256_cvtph_ps(hi));
     }
   }
 }
 
-/// Copies rows [row, row + depth) of a's strips [s0, s1) to packed[s - s0][depth][6]; columns past
-/// a's last (k) are zeros.
-void pack_strips(const float* a, std::int64_t k, std::int64_t row, std::int64_t depth, std::int64_t s0,
-                 std::int64_t s1, float* packed) {
+/// Columns [first, last) of one row of a as f32: the row itself (f32), or widened into `buffer`
+/// (16-bit; buffer[i] is column first + i). Returns where column `first` is.
+__attribute__((target("avx2,f16c"))) const float* f32_columns(const Source& a, std::int64_t r, std::int64_t first,
+                                                              std::int64_t last, float* buffer) {
+  if (a.type == GemmInput::f32) return reinterpret_cast<const float*>(a.row(r)) + first;
+  const auto* src = reinterpret_cast<const std::uint16_t*>(a.row(r)) + first;
+  const std::int64_t n = last - first;
+  const bool bf16 = a.type == GemmInput::bf16;
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(buffer + i, bf16 ? bf16_lanes::widen8(h) : _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) {
+    const std::uint32_t bits = src[i];
+    buffer[i] = bf16 ? _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(bits << 16))))
+                     : _cvtsh_ss(static_cast<unsigned short>(bits));
+  }
+  return buffer;
+}
+
+/// Copies rows [row, row + depth) of a's strips [s0, s1) to packed[s - s0][depth][6] as f32;
+/// columns past a's last (k) are zeros. `buffer` holds (s1 - s0) * 6 floats (16-bit a).
+void pack_strips(const Source& a, std::int64_t k, std::int64_t row, std::int64_t depth, std::int64_t s0,
+                 std::int64_t s1, float* packed, float* buffer) {
   const std::int64_t whole = std::min(s1, k / kStrip);
+  const std::int64_t first = s0 * kStrip, last = std::min(s1 * kStrip, k);
   for (std::int64_t r = 0; r < depth; ++r) {
-    const float* src = a + (row + r) * k;
+    const float* src = f32_columns(a, row + r, first, last, buffer);  // column first + i at src[i]
     for (std::int64_t s = s0; s < whole; ++s) {
-      std::memcpy(packed + ((s - s0) * depth + r) * kStrip, src + s * kStrip, kStrip * sizeof(float));
+      std::memcpy(packed + ((s - s0) * depth + r) * kStrip, src + (s - s0) * kStrip, kStrip * sizeof(float));
     }
     for (std::int64_t s = std::max(s0, whole); s < s1; ++s) {
       float* dst = packed + ((s - s0) * depth + r) * kStrip;
-      for (std::int64_t i = 0; i < kStrip; ++i) dst[i] = s * kStrip + i < k ? src[s * kStrip + i] : 0.0f;
+      for (std::int64_t i = 0; i < kStrip; ++i) dst[i] = s * kStrip + i < k ? src[(s - s0) * kStrip + i] : 0.0f;
     }
   }
 }
 
 /// The strips [s0, s1) of one block (rows [row, row + depth)) against all its packed panels, a
-/// chunk of strips at a time; `prefetch` is called before each microkernel call.
+/// chunk of strips at a time; `prefetch` is called before each microkernel call. `strips` holds
+/// the packed chunk and, after it, the widening buffer.
 template <class Prefetch>
-void strips_times_panels(const float* a, const Shape& s, std::int64_t row, std::int64_t depth, std::int64_t s0,
+void strips_times_panels(const Source& a, const Shape& s, std::int64_t row, std::int64_t depth, std::int64_t s0,
                          std::int64_t s1, const float* panels, float* strips, float* out, bool add,
                          Prefetch&& prefetch) {
   const std::int64_t n_panels = s.c / kPanel;
+  float* const buffer = strips + kBlockRows * kChunkStrips * kStrip;
   for (std::int64_t first = s0; first < s1; first += kChunkStrips) {
     const std::int64_t last = std::min(s1, first + kChunkStrips);
-    pack_strips(a, s.k, row, depth, first, last, strips);
+    pack_strips(a, s.k, row, depth, first, last, strips, buffer);
     for (std::int64_t p = 0; p < n_panels; ++p) {
       for (std::int64_t st = first; st < last; ++st) {
         prefetch();
@@ -157,8 +203,8 @@ void strips_times_panels(const float* a, const Shape& s, std::int64_t row, std::
 /// One thread's rows [r0, r1) of M, all of out: out (+)= a[r0:r1]^T b[r0:r1], in blocks, each
 /// packing its own panels; the next block's rows are prefetched to L2 while this one computes
 /// (without, packing waited on memory: 6.5 -> 6.2 ms on 25088 x 256 x 64, 5.5 -> 5.0 on 6272 x 512 x 128).
-void rows_of_one_thread(const float* a, const float* b, const Shape& s, std::int64_t r0, std::int64_t r1, float* out,
-                        bool accumulate, float* strips, float* panels) {
+void rows_of_one_thread(const Source& a, const Source& b, const Shape& s, std::int64_t r0, std::int64_t r1,
+                        float* out, bool accumulate, float* strips, float* panels) {
   const std::int64_t rows = r1 - r0;
   if (rows <= 0) {
     if (!accumulate) std::fill(out, out + s.k * s.c, 0.0f);
@@ -168,13 +214,13 @@ void rows_of_one_thread(const float* a, const float* b, const Shape& s, std::int
   const std::int64_t calls = (s.c / kPanel) * ((s.k + kStrip - 1) / kStrip);
   for (std::int64_t first = r0; first < r1; first += depth_each) {
     const std::int64_t depth = std::min(depth_each, r1 - first);
-    pack_panels(b, s.c, first, depth, 0, s.c / kPanel, panels);
+    pack_panels(b, first, depth, 0, s.c / kPanel, panels);
     // The next block's rows of a and b, each one contiguous range, spread over this block's calls.
     const std::int64_t next = first + depth, next_depth = std::min(depth_each, r1 - next);
-    const char* next_b = reinterpret_cast<const char*>(b + next * s.c);
-    const char* next_a = reinterpret_cast<const char*>(a + next * s.k);
-    const std::int64_t b_lines = next_depth > 0 ? next_depth * s.c * 4 / 64 : 0;
-    const std::int64_t lines = next_depth > 0 ? b_lines + next_depth * s.k * 4 / 64 : 0;
+    const char* next_b = b.row(next);
+    const char* next_a = a.row(next);
+    const std::int64_t b_lines = next_depth > 0 ? next_depth * s.c * b.element_bytes() / 64 : 0;
+    const std::int64_t lines = next_depth > 0 ? b_lines + next_depth * s.k * a.element_bytes() / 64 : 0;
     const std::int64_t per_call = (lines + calls - 1) / calls;
     std::int64_t done = 0;
     const auto prefetch = [&] {
@@ -189,7 +235,7 @@ void rows_of_one_thread(const float* a, const float* b, const Shape& s, std::int
 
 /// Few rows: every thread takes all of M for a share of a's strips, the panels packed once per
 /// block by all threads together.
-void split_strips(const float* a, const float* b, const Shape& s, float* out, bool accumulate, float* scratch,
+void split_strips(const Source& a, const Source& b, const Shape& s, float* out, bool accumulate, float* scratch,
                   const ScratchLayout& l, int threads) {
   float* const panels = scratch + threads * l.strips;  // thread 0's panel space, shared
   const std::int64_t n_strips = (s.k + kStrip - 1) / kStrip, n_panels = s.c / kPanel;
@@ -202,7 +248,7 @@ void split_strips(const float* a, const float* b, const Shape& s, float* out, bo
     for (std::int64_t first = 0; first < s.m; first += depth_each) {
       const std::int64_t depth = std::min(depth_each, s.m - first);
 #pragma omp for schedule(static)
-      for (std::int64_t p = 0; p < n_panels; ++p) pack_panels(b, s.c, first, depth, p, p + 1, panels);
+      for (std::int64_t p = 0; p < n_panels; ++p) pack_panels(b, first, depth, p, p + 1, panels);
       strips_times_panels(a, s, first, depth, s0, s1, panels, strips, out, accumulate || first > 0, [] {});
 #pragma omp barrier
     }
@@ -211,12 +257,12 @@ void split_strips(const float* a, const float* b, const Shape& s, float* out, bo
 
 /// Many rows: each thread sums its share of M into its own partial, added at the end; with the
 /// roles swapped the partials are out^T and their sum is added transposed.
-void split_rows(const float* a, const float* b, const Shape& s, float* out, bool accumulate, float* scratch,
+void split_rows(const Source& a, const Source& b, const Shape& s, float* out, bool accumulate, float* scratch,
                 const ScratchLayout& l, int threads, bool swap) {
   // With the roles swapped the kernel computes b^T a: b gives the strips, a the panels.
   const Shape inner = swap ? Shape{s.m, s.c, s.k} : s;
-  const float* strip_side = swap ? b : a;
-  const float* panel_side = swap ? a : b;
+  const Source& strip_side = swap ? b : a;
+  const Source& panel_side = swap ? a : b;
   float* const partials = scratch + threads * (l.strips + l.panels);
 #pragma omp parallel num_threads(threads)
   {
@@ -252,7 +298,9 @@ void split_rows(const float* a, const float* b, const Shape& s, float* out, bool
 
 }  // namespace
 
-bool cpu_runs_gemm_tn_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+bool cpu_runs_gemm_tn_avx2() {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
 
 bool gemm_tn_fits(std::int64_t k, std::int64_t c) { return k > 0 && c > 0 && k % kPanel == 0 && c % kPanel == 0; }
 
@@ -260,16 +308,17 @@ std::size_t gemm_tn_scratch_bytes(std::int64_t m, std::int64_t k, std::int64_t c
   return static_cast<std::size_t>(layout_for({m, k, c}, threads).floats(threads)) * sizeof(float);
 }
 
-void gemm_tn_avx2(std::int64_t m, std::int64_t k, std::int64_t c, const float* a, const float* b, float* out,
-                  bool accumulate, void* scratch, int threads) {
+void gemm_tn_avx2(std::int64_t m, std::int64_t k, std::int64_t c, const void* a, GemmInput a_type, const void* b,
+                  GemmInput b_type, float* out, bool accumulate, void* scratch, int threads) {
   const Shape s{m, k, c};
+  const Source as{a, a_type, k}, bs{b, b_type, c};
   const Split split = split_for(s, threads);
   const ScratchLayout l = layout_for(s, threads);
   float* const floats = static_cast<float*>(scratch);
   if (split.rows) {
-    split_rows(a, b, s, out, accumulate, floats, l, threads, split.swap);
+    split_rows(as, bs, s, out, accumulate, floats, l, threads, split.swap);
   } else {
-    split_strips(a, b, s, out, accumulate, floats, l, threads);
+    split_strips(as, bs, s, out, accumulate, floats, l, threads);
   }
 }
 

@@ -19,6 +19,8 @@
 // transposed, because copying the narrower matrix into 6-column strips is what costs (24-byte
 // copies), and with the roles swapped it is the narrower one.
 //
+// a and b may hold bf16 or f16 values, widened to f32 as they are packed (no separate pass).
+//
 // Sums run in another order than oneDNN's: results differ by f32 rounding (a few 1e-7 of the
 // largest value; tests/ops/test_gemm_tn_avx2.cpp checks against a double-precision reference).
 #pragma once
@@ -28,8 +30,12 @@
 
 namespace kiln::cpu {
 
-/// Whether this CPU runs the kernel (AVX2 and FMA).
+/// Whether this CPU runs the kernel (AVX2, FMA, and F16C for f16 operands).
 bool cpu_runs_gemm_tn_avx2();
+
+/// What a and b hold: f32, or bf16 or f16 values, widened to f32 (exactly) as they are packed, so
+/// f16 plans and bf16 plans without bf16 kernels compute what their widened convolution does.
+enum class GemmInput : std::uint8_t { f32, bf16, f16 };
 
 /// Whether the kernel takes these widths: K and C multiples of 16 (the panel width; either operand
 /// may become the panels).
@@ -38,10 +44,11 @@ bool gemm_tn_fits(std::int64_t k, std::int64_t c);
 /// Bytes of scratch gemm_tn_avx2 needs for this shape with `threads` OpenMP threads.
 std::size_t gemm_tn_scratch_bytes(std::int64_t m, std::int64_t k, std::int64_t c, int threads);
 
-/// out[K][C] = a^T b (accumulate: out += a^T b) with a [M][K], b [M][C], on `threads` OpenMP
-/// threads; `scratch` holds gemm_tn_scratch_bytes(m, k, c, threads) bytes, 64-byte aligned. Needs
-/// cpu_runs_gemm_tn_avx2() and gemm_tn_fits(k, c); M may be anything from 1.
-void gemm_tn_avx2(std::int64_t m, std::int64_t k, std::int64_t c, const float* a, const float* b, float* out,
-                  bool accumulate, void* scratch, int threads);
+/// out[K][C] = a^T b (accumulate: out += a^T b) with a [M][K], b [M][C] of the given element
+/// types, out f32, on `threads` OpenMP threads; `scratch` holds gemm_tn_scratch_bytes(m, k, c,
+/// threads) bytes, 64-byte aligned. Needs cpu_runs_gemm_tn_avx2() and gemm_tn_fits(k, c); M may be
+/// anything from 1.
+void gemm_tn_avx2(std::int64_t m, std::int64_t k, std::int64_t c, const void* a, GemmInput a_type, const void* b,
+                  GemmInput b_type, float* out, bool accumulate, void* scratch, int threads);
 
 }  // namespace kiln::cpu
