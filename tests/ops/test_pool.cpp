@@ -27,15 +27,37 @@ Pool2dDesc pool(Pool2dDesc::Kind kind, std::int64_t n, std::int64_t c, std::int6
   return d;
 }
 
-void check_pool(const Pool2dDesc& d, std::mt19937& rng) {
+/// Checks |got - want| <= atol + rtol * |want| on the logical (NCHW-order) values of an f32
+/// tensor in either layout.
+void check_logical(const Tensor& got, const std::vector<double>& want, double rtol, double atol,
+                   const std::string& what) {
+  const std::vector<double> g = test::logical_values(got);
+  BOOST_TEST_REQUIRE(g.size() == want.size());
+  int bad = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (std::abs(g[i] - want[i]) <= atol + rtol * std::abs(want[i])) continue;
+    if (++bad <= 3) BOOST_ERROR(what << ": element " << i << " is " << g[i] << ", want " << want[i]);
+  }
+  BOOST_TEST(bad == 0, what << ": " << bad << " elements differ");
+}
+
+/// Max or average pooling against a double reference. `layout` nhwc runs channels-last tensors
+/// (f32 max pooling: Kiln's own loops, maxpool_nhwc.hpp); `levels` > 0 draws x from that many
+/// values only, so windows hold ties (the first maximum in window order takes the gradient).
+void check_pool(const Pool2dDesc& d, std::mt19937& rng, Layout layout = Layout::row_major, int levels = 0) {
   const bool is_max = d.kind == Pool2dDesc::Kind::max;
   const std::string name = std::string(is_max ? "max" : "avg") + " pool " +
                            std::string(dtype_name(d.dtype)) + " " + std::to_string(d.h) + "x" +
                            std::to_string(d.w) + " k" + std::to_string(d.kernel_h) + " s" +
-                           std::to_string(d.stride_h) + " p" + std::to_string(d.pad_h);
+                           std::to_string(d.stride_h) + " p" + std::to_string(d.pad_h) +
+                           (layout == Layout::nhwc ? " nhwc" : "") + (levels > 0 ? " ties" : "");
   const std::int64_t P = d.out_h(), Q = d.out_w();
   const Shape xs{d.n, d.c, d.h, d.w}, ys{d.n, d.c, P, Q};
-  const Tensor x = test::rounded(test::random_f32(xs, rng), d.dtype);
+  Tensor x = test::rounded(test::random_f32(xs, rng), d.dtype);
+  if (levels > 0) {
+    float* v = x.data_as<float>();
+    for (std::int64_t i = 0; i < x.numel(); ++i) v[i] = std::floor((v[i] + 1.0f) * 0.5f * levels) / levels;
+  }
   const Tensor dy = test::rounded(test::random_f32(ys, rng), d.dtype);
   std::vector<double> y_ref(ys[0] * ys[1] * P * Q), dx_ref(x.numel(), 0.0);
   const float* xv = x.data_as<float>();
@@ -69,6 +91,15 @@ void check_pool(const Pool2dDesc& d, std::mt19937& rng) {
       }
   const double rtol = d.dtype == DType::f32 ? 1e-6 : 1.0 / 128;
   auto plan = cpu().plan_pool2d(d);
+  if (layout == Layout::nhwc) {  // f32 only: logical_values reads f32
+    const Tensor xl = test::to_channels_last(x), dyl = test::to_channels_last(dy);
+    Tensor yl = test::poisoned(ys).with_layout(Layout::nhwc), dxl = test::poisoned(xs).with_layout(Layout::nhwc);
+    cpu().pool2d_forward(*plan, yl, xl);
+    check_logical(yl, y_ref, rtol, 1e-7, name + " forward");
+    cpu().pool2d_backward(*plan, dxl, dyl, xl, yl);
+    check_logical(dxl, dx_ref, rtol, 1e-6, name + " backward");
+    return;
+  }
   Tensor y = test::poisoned(ys, d.dtype), dx = test::poisoned(xs, d.dtype);
   const Tensor xd = test::to_dtype(x, d.dtype);
   cpu().pool2d_forward(*plan, y, xd);
@@ -91,6 +122,46 @@ BOOST_AUTO_TEST_CASE(max_and_average_against_reference) {
       check_pool(pool(kind, 1, 2, 6, 5, 3, 1, 1, dtype), rng);    // stride 1, heavy overlap
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(channels_last_against_reference) {
+  // Channels-last f32 max pooling runs Kiln's loops; the others (average) oneDNN's on nhwc.
+  // Channel counts below, at and past a vector (3, 8, 64, 19); windows full of ties.
+  std::mt19937 rng(52);
+  for (auto kind : {Pool2dDesc::Kind::max, Pool2dDesc::Kind::average}) {
+    check_pool(pool(kind, 2, 3, 9, 9, 3, 2, 1), rng, Layout::nhwc);
+    check_pool(pool(kind, 1, 64, 8, 11, 3, 2, 1), rng, Layout::nhwc);
+    check_pool(pool(kind, 2, 19, 7, 7, 2, 2, 0), rng, Layout::nhwc);
+    check_pool(pool(kind, 1, 8, 6, 5, 3, 1, 1), rng, Layout::nhwc);
+    for (int levels : {1, 3}) {
+      check_pool(pool(kind, 2, 16, 9, 9, 3, 2, 1), rng, Layout::nhwc, levels);
+      check_pool(pool(kind, 1, 8, 6, 5, 3, 1, 1), rng, Layout::nhwc, levels);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(channels_last_max_takes_nan) {
+  // As PyTorch's max_pool2d: a NaN in the window is the maximum, and takes the gradient; of two
+  // NaNs the later one in window order. One channel, 3x3 input, 2x2 windows, stride 1:
+  //   1   NaN  2        window (0,0): 1 NaN 3 4 -> the NaN at (0,1)
+  //   3   4    NaN      window (0,1): NaN 2 4 NaN -> the later NaN, at (1,2)
+  //   5   0    6        window (1,0): 3 4 5 0 -> 5 at (2,0); window (1,1): 4 NaN 0 6 -> (1,2)
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x = test::to_channels_last(test::f32_tensor({1, 1, 3, 3}, {1, nan, 2, 3, 4, nan, 5, 0, 6}));
+  const Pool2dDesc d = pool(Pool2dDesc::Kind::max, 1, 1, 3, 3, 2, 1, 0);
+  auto plan = cpu().plan_pool2d(d);
+  Tensor y = test::poisoned({1, 1, 2, 2}).with_layout(Layout::nhwc);
+  Tensor dx = test::poisoned({1, 1, 3, 3}).with_layout(Layout::nhwc);
+  cpu().pool2d_forward(*plan, y, x);
+  const float* yv = y.data_as<float>();
+  BOOST_TEST(std::isnan(yv[0]));
+  BOOST_TEST(std::isnan(yv[1]));
+  BOOST_TEST(yv[2] == 5.0f);
+  BOOST_TEST(std::isnan(yv[3]));
+  const Tensor dy = test::to_channels_last(test::f32_tensor({1, 1, 2, 2}, {10, 20, 30, 40}));
+  cpu().pool2d_backward(*plan, dx, dy, x, y);
+  // (0,0) -> the NaN at (0,1); (0,1) -> the later NaN at (1,2); (1,0) -> 5 at (2,0); (1,1) -> (1,2).
+  check_logical(dx, {0, 10, 0, 0, 0, 60, 30, 0, 0}, 0, 0, "gradients routed to the NaNs");
 }
 
 BOOST_AUTO_TEST_CASE(max_backward_routes_to_the_argmax) {

@@ -8,14 +8,18 @@
 // are checked but not read). Average pooling counts the padding in the divisor, PyTorch's
 // AvgPool2d default (count_include_pad=True): Pool2dDesc has no field to choose otherwise.
 // Output sizes use floor division (no ceil_mode); padding on the far side is the smallest
-// non-negative value that gives Pool2dDesc::out_h/out_w.
+// non-negative value that gives Pool2dDesc::out_h/out_w. Max pooling of channels-last f32 tensors
+// runs Kiln's own loops instead (maxpool_nhwc.hpp: oneDNN's AVX2 nhwc pooling ran at 11% of the
+// copy bandwidth), with its argmax (one byte per output value) in the plan.
 #include <algorithm>
 #include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "cpu_backend.hpp"
 #include "ops/dnnl_edge.hpp"
+#include "ops/maxpool_nhwc.hpp"
 #include "ops/plans.hpp"
 #include "kiln/sdk/op_descs.hpp"
 #include "validate.hpp"
@@ -46,6 +50,16 @@ class PoolPlan final : public OpPlan {
   dnnl::memory workspace;
   std::unordered_map<int, dnnl::memory> forward_args, backward_args;
   bool has_forward = false;  // the max backward needs a forward's workspace
+  /// Kiln's max pooling (maxpool_nhwc.hpp): its argmax, and whether the last forward was Kiln's
+  /// (then the backward must be too: the argmax is there, not in oneDNN's workspace).
+  std::vector<std::uint8_t> kiln_argmax;
+  bool kiln_forward = false;
+
+  /// Whether Kiln's max pooling takes these tensors: f32, channels-last.
+  bool kiln_takes(const Tensor& a, const Tensor& b) const {
+    return maxpool_nhwc_fits(desc) && a.dtype() == DType::f32 && b.dtype() == DType::f32 &&
+           a.layout() == Layout::nhwc && b.layout() == Layout::nhwc;
+  }
 
  private:
   void build(Layout layout) {
@@ -111,6 +125,12 @@ void CpuBackend::pool2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x) 
   const Pool2dDesc& d = p.desc;
   sdk::check_pool2d_forward(check, d, sdk::MixedLayouts::refused, y, x);
   use_our_threads();
+  if (p.kiln_takes(x, y)) {
+    p.kiln_argmax.resize(static_cast<std::size_t>(y.numel()));
+    maxpool_nhwc_forward(d, static_cast<const float*>(x.data()), static_cast<float*>(y.data()), p.kiln_argmax.data());
+    p.kiln_forward = p.has_forward = true;
+    return;
+  }
   try {
     p.use_layout(x.layout());
     p.x.bind(x.data());
@@ -124,6 +144,7 @@ void CpuBackend::pool2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x) 
                            x.describe(), e.what()));
   }
   p.has_forward = true;
+  p.kiln_forward = false;
 }
 
 void CpuBackend::pool2d_backward(OpPlan& plan, const Tensor& dx, const Tensor& dy, const Tensor& x,
@@ -132,12 +153,18 @@ void CpuBackend::pool2d_backward(OpPlan& plan, const Tensor& dx, const Tensor& d
   PoolPlan& p = plan_as<PoolPlan>(check, plan, "plan_pool2d");
   const Pool2dDesc& d = p.desc;
   sdk::check_pool2d_backward(check, d, sdk::MixedLayouts::refused, dx, dy, x, y);
-  if (d.kind == Pool2dDesc::Kind::max && (!p.has_forward || p.forward_layout() != dx.layout())) {
-    check.fail(fmt::format("{}: backward called before any forward with this plan in this layout; max pooling "
-                           "routes gradients through the forward's saved argmax",
+  const bool max = d.kind == Pool2dDesc::Kind::max;
+  const bool same_path = p.kiln_forward ? p.kiln_takes(dx, dy) : p.forward_layout() == dx.layout() && !p.kiln_takes(dx, dy);
+  if (max && (!p.has_forward || !same_path)) {
+    check.fail(fmt::format("{}: backward called before any forward with this plan in this layout and dtype; max "
+                           "pooling routes gradients through the forward's saved argmax",
                            describe(d)));
   }
   use_our_threads();
+  if (max && p.kiln_forward) {
+    maxpool_nhwc_backward(d, static_cast<const float*>(dy.data()), p.kiln_argmax.data(), static_cast<float*>(dx.data()));
+    return;
+  }
   try {
     p.use_layout(dx.layout());
     p.dy.bind(dy.data());
