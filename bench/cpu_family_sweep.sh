@@ -8,11 +8,11 @@
 #   4. `kiln train --profile` of one fp32 and one bf16 ResNet-50 epoch (the per-op tables)
 #   5. ResNet-50's stride-1 3x3 layers, direct against Kiln's Winograd (bench/conv3x3_winograd)
 #   6. ResNet-50 against PyTorch and TensorFlow, fp32 and bf16, ROUNDS rounds (--write)
-#   7. ResNet-50's 1x1 backward-filters, Kiln's AVX2 kernel against oneDNN's (bench/conv1x1_filter_avx2)
+#   7. ResNet-50's backward-filters outside Winograd, oneDNN's against Kiln's AVX2 kernel (bench/conv_filter_avx2)
 # Every output goes under OUT, one log per step; the script ends by printing where. Steps 2-5
 # and 7 are for writing up by hand (docs/benchmarks.md says what each section records).
 #
-# Takes, on 2 cores: about 17 minutes plus step 6, which is ~10 minutes on a CPU with bf16
+# Takes, on 2 cores: about 16 minutes plus step 6, which is ~10 minutes on a CPU with bf16
 # kernels and ~50 with ROUNDS=3 on an AVX2-only one (PyTorch's autocast bf16 runs there at ~0.4
 # img/s). Needs the build (scripts/build.sh) and the bench venv (scripts/setup.sh --bench).
 #
@@ -85,7 +85,7 @@ for s in $steps; do
     4) step profiles profiles ;;
     5) step conv3x3_winograd bench/conv3x3_winograd/run.sh --reps 7 ;;
     6) step resnet50 "$py" bench/resnet50_vs_pytorch.py --threads 2 --steps 10 --rounds "$rounds" --write ;;
-    7) step conv1x1_filter_avx2 env THREADS=2 ROUNDS=1 bench/conv1x1_filter_avx2/run.sh ;;
+    7) step conv_filter_avx2 bench/conv_filter_avx2/run.sh --reps 7 ;;
     *) echo "cpu_family_sweep: no step $s (steps are 1-7)" >&2; exit 2 ;;
   esac
 done

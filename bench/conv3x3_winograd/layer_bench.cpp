@@ -9,8 +9,6 @@
 // Output: "layer <c> <side> <direction> <ms a> <ms b> <a/b>" per shape and direction, then
 // "total <direction> <ms a> <ms b> <a/b>" per direction (ms per training step's worth).
 // run.sh builds this against the build tree's SDK and runs it.
-#include <boost/dll/shared_library.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -20,10 +18,7 @@
 #include <vector>
 
 #include "../common/bench_clock.hpp"
-#include "kiln/backend.hpp"
-#include "kiln/params.hpp"
-#include "kiln/plugin_abi.h"
-#include "kiln/plugin_args.hpp"
+#include "../common/cpu_plugin.hpp"
 
 namespace {
 
@@ -31,27 +26,6 @@ using kiln::Backend;
 using kiln::Conv2dDesc;
 using kiln::DType;
 using kiln::Tensor;
-
-struct Plugin {
-  boost::dll::shared_library library;
-  const kiln_plugin_v1* plugin = nullptr;
-};
-
-/// Backends made by the plugin, destroyed by it (never unloaded before they are).
-struct Made {
-  const kiln_plugin_v1* plugin;
-  Backend* backend;
-  ~Made() { plugin->destroy(KILN_KIND_BACKEND, backend); }
-};
-
-Made make_backend(const Plugin& p, const std::string& conv3x3, std::int64_t threads) {
-  kiln::ParamMap params("backend");
-  params.set("threads", threads, "bench");
-  params.set("conv3x3", conv3x3, "bench");
-  kiln::PluginArgs args;
-  args.params = &params;
-  return {p.plugin, static_cast<Backend*>(p.plugin->create(&args))};
-}
 
 /// The four stride-1 3x3 shapes of ResNet-50 v1.5 (channels in = out, side) and how many it has:
 /// each stage's blocks but the first of stages 2-4, whose 3x3 has stride 2.
@@ -88,11 +62,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  Plugin p;
-  p.library.load(plugin_path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
-  const auto* lib = static_cast<const kiln_library_v1*>(p.library.get<const void*>(KILN_LIBRARY_SYMBOL));
-  p.plugin = &lib->plugins[0];
-  Made a = make_backend(p, mode_a, threads), b = make_backend(p, mode_b, threads);
+  const kiln_bench::Plugin p(plugin_path);
+  kiln_bench::Made a = kiln_bench::make_backend(p, "conv3x3", mode_a, threads);
+  kiln_bench::Made b = kiln_bench::make_backend(p, "conv3x3", mode_b, threads);
   std::printf("# a: %s\n# b: %s\n", a.backend->device().detail.c_str(), b.backend->device().detail.c_str());
   std::printf("# batch %ld, %ld reps, conv3x3 a = %s, b = %s\n", static_cast<long>(batch), static_cast<long>(reps),
               mode_a.c_str(), mode_b.c_str());

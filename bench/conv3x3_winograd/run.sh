@@ -12,7 +12,7 @@ root=$(cd "$here/../.." && pwd)
 build=$(cd "${BUILD:-$root/build}" && pwd)
 exe=$build/bench/conv3x3_layer_bench
 mkdir -p "$build/bench"
-if [[ ! -x $exe || $here/layer_bench.cpp -nt $exe ]]; then
+if [[ ! -x $exe || $here/layer_bench.cpp -nt $exe || $here/../common/cpu_plugin.hpp -nt $exe ]]; then
   g++ -O2 -std=c++20 -Wall -Wextra -I"$root/interfaces" -I"$root/sdk/include" "$here/layer_bench.cpp" \
     -L"$build/lib" -Wl,-rpath,"$build/lib" -lkiln_sdk -lboost_filesystem -ldl -o "$exe"
 fi

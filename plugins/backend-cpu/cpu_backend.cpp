@@ -135,32 +135,44 @@ bool use_blocked_conv_layout(const PluginArgs& args, Conv3x3Mode conv3x3) {
 /// convolution with its weight edges. "auto" does so where it was measured faster, with
 /// channels-last convolutions (ResNet-50 training, batch 8, 2 threads): f32 plans on AVX-512 in
 /// all three directions (the 32 layers' primitives plus edges 4-7% less time, 1.5-2.5% of a
-/// step); on AVX2, f32 plans' backward-data (Zen 2: oneDNN's AVX2 1x1 backward-data
-/// convolutions ran at 138 GFLOP/s against its matmuls' ~180; steps 2% shorter), and the
-/// backward-filter of every plan that computes in f32 (f32, f16, widened bf16) by Kiln's own AVX2
-/// kernel (ops/gemm_tn_avx2.hpp: ResNet-50's 1x1 backward-filters 1.22-1.24x faster than oneDNN's
-/// 1x1 backward-weights convolution with its reorder, which beat oneDNN's transposed matmul; fp32
-/// steps 4% shorter), forward staying oneDNN's convolution (even with its matmul). "kiln_avx2"
-/// asks for that AVX2 choice on any CPU with AVX2, FMA and F16C, AVX-512 ones included (how those
-/// test it). bf16 plans otherwise keep the convolution: in training oneDNN 2.6's bf16 matmuls
-/// took 11-16% longer than its bf16 1x1 convolutions, more than the edges save. See
-/// docs/benchmarks.md, "1x1 convolutions as matmuls".
+/// step); f32 plans on AVX2 in backward-data only (Zen 2: oneDNN's AVX2 1x1 backward-data
+/// convolutions ran at 138 GFLOP/s against its matmuls' ~180, while its 1x1 backward-weights
+/// convolutions beat the transposed matmul by 10% and forward was even; steps 2% shorter).
+/// bf16 plans keep the convolution: in training oneDNN 2.6's bf16 matmuls took 11-16% longer than
+/// its bf16 1x1 convolutions, more than the edges save. f16 and widened bf16 plans were not
+/// measured and keep it too. See docs/benchmarks.md, "1x1 convolutions as matmuls".
 Conv1x1Mode conv1x1_mode(const PluginArgs& args, bool blocked_conv_layout) {
-  const std::string mode = choice(args, "conv1x1", {"auto", "matmul", "conv", "kiln_avx2"}, "a 1x1 convolution mode");
-  if (mode == "kiln_avx2") {
-    if (!cpu_runs_gemm_tn_avx2()) {
-      throw ConfigError(fmt::format("{} = \"kiln_avx2\": Kiln's AVX2 1x1 backward-filter needs AVX2, FMA and F16C, "
-                                    "which this CPU does not have; use \"auto\", \"matmul\" or \"conv\"",
-                                    args.params->where("conv1x1")));
-    }
-    return Conv1x1Mode::f32_avx2;
-  }
+  const std::string mode = choice(args, "conv1x1", {"auto", "matmul", "conv"}, "a 1x1 convolution mode");
   if (mode == "auto") {
     if (blocked_conv_layout) return Conv1x1Mode::conv;
-    if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) return Conv1x1Mode::f32_matmul;
-    return cpu_runs_gemm_tn_avx2() ? Conv1x1Mode::f32_avx2 : Conv1x1Mode::f32_backward_data_matmul;
+    return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core ? Conv1x1Mode::f32_matmul
+                                                                       : Conv1x1Mode::f32_backward_data_matmul;
   }
   return mode == "matmul" ? Conv1x1Mode::matmul : Conv1x1Mode::conv;
+}
+
+/// Whether convolutions' backward-filter runs Kiln's AVX2 kernel (ops/conv_filter_avx2.hpp) where
+/// it fits and pays, in plans that compute in f32, instead of oneDNN's backward-weights primitive.
+/// "auto" picks it on AVX2 CPUs (below AVX-512) with channels-last convolutions, where oneDNN 2.6's
+/// AVX2 backward-weights kernels ran at 100-150 GFLOP/s against its forward's ~200 (Zen 2;
+/// ResNet-50's 1x1 backward-filters 1.22-1.24x faster by Kiln's kernel, fp32 steps 4% shorter;
+/// docs/benchmarks.md, "Convolution backward-filter by Kiln's AVX2 kernel"). "kiln_avx2" asks for
+/// it on any CPU with AVX2, FMA and F16C, AVX-512 ones included (how those test it).
+ConvFilterMode conv_filter_mode(const PluginArgs& args, bool blocked_conv_layout) {
+  const std::string mode = choice(args, "conv_filter", {"auto", "onednn", "kiln_avx2"}, "a convolution filter mode");
+  if (mode == "kiln_avx2") {
+    if (!cpu_runs_gemm_tn_avx2()) {
+      throw ConfigError(fmt::format("{} = \"kiln_avx2\": Kiln's AVX2 backward-filter needs AVX2, FMA and F16C, "
+                                    "which this CPU does not have; use \"auto\" or \"onednn\"",
+                                    args.params->where("conv_filter")));
+    }
+    return ConvFilterMode::kiln_avx2;
+  }
+  if (mode == "auto" && !blocked_conv_layout && dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core &&
+      cpu_runs_gemm_tn_avx2()) {
+    return ConvFilterMode::kiln_avx2;
+  }
+  return ConvFilterMode::onednn;
 }
 
 }  // namespace
@@ -173,6 +185,7 @@ CpuBackend::CpuBackend(const PluginArgs& args)
       conv3x3_(conv3x3_mode(args)),
       blocked_conv_layout_(use_blocked_conv_layout(args, conv3x3_)),
       conv1x1_(conv1x1_mode(args, blocked_conv_layout_)),
+      conv_filter_(conv_filter_mode(args, blocked_conv_layout_)),
       stream_(engine_),
       matmuls_(std::make_unique<MatmulCache>(engine_, bf16_primitives_)),
       done_(std::make_shared<CompleteEvent>()) {
@@ -183,8 +196,8 @@ CpuBackend::CpuBackend(const PluginArgs& args)
   if (conv1x1_ == Conv1x1Mode::f32_backward_data_matmul) {
     info_.detail += "; 1x1 convolutions' backward-data as matmuls in f32 plans";
   }
-  if (conv1x1_ == Conv1x1Mode::f32_avx2) {
-    info_.detail += "; 1x1 convolutions' backward-data as matmuls in f32 plans, backward-filter by Kiln's AVX2 kernel";
+  if (conv_filter_ == ConvFilterMode::kiln_avx2) {
+    info_.detail += "; convolutions' backward-filter by Kiln's AVX2 kernel in plans computing in f32";
   }
   if (conv3x3_ == Conv3x3Mode::onednn_winograd) info_.detail += "; 3x3 convolutions by Winograd in f32 plans";
   if (conv3x3_ == Conv3x3Mode::kiln_winograd) info_.detail += "; 3x3 convolutions by Kiln's Winograd in f32 plans";

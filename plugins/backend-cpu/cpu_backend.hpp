@@ -24,10 +24,14 @@
 namespace kiln::cpu {
 
 /// Which conv plans compute pointwise convolutions on channels-last tensors as matmuls
-/// (ops/conv1x1_matmul.hpp): none; f32 plans' backward-data only; f32 plans' backward-data as
-/// oneDNN matmuls and the backward-filter of plans computing in f32 by Kiln's AVX2 kernel
-/// (ops/gemm_tn_avx2.hpp); f32 plans in all three directions; or all plans.
-enum class Conv1x1Mode : std::uint8_t { conv, f32_backward_data_matmul, f32_avx2, f32_matmul, matmul };
+/// (ops/conv1x1_matmul.hpp): none; f32 plans' backward-data only; f32 plans in all three
+/// directions; or all plans.
+enum class Conv1x1Mode : std::uint8_t { conv, f32_backward_data_matmul, f32_matmul, matmul };
+
+/// Who computes convolutions' backward-filter (where the 1x1 matmul or a Winograd path does not):
+/// oneDNN's backward-weights primitive, or Kiln's AVX2 kernel (ops/conv_filter_avx2.hpp) where it
+/// fits and pays, in plans that compute in f32.
+enum class ConvFilterMode : std::uint8_t { onednn, kiln_avx2 };
 
 /// How conv plans that compute in f32 run 3x3 convolutions: oneDNN's direct convolution, oneDNN's
 /// Winograd kernels (AVX-512), or Kiln's own Winograd (ops/winograd3x3.hpp, AVX2 and FMA).
@@ -39,8 +43,8 @@ class CpuBackend final : public Backend {
   /// `bf16_compute` ("auto": oneDNN's bf16 kernels where it has them, else bf16 is stored and
   /// computed in f32; "f32": always the latter, so AVX-512 machines can test that path).
   /// `conv_layout` chooses the activation layout inside the convolutions, `conv1x1` whether
-  /// pointwise convolutions run as matmuls, `conv3x3` whether 3x3 ones run by Winograd (see
-  /// cpu_backend.cpp). Throws ConfigError for a negative thread count, an unknown bf16_compute,
+  /// pointwise convolutions run as matmuls, `conv3x3` whether 3x3 ones run by Winograd,
+  /// `conv_filter` who computes backward-filters (see cpu_backend.cpp). Throws ConfigError for a negative thread count, an unknown bf16_compute,
   /// conv_layout, conv1x1 or conv3x3, or a Winograd conv3x3 the CPU has no kernels for.
   explicit CpuBackend(const PluginArgs& args);
   ~CpuBackend() override;
@@ -134,6 +138,7 @@ class CpuBackend final : public Backend {
   Conv3x3Mode conv3x3_ = Conv3x3Mode::direct;  // how f32-computing 3x3 convolutions run where it pays
   bool blocked_conv_layout_ = false;  // convolutions reorder nhwc activations into oneDNN's layout
   Conv1x1Mode conv1x1_ = Conv1x1Mode::conv;  // which plans run pointwise convolutions as matmuls
+  ConvFilterMode conv_filter_ = ConvFilterMode::onednn;  // who computes backward-filters
   dnnl::stream stream_;
   std::unique_ptr<MatmulCache> matmuls_;
   std::shared_ptr<EdgeScratch> edge_scratch_ = std::make_shared<EdgeScratch>();  // ops/dnnl_edge.hpp

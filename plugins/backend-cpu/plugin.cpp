@@ -16,17 +16,21 @@ constexpr kiln_param_spec_v1 kCpuParams[] = {
      "Activation layout inside the convolutions: channels_last (the tensors' own, no reorder), blocked (the one "
      "oneDNN picks, reordered at the edges), auto: blocked where oneDNN's ISA is below AVX-512 (AVX2), else "
      "channels_last."},
-    {"conv1x1", KILN_PARAM_STRING, "\"auto\"", "auto|matmul|conv|kiln_avx2",
+    {"conv1x1", KILN_PARAM_STRING, "\"auto\"", "auto|matmul|conv",
      "Pointwise convolutions (1x1, stride 1, no padding) on channels-last tensors: matmul (strided matmuls on the "
-     "plain tensors, no weight reorders), conv (oneDNN's convolution), kiln_avx2 (backward-filter by Kiln's AVX2 "
-     "kernel in plans that compute in f32, f32 plans' backward-data as a matmul, forward as conv; any CPU with AVX2, "
-     "FMA and F16C), auto: with channels_last convolutions, matmul in f32 plans from AVX-512 up, kiln_avx2 on AVX2, "
-     "else conv."},
+     "plain tensors, no weight reorders), conv (oneDNN's convolution), auto: with channels_last convolutions, "
+     "matmul in f32 plans from AVX-512 up and for f32 plans' backward-data on AVX2, else conv."},
     {"conv3x3", KILN_PARAM_STRING, "\"auto\"", "auto|winograd|kiln_winograd|direct",
      "3x3 convolutions of plans that compute in f32: winograd (Winograd F(4x4,3x3) where it was measured faster: "
      "oneDNN's kernels from AVX-512 up, Kiln's own on AVX2 CPUs; stride 1, no dilation, one group; others run "
      "direct), kiln_winograd (Kiln's own on any CPU with AVX2, FMA and F16C), direct (oneDNN's direct convolution), "
      "auto: winograd where the CPU has AVX2, FMA and F16C, else direct."},
+    {"conv_filter", KILN_PARAM_STRING, "\"auto\"", "auto|onednn|kiln_avx2",
+     "Convolutions' backward-filter (weight gradients) in plans that compute in f32, where neither a 1x1 matmul nor "
+     "Winograd computes it: onednn (its backward-weights primitive), kiln_avx2 (Kiln's AVX2 kernel on "
+     "channels-last tensors where it fits and was measured faster: channels multiples of 16, one group, no "
+     "dilation; any CPU with AVX2, FMA and F16C), auto: kiln_avx2 on AVX2 CPUs with channels_last convolutions, "
+     "else onednn."},
 };
 
 }  // namespace

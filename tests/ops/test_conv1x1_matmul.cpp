@@ -4,15 +4,12 @@
 // path), f16, f32 master weights in a bf16 plan, Accumulate::yes and ::no, and shapes whose M, C
 // and K are no multiple of a vector; NCHW tensors keep the convolution; "auto" takes the matmul in
 // f32 plans only (where it was measured faster); a wrong value is a config error. Both backends
-// are built explicitly, so every machine tests both paths. "kiln_avx2" (f32 plans: backward-data
-// as a matmul, backward-filter by Kiln's AVX2 kernel, ops/gemm_tn_avx2.hpp) runs on every CPU
-// with AVX2 and FMA and is checked against the convolution the same way.
+// are built explicitly, so every machine tests both paths.
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -29,6 +26,9 @@ auto cpu_with(const std::string& conv1x1, const std::string& bf16_compute = "aut
   params.set("threads", std::int64_t{0}, "test");
   params.set("conv1x1", conv1x1, "test");
   params.set("bf16_compute", bf16_compute, "test");
+  // Backward-filters by oneDNN or the matmul only: Kiln's AVX2 kernel has its own tests
+  // (test_conv_filter_avx2.cpp), and here which path ran is told by the bits.
+  params.set("conv_filter", std::string("onednn"), "test");
   return make_cpu_backend(params);
 }
 
@@ -145,90 +145,18 @@ BOOST_AUTO_TEST_CASE(matmul_and_convolution_agree_on_widened_bf16) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(kiln_avx2_filter_and_convolution_agree) {
-  // f32 plans, where the mode applies. The AVX2 kernel takes C and K in multiples of 16 (the first
-  // shapes: its sums run in another order, so the bits differ); others keep the convolution's
-  // backward-filter, bit for bit. Forward is the convolution either way, backward-data the matmul.
-  auto avx2 = cpu_with("kiln_avx2"), matmul = cpu_with("matmul"), conv = cpu_with("conv");
-  const std::string detail = avx2->device().detail;
-  BOOST_TEST(detail.find("backward-filter by Kiln's AVX2 kernel") != std::string::npos, detail);
-  const Case f32{DType::f32, DType::f32, DType::f32, DType::f32, DType::f32};
-  std::mt19937 rng(14);
-  // (n, c, h, w, k, taken): ResNet-like 64 -> 256 over 14x14 (392 rows: few rows), 256 -> 64 over
-  // 24x24 (1152 rows: many, split across threads, roles swapped), 32 -> 16, and 13 -> 19, 24 -> 32.
-  for (const auto& [n, c, h, wd, kk, taken] :
-       {std::tuple{2, 64, 14, 14, 256, true}, std::tuple{2, 256, 24, 24, 64, true}, std::tuple{3, 32, 5, 7, 16, true},
-        std::tuple{2, 13, 5, 7, 19, false}, std::tuple{2, 24, 6, 6, 32, false}}) {
-    BOOST_TEST_CONTEXT("n " << n << " c " << c << " " << h << "x" << wd << " k " << kk) {
-      Conv2dDesc d;
-      d.n = n, d.c = c, d.h = h, d.w = wd, d.k = kk, d.r = d.s = 1, d.dtype = DType::f32;
-      const auto act = [&](const Shape& sh) { return to_channels_last(random_f32(sh, rng)); };
-      const Tensor x = act({n, c, h, wd}), dy = act({n, kk, h, wd});
-      const Tensor w = random_f32({kk, c, 1, 1}, rng), dw0 = random_f32({kk, c, 1, 1}, rng);
-      const Results a = run(*avx2, d, f32, x, w, dy, dw0, Layout::nhwc);
-      const Results m = run(*matmul, d, f32, x, w, dy, dw0, Layout::nhwc);
-      const Results cv = run(*conv, d, f32, x, w, dy, dw0, Layout::nhwc);
-      const auto same = [](const Tensor& p, const Tensor& q) { return std::memcmp(p.data(), q.data(), p.bytes()) == 0; };
-      BOOST_TEST(same(a.y, cv.y), "forward is not the convolution");
-      BOOST_TEST(same(a.dx, m.dx), "backward-data is not the matmul");
-      BOOST_TEST(relative_difference(a.dw, cv.dw) <= bound(DType::f32));
-      BOOST_TEST(relative_difference(a.dw_added, cv.dw_added) <= bound(DType::f32));
-      BOOST_TEST(same(a.dw, cv.dw) == !taken, "the backward-filter did not run the expected path");
-      BOOST_TEST(same(a.dw_added, cv.dw_added) == !taken, "the accumulated backward-filter did not run the expected path");
-    }
-  }
-  // 16-bit plans that compute in f32 take the kernel for their f32 (master) gradients, x and dy
-  // widened as they are packed: f16 plans, and bf16 ones without bf16 kernels (forced here with
-  // bf16_compute = "f32"). Forward and backward-data stay the convolution's, and so does a
-  // 16-bit dw. Every case agrees with the convolution.
-  auto avx2_widened = cpu_with("kiln_avx2", "f32"), conv_widened = cpu_with("conv", "f32");
-  for (const DType plan : {DType::f16, DType::bf16}) {
-    for (const DType grad : {DType::f32, plan}) {
-      BOOST_TEST_CONTEXT("plan " << dtype_name(plan) << " dw " << dtype_name(grad)) {
-        const Case k{plan, plan, plan, plan, grad};
-        Conv2dDesc d;
-        d.n = 2, d.c = 64, d.h = d.w = 14, d.k = 256, d.r = d.s = 1, d.dtype = plan;
-        const auto act = [&](const Shape& sh) { return to_dtype(to_channels_last(random_f32(sh, rng)), plan); };
-        const Tensor x = act({2, 64, 14, 14}), dy = act({2, 256, 14, 14});
-        const Tensor w = to_dtype(random_f32({256, 64, 1, 1}, rng), plan);
-        const Tensor dw0 = to_dtype(random_f32({256, 64, 1, 1}, rng), grad);
-        const Results a = run(*avx2_widened, d, k, x, w, dy, dw0, Layout::nhwc);
-        const Results cv = run(*conv_widened, d, k, x, w, dy, dw0, Layout::nhwc);
-        const auto same = [](const Tensor& p, const Tensor& q) { return std::memcmp(p.data(), q.data(), p.bytes()) == 0; };
-        const bool taken = grad == DType::f32;
-        BOOST_TEST(same(a.y, cv.y));
-        BOOST_TEST(same(a.dx, cv.dx));
-        BOOST_TEST(relative_difference(a.dw, cv.dw) <= bound(grad));
-        BOOST_TEST(relative_difference(a.dw_added, cv.dw_added) <= bound(grad));
-        BOOST_TEST(same(a.dw, cv.dw) == !taken, "the backward-filter did not run the expected path");
-        BOOST_TEST(same(a.dw_added, cv.dw_added) == !taken, "the accumulated backward-filter did not run the expected path");
-      }
-    }
-  }
-  // All the mixed cases (f32 master weights, f32 y) agree with the convolution, native bf16 included.
-  for (const Case& k : kCases) {
-    if (k.plan != DType::f32) compare(*avx2, *conv, k, Layout::nhwc, rng);
-  }
-}
-
 BOOST_AUTO_TEST_CASE(auto_runs_matmuls_in_f32_plans_only) {
   // "auto" was measured to pay only for f32 plans (docs/benchmarks.md, "1x1 convolutions as
   // matmuls"): in all three directions from AVX-512 up, in backward-data only on AVX2. A bf16
   // plan must keep the convolution even where f32 plans take the matmul. Which path ran shows in
   // the bits: the matmul and the convolution sum in different orders.
-  // On AVX2 with FMA, backward-filter runs Kiln's AVX2 kernel instead, in every plan that
-  // computes in f32 (compared with a "kiln_avx2" backend's result).
   auto automatic = cpu_with("auto"), matmul = cpu_with("matmul"), conv = cpu_with("conv");
   const std::string detail = automatic->device().detail;
   const bool all_directions = detail.find("1x1 convolutions as matmuls in f32 plans") != std::string::npos;
-  const bool avx2_filter =
-      detail.find("backward-data as matmuls in f32 plans, backward-filter by Kiln's AVX2 kernel") != std::string::npos;
-  const bool backward_data = all_directions || avx2_filter ||
-                             detail.find("1x1 convolutions' backward-data as matmuls in f32 plans") != std::string::npos;
+  const bool backward_data =
+      all_directions || detail.find("1x1 convolutions' backward-data as matmuls in f32 plans") != std::string::npos;
   BOOST_TEST_MESSAGE("auto runs f32 plans' 1x1 convolutions as matmuls here: all directions " << all_directions
-                     << ", backward-data " << backward_data << ", backward-filter by Kiln's AVX2 kernel "
-                     << avx2_filter);
-  const auto avx2 = avx2_filter ? cpu_with("kiln_avx2") : nullptr;
+                     << ", backward-data " << backward_data);
   std::mt19937 rng(13);
   const auto same = [](const Tensor& a, const Tensor& b) { return std::memcmp(a.data(), b.data(), a.bytes()) == 0; };
   // f32 plan; bf16 plan with f32 y and f32 gradients (the widest outputs show the sum order best).
@@ -247,20 +175,11 @@ BOOST_AUTO_TEST_CASE(auto_runs_matmuls_in_f32_plans_only) {
       BOOST_TEST_REQUIRE(!same(m.y, c.y), "the matmul and the convolution gave the same y: the paths cannot be told apart");
       BOOST_TEST_REQUIRE(!same(m.dw, c.dw), "the same dw: the paths cannot be told apart");
       const bool f32 = k.plan == DType::f32;
-      const Results& forward = all_directions && f32 ? m : c;
-      // The AVX2 kernel takes every plan that computes in f32: a bf16 plan where bf16 is widened.
-      const bool computes_in_f32 = f32 || detail.find("bf16: storage only") != std::string::npos;
-      std::optional<Results> by_avx2;
-      if (avx2 && computes_in_f32) {
-        by_avx2 = run(*avx2, d, k, x, w, dy, dw0, Layout::nhwc);
-        BOOST_TEST_REQUIRE(!same(by_avx2->dw, c.dw), "the AVX2 kernel and the convolution gave the same dw");
-        BOOST_TEST_MESSAGE("the AVX2 kernel's and the matmul's dw bits " << (same(by_avx2->dw, m.dw) ? "agree" : "differ"));
-      }
-      const Results& filter = by_avx2 ? *by_avx2 : forward;
+      const Results& forward_and_filter = all_directions && f32 ? m : c;
       const Results& data = backward_data && f32 ? m : c;
-      BOOST_TEST(same(a.y, forward.y), "auto's forward did not run the expected path");
-      BOOST_TEST(same(a.dw, filter.dw), "auto's backward-filter did not run the expected path");
-      BOOST_TEST(same(a.dw_added, filter.dw_added), "auto's accumulated backward-filter did not run the expected path");
+      BOOST_TEST(same(a.y, forward_and_filter.y), "auto's forward did not run the expected path");
+      BOOST_TEST(same(a.dw, forward_and_filter.dw), "auto's backward-filter did not run the expected path");
+      BOOST_TEST(same(a.dw_added, forward_and_filter.dw_added), "auto's accumulated backward-filter did not run the expected path");
       // On the Zen 2 EPYC (AVX2) the two backward-data paths give the same bits (both sum the
       // output channels in order), so there auto's dx can only be checked against that result.
       BOOST_TEST(same(a.dx, data.dx), "auto's backward-data did not run the expected path");

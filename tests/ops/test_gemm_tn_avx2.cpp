@@ -6,7 +6,9 @@
 // transposed), with 1, 2 and 3 threads, K with no, a 2- and a 4-column partial strip, M that is
 // no multiple of the 256-row block (and M = 1), written and accumulated into what out held; a
 // and b in f32, and in bf16 and f16 (widened as they are packed: the reference takes the same
-// 16-bit values widened). Exits 77 (CTest: Skipped) on a CPU without AVX2, FMA and F16C.
+// 16-bit values widened); and b as the patch rows of a convolution (gemm_tn_avx2_patches: strided
+// 3x3 and 1x1 windows with padding, against an explicit im2col). Exits 77 (CTest: Skipped) on a
+// CPU without AVX2, FMA and F16C.
 #define KILN_TEST_MODULE test_gemm_tn_avx2
 #include "kiln_test_main.hpp"
 
@@ -89,6 +91,47 @@ double worst_difference(std::int64_t m, std::int64_t k, std::int64_t c, GemmInpu
   return worst / largest;
 }
 
+/// The same for b the patch rows of a channels-last x [n][h][w][c] under a convolution window:
+/// the reference builds the im2col rows explicitly.
+double worst_patch_difference(const kiln::cpu::PatchRows& shape, std::int64_t k, GemmInput type, int threads,
+                              bool accumulate, std::mt19937& rng) {
+  kiln::cpu::PatchRows pr = shape;
+  const std::int64_t m = pr.n * pr.out_h * pr.out_w, cols = pr.r * pr.s * pr.c;
+  const Operand a = random_operand(m * k, type, rng), x = random_operand(pr.n * pr.h * pr.w * pr.c, type, rng);
+  pr.x = x.data(), pr.type = type;
+  std::vector<double> b(static_cast<std::size_t>(m * cols), 0.0);  // explicit im2col
+  for (std::int64_t row = 0; row < m; ++row) {
+    const std::int64_t q = row % pr.out_w, p = (row / pr.out_w) % pr.out_h, n = row / (pr.out_w * pr.out_h);
+    for (std::int64_t kh = 0; kh < pr.r; ++kh) {
+      for (std::int64_t kw = 0; kw < pr.s; ++kw) {
+        const std::int64_t ih = p * pr.stride_h - pr.pad_h + kh, iw = q * pr.stride_w - pr.pad_w + kw;
+        if (ih < 0 || ih >= pr.h || iw < 0 || iw >= pr.w) continue;
+        for (std::int64_t ch = 0; ch < pr.c; ++ch) {
+          b[static_cast<std::size_t>(row * cols + (kh * pr.s + kw) * pr.c + ch)] =
+              x.widened[static_cast<std::size_t>(((n * pr.h + ih) * pr.w + iw) * pr.c + ch)];
+        }
+      }
+    }
+  }
+  const std::vector<float> out0 = random_values(k * cols, rng);
+  std::vector<float> out = out0;
+  const std::size_t bytes = kiln::cpu::gemm_tn_scratch_bytes(m, k, cols, threads);
+  std::unique_ptr<void, decltype(&std::free)> scratch(std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64), &std::free);
+  kiln::cpu::gemm_tn_avx2_patches(k, a.data(), type, pr, out.data(), accumulate, scratch.get(), threads);
+  double worst = 0, largest = 0;
+  for (std::int64_t i = 0; i < k; ++i) {
+    for (std::int64_t j = 0; j < cols; ++j) {
+      double want = accumulate ? out0[static_cast<std::size_t>(i * cols + j)] : 0.0;
+      for (std::int64_t r = 0; r < m; ++r) {
+        want += static_cast<double>(a.widened[static_cast<std::size_t>(r * k + i)]) * b[static_cast<std::size_t>(r * cols + j)];
+      }
+      worst = std::max(worst, std::abs(want - out[static_cast<std::size_t>(i * cols + j)]));
+      largest = std::max(largest, std::abs(want));
+    }
+  }
+  return worst / largest;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(gemm_tn_avx2)
@@ -114,6 +157,38 @@ BOOST_AUTO_TEST_CASE(agrees_with_a_double_precision_product) {
                                       << " threads " << threads << " accumulate " << accumulate) {
             // f32 sums of up to 1600 products in another order than the reference's.
             BOOST_TEST(worst_difference(m, k, c, type, threads, accumulate, rng) < 2e-6);
+          }
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(patch_rows_agree_with_an_explicit_im2col) {
+  static const NeedsAvx2 needs;
+  std::mt19937 rng(31);
+  // (n, h, w, c, out_h, out_w, r, s, stride, pad) and k: a stride-2 3x3 with padding (odd and even
+  // sides), a stride-2 1x1 (every other pixel), a stride-1 3x3, and one with enough rows (1152)
+  // that threads split them.
+  struct Case {
+    kiln::cpu::PatchRows rows;
+    std::int64_t k;
+  };
+  const auto patches = [](std::int64_t n, std::int64_t h, std::int64_t w, std::int64_t c, std::int64_t r,
+                          std::int64_t stride, std::int64_t pad) {
+    const std::int64_t out_h = (h + 2 * pad - r) / stride + 1, out_w = (w + 2 * pad - r) / stride + 1;
+    return kiln::cpu::PatchRows{nullptr, GemmInput::f32, n, h, w, c, out_h, out_w, r, r, stride, stride, pad, pad};
+  };
+  const Case cases[] = {{patches(2, 9, 8, 16, 3, 2, 1), 32}, {patches(1, 8, 7, 32, 1, 2, 0), 16},
+                        {patches(2, 7, 7, 16, 3, 1, 1), 48}, {patches(2, 48, 48, 16, 3, 2, 1), 32}};
+  for (const GemmInput type : {GemmInput::f32, GemmInput::bf16, GemmInput::f16}) {
+    for (const int threads : {1, 2}) {
+      for (const Case& c : cases) {
+        for (const bool accumulate : {false, true}) {
+          BOOST_TEST_CONTEXT("input " << static_cast<int>(type) << " " << c.rows.h << "x" << c.rows.w << "x"
+                                      << c.rows.c << " window " << c.rows.r << " stride " << c.rows.stride_h
+                                      << " k " << c.k << " threads " << threads << " accumulate " << accumulate) {
+            BOOST_TEST(worst_patch_difference(c.rows, c.k, type, threads, accumulate, rng) < 2e-6);
           }
         }
       }

@@ -1,11 +1,7 @@
 // Pointwise convolutions as strided matmuls (see conv1x1_matmul.hpp).
 #include "ops/conv1x1_matmul.hpp"
 
-#include <omp.h>
-
 #include <utility>
-
-#include "ops/gemm_tn_avx2.hpp"
 
 namespace kiln::cpu {
 
@@ -82,25 +78,6 @@ void Conv1x1Matmul::backward_filter(dnnl::stream& stream, const Tensor& dw, cons
   // dW[K,C] (+)= dY^T[K,M] * X[M,C]: dY is [M,K] row-major, read as [K,M] with strides (1, K).
   stage(bwd_filter_, dy, {k_, m_}, {1, k_}, x, {m_, c_}, {c_, 1}, dw, true)
       .run(stream, dy.data(), x.data(), dw.data(), acc);
-}
-
-bool Conv1x1Matmul::avx2_filter_takes(const Tensor& dw, const Tensor& dy, const Tensor& x) const {
-  const DType in = desc_.dtype;
-  const bool widened_exactly = in == DType::f32 || in == DType::f16 || in == DType::bf16;
-  const bool dtypes = compute_ == DType::f32 && widened_exactly && dy.dtype() == in && x.dtype() == in &&
-                      dw.dtype() == DType::f32;
-  return dtypes && takes(x, dy, dw) && gemm_tn_fits(dw.shape()[0], dw.shape()[1]) && cpu_runs_gemm_tn_avx2();
-}
-
-void Conv1x1Matmul::backward_filter_avx2(const Tensor& dw, const Tensor& dy, const Tensor& x, Accumulate acc) {
-  // dY is [M,K] and X [M,C], both row-major over the pixels: the kernel's a and b as they are.
-  const GemmInput in = desc_.dtype == DType::f16    ? GemmInput::f16
-                       : desc_.dtype == DType::bf16 ? GemmInput::bf16
-                                                    : GemmInput::f32;
-  const int threads = omp_get_max_threads();
-  void* scratch = scratch_->get(kAvx2ScratchSlot, gemm_tn_scratch_bytes(m_, k_, c_, threads));
-  gemm_tn_avx2(m_, k_, c_, dy.data(), in, x.data(), in, static_cast<float*>(dw.data()), acc == Accumulate::yes,
-               scratch, threads);
 }
 
 }  // namespace kiln::cpu

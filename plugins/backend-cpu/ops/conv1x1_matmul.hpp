@@ -14,11 +14,6 @@
 // compute in compute_dtype (f16, and bf16 without bf16 primitives: f32), edges (dnnl_edge.hpp)
 // widen or narrow operands stored in another dtype and round an f32 input of a bf16 plan computed
 // in f32 to bf16 precision.
-//
-// Backward-filter has a second way on CPUs with AVX2 and FMA: Kiln's own kernel for dY^T X
-// (gemm_tn_avx2.hpp), for the plans that compute in f32 on AVX2 CPUs (`conv1x1 = "auto"` there,
-// or "kiln_avx2" anywhere), where oneDNN's transposed matmul and its AVX2 1x1 convolution are
-// both slow; it widens f16 and bf16 operands itself as it packs them.
 #pragma once
 
 #include <memory>
@@ -49,17 +44,6 @@ class Conv1x1Matmul {
   void forward(dnnl::stream& stream, const Tensor& y, const Tensor& x, const Tensor& w);
   void backward_data(dnnl::stream& stream, const Tensor& dx, const Tensor& dy, const Tensor& w);
   void backward_filter(dnnl::stream& stream, const Tensor& dw, const Tensor& dy, const Tensor& x, Accumulate acc);
-
-  /// Whether Kiln's AVX2 backward-filter takes these operands: the CPU has AVX2, FMA and F16C; the
-  /// plan computes in f32 (f32 and f16 plans, bf16 ones without bf16 kernels) and x and dy are of
-  /// its dtype (widened exactly as they are packed), dw f32 (the master gradients); activations
-  /// channels-last, dw plain, and C and K multiples of 16.
-  bool avx2_filter_takes(const Tensor& dw, const Tensor& dy, const Tensor& x) const;
-  /// dW[K,C] (+)= dY^T X by Kiln's AVX2 kernel on the backend's OpenMP threads (avx2_filter_takes).
-  void backward_filter_avx2(const Tensor& dw, const Tensor& dy, const Tensor& x, Accumulate acc);
-
-  /// The EdgeScratch slot of the AVX2 kernel's packed operands (above the Winograd's 40-43).
-  static constexpr int kAvx2ScratchSlot = 44;
 
  private:
   /// One matmul with its edges (with_sum: the same with a sum post-op, where the output edge is

@@ -17,8 +17,9 @@
 // dw is a reorder with a sum post-op. Padding on the far side is the smallest non-negative value
 // giving Conv2dDesc::out_h/out_w. Pointwise convolutions on channels-last tensors run as plain
 // strided matmuls instead (conv1x1_matmul.hpp: no weight edges at all) where the backend's
-// `conv1x1` option says so, per direction (PointwiseRoute); on AVX2 backward-filter runs Kiln's
-// own kernel there (gemm_tn_avx2.hpp). 3x3 convolutions of plans that compute in f32 run oneDNN's
+// `conv1x1` option says so, per direction (PointwiseRoute). Backward-filter runs Kiln's AVX2
+// kernel (conv_filter_avx2.hpp) where the `conv_filter` option says so and the shape fits and
+// pays. 3x3 convolutions of plans that compute in f32 run oneDNN's
 // Winograd kernels where the backend's `conv3x3` option says so, the shape is one where they were measured
 // faster (winograd_pays: channels in blocks of 16, enough output positions in the batch) and oneDNN takes it in
 // all three directions (AVX-512 only; it refuses strides and dilations); those kernels work on
@@ -35,6 +36,7 @@
 #include "cpu_backend.hpp"
 #include "kiln/errors.hpp"
 #include "ops/conv1x1_matmul.hpp"
+#include "ops/conv_filter_avx2.hpp"
 #include "ops/dnnl_edge.hpp"
 #include "ops/plans.hpp"
 #include "ops/winograd3x3.hpp"
@@ -89,11 +91,11 @@ bool kiln_winograd_pays(const Conv2dDesc& d) {
   return widest <= 512 && (tiles >= 64 || (tiles >= 32 && widest <= 256));
 }
 
-/// Which directions of a pointwise convolution leave oneDNN's convolution primitives, and for what.
+/// Which directions of a pointwise convolution run as matmuls instead of oneDNN's convolution.
 struct PointwiseRoute {
-  bool forward_matmul = false, backward_data_matmul = false, filter_matmul = false, filter_avx2 = false;
+  bool forward = false, backward_data = false, filter = false;
 
-  bool any() const { return forward_matmul || backward_data_matmul || filter_matmul || filter_avx2; }
+  bool any() const { return forward || backward_data || filter; }
 };
 
 /// The backend's conv1x1 mode for a plan of this dtype (cpu_backend.cpp says where each pays).
@@ -101,11 +103,9 @@ PointwiseRoute pointwise_route(Conv1x1Mode mode, DType plan) {
   const PointwiseRoute none{};
   const bool f32 = plan == DType::f32;
   switch (mode) {
-    case Conv1x1Mode::matmul: return {true, true, true, false};
-    case Conv1x1Mode::f32_matmul: return f32 ? PointwiseRoute{true, true, true, false} : none;
-    case Conv1x1Mode::f32_backward_data_matmul: return f32 ? PointwiseRoute{false, true, false, false} : none;
-    // Kiln's AVX2 filter kernel for every plan that computes in f32 (avx2_filter_takes checks).
-    case Conv1x1Mode::f32_avx2: return PointwiseRoute{false, f32, false, true};
+    case Conv1x1Mode::matmul: return {true, true, true};
+    case Conv1x1Mode::f32_matmul: return f32 ? PointwiseRoute{true, true, true} : none;
+    case Conv1x1Mode::f32_backward_data_matmul: return f32 ? PointwiseRoute{false, true, false} : none;
     case Conv1x1Mode::conv: return none;
   }
   return none;
@@ -114,7 +114,8 @@ PointwiseRoute pointwise_route(Conv1x1Mode mode, DType plan) {
 class ConvPlan final : public OpPlan {
  public:
   ConvPlan(const Conv2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch,
-           bool bf16_primitives, bool blocked_layout, PointwiseRoute pointwise_route, Conv3x3Mode conv3x3)
+           bool bf16_primitives, bool blocked_layout, PointwiseRoute pointwise_route, Conv3x3Mode conv3x3,
+           ConvFilterMode conv_filter)
       : desc(d), compute(compute_dtype(d.dtype, bf16_primitives)), route(pointwise_route),
         bf16_primitives_(bf16_primitives),
         activation_tag_(blocked_layout ? tag::any : tag::nhwc), engine_(engine), scratch_(std::move(scratch)) {
@@ -140,6 +141,12 @@ class ConvPlan final : public OpPlan {
         kiln_winograd_pays(d)) {
       winograd.emplace(d, engine_, scratch_);
     }
+    // Kiln's AVX2 backward-filter: plans that compute in f32, shapes it fits where it pays, and
+    // not where a Winograd path above computes the backward-filter.
+    if (conv_filter == ConvFilterMode::kiln_avx2 && compute == DType::f32 && ConvFilterAvx2::fits(d) &&
+        ConvFilterAvx2::pays(d) && !winograd && algorithm_ != dnnl::algorithm::convolution_winograd) {
+      filter.emplace(d, scratch_);
+    }
   }
 
   const Conv2dDesc desc;
@@ -149,6 +156,9 @@ class ConvPlan final : public OpPlan {
   /// avx2_filter_takes), the others run the convolution primitives.
   std::optional<Conv1x1Matmul> pointwise;
   const PointwiseRoute route;
+  /// Kiln's AVX2 backward-filter (conv_filter_avx2.hpp), where the backend chose it and the shape
+  /// fits and pays; used for the calls whose tensors it takes, before the pointwise matmul.
+  std::optional<ConvFilterAvx2> filter;
   /// Kiln's AVX2 Winograd (winograd3x3.hpp), where the backend chose it and the shape pays; used
   /// for the calls whose tensors it takes (f32, f16 or bf16, channels-last), the others run the primitives.
   std::optional<Winograd3x3> winograd;
@@ -287,7 +297,7 @@ std::shared_ptr<OpPlan> CpuBackend::plan_conv2d(const Conv2dDesc& d) {
   sdk::check_conv2d_desc(check, d);
   try {
     return std::make_shared<ConvPlan>(d, engine_, edge_scratch_, bf16_primitives_, blocked_conv_layout_,
-                                      pointwise_route(conv1x1_, d.dtype), conv3x3_);
+                                      pointwise_route(conv1x1_, d.dtype), conv3x3_, conv_filter_);
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN cannot plan {}: {}", describe(d), e.what()));
   }
@@ -299,7 +309,7 @@ void CpuBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, 
   sdk::check_conv2d_forward(check, p.desc, y, x, w);
   use_our_threads();
   try {
-    if (p.pointwise && p.route.forward_matmul && Conv1x1Matmul::takes(x, y, w)) {
+    if (p.pointwise && p.route.forward && Conv1x1Matmul::takes(x, y, w)) {
       p.pointwise->forward(stream_, y, x, w);
     } else if (p.winograd && Winograd3x3::takes(x, y, w)) {
       p.winograd->forward(stream_, y, x, w);
@@ -319,7 +329,7 @@ void CpuBackend::conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Tens
   sdk::check_conv2d_backward_data(check, p.desc, dx, dy, w);
   use_our_threads();
   try {
-    if (p.pointwise && p.route.backward_data_matmul && Conv1x1Matmul::takes(dy, dx, w)) {
+    if (p.pointwise && p.route.backward_data && Conv1x1Matmul::takes(dy, dx, w)) {
       p.pointwise->backward_data(stream_, dx, dy, w);
     } else if (p.winograd && Winograd3x3::takes(dy, dx, w)) {
       p.winograd->backward_data(stream_, dx, dy, w);
@@ -339,9 +349,9 @@ void CpuBackend::conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const Te
   sdk::check_conv2d_backward_filter(check, p.desc, dw, dy, x);
   use_our_threads();
   try {
-    if (p.pointwise && p.route.filter_avx2 && p.pointwise->avx2_filter_takes(dw, dy, x)) {
-      p.pointwise->backward_filter_avx2(dw, dy, x, acc);
-    } else if (p.pointwise && p.route.filter_matmul && Conv1x1Matmul::takes(x, dy, dw)) {
+    if (p.filter && p.filter->takes(dw, dy, x)) {
+      p.filter->run(dw, dy, x, acc);
+    } else if (p.pointwise && p.route.filter && Conv1x1Matmul::takes(x, dy, dw)) {
       p.pointwise->backward_filter(stream_, dw, dy, x, acc);
     } else if (p.winograd && Winograd3x3::takes(x, dy, dw)) {
       p.winograd->backward_filter(stream_, dw, dy, x, acc);

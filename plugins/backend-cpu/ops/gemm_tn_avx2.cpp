@@ -36,11 +36,13 @@ struct Shape {
   std::int64_t m, k, c;
 };
 
-/// One operand: rows of `ld` elements of `type` (f32, or 16-bit values widened as they are packed).
+/// One operand: rows of `ld` elements of `type` (f32, or 16-bit values widened as they are packed),
+/// or (b only) the patch rows of a convolution's input.
 struct Source {
   const void* data;
   GemmInput type;
   std::int64_t ld;
+  const PatchRows* patches = nullptr;
 
   std::int64_t element_bytes() const { return type == GemmInput::f32 ? 4 : 2; }
   const char* row(std::int64_t r) const { return static_cast<const char*>(data) + r * ld * element_bytes(); }
@@ -52,9 +54,10 @@ struct Split {
   bool swap;
 };
 
-Split split_for(const Shape& s, int threads) {
+Split split_for(const Shape& s, int threads, bool patches) {
   const bool rows = threads == 1 || s.m >= kSplitRowsPerThread * threads;
-  return {rows, rows && s.m >= kSplitRowsPerThread && s.k > s.c && s.k * s.c <= kSwapMaxOut};
+  // Patch rows are gathered into panels only, so they never swap to the strips' side.
+  return {rows, rows && !patches && s.m >= kSplitRowsPerThread && s.k > s.c && s.k * s.c <= kSwapMaxOut};
 }
 
 /// Floats of each scratch part, each a multiple of 16 (64 bytes) so every part stays aligned.
@@ -64,8 +67,8 @@ struct ScratchLayout {
   std::int64_t floats(int threads) const { return threads * (strips + panels) + partials * partial; }
 };
 
-ScratchLayout layout_for(const Shape& s, int threads) {
-  const Split split = split_for(s, threads);
+ScratchLayout layout_for(const Shape& s, int threads, bool patches) {
+  const Split split = split_for(s, threads, patches);
   ScratchLayout l{};
   // The packed strips, then one row of a chunk's columns widened to f32 (16-bit a).
   l.strips = kBlockRows * kChunkStrips * kStrip + kChunkStrips * kStrip;
@@ -118,23 +121,44 @@ __attribute__((target("avx2,fma"))) void microkernel(std::int64_t rows, std::int
   }
 }
 
+/// 16 values of `type` at src as f32 into dst (64-byte aligned).
+__attribute__((target("avx2,f16c"), always_inline)) inline void panel_row(const char* src, GemmInput type, float* dst) {
+  if (type == GemmInput::f32) {
+    std::memcpy(dst, src, kPanel * sizeof(float));
+    return;
+  }
+  const __m128i* half = reinterpret_cast<const __m128i*>(src);
+  const __m128i lo = _mm_loadu_si128(half), hi = _mm_loadu_si128(half + 1);
+  const bool bf16 = type == GemmInput::bf16;
+  _mm256_store_ps(dst, bf16 ? bf16_lanes::widen8(lo) : _mm256_cvtph_ps(lo));
+  _mm256_store_ps(dst + 8, bf16 ? bf16_lanes::widen8(hi) : _mm256_cvtph_ps(hi));
+}
+
 /// Copies rows [row, row + depth) of b's panels [p0, p1) to packed[p][depth][16] as f32, one
-/// source row at a time (sequential reads, which the hardware prefetcher follows).
+/// source row at a time (sequential reads, which the hardware prefetcher follows). Patch rows are
+/// gathered here: panel p is channels (p % (c / 16)) * 16.. of tap p / (c / 16) of the window.
 __attribute__((target("avx2,f16c"))) void pack_panels(const Source& b, std::int64_t row, std::int64_t depth,
                                                        std::int64_t p0, std::int64_t p1, float* packed) {
+  const std::int64_t bytes = b.element_bytes();
   for (std::int64_t r = 0; r < depth; ++r) {
-    const char* src = b.row(row + r);
+    if (b.patches == nullptr) {
+      const char* src = b.row(row + r);
+      for (std::int64_t p = p0; p < p1; ++p) panel_row(src + p * kPanel * bytes, b.type, packed + (p * depth + r) * kPanel);
+      continue;
+    }
+    const PatchRows& x = *b.patches;
+    const std::int64_t m = row + r, q = m % x.out_w, p_out = (m / x.out_w) % x.out_h, n = m / (x.out_w * x.out_h);
+    const std::int64_t per_tap = x.c / kPanel;
     for (std::int64_t p = p0; p < p1; ++p) {
+      const std::int64_t tap = p / per_tap, kh = tap / x.s, kw = tap % x.s;
+      const std::int64_t ih = p_out * x.stride_h - x.pad_h + kh, iw = q * x.stride_w - x.pad_w + kw;
       float* dst = packed + (p * depth + r) * kPanel;
-      if (b.type == GemmInput::f32) {
-        std::memcpy(dst, src + p * kPanel * 4, kPanel * sizeof(float));
+      if (ih < 0 || ih >= x.h || iw < 0 || iw >= x.w) {
+        std::memset(dst, 0, kPanel * sizeof(float));
         continue;
       }
-      const __m128i* half = reinterpret_cast<const __m128i*>(src + p * kPanel * 2);
-      const __m128i lo = _mm_loadu_si128(half), hi = _mm_loadu_si128(half + 1);
-      const bool bf16 = b.type == GemmInput::bf16;
-      _mm256_store_ps(dst, bf16 ? bf16_lanes::widen8(lo) : _mm256_cvtph_ps(lo));
-      _mm256_store_ps(dst + 8, bf16 ? bf16_lanes::widen8(hi) : _mm256_cvtph_ps(hi));
+      const char* pixel = static_cast<const char*>(x.x) + ((n * x.h + ih) * x.w + iw) * x.c * bytes;
+      panel_row(pixel + (p % per_tap) * kPanel * bytes, b.type, dst);
     }
   }
 }
@@ -217,9 +241,10 @@ void rows_of_one_thread(const Source& a, const Source& b, const Shape& s, std::i
     pack_panels(b, first, depth, 0, s.c / kPanel, panels);
     // The next block's rows of a and b, each one contiguous range, spread over this block's calls.
     const std::int64_t next = first + depth, next_depth = std::min(depth_each, r1 - next);
-    const char* next_b = b.row(next);
+    const char* next_b = b.patches == nullptr ? b.row(next) : nullptr;
     const char* next_a = a.row(next);
-    const std::int64_t b_lines = next_depth > 0 ? next_depth * s.c * b.element_bytes() / 64 : 0;
+    // (Patch rows are scattered over the input: only a's are prefetched then.)
+    const std::int64_t b_lines = next_depth > 0 && b.patches == nullptr ? next_depth * s.c * b.element_bytes() / 64 : 0;
     const std::int64_t lines = next_depth > 0 ? b_lines + next_depth * s.k * a.element_bytes() / 64 : 0;
     const std::int64_t per_call = (lines + calls - 1) / calls;
     std::int64_t done = 0;
@@ -305,21 +330,35 @@ bool cpu_runs_gemm_tn_avx2() {
 bool gemm_tn_fits(std::int64_t k, std::int64_t c) { return k > 0 && c > 0 && k % kPanel == 0 && c % kPanel == 0; }
 
 std::size_t gemm_tn_scratch_bytes(std::int64_t m, std::int64_t k, std::int64_t c, int threads) {
-  return static_cast<std::size_t>(layout_for({m, k, c}, threads).floats(threads)) * sizeof(float);
+  // Patches never swap: the layout without them is the larger (or the same).
+  return static_cast<std::size_t>(layout_for({m, k, c}, threads, false).floats(threads)) * sizeof(float);
 }
+
+namespace {
+
+void run(const Shape& s, const Source& a, const Source& b, float* out, bool accumulate, void* scratch, int threads) {
+  const bool patches = b.patches != nullptr;
+  const Split split = split_for(s, threads, patches);
+  const ScratchLayout l = layout_for(s, threads, patches);
+  float* const floats = static_cast<float*>(scratch);
+  if (split.rows) {
+    split_rows(a, b, s, out, accumulate, floats, l, threads, split.swap);
+  } else {
+    split_strips(a, b, s, out, accumulate, floats, l, threads);
+  }
+}
+
+}  // namespace
 
 void gemm_tn_avx2(std::int64_t m, std::int64_t k, std::int64_t c, const void* a, GemmInput a_type, const void* b,
                   GemmInput b_type, float* out, bool accumulate, void* scratch, int threads) {
-  const Shape s{m, k, c};
-  const Source as{a, a_type, k}, bs{b, b_type, c};
-  const Split split = split_for(s, threads);
-  const ScratchLayout l = layout_for(s, threads);
-  float* const floats = static_cast<float*>(scratch);
-  if (split.rows) {
-    split_rows(as, bs, s, out, accumulate, floats, l, threads, split.swap);
-  } else {
-    split_strips(as, bs, s, out, accumulate, floats, l, threads);
-  }
+  run({m, k, c}, {a, a_type, k}, {b, b_type, c}, out, accumulate, scratch, threads);
+}
+
+void gemm_tn_avx2_patches(std::int64_t k, const void* a, GemmInput a_type, const PatchRows& patches, float* out,
+                          bool accumulate, void* scratch, int threads) {
+  const Shape s{patches.n * patches.out_h * patches.out_w, k, patches.r * patches.s * patches.c};
+  run(s, {a, a_type, k}, {patches.x, patches.type, s.c, &patches}, out, accumulate, scratch, threads);
 }
 
 }  // namespace kiln::cpu

@@ -1,0 +1,114 @@
+// ResNet-50's convolution backward-filters through the cpu backend plugin itself, two
+// `conv_filter` modes side by side (default: "onednn" and "kiln_avx2"): every layer shape that no
+// Winograd path computes (the 1x1s of both strides, the stride-2 3x3s, the two 7x7/512 3x3s;
+// not the stem, whose 3 input channels Kiln's kernel does not take) is planned on both backends
+// and its backward-filter (dw written) timed alternately on the two (a, b, a, b, ...) --reps times
+// after one warm-up each, on the channels-last f32 tensors the ResNet model passes, so every edge
+// and reorder the backend runs is inside the figure. A layer's figure is the median; the total
+// weights each shape by how often ResNet-50 has it.
+//
+// Output: "layer <c>-><k> <side> k<r> s<stride> x<count> <ms a> <ms b> <a/b>" per shape, then
+// "total <ms a> <ms b> <a/b>" (ms per training step's worth). run.sh builds and runs it.
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../common/bench_clock.hpp"
+#include "../common/cpu_plugin.hpp"
+
+namespace {
+
+using kiln::Backend;
+using kiln::Conv2dDesc;
+using kiln::DType;
+using kiln::Tensor;
+
+/// One layer: input channels, output channels, input side, kernel, stride, and how many
+/// ResNet-50 v1.5 has (torchvision's: stride on the 3x3, projections 1x1 with the block's stride).
+struct Layer {
+  std::int64_t c, k, side, r, stride, count;
+};
+constexpr Layer kLayers[] = {
+    {64, 64, 56, 1, 1, 1},     {64, 256, 56, 1, 1, 4},    {256, 64, 56, 1, 1, 2},    {256, 128, 56, 1, 1, 1},
+    {128, 512, 28, 1, 1, 4},   {512, 128, 28, 1, 1, 3},   {512, 256, 28, 1, 1, 1},   {256, 1024, 14, 1, 1, 6},
+    {1024, 256, 14, 1, 1, 5},  {1024, 512, 14, 1, 1, 1},  {512, 2048, 7, 1, 1, 3},   {2048, 512, 7, 1, 1, 2},
+    {256, 512, 56, 1, 2, 1},   {512, 1024, 28, 1, 2, 1},  {1024, 2048, 14, 1, 2, 1},  // projections
+    {128, 128, 56, 3, 2, 1},   {256, 256, 28, 3, 2, 1},   {512, 512, 14, 3, 2, 1},    // strided 3x3s
+    {512, 512, 7, 3, 1, 2},                                                         // 7x7 3x3s
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string plugin_path, mode_a = "onednn", mode_b = "kiln_avx2";
+  std::int64_t batch = 8, reps = 10, threads = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto next = [&] {
+      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+      return std::string(argv[++i]);
+    };
+    if (a == "--plugin") plugin_path = next();
+    else if (a == "--a") mode_a = next();
+    else if (a == "--b") mode_b = next();
+    else if (a == "--batch") batch = std::stoll(next());
+    else if (a == "--reps") reps = std::stoll(next());
+    else if (a == "--threads") threads = std::stoll(next());
+    else {
+      std::fprintf(stderr, "usage: layer_bench --plugin libkiln-backend-cpu.so [--a MODE] [--b MODE] [--batch N] "
+                           "[--reps N] [--threads N]\n");
+      return 2;
+    }
+  }
+  const kiln_bench::Plugin p(plugin_path);
+  kiln_bench::Made a = kiln_bench::make_backend(p, "conv_filter", mode_a, threads);
+  kiln_bench::Made b = kiln_bench::make_backend(p, "conv_filter", mode_b, threads);
+  std::printf("# a: %s\n# b: %s\n", a.backend->device().detail.c_str(), b.backend->device().detail.c_str());
+  std::printf("# batch %ld, %ld reps, conv_filter a = %s, b = %s; backward-filter ms (median)\n",
+              static_cast<long>(batch), static_cast<long>(reps), mode_a.c_str(), mode_b.c_str());
+  double total[2] = {};
+  for (const Layer& l : kLayers) {
+    Conv2dDesc d;
+    d.n = batch, d.c = l.c, d.k = l.k, d.h = d.w = l.side, d.r = d.s = l.r;
+    d.stride_h = d.stride_w = l.stride, d.pad_h = d.pad_w = l.r / 2, d.dtype = DType::f32;
+    Backend* backends[2] = {a.backend, b.backend};
+    std::shared_ptr<kiln::OpPlan> plans[2] = {a.backend->plan_conv2d(d), b.backend->plan_conv2d(d)};
+    struct Operands {
+      Tensor x, dy, dw;
+    } ops[2];
+    for (int i = 0; i < 2; ++i) {
+      Backend& be = *backends[i];
+      const auto act = [&](std::int64_t c, std::int64_t side) {
+        return be.allocate({d.n, c, side, side}, DType::f32, kiln::MemoryKind::host).with_layout(kiln::Layout::nhwc);
+      };
+      ops[i] = {act(d.c, l.side), act(d.k, d.out_h()), be.allocate({d.k, d.c, l.r, l.r}, DType::f32, kiln::MemoryKind::host)};
+      be.fill(ops[i].x, 0.5), be.fill(ops[i].dy, 0.25);
+    }
+    const auto run = [&](int i) {
+      backends[i]->conv2d_backward_filter(*plans[i], ops[i].dw, ops[i].dy, ops[i].x, kiln::Accumulate::no);
+    };
+    run(0), run(1);  // warm-up: builds the primitives
+    std::vector<double> times[2];
+    for (std::int64_t r = 0; r < reps; ++r) {
+      for (int i = 0; i < 2; ++i) {
+        const double t0 = kiln_bench::now_ms(false);
+        run(i);
+        times[i].push_back(kiln_bench::now_ms(false) - t0);
+      }
+    }
+    const double ma = median(times[0]), mb = median(times[1]);
+    total[0] += ma * static_cast<double>(l.count), total[1] += mb * static_cast<double>(l.count);
+    std::printf("layer %4ld->%-4ld %3ld k%ld s%ld x%ld %8.2f %8.2f %6.2f\n", static_cast<long>(l.c),
+                static_cast<long>(l.k), static_cast<long>(l.side), static_cast<long>(l.r), static_cast<long>(l.stride),
+                static_cast<long>(l.count), ma, mb, ma / mb);
+  }
+  std::printf("total %.1f %.1f %.2f\n", total[0], total[1], total[0] / total[1]);
+  return 0;
+}

@@ -1,0 +1,138 @@
+// The cpu backend's `conv_filter` option: convolution backward-filters by Kiln's AVX2 kernel
+// (ops/conv_filter_avx2.hpp) agree with oneDNN's backward-weights primitive to f32 rounding, for
+// pointwise convolutions (many rows: the roles swap inside the kernel), strided 1x1 and 3x3 ones
+// with padding and odd sides, a stride-1 3x3 and a 5x5, Accumulate::yes and ::no; forward and
+// backward-data are untouched (the same bits); shapes it does not fit (3 input channels, 24) keep
+// oneDNN's, bit for bit; f16 plans and bf16 plans computed in f32 take it for their f32 master
+// gradients, not for 16-bit ones; bf16 plans with bf16 kernels never. "auto" takes it exactly
+// where the banner says; a wrong value is a config error. Runs on every CPU with AVX2, FMA and F16C
+// (every CI machine): "kiln_avx2" forces the kernel there.
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+#include <string>
+
+#include "conv_directions.hpp"
+#include "cpu_fixture.hpp"
+#include "kiln/errors.hpp"
+
+namespace kiln::test {
+namespace {
+
+BackendPtr cpu_with(const std::string& conv_filter, const std::string& bf16_compute = "auto") {
+  // Channels-last convolutions and no Winograd, so the plans differ in the filter path only.
+  return make_cpu_backend_with({{"conv_filter", conv_filter},
+                                {"conv3x3", "direct"},
+                                {"conv_layout", "channels_last"},
+                                {"bf16_compute", bf16_compute}});
+}
+
+Conv2dDesc conv(std::int64_t n, std::int64_t c, std::int64_t side, std::int64_t k, std::int64_t r,
+                std::int64_t stride, std::int64_t pad, DType dtype = DType::f32) {
+  Conv2dDesc d;
+  d.n = n, d.c = c, d.h = d.w = side, d.k = k, d.r = d.s = r;
+  d.stride_h = d.stride_w = stride, d.pad_h = d.pad_w = pad, d.dtype = dtype;
+  return d;
+}
+
+/// All four outputs of a plan run on 16-bit activations and weights with f32 gradients (the
+/// mixed-precision models' dw) when `f32_grad`, else 16-bit ones.
+ConvResults run_mixed(Backend& backend, const Conv2dDesc& d, bool f32_grad, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const DType t = d.dtype, g = f32_grad ? DType::f32 : d.dtype;
+  const auto act = [&](const Shape& s) { return to_dtype(to_channels_last(random_f32(s, rng)), t); };
+  const Tensor x = act({d.n, d.c, d.h, d.w}), dy = act({d.n, d.k, d.out_h(), d.out_w()});
+  const Tensor w = to_dtype(random_f32({d.k, d.c, d.r, d.s}, rng), t);
+  ConvResults r{poisoned(dy.shape(), t).with_layout(Layout::nhwc), poisoned(x.shape(), t).with_layout(Layout::nhwc),
+                poisoned(w.shape(), g), to_dtype(random_f32(w.shape(), rng), g)};
+  auto plan = backend.plan_conv2d(d);
+  backend.conv2d_forward(*plan, r.y, x, w);
+  backend.conv2d_backward_data(*plan, r.dx, dy, w);
+  backend.conv2d_backward_filter(*plan, r.dw, dy, x, Accumulate::no);
+  backend.conv2d_backward_filter(*plan, r.dw_added, dy, x, Accumulate::yes);
+  return r;
+}
+
+/// Forward and backward-data the same bits; dw within f32 rounding, and its bits differ exactly
+/// where the kernel took the shape.
+void check(const ConvResults& got, const ConvResults& want, bool taken, double bound = 2e-5) {
+  BOOST_TEST(same_bits(got.y, want.y), "forward changed");
+  BOOST_TEST(same_bits(got.dx, want.dx), "backward-data changed");
+  BOOST_TEST(relative_difference(got.dw, want.dw) <= bound);
+  BOOST_TEST(relative_difference(got.dw_added, want.dw_added) <= bound);
+  BOOST_TEST(same_bits(got.dw, want.dw) == !taken, "the backward-filter did not run the expected path");
+  BOOST_TEST(same_bits(got.dw_added, want.dw_added) == !taken, "the accumulated backward-filter did not run the expected path");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(conv_filter_avx2)
+
+BOOST_AUTO_TEST_CASE(kernel_and_onednn_agree) {
+  auto kiln = cpu_with("kiln_avx2"), onednn = cpu_with("onednn");
+  BOOST_TEST(kiln->device().detail.find("backward-filter by Kiln's AVX2 kernel") != std::string::npos);
+  BOOST_TEST(onednn->device().detail.find("backward-filter by Kiln's AVX2 kernel") == std::string::npos);
+  struct Case {
+    Conv2dDesc d;
+    bool taken;
+  };
+  const Case cases[] = {
+      {conv(2, 64, 14, 256, 1, 1, 0), true},   // pointwise, few rows
+      {conv(2, 256, 24, 64, 1, 1, 0), true},   // pointwise, 1152 rows: split, roles swapped
+      {conv(2, 32, 28, 64, 1, 2, 0), true},    // strided 1x1: every other pixel
+      {conv(2, 16, 33, 32, 3, 2, 1), true},    // strided 3x3 with padding, odd side
+      {conv(2, 32, 13, 48, 3, 1, 1), true},    // stride-1 3x3
+      {conv(2, 16, 36, 16, 5, 2, 2), true},    // 5x5, stride 2, padding 2
+      {conv(2, 3, 32, 16, 7, 2, 3), false},    // 3 input channels (the stem): not a multiple of 16
+      {conv(2, 24, 24, 32, 1, 1, 0), false},   // 24 channels
+  };
+  // Every shape has more than 256 output pixels: the kernel sums them in blocks of at most 256,
+  // so its bits differ from oneDNN's running sum (with one block they may be the same).
+  for (const Case& c : cases) {
+    BOOST_TEST_CONTEXT("c " << c.d.c << " k " << c.d.k << " side " << c.d.h << " kernel " << c.d.r << " stride "
+                            << c.d.stride_h) {
+      check(run_directions(*kiln, c.d, 41), run_directions(*onednn, c.d, 41), c.taken);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sixteen_bit_plans_take_it_for_f32_gradients) {
+  // f16 plans, and bf16 plans computed in f32 (forced here on every CPU): x and dy widened as the
+  // kernel packs them, dw f32. A 16-bit dw keeps oneDNN's path.
+  auto kiln = cpu_with("kiln_avx2", "f32"), onednn = cpu_with("onednn", "f32");
+  for (const DType plan : {DType::f16, DType::bf16}) {
+    for (const bool f32_grad : {true, false}) {
+      for (const Conv2dDesc& d : {conv(2, 64, 14, 256, 1, 1, 0, plan), conv(2, 16, 33, 32, 3, 2, 1, plan)}) {
+        BOOST_TEST_CONTEXT("plan " << dtype_name(plan) << " dw " << (f32_grad ? "f32" : "16-bit") << " kernel " << d.r) {
+          check(run_mixed(*kiln, d, f32_grad, 43), run_mixed(*onednn, d, f32_grad, 43), f32_grad,
+                f32_grad ? 2e-5 : 1.0 / 128);
+        }
+      }
+    }
+  }
+  // bf16 plans with bf16 kernels (AVX-512 BF16 CPUs) compute in bf16: never the kernel.
+  auto native = cpu_with("kiln_avx2"), native_onednn = cpu_with("onednn");
+  if (native->device().detail.find("bf16: storage only") == std::string::npos) {
+    const Conv2dDesc d = conv(2, 64, 14, 256, 1, 1, 0, DType::bf16);
+    check(run_mixed(*native, d, true, 44), run_mixed(*native_onednn, d, true, 44), false);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(auto_takes_it_where_the_banner_says) {
+  auto automatic = make_cpu_backend_with({{"conv_filter", "auto"}, {"conv3x3", "direct"}, {"conv_layout", "channels_last"}});
+  auto kiln = cpu_with("kiln_avx2"), onednn = cpu_with("onednn");
+  const bool on = automatic->device().detail.find("backward-filter by Kiln's AVX2 kernel") != std::string::npos;
+  BOOST_TEST_MESSAGE("conv_filter = auto runs Kiln's AVX2 backward-filter here: " << on);
+  const Conv2dDesc d = conv(2, 16, 33, 32, 3, 2, 1);
+  const ConvResults a = run_directions(*automatic, d, 45);
+  BOOST_TEST(same_bits(a, run_directions(on ? *kiln : *onednn, d, 45)));
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_mode_is_a_config_error) {
+  const std::string msg = error_text<ConfigError>([&] { cpu_with("mkl"); });
+  BOOST_TEST(msg.find("\"mkl\" is not a convolution filter mode") != std::string::npos, msg);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace kiln::test
