@@ -141,6 +141,15 @@ def machine_line(kiln_detail, torch=None):
     return text
 
 
+def read_section(marker):
+    """The body between <!-- marker --> and <!-- /marker --> in docs/benchmarks.md, or None."""
+    text = (ROOT / "docs/benchmarks.md").read_text()
+    start, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
+    if start not in text or end not in text:
+        return None
+    return text[text.index(start) + len(start): text.index(end)].strip()
+
+
 def write_section(marker, title, body, section):
     """Replaces <!-- marker --> ... <!-- /marker --> in docs/benchmarks.md with `body`; when the
     marker is new (a CPU family seen for the first time), adds it under a "### title" heading at

@@ -10,7 +10,8 @@ layout) with a compiled train step, and the "mixed_bfloat16" policy for bf16. Th
 from the bench venv (bench/peers.py: PyTorch 2.15 and TensorFlow 2.21 from PyPI, installed by
 scripts/setup.sh --bench). Each side runs in its own process, one after the other, in one
 invocation; peak resident memory is that process's own peak. The table starts with the CPU model
-and each side's ISA; with --write it replaces this CPU family's table in docs/benchmarks.md.
+and each side's ISA; with --write it replaces this CPU family's table in docs/benchmarks.md, keeping
+the earlier table's rows of the precisions not measured now (marked with that run's date).
 The machines here are shared and a step's time swings by up to 20% between minutes, so each
 precision runs `--rounds` paired rounds (default 3: Kiln, PyTorch, TensorFlow in turn) and the
 table gives each side's median rate and the median of the per-round ratios with their range.
@@ -20,6 +21,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -162,6 +164,28 @@ def median_row(rounds):
     return line
 
 
+def kept_rows(old_body, measured, columns):
+    """The rows of an earlier table (`old_body`, this script's section) for the precisions not
+    measured now, so --write with --precisions fp32 does not drop the bf16 row: each marked with
+    the earlier run's date and cut or padded ("-") to `columns` cells."""
+    if not old_body:
+        return []
+    date = re.search(r"Measured (\d{4}-\d{2}-\d{2})", old_body)
+    when = date.group(1) if date else "earlier"
+    rows = []
+    for line in old_body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("| ") or cells[0] in ("precision", "") or cells[0].split()[0] in measured:
+            continue
+        precision = cells[0].split()[0]
+        if precision not in ("fp32", "bf16"):
+            continue
+        cells = (cells + ["-"] * columns)[:columns]
+        cells[0] = f"{precision} (run of {when})" if "(run of" not in cells[0] else cells[0]
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
@@ -200,10 +224,14 @@ def main():
     print("\n".join(lines))
     if args.write:
         family = peers.family_key()
+        marker = f"resnet-bench:{family}"
+        earlier = kept_rows(peers.read_section(marker), [p for p, _ in rows], rule.count("|") - 1)
+        kept = (" Rows marked \"run of\" are kept from the table's earlier run (other precisions, other code)."
+                if earlier else "")
         body = (f"Measured {datetime.date.today()}: {args.threads} threads, batch 8, 224x224, {args.steps} timed "
-                f"steps after warm-up, {rounds_text}; peers from PyPI ({peers_text}).\n{machine}\n\n"
-                + "\n".join(lines))
-        doc = peers.write_section(f"resnet-bench:{family}", f"ResNet-50 on {peers.family_title()} (PyPI peers)", body,
+                f"steps after warm-up, {rounds_text}; peers from PyPI ({peers_text}).{kept}\n{machine}\n\n"
+                + "\n".join(lines + earlier))
+        doc = peers.write_section(marker, f"ResNet-50 on {peers.family_title()} (PyPI peers)", body,
                                   "ResNet-50 training on the CPU")
         print(f"wrote {doc}", file=sys.stderr)
 
