@@ -5,8 +5,13 @@
 
 #include <boost/dll/shared_library.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kiln/backend.hpp"
 #include "kiln/params.hpp"
@@ -42,6 +47,42 @@ inline Made make_backend(const Plugin& p, const std::string& key, const std::str
   kiln::PluginArgs args;
   args.params = &params;
   return {p.plugin, static_cast<kiln::Backend*>(p.plugin->create(&args))};
+}
+
+/// The command line both A/B layer benchmarks take: the plugin, the option's two values, batch,
+/// repetitions and threads.
+struct AbOptions {
+  std::string plugin_path, mode_a, mode_b;
+  std::int64_t batch = 8, reps = 10, threads = 0;
+};
+
+/// Parses --plugin, --a, --b, --batch, --reps, --threads over the given defaults; prints the usage
+/// and returns nothing on anything else.
+inline std::optional<AbOptions> parse_ab_options(int argc, char** argv, AbOptions o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto next = [&] {
+      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+      return std::string(argv[++i]);
+    };
+    if (a == "--plugin") o.plugin_path = next();
+    else if (a == "--a") o.mode_a = next();
+    else if (a == "--b") o.mode_b = next();
+    else if (a == "--batch") o.batch = std::stoll(next());
+    else if (a == "--reps") o.reps = std::stoll(next());
+    else if (a == "--threads") o.threads = std::stoll(next());
+    else {
+      std::fprintf(stderr, "usage: %s --plugin libkiln-backend-cpu.so [--a MODE] [--b MODE] [--batch N] [--reps N] "
+                           "[--threads N]\n", argv[0]);
+      return std::nullopt;
+    }
+  }
+  return o;
+}
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 }  // namespace kiln_bench

@@ -1,21 +1,10 @@
 #!/usr/bin/env bash
 # ResNet-50's stride-1 3x3 convolutions through the cpu backend plugin, two `conv3x3` modes side
-# by side (layer_bench.cpp says how). Compiles layer_bench.cpp against the build tree's SDK
-# (rebuilt when the source is newer) and runs it with the given arguments.
+# by side (layer_bench.cpp says how). Builds and runs layer_bench.cpp with the given arguments
+# (common/run_plugin_bench.sh).
 #
 # usage: bench/conv3x3_winograd/run.sh [--a direct] [--b kiln_winograd] [--batch 8] [--reps 10] [--threads N]
 # env:   BUILD=build
 set -euo pipefail
-
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-build=$(cd "${BUILD:-$root/build}" && pwd)
-exe=$build/bench/conv3x3_layer_bench
-mkdir -p "$build/bench"
-if [[ ! -x $exe || $here/layer_bench.cpp -nt $exe || $here/../common/cpu_plugin.hpp -nt $exe ]]; then
-  g++ -O2 -std=c++20 -Wall -Wextra -I"$root/interfaces" -I"$root/sdk/include" "$here/layer_bench.cpp" \
-    -L"$build/lib" -Wl,-rpath,"$build/lib" -lkiln_sdk -lboost_filesystem -ldl -o "$exe"
-fi
-echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')," \
-  "$(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | sed 's/^ /family /'), $(nproc) cores"
-exec "$exe" --plugin "$build/lib/kiln/plugins/libkiln-backend-cpu.so" "$@"
+exec "$here/../common/run_plugin_bench.sh" "$here/layer_bench.cpp" conv3x3_layer_bench "$@"

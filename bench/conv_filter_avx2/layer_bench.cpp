@@ -39,34 +39,13 @@ constexpr Layer kLayers[] = {
     {512, 512, 7, 3, 1, 2},                                                         // 7x7 3x3s
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string plugin_path, mode_a = "onednn", mode_b = "kiln_avx2";
-  std::int64_t batch = 8, reps = 10, threads = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto next = [&] {
-      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
-      return std::string(argv[++i]);
-    };
-    if (a == "--plugin") plugin_path = next();
-    else if (a == "--a") mode_a = next();
-    else if (a == "--b") mode_b = next();
-    else if (a == "--batch") batch = std::stoll(next());
-    else if (a == "--reps") reps = std::stoll(next());
-    else if (a == "--threads") threads = std::stoll(next());
-    else {
-      std::fprintf(stderr, "usage: layer_bench --plugin libkiln-backend-cpu.so [--a MODE] [--b MODE] [--batch N] "
-                           "[--reps N] [--threads N]\n");
-      return 2;
-    }
-  }
+  const auto options = kiln_bench::parse_ab_options(argc, argv, {"", "onednn", "kiln_avx2"});
+  if (!options) return 2;
+  const auto& [plugin_path, mode_a, mode_b, batch, reps, threads] = *options;
   const kiln_bench::Plugin p(plugin_path);
   kiln_bench::Made a = kiln_bench::make_backend(p, "conv_filter", mode_a, threads);
   kiln_bench::Made b = kiln_bench::make_backend(p, "conv_filter", mode_b, threads);
@@ -103,7 +82,7 @@ int main(int argc, char** argv) {
         times[i].push_back(kiln_bench::now_ms(false) - t0);
       }
     }
-    const double ma = median(times[0]), mb = median(times[1]);
+    const double ma = kiln_bench::median(times[0]), mb = kiln_bench::median(times[1]);
     total[0] += ma * static_cast<double>(l.count), total[1] += mb * static_cast<double>(l.count);
     std::printf("layer %4ld->%-4ld %3ld k%ld s%ld x%ld %8.2f %8.2f %6.2f\n", static_cast<long>(l.c),
                 static_cast<long>(l.k), static_cast<long>(l.side), static_cast<long>(l.r), static_cast<long>(l.stride),

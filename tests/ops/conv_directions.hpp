@@ -20,14 +20,17 @@ struct ConvResults {
 };
 
 /// The dtypes the operands are stored in, where not the plan's own: a bf16 plan of a
-/// mixed-precision model reads f32 master weights and writes f32 weight gradients.
+/// mixed-precision model reads f32 master weights and writes f32 weight gradients; a 16-bit plan
+/// may also read 16-bit weights and write f32 gradients (`gradients`, else the weights' dtype).
 struct OperandDtypes {
   DType activations, weights;
+  std::optional<DType> gradients{};
 };
 
 /// Forward, backward-data, backward-filter (written, then added into dw0) on activations in
 /// `layout` (channels-last as the ResNet models pass them; NCHW as tests may), every operand of
-/// dtype `d.dtype` unless `dtypes` says otherwise (activations: x, dy, y, dx; weights: w, dw).
+/// dtype `d.dtype` unless `dtypes` says otherwise (activations: x, dy, y, dx; weights: w, and dw
+/// unless `gradients` is given).
 inline ConvResults run_directions(Backend& backend, const Conv2dDesc& d, std::mt19937::result_type seed,
                                   Layout layout = Layout::nhwc, std::optional<OperandDtypes> dtypes = {}) {
   const OperandDtypes dt = dtypes.value_or(OperandDtypes{d.dtype, d.dtype});
@@ -38,9 +41,10 @@ inline ConvResults run_directions(Backend& backend, const Conv2dDesc& d, std::mt
   };
   const Tensor x = act({d.n, d.c, d.h, d.w}), dy = act({d.n, d.k, d.out_h(), d.out_w()});
   const Tensor w = to_dtype(random_f32({d.k, d.c, d.r, d.s}, rng), dt.weights);
+  const DType grads = dt.gradients.value_or(dt.weights);
   ConvResults r{poisoned(dy.shape(), dt.activations).with_layout(layout),
-                poisoned(x.shape(), dt.activations).with_layout(layout), poisoned(w.shape(), dt.weights),
-                to_dtype(random_f32(w.shape(), rng), dt.weights)};
+                poisoned(x.shape(), dt.activations).with_layout(layout), poisoned(w.shape(), grads),
+                to_dtype(random_f32(w.shape(), rng), grads)};
   auto plan = backend.plan_conv2d(d);
   backend.conv2d_forward(*plan, r.y, x, w);
   backend.conv2d_backward_data(*plan, r.dx, dy, w);

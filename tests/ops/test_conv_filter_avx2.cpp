@@ -35,24 +35,6 @@ Conv2dDesc conv(std::int64_t n, std::int64_t c, std::int64_t side, std::int64_t 
   return d;
 }
 
-/// All four outputs of a plan run on 16-bit activations and weights with f32 gradients (the
-/// mixed-precision models' dw) when `f32_grad`, else 16-bit ones.
-ConvResults run_mixed(Backend& backend, const Conv2dDesc& d, bool f32_grad, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  const DType t = d.dtype, g = f32_grad ? DType::f32 : d.dtype;
-  const auto act = [&](const Shape& s) { return to_dtype(to_channels_last(random_f32(s, rng)), t); };
-  const Tensor x = act({d.n, d.c, d.h, d.w}), dy = act({d.n, d.k, d.out_h(), d.out_w()});
-  const Tensor w = to_dtype(random_f32({d.k, d.c, d.r, d.s}, rng), t);
-  ConvResults r{poisoned(dy.shape(), t).with_layout(Layout::nhwc), poisoned(x.shape(), t).with_layout(Layout::nhwc),
-                poisoned(w.shape(), g), to_dtype(random_f32(w.shape(), rng), g)};
-  auto plan = backend.plan_conv2d(d);
-  backend.conv2d_forward(*plan, r.y, x, w);
-  backend.conv2d_backward_data(*plan, r.dx, dy, w);
-  backend.conv2d_backward_filter(*plan, r.dw, dy, x, Accumulate::no);
-  backend.conv2d_backward_filter(*plan, r.dw_added, dy, x, Accumulate::yes);
-  return r;
-}
-
 /// Forward and backward-data the same bits; dw within f32 rounding, and its bits differ exactly
 /// where the kernel took the shape.
 void check(const ConvResults& got, const ConvResults& want, bool taken, double bound = 2e-5) {
@@ -104,8 +86,9 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_plans_take_it_for_f32_gradients) {
     for (const bool f32_grad : {true, false}) {
       for (const Conv2dDesc& d : {conv(2, 64, 14, 256, 1, 1, 0, plan), conv(2, 16, 33, 32, 3, 2, 1, plan)}) {
         BOOST_TEST_CONTEXT("plan " << dtype_name(plan) << " dw " << (f32_grad ? "f32" : "16-bit") << " kernel " << d.r) {
-          check(run_mixed(*kiln, d, f32_grad, 43), run_mixed(*onednn, d, f32_grad, 43), f32_grad,
-                f32_grad ? 2e-5 : 1.0 / 128);
+          const OperandDtypes dtypes{plan, plan, f32_grad ? DType::f32 : plan};
+          check(run_directions(*kiln, d, 43, Layout::nhwc, dtypes), run_directions(*onednn, d, 43, Layout::nhwc, dtypes),
+                f32_grad, f32_grad ? 2e-5 : 1.0 / 128);
         }
       }
     }
@@ -114,7 +97,9 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_plans_take_it_for_f32_gradients) {
   auto native = cpu_with("kiln_avx2"), native_onednn = cpu_with("onednn");
   if (native->device().detail.find("bf16: storage only") == std::string::npos) {
     const Conv2dDesc d = conv(2, 64, 14, 256, 1, 1, 0, DType::bf16);
-    check(run_mixed(*native, d, true, 44), run_mixed(*native_onednn, d, true, 44), false);
+    const OperandDtypes dtypes{DType::bf16, DType::bf16, DType::f32};
+    check(run_directions(*native, d, 44, Layout::nhwc, dtypes), run_directions(*native_onednn, d, 44, Layout::nhwc, dtypes),
+          false);
   }
 }
 

@@ -9,13 +9,19 @@
 namespace kiln::cpu {
 namespace {
 
-/// The input pixel of tap (r, s) of output (p, q), or -1 where it falls in the padding.
-struct Window {
-  std::int64_t h0, w0;  // the window's top-left corner in the input (may be negative)
-};
-
-Window window_of(const Pool2dDesc& d, std::int64_t p, std::int64_t q) {
-  return {p * d.stride_h - d.pad_h, q * d.stride_w - d.pad_w};
+/// Calls tap_at(tap, h, w) for each tap of output (p, q)'s window that lies inside the image, in
+/// window order (tap = r * kernel_w + s; h, w the input pixel).
+template <class TapAt>
+void for_each_tap(const Pool2dDesc& d, std::int64_t p, std::int64_t q, TapAt&& tap_at) {
+  const std::int64_t h0 = p * d.stride_h - d.pad_h, w0 = q * d.stride_w - d.pad_w;
+  for (std::int64_t r = 0; r < d.kernel_h; ++r) {
+    const std::int64_t h = h0 + r;
+    if (h < 0 || h >= d.h) continue;
+    for (std::int64_t s = 0; s < d.kernel_w; ++s) {
+      const std::int64_t w = w0 + s;
+      if (w >= 0 && w < d.w) tap_at(static_cast<std::uint8_t>(r * d.kernel_w + s), h, w);
+    }
+  }
 }
 
 /// Folds one tap into the running maximum of one output pixel's C channels: taken where the
@@ -45,29 +51,21 @@ void maxpool_nhwc_forward(const Pool2dDesc& d, const float* x, float* y, std::ui
   for (std::int64_t row = 0; row < d.n * ph; ++row) {
     const std::int64_t n = row / ph, p = row % ph;
     for (std::int64_t q = 0; q < qw; ++q) {
-      const Window win = window_of(d, p, q);
       float* best = y + (row * qw + q) * c;
       std::uint8_t* arg = argmax + (row * qw + q) * c;
       bool first = true;
-      for (std::int64_t r = 0; r < d.kernel_h; ++r) {
-        const std::int64_t h = win.h0 + r;
-        if (h < 0 || h >= d.h) continue;
-        for (std::int64_t s = 0; s < d.kernel_w; ++s) {
-          const std::int64_t w = win.w0 + s;
-          if (w < 0 || w >= d.w) continue;
-          const float* in = x + ((n * d.h + h) * d.w + w) * c;
-          const auto tap = static_cast<std::uint8_t>(r * d.kernel_w + s);
-          if (first) {  // the first tap in the image starts the maximum
-            std::memcpy(best, in, static_cast<std::size_t>(c) * sizeof(float));
-            std::fill(arg, arg + c, tap);
-            first = false;
-          } else {
-            fold_tap(in, best, arg, tap, c);
-          }
+      // Every window overlaps the image (padding is at most half the kernel, check_pool2d_desc),
+      // so some tap starts the maximum.
+      for_each_tap(d, p, q, [&](std::uint8_t tap, std::int64_t h, std::int64_t w) {
+        const float* in = x + ((n * d.h + h) * d.w + w) * c;
+        if (first) {  // the first tap in the image starts the maximum
+          std::memcpy(best, in, static_cast<std::size_t>(c) * sizeof(float));
+          std::fill(arg, arg + c, tap);
+          first = false;
+        } else {
+          fold_tap(in, best, arg, tap, c);
         }
-      }
-      // Pool2dDesc guarantees every window overlaps the image (padding below the kernel size),
-      // so `first` is false here.
+      });
     }
   }
 }
@@ -84,21 +82,13 @@ void maxpool_nhwc_backward(const Pool2dDesc& d, const float* dy, const std::uint
     std::fill(image, image + d.h * d.w * c, 0.0f);
     for (std::int64_t p = 0; p < ph; ++p) {
       for (std::int64_t q = 0; q < qw; ++q) {
-        const Window win = window_of(d, p, q);
         const float* g = dy + ((n * ph + p) * qw + q) * c;
         const std::uint8_t* arg = argmax + ((n * ph + p) * qw + q) * c;
-        for (std::int64_t r = 0; r < d.kernel_h; ++r) {
-          const std::int64_t h = win.h0 + r;
-          if (h < 0 || h >= d.h) continue;
-          for (std::int64_t s = 0; s < d.kernel_w; ++s) {
-            const std::int64_t w = win.w0 + s;
-            if (w < 0 || w >= d.w) continue;
-            const auto tap = static_cast<std::uint8_t>(r * d.kernel_w + s);
-            float* out = image + (h * d.w + w) * c;
+        for_each_tap(d, p, q, [&](std::uint8_t tap, std::int64_t h, std::int64_t w) {
+          float* out = image + (h * d.w + w) * c;
 #pragma omp simd
-            for (std::int64_t i = 0; i < c; ++i) out[i] += arg[i] == tap ? g[i] : 0.0f;
-          }
-        }
+          for (std::int64_t i = 0; i < c; ++i) out[i] += arg[i] == tap ? g[i] : 0.0f;
+        });
       }
     }
   }
