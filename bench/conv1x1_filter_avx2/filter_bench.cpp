@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
     for (float& v : x) v = std::rand() / float(RAND_MAX) - 0.5f;
     std::vector<char> scratch_bytes(kiln::cpu::gemm_tn_scratch_bytes(m, k, c, threads) + 64);
     void* scratch = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(scratch_bytes.data()) + 63) & ~std::uintptr_t{63});
-    const auto kiln = [&] { kiln::cpu::gemm_tn_avx2(m, k, c, dy.data(), x.data(), dw.data(), false, scratch, threads); };
+    const auto kiln = [&] { kiln::cpu::gemm_tn_avx2(m, k, c, dy.data(), kiln::cpu::GemmInput::f32, x.data(), kiln::cpu::GemmInput::f32,
+                            dw.data(), false, scratch, threads); };
 
     // oneDNN's backward-weights convolution, hinted by a forward one, as Kiln's conv plans build it.
     const dnnl::memory::dims src{8, c, l.side, l.side}, dst{8, k, l.side, l.side}, wei{k, c, 1, 1};

@@ -19,9 +19,9 @@
 // strided matmuls instead (conv1x1_matmul.hpp: no weight edges at all) where the backend's
 // `conv1x1` option says so, per direction (PointwiseRoute). Backward-filter runs Kiln's AVX2
 // kernel (conv_filter_avx2.hpp) where the `conv_filter` option says so and the shape fits and
-// pays. 3x3 convolutions of plans that compute in f32 run oneDNN's
-// Winograd kernels where the backend's `conv3x3` option says so, the shape is one where they were measured
-// faster (winograd_pays: channels in blocks of 16, enough output positions in the batch) and oneDNN takes it in
+// pays. 3x3 convolutions of plans that compute in f32 run oneDNN's Winograd kernels where the
+// backend's `conv3x3` option says so, the shape is one where they were measured faster
+// (winograd_pays: channels in blocks of 16, enough output positions in the batch) and oneDNN takes it in
 // all three directions (AVX-512 only; it refuses strides and dilations); those kernels work on
 // oneDNN's blocked activation layout only, so such a plan's activations are reordered at the
 // edges like `conv_layout = "blocked"` ones. On AVX2 CPUs (oneDNN has no Winograd there) the
@@ -152,8 +152,8 @@ class ConvPlan final : public OpPlan {
   const Conv2dDesc desc;
   const DType compute;  // the dtype the primitives compute in (f16 plans, bf16 without bf16 kernels: f32)
   /// The matmul paths of a pointwise convolution, where the backend chose one for some direction
-  /// (`route`); used for the calls whose tensors they take (Conv1x1Matmul::takes,
-  /// avx2_filter_takes), the others run the convolution primitives.
+  /// (`route`); used for the calls whose tensors they take (Conv1x1Matmul::takes), the others
+  /// run the convolution primitives.
   std::optional<Conv1x1Matmul> pointwise;
   const PointwiseRoute route;
   /// Kiln's AVX2 backward-filter (conv_filter_avx2.hpp), where the backend chose it and the shape

@@ -5,14 +5,11 @@
 
 #include <utility>
 
+#include "ops/conv1x1_matmul.hpp"
 #include "ops/gemm_tn_avx2.hpp"
 
 namespace kiln::cpu {
 namespace {
-
-bool pointwise(const Conv2dDesc& d) {
-  return d.r == 1 && d.s == 1 && d.stride_h == 1 && d.stride_w == 1 && d.pad_h == 0 && d.pad_w == 0;
-}
 
 GemmInput gemm_input(DType t) {
   return t == DType::f16 ? GemmInput::f16 : t == DType::bf16 ? GemmInput::bf16 : GemmInput::f32;
@@ -51,7 +48,7 @@ void ConvFilterAvx2::run(const Tensor& dw, const Tensor& dy, const Tensor& x, Ac
   const std::int64_t taps = d.r * d.s, columns = taps * d.c;
   const std::int64_t m = d.n * d.out_h() * d.out_w();
   void* packing = scratch_->get(kScratchSlot, gemm_tn_scratch_bytes(m, d.k, columns, threads));
-  if (pointwise(d)) {  // dY [M][K] and X [M][C] are the kernel's a and b as they are
+  if (is_pointwise(d)) {  // dY [M][K] and X [M][C] are the kernel's a and b as they are
     gemm_tn_avx2(m, d.k, d.c, dy.data(), in, x.data(), in, out, accumulate, packing, threads);
     return;
   }

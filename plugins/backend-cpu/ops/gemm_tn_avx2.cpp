@@ -76,7 +76,7 @@ ScratchLayout layout_for(const Shape& s, int threads, bool patches) {
   l.partial = round_up(s.k * s.c, 16);
   // Split rows: each thread sums into its own partial, except thread 0 which writes out itself
   // unless the roles swap (its result is transposed too).
-  l.partials = split.rows && (threads > 1 || split.swap) ? (split.swap ? threads : threads - 1) : 0;
+  l.partials = !split.rows ? 0 : split.swap ? threads : threads - 1;
   return l;
 }
 
@@ -164,22 +164,17 @@ __attribute__((target("avx2,f16c"))) void pack_panels(const Source& b, std::int6
 }
 
 /// Columns [first, last) of one row of a as f32: the row itself (f32), or widened into `buffer`
-/// (16-bit; buffer[i] is column first + i). Returns where column `first` is.
+/// (16-bit; buffer[i] is column first + i). Returns where column `first` is. last - first is a
+/// multiple of 8: chunks are 144 columns and K a multiple of 16 (gemm_tn_fits).
 __attribute__((target("avx2,f16c"))) const float* f32_columns(const Source& a, std::int64_t r, std::int64_t first,
                                                               std::int64_t last, float* buffer) {
   if (a.type == GemmInput::f32) return reinterpret_cast<const float*>(a.row(r)) + first;
   const auto* src = reinterpret_cast<const std::uint16_t*>(a.row(r)) + first;
   const std::int64_t n = last - first;
   const bool bf16 = a.type == GemmInput::bf16;
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
+  for (std::int64_t i = 0; i < n; i += 8) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
     _mm256_storeu_ps(buffer + i, bf16 ? bf16_lanes::widen8(h) : _mm256_cvtph_ps(h));
-  }
-  for (; i < n; ++i) {
-    const std::uint32_t bits = src[i];
-    buffer[i] = bf16 ? _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(bits << 16))))
-                     : _cvtsh_ss(static_cast<unsigned short>(bits));
   }
   return buffer;
 }
