@@ -20,6 +20,7 @@
 #include "host_memory.hpp"
 #include "kiln/errors.hpp"
 #include "op_table.hpp"
+#include "ops/conv_direct_avx2.hpp"
 #include "ops/gemm_tn_avx2.hpp"
 #include "ops/winograd3x3.hpp"
 #include "parallel.hpp"
@@ -175,6 +176,30 @@ ConvFilterMode conv_filter_mode(const PluginArgs& args, bool blocked_conv_layout
   return ConvFilterMode::onednn;
 }
 
+/// Whether f32 plans' convolutions that neither a 1x1 matmul nor Winograd takes run Kiln's AVX2
+/// direct convolution (ops/conv_direct_avx2.hpp) forward and backward-data, where it fits and
+/// pays, instead of oneDNN's primitives. "auto" picks it where conv_filter's "auto" picks Kiln's
+/// kernel (AVX2 CPUs below AVX-512, channels-last convolutions): oneDNN 2.6's AVX2 direct kernels
+/// ran ResNet-50's strided 3x3s and 7x7/512 3x3s at 95-140 GFLOP/s, Kiln's at 130-175
+/// (docs/benchmarks.md, "Kiln's AVX2 direct convolution"). "kiln_avx2" asks for it on any CPU
+/// with AVX2 and FMA (how AVX-512 machines test it).
+ConvDirectMode conv_direct_mode(const PluginArgs& args, bool blocked_conv_layout) {
+  const std::string mode = choice(args, "conv_direct", {"auto", "onednn", "kiln_avx2"}, "a direct convolution mode");
+  if (mode == "kiln_avx2") {
+    if (!cpu_runs_conv_direct_avx2()) {
+      throw ConfigError(fmt::format("{} = \"kiln_avx2\": Kiln's AVX2 direct convolution needs AVX2 and FMA, "
+                                    "which this CPU does not have; use \"auto\" or \"onednn\"",
+                                    args.params->where("conv_direct")));
+    }
+    return ConvDirectMode::kiln_avx2;
+  }
+  if (mode == "auto" && !blocked_conv_layout && dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core &&
+      cpu_runs_conv_direct_avx2()) {
+    return ConvDirectMode::kiln_avx2;
+  }
+  return ConvDirectMode::onednn;
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(const PluginArgs& args)
@@ -186,6 +211,7 @@ CpuBackend::CpuBackend(const PluginArgs& args)
       blocked_conv_layout_(use_blocked_conv_layout(args, conv3x3_)),
       conv1x1_(conv1x1_mode(args, blocked_conv_layout_)),
       conv_filter_(conv_filter_mode(args, blocked_conv_layout_)),
+      conv_direct_(conv_direct_mode(args, blocked_conv_layout_)),
       stream_(engine_),
       matmuls_(std::make_unique<MatmulCache>(engine_, bf16_primitives_)),
       done_(std::make_shared<CompleteEvent>()) {
@@ -198,6 +224,9 @@ CpuBackend::CpuBackend(const PluginArgs& args)
   }
   if (conv_filter_ == ConvFilterMode::kiln_avx2) {
     info_.detail += "; convolutions' backward-filter by Kiln's AVX2 kernel in plans computing in f32";
+  }
+  if (conv_direct_ == ConvDirectMode::kiln_avx2) {
+    info_.detail += "; strided and 7x7 3x3 convolutions' forward and backward-data by Kiln's AVX2 kernel in f32 plans";
   }
   if (conv3x3_ == Conv3x3Mode::onednn_winograd) info_.detail += "; 3x3 convolutions by Winograd in f32 plans";
   if (conv3x3_ == Conv3x3Mode::kiln_winograd) info_.detail += "; 3x3 convolutions by Kiln's Winograd in f32 plans";

@@ -33,6 +33,11 @@ enum class Conv1x1Mode : std::uint8_t { conv, f32_backward_data_matmul, f32_matm
 /// fits and pays, in plans that compute in f32.
 enum class ConvFilterMode : std::uint8_t { onednn, kiln_avx2 };
 
+/// Who computes the forward and backward-data of f32 plans' convolutions that neither a 1x1
+/// matmul nor a Winograd path takes: oneDNN's primitives, or Kiln's AVX2 direct convolution
+/// (ops/conv_direct_avx2.hpp) where it fits and pays.
+enum class ConvDirectMode : std::uint8_t { onednn, kiln_avx2 };
+
 /// How conv plans that compute in f32 run 3x3 convolutions: oneDNN's direct convolution, oneDNN's
 /// Winograd kernels (AVX-512), or Kiln's own Winograd (ops/winograd3x3.hpp, AVX2 and FMA).
 enum class Conv3x3Mode : std::uint8_t { direct, onednn_winograd, kiln_winograd };
@@ -44,7 +49,8 @@ class CpuBackend final : public Backend {
   /// computed in f32; "f32": always the latter, so AVX-512 machines can test that path).
   /// `conv_layout` chooses the activation layout inside the convolutions, `conv1x1` whether
   /// pointwise convolutions run as matmuls, `conv3x3` whether 3x3 ones run by Winograd,
-  /// `conv_filter` who computes backward-filters (see cpu_backend.cpp). Throws ConfigError for a negative thread count, an unknown bf16_compute,
+  /// `conv_filter` who computes backward-filters, `conv_direct` who computes the other directions
+  /// of the convolutions neither takes (see cpu_backend.cpp). Throws ConfigError for a negative thread count, an unknown bf16_compute,
   /// conv_layout, conv1x1 or conv3x3, or a Winograd conv3x3 the CPU has no kernels for.
   explicit CpuBackend(const PluginArgs& args);
   ~CpuBackend() override;
@@ -139,6 +145,7 @@ class CpuBackend final : public Backend {
   bool blocked_conv_layout_ = false;  // convolutions reorder nhwc activations into oneDNN's layout
   Conv1x1Mode conv1x1_ = Conv1x1Mode::conv;  // which plans run pointwise convolutions as matmuls
   ConvFilterMode conv_filter_ = ConvFilterMode::onednn;  // who computes backward-filters
+  ConvDirectMode conv_direct_ = ConvDirectMode::onednn;  // who computes the other directions left
   dnnl::stream stream_;
   std::unique_ptr<MatmulCache> matmuls_;
   std::shared_ptr<EdgeScratch> edge_scratch_ = std::make_shared<EdgeScratch>();  // ops/dnnl_edge.hpp

@@ -19,7 +19,9 @@
 // strided matmuls instead (conv1x1_matmul.hpp: no weight edges at all) where the backend's
 // `conv1x1` option says so, per direction (PointwiseRoute). Backward-filter runs Kiln's AVX2
 // kernel (conv_filter_avx2.hpp) where the `conv_filter` option says so and the shape fits and
-// pays. 3x3 convolutions of plans that compute in f32 run oneDNN's Winograd kernels where the
+// pays; forward and backward-data of f32 plans run Kiln's AVX2 direct convolution
+// (conv_direct_avx2.hpp) where the `conv_direct` option says so, the shape fits and pays, and no
+// Winograd path takes the call. 3x3 convolutions of plans that compute in f32 run oneDNN's Winograd kernels where the
 // backend's `conv3x3` option says so, the shape is one where they were measured faster
 // (winograd_pays: channels in blocks of 16, enough output positions in the batch) and oneDNN takes it in
 // all three directions (AVX-512 only; it refuses strides and dilations); those kernels work on
@@ -36,6 +38,7 @@
 #include "cpu_backend.hpp"
 #include "kiln/errors.hpp"
 #include "ops/conv1x1_matmul.hpp"
+#include "ops/conv_direct_avx2.hpp"
 #include "ops/conv_filter_avx2.hpp"
 #include "ops/dnnl_edge.hpp"
 #include "ops/plans.hpp"
@@ -115,7 +118,7 @@ class ConvPlan final : public OpPlan {
  public:
   ConvPlan(const Conv2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch,
            bool bf16_primitives, bool blocked_layout, PointwiseRoute pointwise_route, Conv3x3Mode conv3x3,
-           ConvFilterMode conv_filter)
+           ConvFilterMode conv_filter, ConvDirectMode conv_direct)
       : desc(d), compute(compute_dtype(d.dtype, bf16_primitives)), route(pointwise_route),
         bf16_primitives_(bf16_primitives),
         activation_tag_(blocked_layout ? tag::any : tag::nhwc), engine_(engine), scratch_(std::move(scratch)) {
@@ -147,6 +150,11 @@ class ConvPlan final : public OpPlan {
         ConvFilterAvx2::pays(d) && !winograd && algorithm_ != dnnl::algorithm::convolution_winograd) {
       filter.emplace(d, scratch_);
     }
+    // Kiln's AVX2 direct convolution: f32 plans only (it reads f32 tensors in place).
+    if (conv_direct == ConvDirectMode::kiln_avx2 && d.dtype == DType::f32 && ConvDirectAvx2::pays(d) &&
+        algorithm_ != dnnl::algorithm::convolution_winograd) {
+      direct.emplace(d, scratch_);
+    }
   }
 
   const Conv2dDesc desc;
@@ -159,6 +167,10 @@ class ConvPlan final : public OpPlan {
   /// Kiln's AVX2 backward-filter (conv_filter_avx2.hpp), where the backend chose it and the shape
   /// fits and pays; used for the calls whose tensors it takes, before the pointwise matmul.
   std::optional<ConvFilterAvx2> filter;
+  /// Kiln's AVX2 direct convolution (conv_direct_avx2.hpp) for forward and backward-data, where the
+  /// backend chose it and the shape fits and pays; used for the calls whose tensors it takes that
+  /// no Winograd path takes.
+  std::optional<ConvDirectAvx2> direct;
   /// Kiln's AVX2 Winograd (winograd3x3.hpp), where the backend chose it and the shape pays; used
   /// for the calls whose tensors it takes (f32, f16 or bf16, channels-last), the others run the primitives.
   std::optional<Winograd3x3> winograd;
@@ -297,7 +309,8 @@ std::shared_ptr<OpPlan> CpuBackend::plan_conv2d(const Conv2dDesc& d) {
   sdk::check_conv2d_desc(check, d);
   try {
     return std::make_shared<ConvPlan>(d, engine_, edge_scratch_, bf16_primitives_, blocked_conv_layout_,
-                                      pointwise_route(conv1x1_, d.dtype), conv3x3_, conv_filter_);
+                                      pointwise_route(conv1x1_, d.dtype), conv3x3_, conv_filter_,
+                                      conv_direct_);
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN cannot plan {}: {}", describe(d), e.what()));
   }
@@ -313,6 +326,8 @@ void CpuBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, 
       p.pointwise->forward(stream_, y, x, w);
     } else if (p.winograd && Winograd3x3::takes(x, y, w)) {
       p.winograd->forward(stream_, y, x, w);
+    } else if (p.direct && ConvDirectAvx2::takes(y, x, w)) {
+      p.direct->forward(y, x, w);
     } else {
       p.forward(x, w, y).run(stream_, x.data(), w.data(), y.data());
     }
@@ -333,6 +348,8 @@ void CpuBackend::conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Tens
       p.pointwise->backward_data(stream_, dx, dy, w);
     } else if (p.winograd && Winograd3x3::takes(dy, dx, w)) {
       p.winograd->backward_data(stream_, dx, dy, w);
+    } else if (p.direct && ConvDirectAvx2::takes(dx, dy, w)) {
+      p.direct->backward_data(dx, dy, w);
     } else {
       p.backward_data(dy, w, dx).run(stream_, dy.data(), w.data(), dx.data());
     }

@@ -1,0 +1,108 @@
+// The cpu backend's `conv_direct` option: forward and backward-data by Kiln's AVX2 direct
+// convolution (ops/conv_direct_avx2.hpp) agree with oneDNN's primitives to f32 rounding, for
+// strided 3x3s with padding and odd sides (backward-data split into stride x stride phases), a
+// 3x3 whose small output is mostly border (taps in the padding skipped), a 5x5 of stride 2, a 2x2
+// of stride 3 (a phase no tap reaches: its dx is zeros), and unequal channel counts; the
+// backward-filter is untouched (the same bits). Shapes it does not take keep oneDNN's, bit for
+// bit: 1x1s (where it does not pay), 24 channels, f16 plans. "auto" takes it exactly where the
+// banner says; a wrong value is a config error. Runs on every CPU with AVX2 and FMA (every CI
+// machine): "kiln_avx2" forces the kernel there.
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+
+#include "conv_directions.hpp"
+#include "cpu_fixture.hpp"
+#include "kiln/errors.hpp"
+
+namespace kiln::test {
+namespace {
+
+constexpr const char* kBanner = "forward and backward-data by Kiln's AVX2 kernel";
+
+BackendPtr cpu_with(const std::string& conv_direct) {
+  // Channels-last convolutions, no Winograd and oneDNN's backward-filter on both sides, so the
+  // plans differ in the forward and backward-data path only.
+  return make_cpu_backend_with({{"conv_direct", conv_direct},
+                                {"conv3x3", "direct"},
+                                {"conv_filter", "onednn"},
+                                {"conv_layout", "channels_last"}});
+}
+
+Conv2dDesc conv(std::int64_t n, std::int64_t c, std::int64_t side, std::int64_t k, std::int64_t r,
+                std::int64_t stride, std::int64_t pad, DType dtype = DType::f32) {
+  Conv2dDesc d;
+  d.n = n, d.c = c, d.h = d.w = side, d.k = k, d.r = d.s = r;
+  d.stride_h = d.stride_w = stride, d.pad_h = d.pad_w = pad, d.dtype = dtype;
+  return d;
+}
+
+/// y and dx within f32 rounding, their bits different exactly where the kernel took the shape;
+/// the backward-filter the same bits.
+void check(const ConvResults& got, const ConvResults& want, bool taken) {
+  BOOST_TEST_MESSAGE("difference relative to the largest |value|: y " << relative_difference(got.y, want.y) << ", dx "
+                                                                      << relative_difference(got.dx, want.dx));
+  BOOST_TEST(relative_difference(got.y, want.y) <= 2e-5);
+  BOOST_TEST(relative_difference(got.dx, want.dx) <= 2e-5);
+  BOOST_TEST(same_bits(got.y, want.y) == !taken, "the forward did not run the expected path");
+  BOOST_TEST(same_bits(got.dx, want.dx) == !taken, "the backward-data did not run the expected path");
+  BOOST_TEST(same_bits(got.dw, want.dw), "backward-filter changed");
+  BOOST_TEST(same_bits(got.dw_added, want.dw_added), "accumulated backward-filter changed");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(conv_direct_avx2)
+
+BOOST_AUTO_TEST_CASE(kernel_and_onednn_agree) {
+  auto kiln = cpu_with("kiln_avx2"), onednn = cpu_with("onednn");
+  BOOST_TEST(kiln->device().detail.find(kBanner) != std::string::npos);
+  BOOST_TEST(onednn->device().detail.find(kBanner) == std::string::npos);
+  struct Case {
+    Conv2dDesc d;
+    bool taken;
+  };
+  const Case cases[] = {
+      {conv(2, 16, 33, 32, 3, 2, 1), true},   // strided 3x3, padding, odd side: 4 phases of unequal size
+      {conv(2, 32, 14, 16, 3, 2, 1), true},   // strided 3x3, even side, K < C
+      {conv(3, 48, 7, 32, 3, 1, 1), true},    // 3x3 on 7x7: 27 of 49 pixels touch the padding
+      {conv(2, 16, 36, 16, 5, 2, 2), true},   // 5x5, stride 2, padding 2
+      // 2x2, stride 3: rows and columns 2, 5, 8 get no tap. Every other dx pixel gets one tap, a
+      // single sum over k that only differs from oneDNN's in order with more than 256 channels.
+      {conv(2, 16, 11, 288, 2, 3, 0), true},
+      {conv(1, 272, 9, 288, 3, 2, 1), true},  // over 256 channels: each tap's reduction in two blocks
+      {conv(2, 32, 28, 64, 1, 2, 0), false},  // strided 1x1: does not pay
+      {conv(2, 24, 24, 32, 3, 2, 1), false},  // 24 channels: not a multiple of 16
+  };
+  for (const Case& c : cases) {
+    BOOST_TEST_CONTEXT("n " << c.d.n << " c " << c.d.c << " k " << c.d.k << " side " << c.d.h << " kernel "
+                            << c.d.r << " stride " << c.d.stride_h) {
+      check(run_directions(*kiln, c.d, 51), run_directions(*onednn, c.d, 51), c.taken);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sixteen_bit_plans_keep_onednn) {
+  auto kiln = cpu_with("kiln_avx2"), onednn = cpu_with("onednn");
+  const Conv2dDesc d = conv(2, 16, 33, 32, 3, 2, 1, DType::f16);
+  BOOST_TEST(same_bits(run_directions(*kiln, d, 52), run_directions(*onednn, d, 52)));
+}
+
+BOOST_AUTO_TEST_CASE(auto_takes_it_where_the_banner_says) {
+  auto automatic = make_cpu_backend_with(
+      {{"conv_direct", "auto"}, {"conv3x3", "direct"}, {"conv_filter", "onednn"}, {"conv_layout", "channels_last"}});
+  auto kiln = cpu_with("kiln_avx2"), onednn = cpu_with("onednn");
+  const bool on = automatic->device().detail.find(kBanner) != std::string::npos;
+  BOOST_TEST_MESSAGE("conv_direct = auto runs Kiln's AVX2 direct convolution here: " << on);
+  const Conv2dDesc d = conv(2, 16, 33, 32, 3, 2, 1);
+  BOOST_TEST(same_bits(run_directions(*automatic, d, 53), run_directions(on ? *kiln : *onednn, d, 53)));
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_mode_is_a_config_error) {
+  const std::string msg = error_text<ConfigError>([&] { cpu_with("mkl"); });
+  BOOST_TEST(msg.find("\"mkl\" is not a direct convolution mode") != std::string::npos, msg);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace kiln::test
