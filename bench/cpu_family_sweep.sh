@@ -9,14 +9,16 @@
 #   5. ResNet-50's stride-1 3x3 layers, direct against Kiln's Winograd (bench/conv3x3_winograd)
 #   6. ResNet-50 against PyTorch and TensorFlow, fp32 and bf16, ROUNDS rounds (--write)
 #   7. ResNet-50's backward-filters outside Winograd, oneDNN's against Kiln's AVX2 kernel (bench/conv_filter_avx2)
-# Every output goes under OUT, one log per step; the script ends by printing where. Steps 2-5
-# and 7 are for writing up by hand (docs/benchmarks.md says what each section records).
+#   8. ResNet-50's strided and 7x7 3x3s, oneDNN's against Kiln's AVX2 direct convolution
+#      (bench/conv_direct_avx2), then every convolution shape with the defaults (bench/conv_census)
+# Every output goes under OUT, one log per step; the script ends by printing where. Steps 2-5,
+# 7 and 8 are for writing up by hand (docs/benchmarks.md says what each section records).
 #
 # Takes, on 2 cores: about 16 minutes plus step 6, which is ~10 minutes on a CPU with bf16
 # kernels and ~50 with ROUNDS=3 on an AVX2-only one (PyTorch's autocast bf16 runs there at ~0.4
 # img/s). Needs the build (scripts/build.sh) and the bench venv (scripts/setup.sh --bench).
 #
-# usage: bench/cpu_family_sweep.sh        env: OUT=dir ROUNDS=3 STEPS="1 2 3 4 5 6 7"
+# usage: bench/cpu_family_sweep.sh        env: OUT=dir ROUNDS=3 STEPS="1 2 3 4 5 6 7 8"
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,7 +31,7 @@ done
 family=$(cd bench && "$py" -c 'import peers; print(peers.family_key())')
 out=${OUT:-/tmp/kiln-sweep-$family-$(date -u +%Y%m%dT%H%M%SZ)}
 rounds=${ROUNDS:-3}
-steps=${STEPS:-1 2 3 4 5 6 7}
+steps=${STEPS:-1 2 3 4 5 6 7 8}
 mkdir -p "$out"
 echo "cpu_family_sweep: family $family ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), logs in $out"
 
@@ -86,7 +88,8 @@ for s in $steps; do
     5) step conv3x3_winograd bench/conv3x3_winograd/run.sh --reps 7 ;;
     6) step resnet50 "$py" bench/resnet50_vs_pytorch.py --threads 2 --steps 10 --rounds "$rounds" --write ;;
     7) step conv_filter_avx2 bench/conv_filter_avx2/run.sh --reps 7 ;;
-    *) echo "cpu_family_sweep: no step $s (steps are 1-7)" >&2; exit 2 ;;
+    8) step conv_direct_avx2 bench/conv_direct_avx2/run.sh --reps 7 && step conv_census bench/conv_census/run.sh --reps 5 ;;
+    *) echo "cpu_family_sweep: no step $s (steps are 1-8)" >&2; exit 2 ;;
   esac
 done
 

@@ -28,38 +28,105 @@ constexpr std::int64_t kChunkStrips = 24;
 
 std::int64_t round_up(std::int64_t n, std::int64_t to) { return (n + to - 1) / to * to; }
 
-/// One product's geometry. Output row m is pixel (n, i, j) of an n x rows_h x rows_w grid, stored
-/// at (out_h0 + out_step_h * i, out_w0 + out_step_w * j) of the output image; its tap t reads
-/// source pixel (src_step_h * i + tap_h[t], src_step_w * j + tap_w[t]) of the same image n, or
-/// zeros outside.
+/// One product's geometry. Output row m is pixel (n, i, j) of the output image (n x out_h x
+/// out_w); tap t = kh * s + kw of it reads source row (mul_h * i + off_h + sign * kh) / div_h (and
+/// likewise the column) of the same image n, where that divides exactly and lies inside the
+/// source; elsewhere the pixel lacks the tap. The forward reads (stride * i - pad + kh) / 1, the
+/// backward-data (i + pad - kh) / stride: a dx pixel gets the taps of its parity class only.
 struct Product {
   const float* src;
   std::int64_t src_h, src_w, depth;  // the source image; depth = its channels
   float* out;
-  std::int64_t out_h, out_w, cols;   // the output image; cols = its channels
-  std::int64_t n, rows_h, rows_w;
-  std::int64_t out_h0 = 0, out_w0 = 0, out_step_h = 1, out_step_w = 1, src_step_h = 1, src_step_w = 1;
-  std::vector<std::int64_t> tap_h, tap_w, panel_tap;  // panel_tap[t]: the tap's place in the panels
+  std::int64_t n, out_h, out_w, cols;  // the output image; cols = its channels
+  std::int64_t r, s;
+  std::int64_t mul_h = 1, mul_w = 1, off_h = 0, off_w = 0, sign = 1, div_h = 1, div_w = 1;
+};
 
-  std::int64_t rows() const { return n * rows_h * rows_w; }
-  std::int64_t taps() const { return static_cast<std::int64_t>(tap_h.size()); }
+/// For each output row i and kernel row kh the source row (or -1), and each output row's missing
+/// kernel rows as a bit mask; the same for columns.
+struct Windows {
+  std::vector<std::int64_t> row_src, col_src;    // [i * r + kh], [j * s + kw]
+  std::vector<std::uint64_t> row_lacks, col_lacks;  // [i], [j]
+
+  explicit Windows(const Product& pr) {
+    const auto fill = [&](std::int64_t outs, std::int64_t taps, std::int64_t mul, std::int64_t off,
+                          std::int64_t div, std::int64_t extent, std::vector<std::int64_t>& src,
+                          std::vector<std::uint64_t>& lacks) {
+      src.assign(static_cast<std::size_t>(outs * taps), -1);
+      lacks.assign(static_cast<std::size_t>(outs), 0);
+      for (std::int64_t i = 0; i < outs; ++i) {
+        for (std::int64_t k = 0; k < taps; ++k) {
+          const std::int64_t at = mul * i + off + pr.sign * k;
+          if (at >= 0 && at % div == 0 && at / div < extent) {
+            src[static_cast<std::size_t>(i * taps + k)] = at / div;
+          } else {
+            lacks[static_cast<std::size_t>(i)] |= std::uint64_t{1} << k;
+          }
+        }
+      }
+    };
+    fill(pr.out_h, pr.r, pr.mul_h, pr.off_h, pr.div_h, pr.src_h, row_src, row_lacks);
+    fill(pr.out_w, pr.s, pr.mul_w, pr.off_w, pr.div_w, pr.src_w, col_src, col_lacks);
+  }
+};
+
+/// The output rows in the order they fill the strips, grouped by the taps they have: each group's
+/// rows (in their own order) then dummies (-1) up to whole strips, and per strip its group.
+/// A strip computes only its group's taps instead of multiplying zeros: on the 7x7 layers 18% of
+/// the products are border taps, and a stride-2 backward-data pixel has 1, 2 or 4 of the 9.
+struct StripOrder {
+  std::vector<std::int64_t> rows;
+  std::vector<std::int32_t> group;                // [strip]
+  std::vector<std::vector<std::int64_t>> taps;  // [group]: its taps (kh * s + kw), ascending
+
+  StripOrder(const Product& pr, const Windows& win) {
+    // Rows (and columns) of the output sharing a mask of missing kernel rows (columns).
+    const auto classes = [](const std::vector<std::uint64_t>& lacks) {
+      std::vector<std::pair<std::uint64_t, std::vector<std::int64_t>>> out;
+      for (std::size_t i = 0; i < lacks.size(); ++i) {
+        auto it = std::find_if(out.begin(), out.end(), [&](const auto& c) { return c.first == lacks[i]; });
+        if (it == out.end()) it = out.insert(out.end(), {lacks[i], {}});
+        it->second.push_back(static_cast<std::int64_t>(i));
+      }
+      return out;
+    };
+    const auto row_classes = classes(win.row_lacks), col_classes = classes(win.col_lacks);
+    for (const auto& [row_lacks, is] : row_classes) {
+      for (const auto& [col_lacks, js] : col_classes) {
+        std::vector<std::int64_t> present;
+        for (std::int64_t kh = 0; kh < pr.r; ++kh) {
+          for (std::int64_t kw = 0; kw < pr.s; ++kw) {
+            if (((row_lacks >> kh) & 1) == 0 && ((col_lacks >> kw) & 1) == 0) present.push_back(kh * pr.s + kw);
+          }
+        }
+        const auto g = static_cast<std::int32_t>(taps.size());
+        taps.push_back(std::move(present));
+        for (std::int64_t img = 0; img < pr.n; ++img) {
+          for (const std::int64_t i : is) {
+            for (const std::int64_t j : js) rows.push_back((img * pr.out_h + i) * pr.out_w + j);
+          }
+        }
+        while (rows.size() % kStrip != 0) rows.push_back(-1);
+        group.resize(rows.size() / kStrip, g);
+      }
+    }
+  }
 };
 
 /// Adds (or, !add, writes) the 6 x 16 block of out at out[i] + col, i < 6: the sum over
 /// `segments` taps of depth channels from c0 of src[6 * s + i] times the panel block of tap
-/// panel_tap[s]; a segment whose first pointer is null is skipped. Dummy rows point at a dummy row.
+/// tap[s]. Dummy rows read zeros and write to a dummy row.
 __attribute__((target("avx2,fma"))) void microkernel(std::int64_t segments, const float* const* src,
-                                                      const std::int64_t* panel_tap, std::int64_t tap_floats,
+                                                      const std::int64_t* tap, std::int64_t tap_floats,
                                                       std::int64_t c0, std::int64_t depth, const float* panel,
                                                       float* const* out, std::int64_t col, bool add) {
   // Twelve named accumulators (in an array GCC 12 keeps them on the stack; gemm_tn_avx2.cpp).
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
          c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   for (std::int64_t s = 0; s < segments; ++s, src += kStrip) {
-    if (src[0] == nullptr) continue;  // a tap all 6 pixels lack (in the padding)
     const float *x0 = src[0] + c0, *x1 = src[1] + c0, *x2 = src[2] + c0, *x3 = src[3] + c0, *x4 = src[4] + c0,
                 *x5 = src[5] + c0;
-    const float* w = panel + panel_tap[s] * tap_floats + c0 * kPanel;
+    const float* w = panel + tap[s] * tap_floats + c0 * kPanel;
     for (std::int64_t r = 0; r < depth; ++r, w += kPanel) {
       const __m256 b0 = _mm256_load_ps(w), b1 = _mm256_load_ps(w + 8);
       __m256 a = _mm256_broadcast_ss(x0 + r);
@@ -95,94 +162,46 @@ __attribute__((target("avx2,fma"))) void microkernel(std::int64_t segments, cons
   }
 }
 
-/// A block of the reduction: taps [t0, t1), channels [c0, c1) of each.
-struct Block {
-  std::int64_t t0, t1, c0, c1;
+/// How a group's reduction is cut into blocks of ~kBlockDepth: several whole taps where a tap is
+/// shallower, else each tap's channels in `parts` equal ranges (multiples of 16 where the depth
+/// is). A group without taps has one empty block (writing zeros).
+struct Blocking {
+  std::int64_t per, parts, each;  // taps per block, channel ranges per tap, channels per range
+
+  explicit Blocking(std::int64_t depth) {
+    per = std::max<std::int64_t>(1, kBlockDepth / depth);
+    parts = depth <= kBlockDepth ? 1 : (depth + kBlockDepth - 1) / kBlockDepth;
+    each = parts == 1 ? depth : depth % 16 == 0 ? round_up((depth + parts - 1) / parts, 16) : (depth + parts - 1) / parts;
+  }
+  std::int64_t blocks(std::int64_t taps) const { return std::max<std::int64_t>(1, (taps + per - 1) / per * parts); }
 };
 
-/// ~kBlockDepth deep blocks: several whole taps where a tap is shallower, else each tap's channels
-/// in equal ranges (multiples of 16 unless the depth is not).
-std::vector<Block> reduction_blocks(std::int64_t taps, std::int64_t depth) {
-  std::vector<Block> blocks;
-  if (depth <= kBlockDepth) {
-    const std::int64_t per = std::max<std::int64_t>(1, kBlockDepth / depth);
-    for (std::int64_t t = 0; t < taps; t += per) blocks.push_back({t, std::min(taps, t + per), 0, depth});
-    return blocks;
-  }
-  const std::int64_t parts = (depth + kBlockDepth - 1) / kBlockDepth;
-  const std::int64_t each = depth % 16 == 0 ? round_up((depth + parts - 1) / parts, 16) : (depth + parts - 1) / parts;
-  for (std::int64_t t = 0; t < taps; ++t) {
-    for (std::int64_t c = 0; c < depth; c += each) blocks.push_back({t, t + 1, c, std::min(depth, c + each)});
-  }
-  return blocks;
-}
-
-/// Per-thread scratch: a chunk's source pointers [strip][tap][6] and output pointers [strip][6],
-/// and the dummy row the strips' missing pixels write to.
+/// Per-thread scratch: a chunk's source pointers [strip][tap of its group][6] and output pointers
+/// [strip][6], and the dummy row the strips' dummies write to.
 struct ThreadSpace {
   const float** src;
   float** out;
   float* dummy;
 };
 
-/// Where tap `tap` of output row m reads: the source pixel's channels, or nullptr in the padding.
-const float* source_of(const Product& pr, std::int64_t m, std::int64_t tap) {
-  const std::int64_t per_image = pr.rows_h * pr.rows_w;
-  const std::int64_t img = m / per_image, ij = m % per_image, row = ij / pr.rows_w, col = ij % pr.rows_w;
-  const std::int64_t sh = pr.src_step_h * row + pr.tap_h[static_cast<std::size_t>(tap)];
-  const std::int64_t sw = pr.src_step_w * col + pr.tap_w[static_cast<std::size_t>(tap)];
-  const bool inside = sh >= 0 && sh < pr.src_h && sw >= 0 && sw < pr.src_w;
-  return inside ? pr.src + ((img * pr.src_h + sh) * pr.src_w + sw) * pr.depth : nullptr;
-}
-
-float* output_of(const Product& pr, std::int64_t m) {
-  const std::int64_t per_image = pr.rows_h * pr.rows_w;
-  const std::int64_t img = m / per_image, ij = m % per_image, row = ij / pr.rows_w, col = ij % pr.rows_w;
-  return pr.out + ((img * pr.out_h + pr.out_h0 + pr.out_step_h * row) * pr.out_w + pr.out_w0 + pr.out_step_w * col) *
-                      pr.cols;
-}
-
-/// The order in which output rows fill the strips (-1: a dummy row), grouped by which taps fall in
-/// the padding, each group padded to whole strips. A strip of one group skips the taps its pixels
-/// all lack, instead of multiplying zeros: on the 7x7 layers that is 18% of the products (the
-/// border pixels), 5-10% on the strided ones. Rows keep their order within a group.
-std::vector<std::int64_t> strip_order(const Product& pr) {
-  const std::int64_t rows = pr.rows(), taps = pr.taps();
-  std::vector<std::pair<std::uint64_t, std::int64_t>> keyed(static_cast<std::size_t>(rows));
-  for (std::int64_t m = 0; m < rows; ++m) {
-    std::uint64_t missing = 0;
-    for (std::int64_t t = 0; t < std::min<std::int64_t>(taps, 64); ++t) {
-      if (source_of(pr, m, t) == nullptr) missing |= std::uint64_t{1} << t;
-    }
-    keyed[static_cast<std::size_t>(m)] = {missing, m};
-  }
-  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<std::int64_t> order;
-  order.reserve(static_cast<std::size_t>(rows + 64 * kStrip));
-  for (std::size_t i = 0; i < keyed.size(); ++i) {
-    order.push_back(keyed[i].second);
-    const bool group_ends = i + 1 == keyed.size() || keyed[i + 1].first != keyed[i].first;
-    while (group_ends && order.size() % kStrip != 0) order.push_back(-1);
-  }
-  return order;
-}
-
-/// One product on `threads` threads: panels [cols / 16][taps of the weights][depth][16]; `zeros`
-/// holds depth zeros.
-void run_product(const Product& pr, const float* panels, std::int64_t panel_taps, const float* zeros,
-                 bool accumulate, const std::vector<ThreadSpace>& space, int threads) {
-  const std::vector<std::int64_t> order = strip_order(pr);
-  const std::int64_t taps = pr.taps(), strips = static_cast<std::int64_t>(order.size()) / kStrip;
+/// One product on `threads` threads: panels [cols / 16][r * s][depth][16]; `zeros` holds depth zeros.
+void run_product(const Product& pr, const float* panels, const float* zeros, bool accumulate,
+                 const std::vector<ThreadSpace>& space, int threads) {
+  const Windows win(pr);
+  const StripOrder order(pr, win);
+  const std::int64_t strips = static_cast<std::int64_t>(order.group.size()), all_taps = pr.r * pr.s;
   const std::int64_t n_panels = pr.cols / kPanel, tap_floats = pr.depth * kPanel;
-  const std::vector<Block> blocks = reduction_blocks(taps, pr.depth);
-  // Threads split the strips by work, the taps each strip computes (its first row's, as all its
-  // rows share them): the border groups, last in the order, compute fewer.
+  const Blocking blocking(pr.depth);
+  std::int64_t most_blocks = 0;
+  for (const auto& t : order.taps) most_blocks = std::max(most_blocks, blocking.blocks(static_cast<std::int64_t>(t.size())));
+  const auto taps_of = [&](std::int64_t st) -> const std::vector<std::int64_t>& {
+    return order.taps[static_cast<std::size_t>(order.group[static_cast<std::size_t>(st)])];
+  };
+  // Threads split the strips by work (taps per strip, one for a strip without: it writes zeros).
   std::vector<std::int64_t> work_before(static_cast<std::size_t>(strips + 1), 0);
   for (std::int64_t st = 0; st < strips; ++st) {
-    const std::int64_t m = order[static_cast<std::size_t>(st * kStrip)];
-    std::int64_t present = 0;
-    for (std::int64_t tap = 0; tap < taps; ++tap) present += source_of(pr, m, tap) != nullptr;
-    work_before[static_cast<std::size_t>(st + 1)] = work_before[static_cast<std::size_t>(st)] + present;
+    const auto taps = static_cast<std::int64_t>(taps_of(st).size());
+    work_before[static_cast<std::size_t>(st + 1)] = work_before[static_cast<std::size_t>(st)] + std::max<std::int64_t>(1, taps);
   }
   const auto split = [&](int t, int team) {  // the first strip of thread t's share
     const std::int64_t target = work_before.back() * t / team;
@@ -198,38 +217,40 @@ void run_product(const Product& pr, const float* panels, std::int64_t panel_taps
     const std::int64_t per_chunk = chunks > 0 ? (s_end - s_begin + chunks - 1) / chunks : 0;
     for (std::int64_t first = s_begin; first < s_end; first += per_chunk) {
       const std::int64_t last = std::min(s_end, first + per_chunk);
-      // The chunk's pointer tables: a tap no pixel of the strip has gets a null first pointer
-      // (skipped); single pixels (dummies) read the zero row.
+      // The chunk's pointer tables (a dummy row reads the zero row).
       for (std::int64_t st = first; st < last; ++st) {
-        const float** src = mine.src + (st - first) * taps * kStrip;
+        const std::vector<std::int64_t>& taps = taps_of(st);
+        const float** src = mine.src + (st - first) * all_taps * kStrip;
         for (std::int64_t i = 0; i < kStrip; ++i) {
-          const std::int64_t m = order[static_cast<std::size_t>(st * kStrip + i)];
-          mine.out[(st - first) * kStrip + i] = m < 0 ? mine.dummy : output_of(pr, m);
-          for (std::int64_t tap = 0; tap < taps; ++tap) {
-            const float* at = m < 0 ? nullptr : source_of(pr, m, tap);
-            src[tap * kStrip + i] = at != nullptr ? at : zeros;
+          const std::int64_t m = order.rows[static_cast<std::size_t>(st * kStrip + i)];
+          mine.out[(st - first) * kStrip + i] = m < 0 ? mine.dummy : pr.out + m * pr.cols;
+          const std::int64_t img = m / (pr.out_h * pr.out_w), oi = m / pr.out_w % pr.out_h, oj = m % pr.out_w;
+          for (std::size_t k = 0; k < taps.size(); ++k) {
+            const std::int64_t kh = taps[k] / pr.s, kw = taps[k] % pr.s;
+            src[static_cast<std::int64_t>(k) * kStrip + i] =
+                m < 0 ? zeros
+                      : pr.src + ((img * pr.src_h + win.row_src[static_cast<std::size_t>(oi * pr.r + kh)]) * pr.src_w +
+                                  win.col_src[static_cast<std::size_t>(oj * pr.s + kw)]) * pr.depth;
           }
         }
-        for (std::int64_t tap = 0; tap < taps; ++tap) {
-          const float** seg = src + tap * kStrip;
-          if (std::all_of(seg, seg + kStrip, [&](const float* p) { return p == zeros; })) seg[0] = nullptr;
-        }
       }
-      for (std::size_t b = 0; b < blocks.size(); ++b) {
-        const Block& blk = blocks[b];
-        const bool add = accumulate || b > 0;
+      for (std::int64_t b = 0; b < most_blocks; ++b) {
         for (std::int64_t p = 0; p < n_panels; ++p) {
-          const float* panel = panels + p * panel_taps * tap_floats;
+          const float* panel = panels + p * all_taps * tap_floats;
           for (std::int64_t st = first; st < last; ++st) {
+            const std::vector<std::int64_t>& taps = taps_of(st);
+            const auto n_taps = static_cast<std::int64_t>(taps.size());
+            if (b >= blocking.blocks(n_taps)) continue;
+            const std::int64_t t0 = b / blocking.parts * blocking.per, t1 = std::min(n_taps, t0 + blocking.per);
+            const std::int64_t c0 = b % blocking.parts * blocking.each, c1 = std::min(pr.depth, c0 + blocking.each);
             // The next strip's out block (6 cache lines), which the microkernel adds to at its
             // end: without, those reads missed L2 on the wide layers (512 x 512 at 7x7).
             if (st + 1 < last) {
               float* const* next = mine.out + (st + 1 - first) * kStrip;
               for (std::int64_t i = 0; i < kStrip; ++i) _mm_prefetch(reinterpret_cast<const char*>(next[i] + p * kPanel), _MM_HINT_T0);
             }
-            microkernel(blk.t1 - blk.t0, mine.src + ((st - first) * taps + blk.t0) * kStrip,
-                        pr.panel_tap.data() + blk.t0, tap_floats, blk.c0, blk.c1 - blk.c0, panel,
-                        mine.out + (st - first) * kStrip, p * kPanel, add);
+            microkernel(t1 - t0, mine.src + ((st - first) * all_taps + t0) * kStrip, taps.data() + t0, tap_floats, c0,
+                        c1 - c0, panel, mine.out + (st - first) * kStrip, p * kPanel, accumulate || b > 0);
           }
         }
       }
@@ -270,8 +291,9 @@ std::vector<ThreadSpace> thread_spaces(const Conv2dDesc& d, float* scratch, int 
 bool cpu_runs_conv_direct_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 bool conv_direct_avx2_fits(const Conv2dDesc& d) {
+  // r and s up to 64: a row's missing kernel rows are a 64-bit mask.
   return d.groups == 1 && d.dilation_h == 1 && d.dilation_w == 1 && d.dtype == DType::f32 && d.c % kPanel == 0 &&
-         d.k % kPanel == 0 && d.c > 0 && d.k > 0;
+         d.k % kPanel == 0 && d.c > 0 && d.k > 0 && d.r <= 64 && d.s <= 64;
 }
 
 std::size_t conv_direct_avx2_scratch_bytes(const Conv2dDesc& d, int threads) {
@@ -298,20 +320,15 @@ void conv_direct_avx2_forward(const Conv2dDesc& d, const float* x, const float* 
       }
     }
   }
-  Product pr{.src = x, .src_h = d.h, .src_w = d.w, .depth = d.c, .out = y, .out_h = d.out_h(), .out_w = d.out_w(),
-             .cols = d.k, .n = d.n, .rows_h = d.out_h(), .rows_w = d.out_w()};
-  pr.src_step_h = d.stride_h, pr.src_step_w = d.stride_w;
-  for (std::int64_t t = 0; t < taps; ++t) {
-    pr.tap_h.push_back(t / d.s - d.pad_h);
-    pr.tap_w.push_back(t % d.s - d.pad_w);
-    pr.panel_tap.push_back(t);
-  }
-  run_product(pr, panels, taps, zeros, accumulate, thread_spaces(d, panels, threads), threads);
+  Product pr{.src = x, .src_h = d.h, .src_w = d.w, .depth = d.c, .out = y, .n = d.n, .out_h = d.out_h(),
+             .out_w = d.out_w(), .cols = d.k, .r = d.r, .s = d.s};
+  pr.mul_h = d.stride_h, pr.mul_w = d.stride_w, pr.off_h = -d.pad_h, pr.off_w = -d.pad_w;
+  run_product(pr, panels, zeros, accumulate, thread_spaces(d, panels, threads), threads);
 }
 
 void conv_direct_avx2_backward_data(const Conv2dDesc& d, const float* dy, const float* w, float* dx,
                                     bool accumulate, void* scratch, int threads) {
-  const std::int64_t taps = d.r * d.s, sh = d.stride_h, sw = d.stride_w;
+  const std::int64_t taps = d.r * d.s;
   float* const panels = static_cast<float*>(scratch);
   float* const zeros = panels + layout_for(d).panels;
   std::fill(zeros, zeros + d.k, 0.0f);
@@ -327,42 +344,12 @@ void conv_direct_avx2_backward_data(const Conv2dDesc& d, const float* dy, const 
       }
     }
   }
-  const std::vector<ThreadSpace> spaces = thread_spaces(d, panels, threads);
-  // Phase (ph, pw): dx pixels (ph + sh i, pw + sw j); tap (kh, kw) reaches them from dy pixel
-  // (i + dh, j + dw) where ph + pad_h - kh = sh * dh (and likewise for w).
-  for (std::int64_t ph = 0; ph < sh; ++ph) {
-    for (std::int64_t pw = 0; pw < sw; ++pw) {
-      const std::int64_t rows_h = (d.h - ph + sh - 1) / sh, rows_w = (d.w - pw + sw - 1) / sw;
-      if (rows_h <= 0 || rows_w <= 0) continue;
-      Product pr{.src = dy, .src_h = d.out_h(), .src_w = d.out_w(), .depth = d.k, .out = dx, .out_h = d.h,
-                 .out_w = d.w, .cols = d.c, .n = d.n, .rows_h = rows_h, .rows_w = rows_w};
-      pr.out_h0 = ph, pr.out_w0 = pw, pr.out_step_h = sh, pr.out_step_w = sw;
-      for (std::int64_t kh = 0; kh < d.r; ++kh) {
-        const std::int64_t oh = ph + d.pad_h - kh;
-        if (((oh % sh) + sh) % sh != 0) continue;
-        for (std::int64_t kw = 0; kw < d.s; ++kw) {
-          const std::int64_t ow = pw + d.pad_w - kw;
-          if (((ow % sw) + sw) % sw != 0) continue;
-          pr.tap_h.push_back(oh / sh);  // exact: oh is a multiple of sh
-          pr.tap_w.push_back(ow / sw);
-          pr.panel_tap.push_back(kh * d.s + kw);
-        }
-      }
-      if (pr.tap_h.empty()) {  // no tap reaches these pixels: their gradient is zero
-        if (accumulate) continue;
-        for (std::int64_t n = 0; n < d.n; ++n) {
-          for (std::int64_t i = 0; i < rows_h; ++i) {
-            for (std::int64_t j = 0; j < rows_w; ++j) {
-              float* o = dx + ((n * d.h + ph + sh * i) * d.w + pw + sw * j) * d.c;
-              std::fill(o, o + d.c, 0.0f);
-            }
-          }
-        }
-        continue;
-      }
-      run_product(pr, panels, taps, zeros, accumulate, spaces, threads);
-    }
-  }
+  // dx pixel (i, j) gets tap (kh, kw) from dy pixel ((i + pad_h - kh) / stride_h, ...) where that
+  // divides: each parity class of dx's pixels its own taps (strip_order groups them).
+  Product pr{.src = dy, .src_h = d.out_h(), .src_w = d.out_w(), .depth = d.k, .out = dx, .n = d.n, .out_h = d.h,
+             .out_w = d.w, .cols = d.c, .r = d.r, .s = d.s};
+  pr.off_h = d.pad_h, pr.off_w = d.pad_w, pr.sign = -1, pr.div_h = d.stride_h, pr.div_w = d.stride_w;
+  run_product(pr, panels, zeros, accumulate, thread_spaces(d, panels, threads), threads);
 }
 
 bool ConvDirectAvx2::pays(const Conv2dDesc& d) {
