@@ -9,6 +9,7 @@
 // Output: "layer <c>-><k> <side> k<r> s<stride> x<count> <direction> <ms a> <ms b> <a/b>" per
 // shape and direction, then "total <ms a> <ms b> <a/b>" (ms per training step's worth).
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -33,15 +34,23 @@ constexpr Layer kLayers[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const auto options = kiln_bench::parse_ab_options(argc, argv, {"", "onednn", "kiln_avx2"});
+  // --cold is this benchmark's own flag; the rest are the shared A/B options.
+  bool cold = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--cold") cold = true;
+    else args.push_back(argv[i]);
+  }
+  std::vector<char> evict(cold ? 64u << 20 : 0);
+  const auto options = kiln_bench::parse_ab_options(static_cast<int>(args.size()), args.data(), {"", "onednn", "kiln_avx2"});
   if (!options) return 2;
   const auto& [plugin_path, mode_a, mode_b, batch, reps, threads] = *options;
   const kiln_bench::Plugin p(plugin_path);
   kiln_bench::Made a = kiln_bench::make_backend(p, "conv_direct", mode_a, threads);
   kiln_bench::Made b = kiln_bench::make_backend(p, "conv_direct", mode_b, threads);
   std::printf("# a: %s\n# b: %s\n", a.backend->device().detail.c_str(), b.backend->device().detail.c_str());
-  std::printf("# batch %ld, %ld reps, conv_direct a = %s, b = %s; ms (median)\n", static_cast<long>(batch),
-              static_cast<long>(reps), mode_a.c_str(), mode_b.c_str());
+  std::printf("# batch %ld, %ld reps, conv_direct a = %s, b = %s; ms (median)%s\n", static_cast<long>(batch),
+              static_cast<long>(reps), mode_a.c_str(), mode_b.c_str(), cold ? "; caches flushed before each call" : "");
   double total[2] = {};
   for (const Layer& l : kLayers) {
     Conv2dDesc d;
@@ -71,6 +80,7 @@ int main(int argc, char** argv) {
       std::vector<double> times[2];
       for (std::int64_t r = 0; r < reps; ++r) {
         for (int i = 0; i < 2; ++i) {
+          if (cold) std::memset(evict.data(), static_cast<int>(r + i), evict.size());
           const double t0 = kiln_bench::now_ms(false);
           run(i);
           times[i].push_back(kiln_bench::now_ms(false) - t0);

@@ -1,11 +1,12 @@
 // Kiln's AVX2 direct convolution (see conv_direct_avx2.hpp).
 //
-// Names below: a "product" is one implicit matrix product, out(m)[0..cols) (+)= sum over its taps t
-// and channels c < depth of source(m, t)[c] * panels[t][c][..]; the forward is one product, a
-// backward-data one per phase. Its output rows (pixels) are split between threads in strips of 6;
-// a thread walks its strips a chunk at a time, and for each block of the reduction (whole taps
-// or a channel range of one tap, ~256 deep) and each 16-column panel, runs the microkernel on
-// every strip of the chunk: the chunk's input rows of the block stay in L2, the panel's block in L1.
+// Names below: a "product" is one implicit matrix product, out(m)[0..cols) (+)= sum over the taps
+// t that pixel m has and channels c < depth of source(m, t)[c] * panels[t][c][..]; forward and
+// backward-data are one product each. Its output rows (pixels), grouped by the taps they have,
+// are split between threads in strips of 6; a thread walks its strips a chunk at a time, and for
+// each block of the reduction (whole taps or a channel range of one tap, ~256 deep) and each
+// 16-column panel, runs the microkernel on every strip of the chunk: the chunk's input rows of
+// the block stay in L2, the panel's block in L1.
 #include "ops/conv_direct_avx2.hpp"
 
 #include <immintrin.h>

@@ -3,23 +3,24 @@
 //   forward:        y[m][k]  (+)= sum over taps t, channels c of  x(m, t)[c]  * w[k][c][t]
 //   backward-data:  dx[m][c] (+)= sum over taps t, channels k of dy(m, t)[k]  * w[k][c][t]
 //
-// where x(m, t) is the input pixel under tap t of output pixel m's window (zeros in the padding).
+// where x(m, t) is the input pixel under tap t of output pixel m's window (none in the padding).
 // Both are one product of an implicit im2col matrix with the weights, computed the way
 // gemm_tn_avx2.hpp computes its own: a 6 x 16 block of outputs (6 pixels, 16 channels) lives in
 // 12 AVX2 registers while the microkernel walks the reduction, broadcasting one input value per
 // pixel and loading 16 weights. The input is read in place: a tap of a pixel's window is C
 // contiguous channels of the channels-last tensor, so each of the 6 pixels is one pointer per
-// tap (a zero row where the tap falls in the padding) and nothing is gathered or copied. Only the
-// weights are packed, per call, into 16-column panels [tap][channel][16].
+// tap and nothing is gathered or copied. Only the weights are packed, per call, into 16-column
+// panels [tap][channel][16].
 //
-// Backward-data of a strided convolution is split by the parity classes of dx's pixels (the
-// "phases": for stride 2, four classes of (even, odd) rows and columns): within a class every
-// pixel gets the same taps, each from one dy pixel at a fixed offset, so each class is again the
-// product above, with dx's pixels of the class as the output rows (written where they lie).
+// Backward-data is the same product over dx's pixels, reading dy: dx pixel i gets tap kh from dy
+// row (i + pad - kh) / stride where that divides, so a strided convolution's dx pixels fall into
+// parity classes (for stride 2 four, with 1, 2, 2 and 4 of a 3x3's taps). Pixels are grouped by
+// the taps they have, so neither those missing taps nor the padding's are multiplied as zeros.
 //
-// Why: oneDNN 2.6's AVX2 direct kernels ran ResNet-50's strided 3x3 layers and the 7x7 3x3 ones at
-// 95-140 GFLOP/s on the Zen 2 EPYC (2 threads, channels-last), against ~180 for its matmul;
-// docs/benchmarks.md, "Kiln's AVX2 direct convolution", has the figures.
+// Why: oneDNN 2.6's AVX2 direct kernels ran ResNet-50's strided 3x3s and its 7x7/512 3x3s at
+// 95-140 GFLOP/s on the Zen 2 EPYC (2 threads, channels-last), against ~180 for its matmul; here
+// those layers took 1.19-1.24x less time in forward and backward-data together
+// (docs/benchmarks.md, "Kiln's AVX2 direct convolution").
 //
 // Sums run in another order than oneDNN's (differences of f32 rounding; tests/ops/test_conv_direct_avx2.cpp).
 #pragma once
