@@ -1,6 +1,6 @@
 // The cpu backend plugin loaded from its .so and backends made by it with one option set, for
 // the benchmarks that time two settings of one option side by side through the plugin itself
-// (conv3x3_winograd, conv_filter_avx2).
+// (conv3x3_winograd, conv_filter_avx2, conv_direct_avx2, conv_census).
 #pragma once
 
 #include <boost/dll/shared_library.hpp>

@@ -13,25 +13,9 @@
 
 #include "../common/bench_clock.hpp"
 #include "../common/cpu_plugin.hpp"
+#include "../common/resnet50_convs.hpp"
 
-namespace {
-using kiln::Conv2dDesc;
-using kiln::DType;
 using kiln::Tensor;
-struct Layer {
-  std::int64_t c, k, side, r, stride, count;
-};
-constexpr Layer kLayers[] = {
-    {3, 64, 224, 7, 2, 1},
-    {64, 64, 56, 1, 1, 1},     {256, 64, 56, 1, 1, 2},   {64, 64, 56, 3, 1, 3},    {64, 256, 56, 1, 1, 4},
-    {256, 128, 56, 1, 1, 1},   {128, 128, 56, 3, 2, 1},  {128, 512, 28, 1, 1, 4},  {256, 512, 56, 1, 2, 1},
-    {512, 128, 28, 1, 1, 3},   {128, 128, 28, 3, 1, 3},
-    {512, 256, 28, 1, 1, 1},   {256, 256, 28, 3, 2, 1},  {256, 1024, 14, 1, 1, 6}, {512, 1024, 28, 1, 2, 1},
-    {1024, 256, 14, 1, 1, 5},  {256, 256, 14, 3, 1, 5},
-    {1024, 512, 14, 1, 1, 1},  {512, 512, 14, 3, 2, 1},  {512, 2048, 7, 1, 1, 3},  {1024, 2048, 14, 1, 2, 1},
-    {2048, 512, 7, 1, 1, 2},   {512, 512, 7, 3, 1, 2},
-};
-}  // namespace
 
 int main(int argc, char** argv) {
   const auto options = kiln_bench::parse_ab_options(argc, argv, {"", "auto", "auto"});
@@ -44,17 +28,12 @@ int main(int argc, char** argv) {
               static_cast<long>(batch), static_cast<long>(reps));
   std::printf("%-28s %5s %8s %7s %8s %7s %8s %7s\n", "layer", "count", "fwd", "GF/s", "bwd_d", "GF/s", "bwd_f", "GF/s");
   double total[3] = {};
-  for (const Layer& l : kLayers) {
-    Conv2dDesc d;
-    d.n = batch, d.c = l.c, d.k = l.k, d.h = d.w = l.side, d.r = d.s = l.r;
-    d.stride_h = d.stride_w = l.stride, d.pad_h = d.pad_w = l.r / 2, d.dtype = DType::f32;
+  for (const kiln_bench::ConvShape& l : kiln_bench::kResNet50Convs) {
+    const kiln::Conv2dDesc d = kiln_bench::conv_desc(l, batch);
     auto plan = be.plan_conv2d(d);
-    const auto act = [&](std::int64_t c, std::int64_t side) {
-      return be.allocate({d.n, c, side, side}, DType::f32, kiln::MemoryKind::host).with_layout(kiln::Layout::nhwc);
-    };
-    Tensor x = act(d.c, l.side), dx = act(d.c, l.side), y = act(d.k, d.out_h()), dy = act(d.k, d.out_h());
-    Tensor w = be.allocate({d.k, d.c, l.r, l.r}, DType::f32, kiln::MemoryKind::host);
-    Tensor dw = be.allocate({d.k, d.c, l.r, l.r}, DType::f32, kiln::MemoryKind::host);
+    Tensor x = kiln_bench::activation(be, d.n, d.c, l.side), dx = kiln_bench::activation(be, d.n, d.c, l.side);
+    Tensor y = kiln_bench::activation(be, d.n, d.k, d.out_h()), dy = kiln_bench::activation(be, d.n, d.k, d.out_h());
+    Tensor w = kiln_bench::weights(be, l), dw = kiln_bench::weights(be, l);
     be.fill(x, 0.5), be.fill(dy, 0.25), be.fill(w, 0.01);
     const double flop = 2.0 * d.n * d.k * d.c * l.r * l.r * d.out_h() * d.out_h() / 1e9;
     double ms[3];
@@ -72,7 +51,7 @@ int main(int argc, char** argv) {
         t.push_back(kiln_bench::now_ms(false) - t0);
       }
       ms[dir] = kiln_bench::median(t);
-      total[dir] += ms[dir] * static_cast<double>(l.count) * (dir == 1 && l.c == 3 ? 0 : 1);
+      total[dir] += ms[dir] * static_cast<double>(l.count) * (dir == 1 && l.stem() ? 0 : 1);
     }
     char name[64];
     std::snprintf(name, sizeof name, "%ld->%ld %ld k%ld s%ld", static_cast<long>(l.c), static_cast<long>(l.k),

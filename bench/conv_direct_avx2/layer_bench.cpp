@@ -15,23 +15,9 @@
 
 #include "../common/bench_clock.hpp"
 #include "../common/cpu_plugin.hpp"
+#include "../common/resnet50_convs.hpp"
 
-namespace {
-
-using kiln::Conv2dDesc;
-using kiln::DType;
 using kiln::Tensor;
-
-/// One layer: input channels, output channels, input side, kernel, stride, and how many
-/// ResNet-50 v1.5 has.
-struct Layer {
-  std::int64_t c, k, side, r, stride, count;
-};
-constexpr Layer kLayers[] = {
-    {128, 128, 56, 3, 2, 1}, {256, 256, 28, 3, 2, 1}, {512, 512, 14, 3, 2, 1}, {512, 512, 7, 3, 1, 2},
-};
-
-}  // namespace
 
 int main(int argc, char** argv) {
   // --cold is this benchmark's own flag; the rest are the shared A/B options.
@@ -52,10 +38,9 @@ int main(int argc, char** argv) {
   std::printf("# batch %ld, %ld reps, conv_direct a = %s, b = %s; ms (median)%s\n", static_cast<long>(batch),
               static_cast<long>(reps), mode_a.c_str(), mode_b.c_str(), cold ? "; caches flushed before each call" : "");
   double total[2] = {};
-  for (const Layer& l : kLayers) {
-    Conv2dDesc d;
-    d.n = batch, d.c = l.c, d.k = l.k, d.h = d.w = l.side, d.r = d.s = l.r;
-    d.stride_h = d.stride_w = l.stride, d.pad_h = d.pad_w = l.r / 2, d.dtype = DType::f32;
+  for (const kiln_bench::ConvShape& l : kiln_bench::kResNet50Convs) {
+    if (l.r != 3 || l.winograd()) continue;  // the shapes conv_direct's "auto" gives the kernel
+    const kiln::Conv2dDesc d = kiln_bench::conv_desc(l, batch);
     kiln::Backend* backends[2] = {a.backend, b.backend};
     std::shared_ptr<kiln::OpPlan> plans[2] = {a.backend->plan_conv2d(d), b.backend->plan_conv2d(d)};
     struct Operands {
@@ -63,11 +48,9 @@ int main(int argc, char** argv) {
     } ops[2];
     for (int i = 0; i < 2; ++i) {
       kiln::Backend& be = *backends[i];
-      const auto act = [&](std::int64_t c, std::int64_t side) {
-        return be.allocate({d.n, c, side, side}, DType::f32, kiln::MemoryKind::host).with_layout(kiln::Layout::nhwc);
-      };
-      ops[i] = {act(d.c, l.side), act(d.k, d.out_h()), act(d.c, l.side), act(d.k, d.out_h()),
-                be.allocate({d.k, d.c, l.r, l.r}, DType::f32, kiln::MemoryKind::host)};
+      ops[i] = {kiln_bench::activation(be, d.n, d.c, l.side), kiln_bench::activation(be, d.n, d.k, d.out_h()),
+                kiln_bench::activation(be, d.n, d.c, l.side), kiln_bench::activation(be, d.n, d.k, d.out_h()),
+                kiln_bench::weights(be, l)};
       be.fill(ops[i].x, 0.5), be.fill(ops[i].dy, 0.25), be.fill(ops[i].w, 0.01);
     }
     for (const char* direction : {"forward", "backward_data"}) {

@@ -17,30 +17,9 @@
 
 #include "../common/bench_clock.hpp"
 #include "../common/cpu_plugin.hpp"
+#include "../common/resnet50_convs.hpp"
 
-namespace {
-
-using kiln::Backend;
-using kiln::Conv2dDesc;
-using kiln::DType;
 using kiln::Tensor;
-
-/// One layer: input channels, output channels, input side, kernel, stride, and how many
-/// ResNet-50 v1.5 has (torchvision's: stride on the 3x3, projections 1x1 with the block's stride).
-struct Layer {
-  std::int64_t c, k, side, r, stride, count;
-};
-constexpr Layer kLayers[] = {
-    {64, 64, 56, 1, 1, 1},     {64, 256, 56, 1, 1, 4},    {256, 64, 56, 1, 1, 2},    {256, 128, 56, 1, 1, 1},
-    {128, 512, 28, 1, 1, 4},   {512, 128, 28, 1, 1, 3},   {512, 256, 28, 1, 1, 1},   {256, 1024, 14, 1, 1, 6},
-    {1024, 256, 14, 1, 1, 5},  {1024, 512, 14, 1, 1, 1},  {512, 2048, 7, 1, 1, 3},   {2048, 512, 7, 1, 1, 2},
-    {256, 512, 56, 1, 2, 1},   {512, 1024, 28, 1, 2, 1},  {1024, 2048, 14, 1, 2, 1},  // projections
-    {128, 128, 56, 3, 2, 1},   {256, 256, 28, 3, 2, 1},   {512, 512, 14, 3, 2, 1},    // strided 3x3s
-    {512, 512, 7, 3, 1, 2},                                                         // 7x7 3x3s
-};
-
-
-}  // namespace
 
 int main(int argc, char** argv) {
   const auto options = kiln_bench::parse_ab_options(argc, argv, {"", "onednn", "kiln_avx2"});
@@ -53,21 +32,18 @@ int main(int argc, char** argv) {
   std::printf("# batch %ld, %ld reps, conv_filter a = %s, b = %s; backward-filter ms (median)\n",
               static_cast<long>(batch), static_cast<long>(reps), mode_a.c_str(), mode_b.c_str());
   double total[2] = {};
-  for (const Layer& l : kLayers) {
-    Conv2dDesc d;
-    d.n = batch, d.c = l.c, d.k = l.k, d.h = d.w = l.side, d.r = d.s = l.r;
-    d.stride_h = d.stride_w = l.stride, d.pad_h = d.pad_w = l.r / 2, d.dtype = DType::f32;
-    Backend* backends[2] = {a.backend, b.backend};
+  for (const kiln_bench::ConvShape& l : kiln_bench::kResNet50Convs) {
+    if (l.stem() || l.winograd()) continue;  // the shapes conv_filter's "auto" gives the kernel
+    const kiln::Conv2dDesc d = kiln_bench::conv_desc(l, batch);
+    kiln::Backend* backends[2] = {a.backend, b.backend};
     std::shared_ptr<kiln::OpPlan> plans[2] = {a.backend->plan_conv2d(d), b.backend->plan_conv2d(d)};
     struct Operands {
       Tensor x, dy, dw;
     } ops[2];
     for (int i = 0; i < 2; ++i) {
-      Backend& be = *backends[i];
-      const auto act = [&](std::int64_t c, std::int64_t side) {
-        return be.allocate({d.n, c, side, side}, DType::f32, kiln::MemoryKind::host).with_layout(kiln::Layout::nhwc);
-      };
-      ops[i] = {act(d.c, l.side), act(d.k, d.out_h()), be.allocate({d.k, d.c, l.r, l.r}, DType::f32, kiln::MemoryKind::host)};
+      kiln::Backend& be = *backends[i];
+      ops[i] = {kiln_bench::activation(be, d.n, d.c, l.side), kiln_bench::activation(be, d.n, d.k, d.out_h()),
+                kiln_bench::weights(be, l)};
       be.fill(ops[i].x, 0.5), be.fill(ops[i].dy, 0.25);
     }
     const auto run = [&](int i) {

@@ -152,52 +152,44 @@ Conv1x1Mode conv1x1_mode(const PluginArgs& args, bool blocked_conv_layout) {
   return mode == "matmul" ? Conv1x1Mode::matmul : Conv1x1Mode::conv;
 }
 
+/// Whether option `key` (auto|onednn|kiln_avx2) picks one of Kiln's AVX2 convolution kernels over
+/// oneDNN's: "kiln_avx2" asks for it on any CPU that runs it (`cpu_runs`), AVX-512 ones included
+/// (how those test it), and is a config error elsewhere; "auto" picks it on AVX2 CPUs (oneDNN's ISA
+/// below AVX-512) with channels-last convolutions, the only ones it was measured on.
+bool kiln_avx2_kernel_chosen(const PluginArgs& args, const char* key, const char* noun, const char* kernel,
+                             const char* needs, bool cpu_runs, bool blocked_conv_layout) {
+  const std::string mode = choice(args, key, {"auto", "onednn", "kiln_avx2"}, noun);
+  if (mode == "kiln_avx2" && !cpu_runs) {
+    throw ConfigError(fmt::format("{} = \"kiln_avx2\": {} needs {}, which this CPU does not have; use \"auto\" or "
+                                  "\"onednn\"",
+                                  args.params->where(key), kernel, needs));
+  }
+  return mode == "kiln_avx2" || (mode == "auto" && !blocked_conv_layout &&
+                                 dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core && cpu_runs);
+}
+
 /// Whether convolutions' backward-filter runs Kiln's AVX2 kernel (ops/conv_filter_avx2.hpp) where
 /// it fits and pays, in plans that compute in f32, instead of oneDNN's backward-weights primitive.
-/// "auto" picks it on AVX2 CPUs (below AVX-512) with channels-last convolutions, where oneDNN 2.6's
-/// AVX2 backward-weights kernels ran at 100-150 GFLOP/s against its forward's ~200 (Zen 2;
-/// ResNet-50's 1x1 backward-filters 1.22-1.24x faster by Kiln's kernel, fp32 steps 4% shorter;
-/// docs/benchmarks.md, "Convolution backward-filter by Kiln's AVX2 kernel"). "kiln_avx2" asks for
-/// it on any CPU with AVX2, FMA and F16C, AVX-512 ones included (how those test it).
+/// Its "auto" rule: oneDNN 2.6's AVX2 backward-weights kernels ran at 100-150 GFLOP/s against its
+/// forward's ~200 (Zen 2; ResNet-50's 1x1 backward-filters 1.22-1.24x faster by Kiln's kernel,
+/// fp32 steps 4% shorter; docs/benchmarks.md, "Convolution backward-filter by Kiln's AVX2 kernel").
 ConvFilterMode conv_filter_mode(const PluginArgs& args, bool blocked_conv_layout) {
-  const std::string mode = choice(args, "conv_filter", {"auto", "onednn", "kiln_avx2"}, "a convolution filter mode");
-  if (mode == "kiln_avx2") {
-    if (!cpu_runs_gemm_tn_avx2()) {
-      throw ConfigError(fmt::format("{} = \"kiln_avx2\": Kiln's AVX2 backward-filter needs AVX2, FMA and F16C, "
-                                    "which this CPU does not have; use \"auto\" or \"onednn\"",
-                                    args.params->where("conv_filter")));
-    }
-    return ConvFilterMode::kiln_avx2;
-  }
-  if (mode == "auto" && !blocked_conv_layout && dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core &&
-      cpu_runs_gemm_tn_avx2()) {
-    return ConvFilterMode::kiln_avx2;
-  }
-  return ConvFilterMode::onednn;
+  return kiln_avx2_kernel_chosen(args, "conv_filter", "a convolution filter mode", "Kiln's AVX2 backward-filter",
+                                 "AVX2, FMA and F16C", cpu_runs_gemm_tn_avx2(), blocked_conv_layout)
+             ? ConvFilterMode::kiln_avx2
+             : ConvFilterMode::onednn;
 }
 
 /// Whether f32 plans' convolutions that neither a 1x1 matmul nor Winograd takes run Kiln's AVX2
 /// direct convolution (ops/conv_direct_avx2.hpp) forward and backward-data, where it fits and
-/// pays, instead of oneDNN's primitives. "auto" picks it where conv_filter's "auto" picks Kiln's
-/// kernel (AVX2 CPUs below AVX-512, channels-last convolutions): oneDNN 2.6's AVX2 direct kernels
-/// ran ResNet-50's strided 3x3s and 7x7/512 3x3s at 95-140 GFLOP/s, Kiln's at 130-175
-/// (docs/benchmarks.md, "Kiln's AVX2 direct convolution"). "kiln_avx2" asks for it on any CPU
-/// with AVX2 and FMA (how AVX-512 machines test it).
+/// pays, instead of oneDNN's primitives. Its "auto" rule: oneDNN 2.6's AVX2 direct kernels ran
+/// ResNet-50's strided 3x3s and 7x7/512 3x3s at 95-140 GFLOP/s, and Kiln's took 1.19-1.24x less
+/// time (Zen 2; docs/benchmarks.md, "Kiln's AVX2 direct convolution").
 ConvDirectMode conv_direct_mode(const PluginArgs& args, bool blocked_conv_layout) {
-  const std::string mode = choice(args, "conv_direct", {"auto", "onednn", "kiln_avx2"}, "a direct convolution mode");
-  if (mode == "kiln_avx2") {
-    if (!cpu_runs_conv_direct_avx2()) {
-      throw ConfigError(fmt::format("{} = \"kiln_avx2\": Kiln's AVX2 direct convolution needs AVX2 and FMA, "
-                                    "which this CPU does not have; use \"auto\" or \"onednn\"",
-                                    args.params->where("conv_direct")));
-    }
-    return ConvDirectMode::kiln_avx2;
-  }
-  if (mode == "auto" && !blocked_conv_layout && dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core &&
-      cpu_runs_conv_direct_avx2()) {
-    return ConvDirectMode::kiln_avx2;
-  }
-  return ConvDirectMode::onednn;
+  return kiln_avx2_kernel_chosen(args, "conv_direct", "a direct convolution mode", "Kiln's AVX2 direct convolution",
+                                 "AVX2 and FMA", cpu_runs_conv_direct_avx2(), blocked_conv_layout)
+             ? ConvDirectMode::kiln_avx2
+             : ConvDirectMode::onednn;
 }
 
 }  // namespace

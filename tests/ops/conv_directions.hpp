@@ -58,6 +58,15 @@ inline bool same_bits(const ConvResults& a, const ConvResults& b) {
   return same_bits(a.y, b.y) && same_bits(a.dx, b.dx) && same_bits(a.dw, b.dw) && same_bits(a.dw_added, b.dw_added);
 }
 
+/// A square convolution: batch n, c -> k channels, side x side input, r x r kernel.
+inline Conv2dDesc conv(std::int64_t n, std::int64_t c, std::int64_t side, std::int64_t k, std::int64_t r,
+                       std::int64_t stride, std::int64_t pad, DType dtype = DType::f32) {
+  Conv2dDesc d;
+  d.n = n, d.c = c, d.h = d.w = side, d.k = k, d.r = d.s = r;
+  d.stride_h = d.stride_w = stride, d.pad_h = d.pad_w = pad, d.dtype = dtype;
+  return d;
+}
+
 /// A square convolution of batch 2 with "same" padding (r / 2).
 inline Conv2dDesc square_conv(std::int64_t c, std::int64_t k, std::int64_t side, std::int64_t r, std::int64_t stride,
                 DType dtype = DType::f32) {

@@ -29,14 +29,6 @@ BackendPtr cpu_with(const std::string& conv_direct) {
                                 {"conv_layout", "channels_last"}});
 }
 
-Conv2dDesc conv(std::int64_t n, std::int64_t c, std::int64_t side, std::int64_t k, std::int64_t r,
-                std::int64_t stride, std::int64_t pad, DType dtype = DType::f32) {
-  Conv2dDesc d;
-  d.n = n, d.c = c, d.h = d.w = side, d.k = k, d.r = d.s = r;
-  d.stride_h = d.stride_w = stride, d.pad_h = d.pad_w = pad, d.dtype = dtype;
-  return d;
-}
-
 /// y and dx within f32 rounding, their bits different exactly where the kernel took the shape;
 /// the backward-filter the same bits.
 void check(const ConvResults& got, const ConvResults& want, bool taken) {

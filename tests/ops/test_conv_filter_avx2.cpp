@@ -27,14 +27,6 @@ BackendPtr cpu_with(const std::string& conv_filter, const std::string& bf16_comp
                                 {"bf16_compute", bf16_compute}});
 }
 
-Conv2dDesc conv(std::int64_t n, std::int64_t c, std::int64_t side, std::int64_t k, std::int64_t r,
-                std::int64_t stride, std::int64_t pad, DType dtype = DType::f32) {
-  Conv2dDesc d;
-  d.n = n, d.c = c, d.h = d.w = side, d.k = k, d.r = d.s = r;
-  d.stride_h = d.stride_w = stride, d.pad_h = d.pad_w = pad, d.dtype = dtype;
-  return d;
-}
-
 /// Forward and backward-data the same bits; dw within f32 rounding, and its bits differ exactly
 /// where the kernel took the shape.
 void check(const ConvResults& got, const ConvResults& want, bool taken, double bound = 2e-5) {

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "ops/block_6x16_avx2.hpp"
+
 namespace kiln::cpu {
 namespace {
 
@@ -121,46 +123,16 @@ __attribute__((target("avx2,fma"))) void microkernel(std::int64_t segments, cons
                                                       const std::int64_t* tap, std::int64_t tap_floats,
                                                       std::int64_t c0, std::int64_t depth, const float* panel,
                                                       float* const* out, std::int64_t col, bool add) {
-  // Twelve named accumulators (in an array GCC 12 keeps them on the stack; gemm_tn_avx2.cpp).
-  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
-         c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  Block6x16 block;
   for (std::int64_t s = 0; s < segments; ++s, src += kStrip) {
     const float *x0 = src[0] + c0, *x1 = src[1] + c0, *x2 = src[2] + c0, *x3 = src[3] + c0, *x4 = src[4] + c0,
                 *x5 = src[5] + c0;
     const float* w = panel + tap[s] * tap_floats + c0 * kPanel;
     for (std::int64_t r = 0; r < depth; ++r, w += kPanel) {
-      const __m256 b0 = _mm256_load_ps(w), b1 = _mm256_load_ps(w + 8);
-      __m256 a = _mm256_broadcast_ss(x0 + r);
-      c00 = _mm256_fmadd_ps(a, b0, c00);
-      c01 = _mm256_fmadd_ps(a, b1, c01);
-      a = _mm256_broadcast_ss(x1 + r);
-      c10 = _mm256_fmadd_ps(a, b0, c10);
-      c11 = _mm256_fmadd_ps(a, b1, c11);
-      a = _mm256_broadcast_ss(x2 + r);
-      c20 = _mm256_fmadd_ps(a, b0, c20);
-      c21 = _mm256_fmadd_ps(a, b1, c21);
-      a = _mm256_broadcast_ss(x3 + r);
-      c30 = _mm256_fmadd_ps(a, b0, c30);
-      c31 = _mm256_fmadd_ps(a, b1, c31);
-      a = _mm256_broadcast_ss(x4 + r);
-      c40 = _mm256_fmadd_ps(a, b0, c40);
-      c41 = _mm256_fmadd_ps(a, b1, c41);
-      a = _mm256_broadcast_ss(x5 + r);
-      c50 = _mm256_fmadd_ps(a, b0, c50);
-      c51 = _mm256_fmadd_ps(a, b1, c51);
+      block.add(_mm256_load_ps(w), _mm256_load_ps(w + 8), x0 + r, x1 + r, x2 + r, x3 + r, x4 + r, x5 + r);
     }
   }
-  const __m256 sums[kStrip][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  for (std::int64_t i = 0; i < kStrip; ++i) {
-    float* o = out[i] + col;
-    __m256 lo = sums[i][0], hi = sums[i][1];
-    if (add) {
-      lo = _mm256_add_ps(lo, _mm256_loadu_ps(o));
-      hi = _mm256_add_ps(hi, _mm256_loadu_ps(o + 8));
-    }
-    _mm256_storeu_ps(o, lo);
-    _mm256_storeu_ps(o + 8, hi);
-  }
+  block.store(kStrip, [&](std::int64_t i) { return out[i] + col; }, add);
 }
 
 /// How a group's reduction is cut into blocks of ~kBlockDepth: several whole taps where a tap is

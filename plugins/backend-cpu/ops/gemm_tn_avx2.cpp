@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "ops/bf16_lanes_avx2.hpp"
+#include "ops/block_6x16_avx2.hpp"
 
 namespace kiln::cpu {
 namespace {
@@ -84,41 +85,12 @@ ScratchLayout layout_for(const Shape& s, int threads, bool patches) {
 /// into out (rows `rows` <= 6 of it; the strip's other columns are zeros).
 __attribute__((target("avx2,fma"))) void microkernel(std::int64_t rows, std::int64_t depth, const float* strip,
                                                       const float* panel, float* out, std::int64_t ldo, bool add) {
-  // Twelve named accumulators: in an array GCC 12 stored them to the stack on every row.
-  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
-         c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  Block6x16 block;
   for (std::int64_t r = 0; r < depth; ++r, strip += kStrip, panel += kPanel) {
-    const __m256 b0 = _mm256_load_ps(panel), b1 = _mm256_load_ps(panel + 8);
-    __m256 a = _mm256_broadcast_ss(strip);
-    c00 = _mm256_fmadd_ps(a, b0, c00);
-    c01 = _mm256_fmadd_ps(a, b1, c01);
-    a = _mm256_broadcast_ss(strip + 1);
-    c10 = _mm256_fmadd_ps(a, b0, c10);
-    c11 = _mm256_fmadd_ps(a, b1, c11);
-    a = _mm256_broadcast_ss(strip + 2);
-    c20 = _mm256_fmadd_ps(a, b0, c20);
-    c21 = _mm256_fmadd_ps(a, b1, c21);
-    a = _mm256_broadcast_ss(strip + 3);
-    c30 = _mm256_fmadd_ps(a, b0, c30);
-    c31 = _mm256_fmadd_ps(a, b1, c31);
-    a = _mm256_broadcast_ss(strip + 4);
-    c40 = _mm256_fmadd_ps(a, b0, c40);
-    c41 = _mm256_fmadd_ps(a, b1, c41);
-    a = _mm256_broadcast_ss(strip + 5);
-    c50 = _mm256_fmadd_ps(a, b0, c50);
-    c51 = _mm256_fmadd_ps(a, b1, c51);
+    block.add(_mm256_load_ps(panel), _mm256_load_ps(panel + 8), strip, strip + 1, strip + 2, strip + 3, strip + 4,
+              strip + 5);
   }
-  const __m256 sums[kStrip][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  for (std::int64_t i = 0; i < rows; ++i) {
-    float* o = out + i * ldo;
-    __m256 lo = sums[i][0], hi = sums[i][1];
-    if (add) {
-      lo = _mm256_add_ps(lo, _mm256_loadu_ps(o));
-      hi = _mm256_add_ps(hi, _mm256_loadu_ps(o + 8));
-    }
-    _mm256_storeu_ps(o, lo);
-    _mm256_storeu_ps(o + 8, hi);
-  }
+  block.store(rows, [&](std::int64_t i) { return out + i * ldo; }, add);
 }
 
 /// 16 values of `type` at src as f32 into dst (64-byte aligned).
