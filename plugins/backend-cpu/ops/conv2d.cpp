@@ -19,7 +19,7 @@
 // strided matmuls instead (conv1x1_matmul.hpp: no weight edges at all) where the backend's
 // `conv1x1` option says so, per direction (PointwiseRoute). Backward-filter runs Kiln's AVX2
 // kernel (conv_filter_avx2.hpp) where the `conv_filter` option says so and the shape fits and
-// pays; forward and backward-data of f32 plans run Kiln's AVX2 direct convolution
+// pays; forward and backward-data of plans that compute in f32 run Kiln's AVX2 direct convolution
 // (conv_direct_avx2.hpp) where the `conv_direct` option says so, the shape fits and pays, and no
 // Winograd path takes the call. 3x3 convolutions of plans that compute in f32 run oneDNN's Winograd kernels where the
 // backend's `conv3x3` option says so, the shape is one where they were measured faster
@@ -150,8 +150,8 @@ class ConvPlan final : public OpPlan {
         ConvFilterAvx2::pays(d) && !winograd && algorithm_ != dnnl::algorithm::convolution_winograd) {
       filter.emplace(d, scratch_);
     }
-    // Kiln's AVX2 direct convolution: f32 plans only (it reads f32 tensors in place).
-    if (conv_direct == ConvDirectMode::kiln_avx2 && d.dtype == DType::f32 && ConvDirectAvx2::pays(d) &&
+    // Kiln's AVX2 direct convolution: plans that compute in f32 (as the backward-filter above).
+    if (conv_direct == ConvDirectMode::kiln_avx2 && compute == DType::f32 && ConvDirectAvx2::pays(d) &&
         algorithm_ != dnnl::algorithm::convolution_winograd) {
       direct.emplace(d, scratch_);
     }
@@ -326,7 +326,7 @@ void CpuBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, 
       p.pointwise->forward(stream_, y, x, w);
     } else if (p.winograd && Winograd3x3::takes(x, y, w)) {
       p.winograd->forward(stream_, y, x, w);
-    } else if (p.direct && ConvDirectAvx2::takes(y, x, w)) {
+    } else if (p.direct && p.direct->takes(y, x, w)) {
       p.direct->forward(y, x, w);
     } else {
       p.forward(x, w, y).run(stream_, x.data(), w.data(), y.data());
@@ -348,7 +348,7 @@ void CpuBackend::conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Tens
       p.pointwise->backward_data(stream_, dx, dy, w);
     } else if (p.winograd && Winograd3x3::takes(dy, dx, w)) {
       p.winograd->backward_data(stream_, dx, dy, w);
-    } else if (p.direct && ConvDirectAvx2::takes(dx, dy, w)) {
+    } else if (p.direct && p.direct->takes(dx, dy, w)) {
       p.direct->backward_data(dx, dy, w);
     } else {
       p.backward_data(dy, w, dx).run(stream_, dy.data(), w.data(), dx.data());

@@ -17,7 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "ops/bf16_convert.hpp"
 #include "ops/block_6x16_avx2.hpp"
+#include "ops/f16_convert.hpp"
 
 namespace kiln::cpu {
 namespace {
@@ -265,7 +267,7 @@ bool cpu_runs_conv_direct_avx2() { return __builtin_cpu_supports("avx2") && __bu
 
 bool conv_direct_avx2_fits(const Conv2dDesc& d) {
   // r and s up to 64: a row's missing kernel rows are a 64-bit mask.
-  return d.groups == 1 && d.dilation_h == 1 && d.dilation_w == 1 && d.dtype == DType::f32 && d.c % kPanel == 0 &&
+  return d.groups == 1 && d.dilation_h == 1 && d.dilation_w == 1 && d.c % kPanel == 0 &&
          d.k % kPanel == 0 && d.c > 0 && d.k > 0 && d.r <= 64 && d.s <= 64;
 }
 
@@ -336,24 +338,52 @@ bool ConvDirectAvx2::pays(const Conv2dDesc& d) {
 ConvDirectAvx2::ConvDirectAvx2(const Conv2dDesc& d, std::shared_ptr<EdgeScratch> scratch)
     : desc_(d), scratch_(std::move(scratch)) {}
 
-bool ConvDirectAvx2::takes(const Tensor& out, const Tensor& in, const Tensor& w) {
-  const bool f32 = out.dtype() == DType::f32 && in.dtype() == DType::f32 && w.dtype() == DType::f32;
-  return f32 && out.layout() == Layout::nhwc && in.layout() == Layout::nhwc && w.layout() != Layout::opaque &&
+bool ConvDirectAvx2::takes(const Tensor& out, const Tensor& in, const Tensor& w) const {
+  const DType plan = desc_.dtype;
+  const bool dtypes = (plan == DType::f32 || plan == DType::f16 || plan == DType::bf16) && out.dtype() == plan &&
+                      in.dtype() == plan && w.dtype() == plan;
+  return dtypes && out.layout() == Layout::nhwc && in.layout() == Layout::nhwc && w.layout() != Layout::opaque &&
          w.layout() != Layout::nhwc;
 }
 
-void ConvDirectAvx2::forward(const Tensor& y, const Tensor& x, const Tensor& w) {
-  const int threads = omp_get_max_threads();
-  void* scratch = scratch_->get(kScratchSlot, conv_direct_avx2_scratch_bytes(desc_, threads));
-  conv_direct_avx2_forward(desc_, static_cast<const float*>(x.data()), static_cast<const float*>(w.data()),
-                           static_cast<float*>(y.data()), false, scratch, threads);
+namespace {
+
+/// t's values as f32: t's own memory (f32), or widened (exactly) into `wide`.
+const float* as_f32(const Tensor& t, float* wide) {
+  const auto n = static_cast<std::size_t>(t.numel());
+  const auto* half = static_cast<const std::uint16_t*>(t.data());
+  if (t.dtype() == DType::f32) return static_cast<const float*>(t.data());
+  if (t.dtype() == DType::bf16) bf16_to_f32_parallel(half, wide, n);
+  else f16_to_f32_parallel(half, wide, n);
+  return wide;
 }
 
-void ConvDirectAvx2::backward_data(const Tensor& dx, const Tensor& dy, const Tensor& w) {
+}  // namespace
+
+void ConvDirectAvx2::run(const Tensor& out, const Tensor& in, const Tensor& w, bool forward) {
   const int threads = omp_get_max_threads();
   void* scratch = scratch_->get(kScratchSlot, conv_direct_avx2_scratch_bytes(desc_, threads));
-  conv_direct_avx2_backward_data(desc_, static_cast<const float*>(dy.data()), static_cast<const float*>(w.data()),
-                                 static_cast<float*>(dx.data()), false, scratch, threads);
+  const bool wide = desc_.dtype != DType::f32;  // 16-bit operands: widened, computed in f32, narrowed
+  const auto f32_space = [&](int slot, const Tensor& t) {
+    return static_cast<float*>(scratch_->get(slot, static_cast<std::size_t>(t.numel()) * sizeof(float)));
+  };
+  const float* in32 = as_f32(in, wide ? f32_space(kScratchSlot + 1, in) : nullptr);
+  const float* w32 = as_f32(w, wide ? f32_space(kScratchSlot + 2, w) : nullptr);
+  float* out32 = wide ? f32_space(kScratchSlot + 3, out) : static_cast<float*>(out.data());
+  if (forward) {
+    conv_direct_avx2_forward(desc_, in32, w32, out32, false, scratch, threads);
+  } else {
+    conv_direct_avx2_backward_data(desc_, in32, w32, out32, false, scratch, threads);
+  }
+  if (!wide) return;
+  const auto n = static_cast<std::size_t>(out.numel());
+  auto* half = static_cast<std::uint16_t*>(out.data());
+  if (out.dtype() == DType::bf16) f32_to_bf16_parallel(out32, half, n);
+  else f32_to_f16_parallel(out32, half, n);
 }
+
+void ConvDirectAvx2::forward(const Tensor& y, const Tensor& x, const Tensor& w) { run(y, x, w, true); }
+
+void ConvDirectAvx2::backward_data(const Tensor& dx, const Tensor& dy, const Tensor& w) { run(dx, dy, w, false); }
 
 }  // namespace kiln::cpu

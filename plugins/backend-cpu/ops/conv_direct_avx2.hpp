@@ -38,7 +38,8 @@ namespace kiln::cpu {
 /// Whether this CPU runs the kernel (AVX2 and FMA).
 bool cpu_runs_conv_direct_avx2();
 
-/// Whether the kernel computes `d`: one group, no dilation, C and K multiples of 16, f32.
+/// Whether the kernel computes `d`'s shape: one group, no dilation, C and K multiples of 16,
+/// kernel sides up to 64 (the calls below take f32 tensors).
 bool conv_direct_avx2_fits(const Conv2dDesc& d);
 
 /// Bytes of scratch the calls below need for `d` with `threads` OpenMP threads (64-byte aligned).
@@ -52,7 +53,10 @@ void conv_direct_avx2_forward(const Conv2dDesc& d, const float* x, const float* 
 void conv_direct_avx2_backward_data(const Conv2dDesc& d, const float* dy, const float* w, float* dx,
                                     bool accumulate, void* scratch, int threads);
 
-/// A convolution plan's use of the kernel (conv2d.cpp, where the `conv_direct` option says so).
+/// A convolution plan's use of the kernel (conv2d.cpp, where the `conv_direct` option says so),
+/// for plans that compute in f32: f32 ones, and f16 and bf16 ones without bf16 kernels, whose
+/// 16-bit operands are widened (exactly) into scratch, computed in f32 and the result rounded
+/// to the plan's dtype, as oneDNN's path with its edges does.
 class ConvDirectAvx2 {
  public:
   /// Whether the kernel computes `d` (conv_direct_avx2_fits; the CPU is the backend's check).
@@ -60,20 +64,25 @@ class ConvDirectAvx2 {
   /// Whether it was measured faster than oneDNN's for shapes like `d` (conv_direct_avx2.cpp).
   static bool pays(const Conv2dDesc& d);
 
-  /// `d` must fit. The panels and pointer tables live in the backend's shared scratch.
+  /// `d` must fit. The panels, pointer tables and widened operands live in the backend's shared
+  /// scratch.
   ConvDirectAvx2(const Conv2dDesc& d, std::shared_ptr<EdgeScratch> scratch);
 
-  /// Whether these operands can take it: the activations f32 channels-last, w f32 plain (OIHW).
-  static bool takes(const Tensor& out, const Tensor& in, const Tensor& w);
+  /// Whether these operands can take it: all three of the plan's dtype, the activations
+  /// channels-last, w plain (OIHW).
+  bool takes(const Tensor& out, const Tensor& in, const Tensor& w) const;
   /// y = conv(x, w), on the backend's OpenMP threads.
   void forward(const Tensor& y, const Tensor& x, const Tensor& w);
   /// dx = the backward-data of dy.
   void backward_data(const Tensor& dx, const Tensor& dy, const Tensor& w);
 
-  /// EdgeScratch slot (after the backward-filter's 44-45).
+  /// EdgeScratch slots (after the backward-filter's 44-45): the kernel's scratch, then the f32
+  /// copies of a 16-bit call's input, weights and output.
   static constexpr int kScratchSlot = 46;
 
  private:
+  void run(const Tensor& out, const Tensor& in, const Tensor& w, bool forward);
+
   Conv2dDesc desc_;
   std::shared_ptr<EdgeScratch> scratch_;
 };
