@@ -180,9 +180,9 @@ ConvFilterMode conv_filter_mode(const PluginArgs& args, bool blocked_conv_layout
              : ConvFilterMode::onednn;
 }
 
-/// Whether f32 plans' convolutions that neither a 1x1 matmul nor Winograd takes run Kiln's AVX2
-/// direct convolution (ops/conv_direct_avx2.hpp) forward and backward-data, where it fits and
-/// pays, instead of oneDNN's primitives. Its "auto" rule: oneDNN 2.6's AVX2 direct kernels ran
+/// Whether convolutions that neither a 1x1 matmul nor Winograd takes run Kiln's AVX2 direct
+/// convolution (ops/conv_direct_avx2.hpp) forward and backward-data, where it fits and pays, in
+/// plans that compute in f32, instead of oneDNN's primitives. Its "auto" rule: oneDNN 2.6's AVX2 direct kernels ran
 /// ResNet-50's strided 3x3s and 7x7/512 3x3s at 95-140 GFLOP/s, and Kiln's took 1.19-1.24x less
 /// time (Zen 2; docs/benchmarks.md, "Kiln's AVX2 direct convolution").
 ConvDirectMode conv_direct_mode(const PluginArgs& args, bool blocked_conv_layout) {
@@ -218,7 +218,8 @@ CpuBackend::CpuBackend(const PluginArgs& args)
     info_.detail += "; convolutions' backward-filter by Kiln's AVX2 kernel in plans computing in f32";
   }
   if (conv_direct_ == ConvDirectMode::kiln_avx2) {
-    info_.detail += "; strided and 7x7 3x3 convolutions' forward and backward-data by Kiln's AVX2 kernel in f32 plans";
+    info_.detail +=
+        "; strided and 7x7 3x3 convolutions' forward and backward-data by Kiln's AVX2 kernel in plans computing in f32";
   }
   if (conv3x3_ == Conv3x3Mode::onednn_winograd) info_.detail += "; 3x3 convolutions by Winograd in f32 plans";
   if (conv3x3_ == Conv3x3Mode::kiln_winograd) info_.detail += "; 3x3 convolutions by Kiln's Winograd in f32 plans";

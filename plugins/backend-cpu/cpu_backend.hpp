@@ -33,9 +33,9 @@ enum class Conv1x1Mode : std::uint8_t { conv, f32_backward_data_matmul, f32_matm
 /// fits and pays, in plans that compute in f32.
 enum class ConvFilterMode : std::uint8_t { onednn, kiln_avx2 };
 
-/// Who computes the forward and backward-data of f32 plans' convolutions that neither a 1x1
-/// matmul nor a Winograd path takes: oneDNN's primitives, or Kiln's AVX2 direct convolution
-/// (ops/conv_direct_avx2.hpp) where it fits and pays.
+/// Who computes the forward and backward-data of convolutions that neither a 1x1 matmul nor a
+/// Winograd path takes: oneDNN's primitives, or Kiln's AVX2 direct convolution
+/// (ops/conv_direct_avx2.hpp) where it fits and pays, in plans that compute in f32.
 enum class ConvDirectMode : std::uint8_t { onednn, kiln_avx2 };
 
 /// How conv plans that compute in f32 run 3x3 convolutions: oneDNN's direct convolution, oneDNN's

@@ -32,10 +32,11 @@ constexpr kiln_param_spec_v1 kCpuParams[] = {
      "dilation; any CPU with AVX2, FMA and F16C), auto: kiln_avx2 on AVX2 CPUs with channels_last convolutions, "
      "else onednn."},
     {"conv_direct", KILN_PARAM_STRING, "\"auto\"", "auto|onednn|kiln_avx2",
-     "Forward and backward-data of f32 plans' convolutions that neither a 1x1 matmul nor Winograd computes: onednn "
-     "(its primitives), kiln_avx2 (Kiln's AVX2 direct convolution on channels-last tensors where it fits and was "
-     "measured faster: kernels larger than 1x1, channels multiples of 16, one group, no dilation; any CPU with AVX2 "
-     "and FMA), auto: kiln_avx2 on AVX2 CPUs with channels_last convolutions, else onednn."},
+     "Forward and backward-data, in plans that compute in f32, of convolutions that neither a 1x1 matmul nor "
+     "Winograd computes: onednn (its primitives), kiln_avx2 (Kiln's AVX2 direct convolution on channels-last "
+     "tensors where it fits and was measured faster: kernels larger than 1x1, channels multiples of 16, one group, "
+     "no dilation; any CPU with AVX2 and FMA), auto: kiln_avx2 on AVX2 CPUs with channels_last convolutions, else "
+     "onednn."},
 };
 
 }  // namespace
