@@ -2,7 +2,8 @@
 // convolution (ops/conv_direct_avx2.hpp) agree with oneDNN's primitives to f32 rounding, for
 // strided 3x3s with padding and odd sides (backward-data split into stride x stride phases), a
 // 3x3 whose small output is mostly border (taps in the padding skipped), a 5x5 of stride 2, a 2x2
-// of stride 3 (a phase no tap reaches: its dx is zeros), and unequal channel counts; the
+// of stride 3 (a phase no tap reaches: its dx is zeros), a shape with no two sides alike, and
+// unequal channel counts; the
 // backward-filter is untouched (the same bits). Shapes it does not take keep oneDNN's, bit for
 // bit: 1x1s (where it does not pay), 24 channels. f16 plans and bf16 plans computed in f32 take
 // it (widened, rounded back), bf16 plans with bf16 kernels never. "auto" takes it exactly where
@@ -43,6 +44,13 @@ void check(const ConvResults& got, const ConvResults& want, bool taken) {
   BOOST_TEST(same_bits(got.dw_added, want.dw_added), "accumulated backward-filter changed");
 }
 
+/// Nothing square: a 13x9 input, a 3x5 kernel, stride 2 down and 1 across, padding 1 and 2.
+Conv2dDesc rectangular() {
+  Conv2dDesc d = conv(2, 16, 13, 32, 3, 2, 1);
+  d.w = 9, d.s = 5, d.stride_w = 1, d.pad_w = 2;
+  return d;
+}
+
 /// How many 16-bit values of a and b differ.
 std::int64_t differing(const Tensor& a, const Tensor& b) {
   const auto* x = static_cast<const std::uint16_t*>(a.data());
@@ -73,12 +81,13 @@ BOOST_AUTO_TEST_CASE(kernel_and_onednn_agree) {
       // single sum over k that only differs from oneDNN's in order with more than 256 channels.
       {conv(2, 16, 11, 288, 2, 3, 0), true},
       {conv(1, 272, 9, 288, 3, 2, 1), true},  // over 256 channels: each tap's reduction in two blocks
+      {rectangular(), true},                  // 13x9 input, 3x5 kernel, strides 2 and 1, paddings 1 and 2
       {conv(2, 32, 28, 64, 1, 2, 0), false},  // strided 1x1: does not pay
       {conv(2, 24, 24, 32, 3, 2, 1), false},  // 24 channels: not a multiple of 16
   };
   for (const Case& c : cases) {
-    BOOST_TEST_CONTEXT("n " << c.d.n << " c " << c.d.c << " k " << c.d.k << " side " << c.d.h << " kernel "
-                            << c.d.r << " stride " << c.d.stride_h) {
+    BOOST_TEST_CONTEXT("n " << c.d.n << " c " << c.d.c << " k " << c.d.k << " input " << c.d.h << "x" << c.d.w
+                            << " kernel " << c.d.r << "x" << c.d.s << " stride " << c.d.stride_h << "," << c.d.stride_w) {
       check(run_directions(*kiln, c.d, 51), run_directions(*onednn, c.d, 51), c.taken);
     }
   }
