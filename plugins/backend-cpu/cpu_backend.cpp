@@ -182,9 +182,9 @@ ConvFilterMode conv_filter_mode(const PluginArgs& args, bool blocked_conv_layout
 
 /// Whether convolutions that neither a 1x1 matmul nor Winograd takes run Kiln's AVX2 direct
 /// convolution (ops/conv_direct_avx2.hpp) forward and backward-data, where it fits and pays, in
-/// plans that compute in f32, instead of oneDNN's primitives. Its "auto" rule: oneDNN 2.6's AVX2 direct kernels ran
-/// ResNet-50's strided 3x3s and 7x7/512 3x3s at 95-140 GFLOP/s, and Kiln's took 1.19-1.24x less
-/// time (Zen 2; docs/benchmarks.md, "Kiln's AVX2 direct convolution").
+/// plans that compute in f32, instead of oneDNN's primitives. Its "auto" rule: oneDNN 2.6's AVX2
+/// direct kernels ran ResNet-50's strided 3x3s and 7x7/512 3x3s at 95-140 GFLOP/s, and Kiln's took
+/// 1.19-1.24x less time (Zen 2; docs/benchmarks.md, "Kiln's AVX2 direct convolution").
 ConvDirectMode conv_direct_mode(const PluginArgs& args, bool blocked_conv_layout) {
   return kiln_avx2_kernel_chosen(args, "conv_direct", "a direct convolution mode", "Kiln's AVX2 direct convolution",
                                  "AVX2 and FMA", cpu_runs_conv_direct_avx2(), blocked_conv_layout)

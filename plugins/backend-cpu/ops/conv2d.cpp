@@ -21,10 +21,10 @@
 // kernel (conv_filter_avx2.hpp) where the `conv_filter` option says so and the shape fits and
 // pays; forward and backward-data of plans that compute in f32 run Kiln's AVX2 direct convolution
 // (conv_direct_avx2.hpp) where the `conv_direct` option says so, the shape fits and pays, and no
-// Winograd path takes the call. 3x3 convolutions of plans that compute in f32 run oneDNN's Winograd kernels where the
-// backend's `conv3x3` option says so, the shape is one where they were measured faster
-// (winograd_pays: channels in blocks of 16, enough output positions in the batch) and oneDNN takes it in
-// all three directions (AVX-512 only; it refuses strides and dilations); those kernels work on
+// Winograd path takes the call. 3x3 convolutions of plans that compute in f32 run oneDNN's
+// Winograd kernels where the backend's `conv3x3` option says so, the shape is one where they were
+// measured faster (winograd_pays: channels in blocks of 16, enough output positions in the batch)
+// and oneDNN takes it in all three directions (AVX-512 only; it refuses strides and dilations); those kernels work on
 // oneDNN's blocked activation layout only, so such a plan's activations are reordered at the
 // edges like `conv_layout = "blocked"` ones. On AVX2 CPUs (oneDNN has no Winograd there) the
 // `conv3x3` option runs Kiln's own Winograd instead (winograd3x3.hpp) for the calls whose tensors
