@@ -1,14 +1,14 @@
 // The cpu backend's `conv_direct` option: forward and backward-data by Kiln's AVX2 direct
 // convolution (ops/conv_direct_avx2.hpp) agree with oneDNN's primitives to f32 rounding, for
-// strided 3x3s with padding and odd sides (backward-data: dx pixels in stride x stride parity classes), a
-// 3x3 whose small output is mostly border (taps in the padding skipped), a 5x5 of stride 2, a 2x2
-// of stride 3 (a parity class no tap reaches: its dx is zeros), a shape with no two sides alike, and
-// unequal channel counts; the
-// backward-filter is untouched (the same bits). Shapes it does not take keep oneDNN's, bit for
-// bit: 1x1s (where it does not pay), 24 channels. f16 plans and bf16 plans computed in f32 take
-// it (widened, rounded back), bf16 plans with bf16 kernels never. "auto" takes it exactly where
-// the banner says; a wrong value is a config error. Runs on every CPU with AVX2 and FMA (every CI
-// machine): "kiln_avx2" forces the kernel there.
+// strided 3x3s with padding and odd sides (backward-data: dx pixels in stride x stride parity
+// classes), a 3x3 whose small output is mostly border (taps in the padding skipped), a 5x5 of
+// stride 2, a 2x2 of stride 3 (a parity class no tap reaches: its dx is zeros), a shape with no
+// two sides alike, more than 256 channels, and unequal channel counts; the backward-filter is
+// untouched (the same bits). Shapes it does not take keep oneDNN's, bit for bit: 1x1s (where it
+// does not pay), 24 channels. f16 plans and bf16 plans computed in f32 take it (widened, rounded
+// back), bf16 plans with bf16 kernels never. "auto" takes it exactly where the banner says; a
+// wrong value is a config error. Runs on every CPU with AVX2 and FMA (every CI machine):
+// "kiln_avx2" forces the kernel there.
 #include <boost/test/unit_test.hpp>
 
 #include <string>
@@ -73,7 +73,7 @@ BOOST_AUTO_TEST_CASE(kernel_and_onednn_agree) {
     bool taken;
   };
   const Case cases[] = {
-      {conv(2, 16, 33, 32, 3, 2, 1), true},   // strided 3x3, padding, odd side: 4 parity classes of unequal size
+      {conv(2, 16, 33, 32, 3, 2, 1), true},   // strided 3x3, padding, odd side: 4 unequal parity classes
       {conv(2, 32, 14, 16, 3, 2, 1), true},   // strided 3x3, even side, K < C
       {conv(3, 48, 7, 32, 3, 1, 1), true},    // 3x3 on 7x7: 27 of 49 pixels touch the padding
       {conv(2, 16, 36, 16, 5, 2, 2), true},   // 5x5, stride 2, padding 2
