@@ -1,6 +1,9 @@
 // Pointwise convolutions as strided matmuls (see conv1x1_matmul.hpp).
 #include "ops/conv1x1_matmul.hpp"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <utility>
 
 namespace kiln::cpu {
@@ -78,6 +81,65 @@ void Conv1x1Matmul::backward_filter(dnnl::stream& stream, const Tensor& dw, cons
   // dW[K,C] (+)= dY^T[K,M] * X[M,C]: dY is [M,K] row-major, read as [K,M] with strides (1, K).
   stage(bwd_filter_, dy, {k_, m_}, {1, k_}, x, {m_, c_}, {c_, 1}, dw, true)
       .run(stream, dy.data(), x.data(), dw.data(), acc);
+}
+
+bool is_strided_pointwise(const Conv2dDesc& d) {
+  return d.r == 1 && d.s == 1 && (d.stride_h > 1 || d.stride_w > 1) && d.pad_h == 0 && d.pad_w == 0 &&
+         d.dilation_h == 1 && d.dilation_w == 1 && d.groups == 1 && d.h == d.stride_h * d.out_h() &&
+         d.w == d.stride_w * d.out_w();
+}
+
+namespace {
+
+/// dense[M][C] = dY[M][K] * W[K][C] over the M = n * P * Q output pixels.
+dnnl::matmul::primitive_desc dense_matmul(const Conv2dDesc& d, const dnnl::engine& engine) {
+  using tag_dims = dnnl::memory::dims;
+  const std::int64_t m = d.n * d.out_h() * d.out_w();
+  const auto f32 = dnnl::memory::data_type::f32;
+  const dnnl::memory::desc src(tag_dims{m, d.k}, f32, tag_dims{d.k, 1});
+  const dnnl::memory::desc wei(tag_dims{d.k, d.c}, f32, tag_dims{d.c, 1});
+  const dnnl::memory::desc dst(tag_dims{m, d.c}, f32, tag_dims{d.c, 1});
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), engine);
+}
+
+}  // namespace
+
+StridedPointwiseBackwardData::StridedPointwiseBackwardData(const Conv2dDesc& d, const dnnl::engine& engine,
+                                                           std::shared_ptr<EdgeScratch> scratch)
+    : desc_(d), engine_(engine), scratch_(std::move(scratch)), pd_(dense_matmul(d, engine)), matmul_(pd_) {}
+
+bool StridedPointwiseBackwardData::takes(const Tensor& dx, const Tensor& dy, const Tensor& w) {
+  return dx.dtype() == DType::f32 && dy.dtype() == DType::f32 && w.dtype() == DType::f32 &&
+         dx.layout() == Layout::nhwc && dy.layout() == Layout::nhwc && w.layout() != Layout::opaque &&
+         w.layout() != Layout::nhwc;
+}
+
+void StridedPointwiseBackwardData::run(dnnl::stream& stream, const Tensor& dx, const Tensor& dy, const Tensor& w) {
+  const Conv2dDesc& d = desc_;
+  const std::int64_t p = d.out_h(), q = d.out_w();
+  auto* dense = static_cast<float*>(scratch_->get(kScratchSlot, static_cast<std::size_t>(d.n * p * q * d.c) * sizeof(float)));
+  const auto mem = [&](const dnnl::memory::desc& md, void* data) { return dnnl::memory(md, engine_, data); };
+  matmul_.execute(stream, {{DNNL_ARG_SRC, mem(pd_.src_desc(), dy.data())},
+                           {DNNL_ARG_WEIGHTS, mem(pd_.weights_desc(), w.data())},
+                           {DNNL_ARG_DST, mem(pd_.dst_desc(), dense)}});
+  stream.wait();
+  // Every dx pixel once: the dense row of the output pixel that reads it, or zeros.
+  auto* out = static_cast<float*>(dx.data());
+  const std::int64_t rows = d.n * d.h;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t n = r / d.h, h = r % d.h;
+    float* row = out + r * d.w * d.c;
+    for (std::int64_t x = 0; x < d.w; ++x) {
+      float* pixel = row + x * d.c;
+      if (h % d.stride_h != 0 || x % d.stride_w != 0) {
+        std::fill(pixel, pixel + d.c, 0.0f);
+      } else {
+        const float* src = dense + ((n * p + h / d.stride_h) * q + x / d.stride_w) * d.c;
+        std::copy(src, src + d.c, pixel);
+      }
+    }
+  }
 }
 
 }  // namespace kiln::cpu

@@ -30,6 +30,37 @@ namespace kiln::cpu {
 /// Whether `d` is a pointwise convolution (a matmul over the channels of every pixel).
 bool is_pointwise(const Conv2dDesc& d);
 
+/// Whether `d` is a 1x1 convolution of stride 2 or more (no padding, one group) whose input sides
+/// are exactly stride x its output's: ResNet's projection shortcuts.
+bool is_strided_pointwise(const Conv2dDesc& d);
+
+/// The backward-data of a strided pointwise convolution on channels-last f32 tensors: dx is zero
+/// but at the input pixels the kernel reads, (stride * p, stride * q), where it is dY[n, p, q] * W.
+/// One dense oneDNN matmul over the output pixels into scratch, then one pass over dx that copies
+/// those rows in and zeroes the rest. oneDNN 2.6's AVX2 backward-data convolution ran ResNet-50's
+/// 1024 -> 2048 projection (7x7 output) at ~95 GFLOP/s on the Zen 2, its matmuls at ~175
+/// (docs/benchmarks.md, "Kiln's AVX2 direct convolution"). (A batched matmul writing dx through
+/// its strides instead ran 2.3x slower than the convolution.)
+class StridedPointwiseBackwardData {
+ public:
+  /// `d` must be strided pointwise (is_strided_pointwise) with f32 plans.
+  StridedPointwiseBackwardData(const Conv2dDesc& d, const dnnl::engine& engine, std::shared_ptr<EdgeScratch> scratch);
+
+  /// Whether these operands can take it: all f32, activations channels-last, w plain.
+  static bool takes(const Tensor& dx, const Tensor& dy, const Tensor& w);
+  void run(dnnl::stream& stream, const Tensor& dx, const Tensor& dy, const Tensor& w);
+
+  /// EdgeScratch slot of the dense product (after the direct convolution's 46-49).
+  static constexpr int kScratchSlot = 50;
+
+ private:
+  Conv2dDesc desc_;
+  dnnl::engine engine_;
+  std::shared_ptr<EdgeScratch> scratch_;
+  dnnl::matmul::primitive_desc pd_;
+  dnnl::matmul matmul_;
+};
+
 class Conv1x1Matmul {
  public:
   /// `d` must be pointwise (is_pointwise); the matmuls are built on first use of each direction.

@@ -97,6 +97,9 @@ bool kiln_winograd_pays(const Conv2dDesc& d) {
 /// Which directions of a pointwise convolution run as matmuls instead of oneDNN's convolution.
 struct PointwiseRoute {
   bool forward = false, backward_data = false, filter = false;
+  /// Strided 1x1s' backward-data too (StridedPointwiseBackwardData, f32 plans): measured on AVX2
+  /// only, so not part of the AVX-512 default.
+  bool strided_backward_data = false;
 
   bool any() const { return forward || backward_data || filter; }
 };
@@ -106,9 +109,9 @@ PointwiseRoute pointwise_route(Conv1x1Mode mode, DType plan) {
   const PointwiseRoute none{};
   const bool f32 = plan == DType::f32;
   switch (mode) {
-    case Conv1x1Mode::matmul: return {true, true, true};
+    case Conv1x1Mode::matmul: return {true, true, true, f32};
     case Conv1x1Mode::f32_matmul: return f32 ? PointwiseRoute{true, true, true} : none;
-    case Conv1x1Mode::f32_backward_data_matmul: return f32 ? PointwiseRoute{false, true, false} : none;
+    case Conv1x1Mode::f32_backward_data_matmul: return f32 ? PointwiseRoute{false, true, false, true} : none;
     case Conv1x1Mode::conv: return none;
   }
   return none;
@@ -138,6 +141,13 @@ class ConvPlan final : public OpPlan {
     }
     hint_ = forward_pd(compute);
     if (route.any() && is_pointwise(d)) pointwise.emplace(d, engine_, scratch_, bf16_primitives);
+    // The dense product pays with few output pixels (Zen 2, batch 8: 1024 -> 2048 at 7x7, 392
+    // pixels, 1.8x; 512 -> 1024 at 14x14, 1568, 1.1-1.3x) and lost at 6272 (256 -> 512 at 28x28,
+    // 0.85x: its scratch and dx passes outweigh the matmul's gain).
+    const bool few_pixels = d.n * d.out_h() * d.out_w() <= 2048;
+    if (route.strided_backward_data && d.dtype == DType::f32 && is_strided_pointwise(d) && few_pixels) {
+      strided_backward_data.emplace(d, engine_, scratch_);
+    }
     // Plans that compute in f32 only (as oneDNN's Winograd above): a bf16 plan with bf16
     // primitives computes in bf16, and Kiln's transforms would change what it computes.
     if (conv3x3 == Conv3x3Mode::kiln_winograd && compute == DType::f32 && Winograd3x3::fits(d) &&
@@ -163,6 +173,8 @@ class ConvPlan final : public OpPlan {
   /// (`route`); used for the calls whose tensors they take (Conv1x1Matmul::takes), the others
   /// run the convolution primitives.
   std::optional<Conv1x1Matmul> pointwise;
+  /// A strided 1x1's backward-data as one batched matmul, where the route says so (f32 plans).
+  std::optional<StridedPointwiseBackwardData> strided_backward_data;
   const PointwiseRoute route;
   /// Kiln's AVX2 backward-filter (conv_filter_avx2.hpp), where the backend chose it and the shape
   /// fits and pays; used for the calls whose tensors it takes, before the pointwise matmul.
@@ -346,6 +358,8 @@ void CpuBackend::conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Tens
   try {
     if (p.pointwise && p.route.backward_data && Conv1x1Matmul::takes(dy, dx, w)) {
       p.pointwise->backward_data(stream_, dx, dy, w);
+    } else if (p.strided_backward_data && StridedPointwiseBackwardData::takes(dx, dy, w)) {
+      p.strided_backward_data->run(stream_, dx, dy, w);
     } else if (p.winograd && Winograd3x3::takes(dy, dx, w)) {
       p.winograd->backward_data(stream_, dx, dy, w);
     } else if (p.direct && p.direct->takes(dx, dy, w)) {
