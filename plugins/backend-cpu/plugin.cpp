@@ -19,7 +19,8 @@ constexpr kiln_param_spec_v1 kCpuParams[] = {
     {"conv1x1", KILN_PARAM_STRING, "\"auto\"", "auto|matmul|conv",
      "Pointwise convolutions (1x1, stride 1, no padding) on channels-last tensors: matmul (strided matmuls on the "
      "plain tensors, no weight reorders), conv (oneDNN's convolution), auto: with channels_last convolutions, "
-     "matmul in f32 plans from AVX-512 up and for f32 plans' backward-data on AVX2, else conv."},
+     "matmul in f32 plans from AVX-512 up and for f32 plans' backward-data on AVX2, else conv. matmul and AVX2's "
+     "auto also run strided 1x1s' f32 backward-data with at most 2048 output pixels as one dense matmul."},
     {"conv3x3", KILN_PARAM_STRING, "\"auto\"", "auto|winograd|kiln_winograd|direct",
      "3x3 convolutions of plans that compute in f32: winograd (Winograd F(4x4,3x3) where it was measured faster: "
      "oneDNN's kernels from AVX-512 up, Kiln's own on AVX2 CPUs; stride 1, no dilation, one group; others run "
