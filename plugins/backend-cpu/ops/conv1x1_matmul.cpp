@@ -1,8 +1,6 @@
 // Pointwise convolutions as strided matmuls (see conv1x1_matmul.hpp).
 #include "ops/conv1x1_matmul.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <utility>
 
