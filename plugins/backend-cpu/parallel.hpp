@@ -15,18 +15,33 @@ inline constexpr std::int64_t kParallelMinElements = 16384;
 
 namespace kiln::cpu {
 
-/// Runs body(i) for i in [0, n): one SIMD loop, split across the OpenMP team when n is large.
-/// `body` must be independent per index (element-wise ops only).
+/// Runs body(i) for i in [0, n): one SIMD loop, split across the OpenMP team when n is large and
+/// the team has more than one thread. `body` must be independent per index (element-wise ops only).
 /// Small n never enters an OpenMP region at all: even `if (false)` costs a runtime call and
 /// an outlined body the compiler will not vectorise as well.
+///
+/// Each loop calls its own copy of `body`, and callers capture by value ([=]): GCC 12 must assume
+/// that a float stored through the loop's pointers may alias a float the closure holds by
+/// reference (or one in a closure reached through a pointer), so it reloads and re-broadcasts
+/// every captured constant per vector, and under `omp simd` through a reference it did not
+/// vectorise a body with sqrt and division at all. Adam over the MLP's 101,770 parameters, Zen 2:
+/// 57 us per call in the team at 1 thread and 310 us on the serial path, against 39-40 us for the
+/// plain loop; with a local copy of a by-value closure 40 us at 1 thread and 32 at 2.
 template <class Body>
-inline void parallel_for(std::int64_t n, Body&& body) {
-  if (n > kParallelMinElements) {
-#pragma omp parallel for simd schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) body(i);
-  } else {
+inline void parallel_for(std::int64_t n, const Body& body) {
+  if (n > kParallelMinElements && omp_get_max_threads() > 1) {
+#pragma omp parallel
+    {
+      const Body local = body;
+      const std::int64_t t = omp_get_thread_num(), team = omp_get_num_threads();
+      const std::int64_t begin = n * t / team, end = n * (t + 1) / team;
 #pragma omp simd
-    for (std::int64_t i = 0; i < n; ++i) body(i);
+      for (std::int64_t i = begin; i < end; ++i) local(i);
+    }
+  } else {
+    const Body local = body;
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) local(i);
   }
 }
 

@@ -48,7 +48,7 @@ void CpuBackend::scale(const Tensor& t, float factor) {
     using E = decltype(e);
     using T = typename E::T;
     T* p = static_cast<T*>(t.data());
-    parallel_for(t.numel(), [&](std::int64_t i) { p[i] = E::store(E::load(p[i]) * factor); });
+    parallel_for(t.numel(), [=](std::int64_t i) { p[i] = E::store(E::load(p[i]) * factor); });
   });
 }
 

@@ -53,7 +53,7 @@ template <class E, class F, class... In>
 void map_elements(std::int64_t n, typename E::T* out, F f, const In*... in) {
   static_assert((std::is_same_v<In, typename E::T> && ...), "inputs are stored like the output");
   if constexpr (!kWidensRows<E>) {
-    parallel_for(n, [&](std::int64_t i) { out[i] = E::store(f(E::load(in[i])...)); });
+    parallel_for(n, [=](std::int64_t i) { out[i] = E::store(f(E::load(in[i])...)); });
   } else {
     using f16_rows_detail::kBlock;
     const auto run_block = [&](std::int64_t b) {

@@ -22,20 +22,20 @@ void CpuBackend::sgd_update(const Tensor& param, const Tensor& momentum, const T
   const float lr = step.lr, wd = step.weight_decay, mu = step.momentum;
   use_our_threads();
   if (mu == 0.0f) {
-    parallel_for(n, [&](std::int64_t i) { p[i] -= lr * (g[i] + wd * p[i]); });
+    parallel_for(n, [=](std::int64_t i) { p[i] -= lr * (g[i] + wd * p[i]); });
     return;
   }
   float* buf = momentum.data_as<float>();
   const float damp = 1.0f - step.dampening;
   if (step.nesterov == SgdStep::Nesterov::yes) {
-    parallel_for(n, [&](std::int64_t i) {
+    parallel_for(n, [=](std::int64_t i) {
       const float gi = g[i] + wd * p[i];
       const float b = mu * buf[i] + damp * gi;
       buf[i] = b;
       p[i] -= lr * (gi + mu * b);
     });
   } else {
-    parallel_for(n, [&](std::int64_t i) {
+    parallel_for(n, [=](std::int64_t i) {
       const float gi = g[i] + wd * p[i];
       const float b = mu * buf[i] + damp * gi;
       buf[i] = b;
@@ -61,7 +61,7 @@ void CpuBackend::adam_update(const Tensor& param, const Tensor& m, const Tensor&
   float* vp = v.data_as<float>();
   const float* g = grad.data_as<float>();
   use_our_threads();
-  parallel_for(param.numel(), [&](std::int64_t i) {
+  parallel_for(param.numel(), [=](std::int64_t i) {
     const float pi = p[i] * shrink;
     const float gi = g[i] + coupled_wd * pi;
     const float mi = b1 * mp[i] + (1.0f - b1) * gi;
