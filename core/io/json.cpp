@@ -10,6 +10,47 @@
 namespace kiln::io {
 namespace {
 
+/// Length of the well-formed UTF-8 sequence at text[i] (1 to 4 bytes), or 0 where it is not one:
+/// a stray continuation byte, an overlong form, a surrogate, a code point past U+10FFFF or a
+/// sequence cut short. RFC 8259 requires UTF-8, and so does the reference safetensors reader.
+std::size_t utf8_sequence_length(std::string_view text, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned lead = byte(i);
+  if (lead < 0x80) return 1;
+  std::size_t length = 0;
+  unsigned code = 0, least = 0;
+  if (lead >= 0xC2 && lead <= 0xDF) length = 2, code = lead & 0x1Fu, least = 0x80;
+  else if (lead >= 0xE0 && lead <= 0xEF) length = 3, code = lead & 0x0Fu, least = 0x800;
+  else if (lead >= 0xF0 && lead <= 0xF4) length = 4, code = lead & 0x07u, least = 0x10000;
+  else return 0;
+  if (i + length > text.size()) return 0;
+  for (std::size_t k = 1; k < length; ++k) {
+    if ((byte(i + k) & 0xC0u) != 0x80u) return 0;
+    code = (code << 6) | (byte(i + k) & 0x3Fu);
+  }
+  if (code < least || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;
+  return length;
+}
+
+/// Appends code point `code` (at most U+10FFFF, not a surrogate) as UTF-8.
+void append_utf8(std::string& out, unsigned code) {
+  if (code < 0x80) {
+    out += static_cast<char>(code);
+  } else if (code < 0x800) {
+    out += static_cast<char>(0xC0 | (code >> 6));
+    out += static_cast<char>(0x80 | (code & 0x3F));
+  } else if (code < 0x10000) {
+    out += static_cast<char>(0xE0 | (code >> 12));
+    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (code & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (code >> 18));
+    out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (code & 0x3F));
+  }
+}
+
 class Parser {
  public:
   Parser(std::string_view text, const std::string& what) : s_(text), what_(what) {}
@@ -115,13 +156,22 @@ class Parser {
     std::string out;
     while (true) {
       if (pos_ >= s_.size()) fail("unterminated string");
-      const char c = s_[pos_++];
-      if (c == '"') return out;
+      const char c = s_[pos_];
+      if (c == '"') {
+        ++pos_;
+        return out;
+      }
       if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
       if (c != '\\') {
-        out += c;
+        // Checked here, so that no name read from a file reaches an error message or a log as
+        // bytes a terminal or a UTF-8 reader cannot show.
+        const std::size_t length = utf8_sequence_length(s_, pos_);
+        if (length == 0) fail("invalid UTF-8 in string");
+        out.append(s_.substr(pos_, length));
+        pos_ += length;
         continue;
       }
+      ++pos_;
       if (pos_ >= s_.size()) fail("unterminated escape");
       const char e = s_[pos_++];
       switch (e) {
@@ -134,27 +184,31 @@ class Parser {
         case 'r': out += '\r'; break;
         case 't': out += '\t'; break;
         case 'u': {
-          if (pos_ + 4 > s_.size()) fail("short \\u escape");
-          unsigned code = 0;
-          const auto r = std::from_chars(s_.data() + pos_, s_.data() + pos_ + 4, code, 16);
-          if (r.ec != std::errc() || r.ptr != s_.data() + pos_ + 4) fail("bad \\u escape");
-          pos_ += 4;
-          // UTF-8 encode the BMP code point (surrogate pairs are not needed for tensor names).
-          if (code < 0x80) {
-            out += static_cast<char>(code);
-          } else if (code < 0x800) {
-            out += static_cast<char>(0xC0 | (code >> 6));
-            out += static_cast<char>(0x80 | (code & 0x3F));
-          } else {
-            out += static_cast<char>(0xE0 | (code >> 12));
-            out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (code & 0x3F));
+          unsigned code = hex4();
+          if (code >= 0xDC00 && code <= 0xDFFF) fail("unpaired surrogate in \\u escape");
+          if (code >= 0xD800 && code <= 0xDBFF) {  // a pair: \uD8xx\uDCxx is one code point
+            if (pos_ + 2 > s_.size() || s_[pos_] != '\\' || s_[pos_ + 1] != 'u') fail("unpaired surrogate in \\u escape");
+            pos_ += 2;
+            const unsigned low = hex4();
+            if (low < 0xDC00 || low > 0xDFFF) fail("unpaired surrogate in \\u escape");
+            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
           }
+          append_utf8(out, code);
           break;
         }
         default: fail(fmt::format("bad escape '\\{}'", e));
       }
     }
+  }
+
+  /// The four hex digits of a \\u escape, consumed.
+  unsigned hex4() {
+    if (pos_ + 4 > s_.size()) fail("short \\u escape");
+    unsigned code = 0;
+    const auto r = std::from_chars(s_.data() + pos_, s_.data() + pos_ + 4, code, 16);
+    if (r.ec != std::errc() || r.ptr != s_.data() + pos_ + 4) fail("bad \\u escape");
+    pos_ += 4;
+    return code;
   }
 
   std::string_view s_;
@@ -177,7 +231,20 @@ JsonValue parse_json(std::string_view text, const std::string& what) { return Pa
 
 std::string json_quoted(std::string_view text) {
   std::string out = "\"";
-  for (char c : text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      // Well-formed UTF-8 as it is; any other byte (a Latin-1 file name, say) as the code point
+      // of the same value, so that every document written is UTF-8 a strict reader accepts.
+      const std::size_t length = utf8_sequence_length(text, i);
+      if (length == 0) {
+        out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
+      } else {
+        out.append(text.substr(i, length));
+        i += length - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;

@@ -103,6 +103,36 @@ BOOST_AUTO_TEST_CASE(json_quoted_round_trips_every_ascii_byte) {
   BOOST_TEST(kiln::io::json_quoted("\b\f\n\r\t\x1f") == R"("\b\f\n\r\t\u001f")");
 }
 
+// JSON is UTF-8 (RFC 8259): the reader refuses any other bytes in a string, naming where, so a
+// damaged safetensors header cannot put them into an error message; the writer never emits them.
+BOOST_AUTO_TEST_CASE(json_strings_are_utf8_both_ways) {
+  using kiln::io::parse_json;
+  const auto refusal = [](const std::string& text) {
+    try {
+      parse_json(text, "header");
+    } catch (const kiln::DataError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // Well-formed sequences of 2, 3 and 4 bytes, and the same code points as escapes (a pair for
+  // the one past U+FFFF).
+  BOOST_TEST(parse_json("\"\xc3\xa9 \xe2\x82\xac \xf0\x9f\x94\xa5\"", "header").text == "\xc3\xa9 \xe2\x82\xac \xf0\x9f\x94\xa5");
+  BOOST_TEST(parse_json(R"("\u00e9 \u20ac \ud83d\udd25")", "header").text == "\xc3\xa9 \xe2\x82\xac \xf0\x9f\x94\xa5");
+  BOOST_TEST(refusal("{\"ab\xff" "cd\": 1}") == "header: invalid JSON at byte 4: invalid UTF-8 in string");
+  for (const char* bad : {"\"\x80\"", "\"\xc0\xaf\"", "\"\xe0\x80\xaf\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"",
+                          "\"\xc3\"", "\"\xe2\x82\""}) {
+    BOOST_TEST(refusal(bad).find("invalid UTF-8 in string") != std::string::npos, bad);
+  }
+  for (const char* bad : {R"("\ud83d")", R"("\ud83d\u0041")", R"("\udd25")"}) {
+    BOOST_TEST(refusal(bad).find("unpaired surrogate") != std::string::npos, bad);
+  }
+  // A Latin-1 byte (a file name, say) is written as the code point of its value, and reads back.
+  const std::string quoted = kiln::io::json_quoted("caf\xe9 \xc3\xa9");
+  BOOST_TEST(quoted == "\"caf\\u00e9 \xc3\xa9\"");
+  BOOST_TEST(parse_json(quoted, "quoted").text == "caf\xc3\xa9 \xc3\xa9");
+}
+
 BOOST_AUTO_TEST_CASE(writer_appends_one_line_per_record) {
   TempDir tmp;
   const fs::path file = tmp.path / "metrics.jsonl";

@@ -24,12 +24,14 @@ struct JsonValue {
 };
 
 /// `text` as a JSON string literal, quotes included: `"` and `\` escaped, \b \f \n \r \t in their
-/// short forms, other control characters as \u00XX; other bytes (UTF-8 included) as they are. The
+/// short forms, other control characters as \u00XX; well-formed UTF-8 as it is, and any other byte
+/// of 0x80 or more as the code point of that value (\u00XX), so the result is always UTF-8. The
 /// one writer-side escape of the JSON Kiln writes by hand (safetensors headers, profiles,
 /// metrics.jsonl, `kiln plugins --json`, `kiln bench-comm` JSON).
 std::string json_quoted(std::string_view text);
 
-/// Parses one JSON document (surrounding whitespace allowed). `what` names the source in errors.
+/// Parses one JSON document (surrounding whitespace allowed). Strings must be well-formed UTF-8
+/// (\u escapes included: a surrogate only as half of a pair). `what` names the source in errors.
 JsonValue parse_json(std::string_view text, const std::string& what);
 
 }  // namespace kiln::io
