@@ -55,8 +55,37 @@ std::uint64_t declared_bytes(const Shape& shape, DType dtype, const std::string&
 }
 
 constexpr std::string_view kChecksumPrefix = "kiln.crc32c.";
+constexpr std::string_view kMetadataChecksumKey = "kiln.metadata.crc32c";
 
 std::string crc_text(const void* data, std::size_t n) { return fmt::format("{:08x}", crc32c(data, n)); }
+
+/// The CRC-32C of every metadata entry but the metadata checksum itself, in key order, each as
+/// key, NUL, value, NUL (keys and values are JSON strings, so the NULs cannot be forged by them).
+std::string metadata_crc_text(const std::map<std::string, std::string>& metadata) {
+  std::string bytes;
+  for (const auto& [key, value] : metadata) {
+    if (key == kMetadataChecksumKey) continue;
+    bytes.append(key).push_back('\0');
+    bytes.append(value).push_back('\0');
+  }
+  return crc_text(bytes.data(), bytes.size());
+}
+
+/// Checks the metadata against its stored checksum, where the file has one (Kiln's writer adds it
+/// since 2026-12-03; a PyTorch file or an older Kiln's has none), and removes it. The tensors'
+/// checksums cover their bytes, not the header: without this a flipped bit in a trainer file's
+/// "epochs_done" or "global_step" resumed a run at the wrong position without a word.
+void verify_metadata_checksum(SafetensorsFile& file, const std::string& where) {
+  const auto it = file.metadata.find(std::string(kMetadataChecksumKey));
+  if (it == file.metadata.end()) return;
+  const std::string stored = it->second, actual = metadata_crc_text(file.metadata);
+  if (stored != actual) {
+    throw DataError(fmt::format("{}: the header's metadata does not match its checksum (CRC-32C {} stored, {} read)",
+                                where, stored, actual));
+  }
+  file.metadata.erase(it);
+  file.metadata_checksummed = true;
+}
 
 /// Moves the kiln.crc32c.* keys out of `file.metadata` and checks each against its tensor's bytes
 /// (already copied into the host tensors).
@@ -113,6 +142,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
                        const std::map<std::string, std::string>& metadata) {
   std::map<std::string, std::string> meta = metadata;
   for (const auto& t : tensors) meta[checksum_key(t.name)] = crc_text(t.data, shape_bytes(t.shape, t.dtype));
+  meta[std::string(kMetadataChecksumKey)] = metadata_crc_text(meta);
   std::string header = "{";
   if (!meta.empty()) {
     header += "\"__metadata__\":{";
@@ -226,6 +256,7 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
     at = r.end;
   }
   if (at != buffer) throw DataError(fmt::format("{}: tensors cover {} of the {} data bytes", where, at, buffer));
+  verify_metadata_checksum(file, where);
   verify_checksums(file, where);
   return file;
 }

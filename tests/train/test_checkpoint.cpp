@@ -247,17 +247,48 @@ BOOST_AUTO_TEST_CASE(a_file_without_checksums_still_loads) {
 }
 
 BOOST_AUTO_TEST_CASE(nonsense_trainer_metadata_is_a_data_error_naming_the_file) {
+  // Rewritten through Kiln's writer, so the checksums are right: the value itself is the damage.
   const fs::path dir = fresh_dir("meta");
   (void)train(1, dir, {});
   const fs::path file = dir / "epoch-0001" / "trainer.safetensors";
-  std::string bytes = slurp(file);
-  const std::size_t at = bytes.find("\"epochs_done\":\"1\"");
-  BOOST_TEST_REQUIRE(at != std::string::npos);
-  bytes.replace(at, 17, "\"epochs_done\":\"x\"");  // same length: offsets stay valid
-  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  auto f = kiln::io::read_safetensors(file);
+  std::vector<kiln::io::TensorRecord> records;
+  for (const auto& [name, t] : f.tensors) records.push_back({name, t.dtype(), t.shape(), t.data()});
+  f.metadata["epochs_done"] = "x";
+  kiln::io::write_safetensors(file, records, f.metadata);
   const std::string msg = inspect_error(dir / "epoch-0001");
   BOOST_TEST(msg == file.string() + ": metadata 'epochs_done' = 'x' is not a non-negative whole number; the "
                                     "checkpoint is damaged; resume from an earlier one (--resume <dir>)");
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_flipped_bit_in_the_position_metadata_is_refused) {
+  // '1' (0x31) -> '0' (0x30) is one bit: before the metadata had a checksum of its own, this
+  // resumed a run with an epoch still to do as if it had none done, silently.
+  const fs::path dir = fresh_dir("metaflip");
+  (void)train(1, dir, {});
+  const fs::path file = dir / "epoch-0001" / "trainer.safetensors";
+  BOOST_TEST(kiln::io::read_safetensors(file).metadata_checksummed);
+  std::string bytes = slurp(file);
+  const std::size_t at = bytes.find("\"epochs_done\":\"1\"");
+  BOOST_TEST_REQUIRE(at != std::string::npos);
+  bytes[at + 15] = '0';
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  const std::string msg = inspect_error(dir / "epoch-0001");
+  BOOST_TEST(msg.find(file.string() + ": the header's metadata does not match its checksum (CRC-32C ") == 0u, msg);
+  BOOST_TEST(msg.find("the checkpoint is damaged; resume from an earlier one (--resume <dir>)") != std::string::npos,
+             msg);
+  // A file written without the metadata checksum (an older Kiln) still loads: its tensors are
+  // still verified, and the value is what the file says.
+  bytes[at + 15] = '1';
+  const std::size_t key = bytes.find("\"kiln.metadata.crc32c\"");
+  BOOST_TEST_REQUIRE(key != std::string::npos);
+  bytes.replace(key, 22, "\"kiln.metadata.other\"\x20");  // same length: offsets stay valid
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  const auto old = kiln::io::read_safetensors(file);
+  BOOST_TEST(!old.metadata_checksummed);
+  BOOST_TEST(old.checksummed);
+  BOOST_TEST(old.metadata.at("epochs_done") == "1");
   fs::remove_all(dir);
 }
 

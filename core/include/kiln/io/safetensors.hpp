@@ -14,6 +14,8 @@
 // on garbage. Files without any such key (PyTorch's, an older Kiln's) are read unverified;
 // SafetensorsFile::checksummed says which case it was. A file that has some keys must have one for
 // every tensor and none for a tensor it lacks: a partial set means a damaged or spliced header.
+// The metadata itself (a trainer file's position, the run's identity) has one more CRC-32C,
+// "kiln.metadata.crc32c", over every other metadata entry; the reader verifies it where present.
 #pragma once
 
 #include <cstdint>
@@ -42,8 +44,9 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
 /// A loaded file: every tensor as a host tensor, plus the metadata.
 struct SafetensorsFile {
   std::map<std::string, Tensor> tensors;
-  std::map<std::string, std::string> metadata;  ///< without the kiln.crc32c.* keys (already checked)
+  std::map<std::string, std::string> metadata;  ///< without the checksum keys (already checked)
   bool checksummed = false;                       ///< every tensor's CRC-32C was stored and matched
+  bool metadata_checksummed = false;              ///< the metadata's CRC-32C was stored and matched
 };
 
 /// The metadata key under which a tensor's CRC-32C is stored.
