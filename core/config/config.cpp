@@ -204,7 +204,35 @@ Config Config::parse(std::string_view text, const std::string& source_name,
                                   e.source().begin.column, e.description()));
   }
   for (const std::string& o : overrides) impl->apply_override(o);
+  impl->refuse_nul_characters(impl->root, "");
   return Config(std::move(impl));
+}
+
+// TOML lets a string hold U+0000 ("\u0000"), but values end up as C strings, which end there: the
+// operating system opened path = "/data\u0000x" as "/data" without a word, and an error message
+// quoting such a value was printed cut short at it.
+void Config::Impl::refuse_nul_characters(const toml::node& node, const std::string& path) const {
+  const auto refuse = [&](std::string_view what, std::string_view text, const toml::source_region& region) {
+    throw ConfigError(fmt::format("{}: {} holds a NUL character (\\u0000) at character {}; no key, path, name or "
+                                  "choice can contain one",
+                                  where(path, region), what, text.find('\0') + 1));
+  };
+  if (const toml::table* table = node.as_table()) {
+    for (auto&& [key, value] : *table) {
+      const std::string name(key.str());
+      const std::string child = path.empty() ? name : path + "." + name;
+      if (name.find('\0') != std::string::npos) {
+        const std::string start = name.substr(0, name.find('\0'));
+        refuse(path.empty() ? fmt::format("the top-level key '{}'", start) : fmt::format("the key '{}' of [{}]", start, path),
+               name, value.source());
+      }
+      refuse_nul_characters(value, child);
+    }
+  } else if (const toml::array* array = node.as_array()) {
+    for (const toml::node& element : *array) refuse_nul_characters(element, path);
+  } else if (const auto* text = node.as_string(); text != nullptr && text->get().find('\0') != std::string::npos) {
+    refuse(fmt::format("{} = '{}'", path, text->get().substr(0, text->get().find('\0'))), text->get(), node.source());
+  }
 }
 
 const std::string& Config::source() const { return impl_->source; }

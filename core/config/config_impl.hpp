@@ -48,6 +48,8 @@ struct Config::Impl {
   /// The node at dotted `path`, or nullptr. Throws ConfigError if a segment above the last is
   /// not a table (`for_what` names what was being looked up).
   const toml::node* find(std::string_view path, std::string_view for_what) const;
+  /// Throws ConfigError at the first key or string value (dotted `path` for `node`) holding a NUL.
+  void refuse_nul_characters(const toml::node& node, const std::string& path) const;
   /// Applies one "--set a.b.c=value".
   void apply_override(const std::string& text);
   /// After "--set <table>.type=<new>" replaced <old>: removes <table>'s keys that did not come

@@ -151,6 +151,23 @@ BOOST_AUTO_TEST_CASE(malformed_overrides_are_config_errors_naming_them) {
   BOOST_TEST(msg.find("--set loader..batch=3: 'loader..batch' is not a valid key") == 0, msg);
 }
 
+// Values end up as C strings (file names the OS opens, printed messages), which end at a NUL:
+// refused at parse, in values (also inside lists), keys and overrides alike.
+BOOST_AUTO_TEST_CASE(a_nul_character_anywhere_is_refused_where_it_stands) {
+  std::string msg = message_of<ConfigError>([] { parse("[data]\npath = \"/data\\u0000x\"\n"); });
+  BOOST_TEST(msg == "run.toml:2:8: data.path = '/data' holds a NUL character (\\u0000) at character 6; no key, "
+                    "path, name or choice can contain one",
+             msg);
+  msg = message_of<ConfigError>([] { parse("[model]\nhidden = [1]\nnames = [\"a\", \"b\\u0000\"]\n"); });
+  BOOST_TEST(msg.find("run.toml:3:") == 0, msg);
+  BOOST_TEST(msg.find("model.names = 'b' holds a NUL character") != std::string::npos, msg);
+  msg = message_of<ConfigError>([] { parse("[loader]\n\"ba\\u0000tch\" = 3\n"); });
+  BOOST_TEST(msg.find("the key 'ba' of [loader] holds a NUL character (\\u0000) at character 3") != std::string::npos,
+             msg);
+  msg = message_of<ConfigError>([] { parse("", {"data.path=\"/x\\u0000\""}); });
+  BOOST_TEST(msg.find("--set data.path: data.path = '/x' holds a NUL character") == 0, msg);
+}
+
 BOOST_AUTO_TEST_CASE(override_through_a_value_is_an_error) {
   const std::string msg = message_of<ConfigError>(
       [] { parse("[model]\nhidden = [1]\n", {"model.hidden.x=3"}); });
