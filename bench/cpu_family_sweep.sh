@@ -3,6 +3,7 @@
 # docs/benchmarks.md has no figures for, or old ones (the family list at the top of that file).
 # Runs, one after the other so that none disturbs another's timing:
 #   1. the MLP against PyTorch and TensorFlow, 1 thread (--write: replaces this family's table)
+#      and its step op by op (bench/mlp_ops)
 #   2. the JPEG train transform against torchvision, one core
 #   3. fp16 against fp32: ResNet-50 second-epoch times, two alternating pairs
 #   4. `kiln train --profile` of one fp32 and one bf16 ResNet-50 epoch (the per-op tables)
@@ -81,7 +82,7 @@ profiles() {
 
 for s in $steps; do
   case $s in
-    1) step mlp "$py" bench/mlp_vs_pytorch.py --threads 1 --epochs 5 --write ;;
+    1) step mlp "$py" bench/mlp_vs_pytorch.py --threads 1 --epochs 5 --write && step mlp_ops bench/mlp_ops/run.sh ;;
     2) step jpeg env KILN_BENCH_VENV="$root/.venv-bench" "$py" bench/imagenet_transform/run.py --build build --images 1000 ;;
     3) step fp16_vs_fp32 fp16_pairs ;;
     4) step profiles profiles ;;
