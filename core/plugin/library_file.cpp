@@ -6,6 +6,7 @@
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>
+#include <ios>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,14 @@ void check_descriptor_present(const std::filesystem::path& library) {
     if (std::find(sections.begin(), sections.end(), KILN_LIBRARY_SECTION) != sections.end()) {
       symbols = info.symbols(KILN_LIBRARY_SECTION);
     }
+  } catch (const std::ios_base::failure&) {
+    // boost::dll reads the ELF tables with a stream; running off the file's end is how a cut-short
+    // copy shows, and the stream's own text ("basic_ios::clear: iostream error") says nothing.
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(library, ec);
+    throw PluginError(library.string() + " is not a Kiln plugin library: cannot read it as an ELF shared library: " +
+                      (ec ? std::string("the file") : "the file (" + std::to_string(bytes) + " bytes)") +
+                      " ends before the tables its header points to (a truncated copy?)");
   } catch (const std::exception& e) {
     throw PluginError(library.string() + " is not a Kiln plugin library: cannot read it as an ELF "
                       "shared library (" + e.what() + ")");

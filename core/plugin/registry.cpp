@@ -10,6 +10,8 @@
 #include <set>
 #include <system_error>
 
+#include <fmt/format.h>
+
 #include "descriptor.hpp"
 #include "edit_distance.hpp"
 #include "kiln/errors.hpp"
@@ -188,15 +190,37 @@ static std::string_view file_kind_name(std::uint32_t kind) noexcept {
 }
 
 const PluginInfo* Registry::find(std::uint32_t kind, std::string_view name) const {
-  if (const PluginInfo* info = find_loaded(kind, name)) return info;
-  // Libraries named after the plugin first, in search path order; the others only if needed.
   const std::string own_file = "libkiln-" + std::string(file_kind_name(kind)) + "-" + std::string(name) + ".so";
+  const auto checked = [&](const PluginInfo* info) {
+    if (info != nullptr) refuse_if_own_library_failed_earlier(own_file, *info);
+    return info;
+  };
+  if (const PluginInfo* info = find_loaded(kind, name)) return checked(info);
+  // Libraries named after the plugin first, in search path order; the others only if needed.
   for (auto& candidate : candidates_) {
     if (candidate.file.filename() == own_file) load(candidate);
   }
-  if (const PluginInfo* info = find_loaded(kind, name)) return info;
+  if (const PluginInfo* info = find_loaded(kind, name)) return checked(info);
   for (auto& candidate : candidates_) load(candidate);
-  return find_loaded(kind, name);
+  return checked(find_loaded(kind, name));
+}
+
+void Registry::refuse_if_own_library_failed_earlier(const std::string& own_file, const PluginInfo& winner) const {
+  // candidates_ is in search path order (directory by directory, each sorted by name).
+  const auto position = [&](const std::filesystem::path& file) {
+    for (std::size_t i = 0; i < candidates_.size(); ++i) {
+      if (candidates_[i].file == file) return i;
+    }
+    return candidates_.size();
+  };
+  const std::size_t winner_at = position(winner.library);
+  for (const LoadFailure& failure : failures_) {
+    if (failure.library.filename() != own_file || position(failure.library) >= winner_at) continue;
+    throw PluginError(fmt::format("{} plugin '{}': {} comes before {} in the plugin path but failed to load: {}; "
+                                  "fix or remove it (Kiln does not fall back to a later library without a word)",
+                                  kind_name(winner.kind), winner.name, failure.library.string(),
+                                  winner.library.string(), failure.reason));
+  }
 }
 
 namespace {

@@ -5,6 +5,7 @@
 #include "kiln_test_main.hpp"
 
 #include <cstdlib>
+#include <fstream>
 
 #include "kiln/errors.hpp"
 #include "kiln/plugin/registry.hpp"
@@ -189,6 +190,32 @@ BOOST_AUTO_TEST_CASE(first_plugin_on_the_path_wins_and_later_ones_are_shadowed) 
 
   auto reversed = scanned({fixture_dir("shadow-b"), fixture_dir("shadow-a")});
   BOOST_TEST(reversed.find(KILN_KIND_PRECISION, "dup")->version == "2.0.0");
+}
+
+// A library named after the plugin (libkiln-<kind>-<name>.so) that fails to load, earlier in the
+// path than the one that provides the plugin, is an error rather than a silent stand-in; later in
+// the path it changes nothing. Both for lookups after index() (train, eval) and after scan().
+BOOST_AUTO_TEST_CASE(a_broken_library_named_after_the_plugin_earlier_in_the_path_is_refused) {
+  const kiln_test::TempDir dir;
+  const fs::path broken = dir.path() / "libkiln-precision-fixture-fp32.so";
+  {
+    std::ofstream out(broken, std::ios::binary);
+    out << "\x7f" "ELF";  // the magic, then nothing: a copy cut short
+  }
+  for (const bool lazy : {true, false}) {
+    Registry registry({dir.path(), fixture_dir("good")});
+    if (lazy) registry.index();
+    else registry.scan();
+    const std::string msg = message_of<kiln::PluginError>([&] { (void)registry.find(KILN_KIND_PRECISION, "fixture-fp32"); });
+    BOOST_TEST(contains(msg, "precision plugin 'fixture-fp32': " + broken.string() + " comes before " +
+                                 fixture_library("good").string() + " in the plugin path but failed to load: " +
+                                 broken.string() + " is not a Kiln plugin library"),
+               msg);
+    BOOST_TEST(contains(msg, "(a truncated copy?); fix or remove it"), msg);
+  }
+  Registry later({fixture_dir("good"), dir.path()});
+  later.scan();
+  BOOST_TEST(later.find(KILN_KIND_PRECISION, "fixture-fp32")->library == fixture_library("good"));
 }
 
 BOOST_AUTO_TEST_CASE(a_directory_listed_twice_does_not_shadow_itself) {

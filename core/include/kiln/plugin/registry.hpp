@@ -102,6 +102,10 @@ class Registry {
   const std::vector<ShadowedPlugin>& shadowed() const noexcept { return shadowed_; }
 
   /// The plugin of `kind` named `name`, or nullptr (after index(), loading what it needs).
+  /// Throws PluginError if a library named after it (libkiln-<kind>-<name>.so) failed to load
+  /// from a directory earlier in the search path than the library that provides it: that library
+  /// was meant to be used, and a later one standing in for it without a word is what a user
+  /// benchmarking their own build would never notice.
   const PluginInfo* find(std::uint32_t kind, std::string_view name) const;
   /// Like find(), but throws PluginError: "no model plugin named 'mpl' (asked for by [model]
   /// type) (did you mean 'mlp'?); known model plugins: mlp; searched: ...", followed by the
@@ -127,6 +131,8 @@ class Registry {
   };
   void load(Candidate& candidate) const;
   const PluginInfo* find_loaded(std::uint32_t kind, std::string_view name) const;
+  /// Throws if a failed library called `own_file` comes before `winner`'s in the search path.
+  void refuse_if_own_library_failed_earlier(const std::string& own_file, const PluginInfo& winner) const;
 
   std::vector<std::filesystem::path> search_path_;
   // Mutable: a lookup after index() loads libraries, which is not a change a caller can see
