@@ -28,6 +28,41 @@ std::string text_or_empty(const char* text) { return text ? std::string(text) : 
   throw PluginError("plugin library " + library.string() + ": " + what);
 }
 
+// Plugin and parameter names are what configs write: `type = "mlp"`, and parameters as bare TOML
+// keys. A name outside that alphabet or longer than this is a damaged descriptor (a flipped byte
+// in a copied library put raw code bytes into `kiln plugins show`'s key list), so the check reads
+// at most this many bytes of it.
+constexpr std::size_t kMaxNameBytes = 64;
+
+bool is_config_name(const char* text) {
+  const std::size_t length = strnlen(text, kMaxNameBytes + 1);
+  if (length == 0 || length > kMaxNameBytes) return false;
+  for (std::size_t i = 0; i < length; ++i) {
+    const char c = text[i];
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// The name for a message about a bad one: printable ASCII kept, anything else as \xNN, cut short.
+std::string shown_name(const char* text) {
+  std::string out;
+  for (std::size_t i = 0; i < kMaxNameBytes && text[i] != '\0'; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (strnlen(text, kMaxNameBytes + 1) > kMaxNameBytes) out += "...";
+  return out;
+}
+
 // A plugin built for ABI 2.0/2.1 has parameter entries that end at `doc`; walking its table with
 // this host's larger sizeof would read past each entry. Entries are copied with the stride the
 // plugin was built with into zero-filled host structs, so its min, max and flags read as zeros.
@@ -47,6 +82,12 @@ void check_params(const kiln_plugin_v1& plugin, const std::vector<kiln_param_spe
       fail(library, "plugin '" + std::string(plugin.name) + "' parameter #" + std::to_string(i) +
                         " has no name");
     }
+    if (!is_config_name(p.name)) {
+      fail(library, "plugin '" + std::string(plugin.name) + "' parameter #" + std::to_string(i) + " is named '" +
+                        shown_name(p.name) + "', which is not a TOML bare key of at most " +
+                        std::to_string(kMaxNameBytes) +
+                        " letters, digits, '_' and '-'; the library is damaged or was built wrong");
+    }
     if (p.type < KILN_PARAM_BOOL || p.type > KILN_PARAM_PATH) {
       fail(library, "plugin '" + std::string(plugin.name) + "' parameter '" + p.name +
                         "' has unknown type " + std::to_string(p.type) +
@@ -60,6 +101,11 @@ PluginInfo read_plugin(const kiln_plugin_v1& plugin, const kiln_library_v1& lib,
                        const std::filesystem::path& library) {
   const std::string which = "plugin #" + std::to_string(index);
   if (plugin.name == nullptr || *plugin.name == '\0') fail(library, which + " has no name");
+  if (!is_config_name(plugin.name)) {
+    fail(library, which + " is named '" + shown_name(plugin.name) + "', which is not a name of at most " +
+                      std::to_string(kMaxNameBytes) +
+                      " letters, digits, '_' and '-'; the library is damaged or was built wrong");
+  }
   const std::string name = plugin.name;
   if (plugin.kind < KILN_KIND_BACKEND || plugin.kind > KILN_KIND_PRECISION) {
     fail(library, "plugin '" + name + "' has unknown kind " + std::to_string(plugin.kind) +

@@ -172,6 +172,20 @@ BOOST_AUTO_TEST_CASE(null_factory_is_refused) {
                           "kiln::sdk::plugin<>() from the Kiln SDK");
 }
 
+// Names are what configs write; anything else is a damaged or mis-built descriptor, refused
+// with the name shown escaped rather than raw bytes in `kiln plugins show`'s key list.
+BOOST_AUTO_TEST_CASE(names_a_config_cannot_write_are_refused) {
+  auto library = fixture_library("bad-param-name");
+  auto reason = only_failure(scanned({fixture_dir("bad-param-name")}), library);
+  BOOST_TEST(reason == "plugin library " + library.string() +
+                           ": plugin 'fixture-fp32' parameter #1 is named 'li\\x81it', which is not a TOML bare "
+                           "key of at most 64 letters, digits, '_' and '-'; the library is damaged or was built wrong",
+             reason);
+  library = fixture_library("bad-plugin-name");
+  reason = only_failure(scanned({fixture_dir("bad-plugin-name")}), library);
+  BOOST_TEST(contains(reason, ": plugin #0 is named 'fixture fp32', which is not a name of at most 64"), reason);
+}
+
 BOOST_AUTO_TEST_CASE(bad_libraries_do_not_stop_the_scan) {
   auto registry = scanned({fixture_dir("abi-major"), fixture_dir("good"), fixture_dir("toolchain")});
   BOOST_TEST(registry.failures().size() == 2u);
