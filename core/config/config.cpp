@@ -27,16 +27,6 @@ std::string_view trim(std::string_view s) {
   return s.substr(first, last - first + 1);
 }
 
-bool is_bare_key(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 /// Inserts the override's value at `key` in `table`, replacing what was there.
 void insert_value(toml::table& table, const std::string& key, std::string_view value) {
   try {
@@ -54,6 +44,16 @@ void insert_value(toml::table& table, const std::string& key, std::string_view v
 }
 
 }  // namespace
+
+bool is_bare_key(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
 
 std::vector<std::string> split_path(std::string_view path) {
   std::vector<std::string> parts;

@@ -4,8 +4,10 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "kiln/config/config.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/sdk_internal/fingerprint.hpp"
 #include "kiln/version.hpp"
@@ -36,13 +38,7 @@ constexpr std::size_t kMaxNameBytes = 64;
 
 bool is_config_name(const char* text) {
   const std::size_t length = strnlen(text, kMaxNameBytes + 1);
-  if (length == 0 || length > kMaxNameBytes) return false;
-  for (std::size_t i = 0; i < length; ++i) {
-    const char c = text[i];
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
+  return length <= kMaxNameBytes && config::is_bare_key(std::string_view(text, length));
 }
 
 // The name for a message about a bad one: printable ASCII kept, anything else as \xNN, cut short.

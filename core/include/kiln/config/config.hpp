@@ -71,6 +71,10 @@ class Config {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Whether `s` is a TOML bare key: one or more ASCII letters, digits, '_' and '-'. Also what a
+/// plugin's name and parameter names must be (the registry checks descriptors with it).
+bool is_bare_key(std::string_view s);
+
 /// " (did you mean 'x'?)" for the closest candidate within edit distance 2 (or a third of the
 /// word's length, if larger), else "".
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
