@@ -2,6 +2,7 @@
 // clear line on stderr and a non-zero exit status (1: the job failed, 2: bad usage).
 #include <boost/program_options/errors.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <new>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/crash/fatal_signal_report.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/sdk_internal/log_setup.hpp"
 #include "kiln/version.hpp"
@@ -103,6 +105,13 @@ int main(int argc, char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
     ::setenv("GOMP_SPINCOUNT", "10000", /*overwrite=*/0);
   }
+  // A crash in plugin code (or ours) says what was running and where the last checkpoint is,
+  // instead of the shell's bare "Segmentation fault" (kiln/crash/fatal_signal_report.hpp).
+  kiln::crash::install_fatal_signal_report();
+  // Past a file-size limit (ulimit -f) a write raises SIGXFSZ, whose default action ends the
+  // process without a word; ignored, the write fails with EFBIG instead, and the writer's error
+  // names the file (kiln/io/atomic_file.hpp) while what was written before stays whole.
+  ::signal(SIGXFSZ, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     return dispatch(std::move(args));

@@ -8,8 +8,8 @@
 #include <optional>
 
 #include "kiln/errors.hpp"
+#include "kiln/io/atomic_file.hpp"
 #include "kiln/io/json.hpp"
-#include "kiln/io/run_dir.hpp"
 
 namespace kiln::io {
 namespace {

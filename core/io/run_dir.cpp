@@ -1,11 +1,10 @@
-// Run directory creation that never clobbers an earlier run, and atomic file writes.
+// Run directory creation that never clobbers an earlier run.
 #include "kiln/io/run_dir.hpp"
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <chrono>
-#include <fstream>
 
 #include "kiln/errors.hpp"
 
@@ -49,19 +48,6 @@ fs::path prepare_run_dir(const std::string& requested, RunDirMode mode) {
   fs::path dir = plan_run_dir(requested, mode);
   create_run_dir(dir);
   return dir;
-}
-
-void write_file_atomic(const fs::path& path, const std::string& contents) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << contents;
-    out.flush();
-    if (!out) throw IoError(fmt::format("cannot write {}", tmp.string()));
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw IoError(fmt::format("cannot rename {} to {}: {}", tmp.string(), path.string(), ec.message()));
 }
 
 }  // namespace kiln::io

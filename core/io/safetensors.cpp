@@ -11,8 +11,8 @@
 #include <set>
 
 #include "kiln/errors.hpp"
+#include "kiln/io/atomic_file.hpp"
 #include "kiln/io/json.hpp"
-#include "kiln/io/run_dir.hpp"
 #include "kiln/sdk/checked_size.hpp"
 #include "kiln/sdk/crc32c.hpp"
 

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "kiln/io/run_dir.hpp"
+#include "kiln/io/atomic_file.hpp"
 
 namespace kiln::profile {
 

@@ -9,7 +9,9 @@
 #include <set>
 #include <vector>
 
+#include "kiln/crash/crash_context.hpp"
 #include "kiln/errors.hpp"
+#include "kiln/io/atomic_file.hpp"
 #include "kiln/io/safetensors.hpp"
 #include "kiln/sdk/log.hpp"
 
@@ -119,6 +121,39 @@ void check_all_used(const io::SafetensorsFile& file, const std::set<std::string>
   }
 }
 
+/// Writes both files of a checkpoint into the directory `partial` (rank 0).
+void write_partial(const fs::path& partial, Backend& backend, const Model& model, const Optimizer& optimizer,
+                   const std::vector<std::pair<std::string, Tensor>>& opt_state, const PrecisionPolicy& precision,
+                   const TrainerState& state, const std::map<std::string, std::string>& extra_meta) {
+  auto params = model.parameters();
+  HostCopies copies;
+  std::vector<io::TensorRecord> model_records;
+  for (const auto& p : params) model_records.push_back(copies.add(backend, p.name, p.value));
+  for (const auto& b : model.buffers()) model_records.push_back(copies.add(backend, b.name, b.value));
+  std::map<std::string, std::string> model_meta = {{"format", "pt"},
+                                                   {"producer", "kiln"},
+                                                   {"model", std::string(model.name())},
+                                                   {"epoch", std::to_string(state.epochs_done)}};
+  model_meta.insert(extra_meta.begin(), extra_meta.end());
+  io::write_safetensors(partial / "model.safetensors", model_records, model_meta);
+
+  std::vector<io::TensorRecord> trainer_records;
+  for (const auto& [n, t] : opt_state) trainer_records.push_back(copies.add(backend, n, t));
+  std::map<std::string, std::string> meta = {
+      {"producer", "kiln"},
+      {"epochs_done", std::to_string(state.epochs_done)},
+      {"epoch_steps_done", std::to_string(state.epoch_steps_done)},
+      {"global_step", std::to_string(state.global_step)},
+      {"optimizer_steps", std::to_string(optimizer.steps())},
+      {"seed", std::to_string(state.seed)},
+  };
+  for (const auto& [k, v] : precision.state()) meta["precision." + k] = number(v);
+  for (const auto& [k, v] : state.run) meta[kRunPrefix + k] = v;
+  for (const auto& [k, v] : state.extra) meta[kStatePrefix + k] = number(v);
+  meta.insert(extra_meta.begin(), extra_meta.end());
+  io::write_safetensors(partial / "trainer.safetensors", trainer_records, meta);
+}
+
 }  // namespace
 
 std::span<const kiln_param_spec_v1> checkpoint_schema() { return kCheckpointSchema; }
@@ -131,6 +166,7 @@ std::string checkpoint_name(const TrainerState& state) {
 void save_checkpoint_to(const fs::path& final_dir, Backend& backend, Communicator& comm, const Model& model,
                         Optimizer& optimizer, const PrecisionPolicy& precision, const TrainerState& state,
                         const std::map<std::string, std::string>& extra_meta) {
+  const crash::PhaseScope phase("writing a checkpoint");
   auto params = model.parameters();
   // Every rank builds the optimizer state views (allocation is collective-free but keeps the
   // optimizer in the same state on every rank).
@@ -142,36 +178,18 @@ void save_checkpoint_to(const fs::path& final_dir, Backend& backend, Communicato
     fs::create_directories(partial, ec);
     if (ec) throw IoError(fmt::format("cannot create {}: {}", partial.string(), ec.message()));
 
-    HostCopies copies;
-    std::vector<io::TensorRecord> model_records;
-    for (const auto& p : params) model_records.push_back(copies.add(backend, p.name, p.value));
-    for (const auto& b : model.buffers()) model_records.push_back(copies.add(backend, b.name, b.value));
-    std::map<std::string, std::string> model_meta = {{"format", "pt"},
-                                                     {"producer", "kiln"},
-                                                     {"model", std::string(model.name())},
-                                                     {"epoch", std::to_string(state.epochs_done)}};
-    model_meta.insert(extra_meta.begin(), extra_meta.end());
-    io::write_safetensors(partial / "model.safetensors", model_records, model_meta);
-
-    std::vector<io::TensorRecord> trainer_records;
-    for (const auto& [n, t] : opt_state) trainer_records.push_back(copies.add(backend, n, t));
-    std::map<std::string, std::string> meta = {
-        {"producer", "kiln"},
-        {"epochs_done", std::to_string(state.epochs_done)},
-        {"epoch_steps_done", std::to_string(state.epoch_steps_done)},
-        {"global_step", std::to_string(state.global_step)},
-        {"optimizer_steps", std::to_string(optimizer.steps())},
-        {"seed", std::to_string(state.seed)},
-    };
-    for (const auto& [k, v] : precision.state()) meta["precision." + k] = number(v);
-    for (const auto& [k, v] : state.run) meta[kRunPrefix + k] = v;
-    for (const auto& [k, v] : state.extra) meta[kStatePrefix + k] = number(v);
-    meta.insert(extra_meta.begin(), extra_meta.end());
-    io::write_safetensors(partial / "trainer.safetensors", trainer_records, meta);
-
+    // A failed write (a full disk, most likely) removes the partial directory, giving its space
+    // back; the checkpoints already complete are untouched.
+    try {
+      write_partial(partial, backend, model, optimizer, opt_state, precision, state, extra_meta);
+    } catch (...) {
+      fs::remove_all(partial, ec);
+      throw;
+    }
     fs::remove_all(final_dir, ec);
     fs::rename(partial, final_dir, ec);
     if (ec) throw IoError(fmt::format("cannot rename {} to {}: {}", partial.string(), final_dir.string(), ec.message()));
+    io::sync_directory(final_dir.parent_path());  // the rename, durable
     log::get("train")->info("checkpoint written: {}", final_dir.string());
   }
   comm.barrier();
@@ -179,7 +197,9 @@ void save_checkpoint_to(const fs::path& final_dir, Backend& backend, Communicato
 
 void save_checkpoint(const fs::path& dir, std::int64_t keep, Backend& backend, Communicator& comm, const Model& model,
                      Optimizer& optimizer, const PrecisionPolicy& precision, const TrainerState& state) {
-  save_checkpoint_to(dir / checkpoint_name(state), backend, comm, model, optimizer, precision, state);
+  const fs::path written = dir / checkpoint_name(state);
+  save_checkpoint_to(written, backend, comm, model, optimizer, precision, state);
+  crash::set_last_checkpoint(written.string());  // every rank: all have passed the barrier after the rename
   if (comm.rank() == 0) {
     // Prune: keep the newest `keep` complete checkpoints (names sort in the order written).
     std::error_code ec;

@@ -15,9 +15,11 @@
 #include <optional>
 
 #include "kiln/config/config.hpp"
+#include "kiln/crash/crash_context.hpp"
 #include "kiln/dist/launcher_rendezvous.hpp"
 #include "kiln/dist/stores.hpp"
 #include "kiln/errors.hpp"
+#include "kiln/io/atomic_file.hpp"
 #include "kiln/io/run_dir.hpp"
 #include "kiln/io/run_dir_rollback.hpp"
 #include "kiln/io/stop_signal_deferral.hpp"
@@ -128,6 +130,8 @@ void check_same_run(const TrainCommand& command, const std::filesystem::path& ch
 RunOutcome run_training(const TrainCommand& command) {
   const RankInfo ranks = launch::resolve_ranks(command.ranks);
   log::configure(ranks);
+  crash::set_rank(ranks.rank, ranks.world_size);
+  crash::set_phase("starting (config, plugins, connecting the ranks)");
 
   // ---- 1. the whole config, validated before anything is written ----
   // --run-dir becomes an override, so config.toml records where the run really went.
@@ -415,6 +419,7 @@ RunOutcome run_training(const TrainCommand& command) {
     }
   }
   outcome.result = backend_call("a call from the training loop", [&] { return trainer->run(); });
+  crash::set_phase("finishing (final outputs)");
   if (ranks.rank == 0 && !command.dump_params.empty()) {
     backend_call("a copy for --dump-params", [&] { dump_parameters(command.dump_params, *backend_ref, *model_ref); });
     log->info("parameters written to {}", command.dump_params.string());

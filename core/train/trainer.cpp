@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "kiln/crash/crash_context.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/io/progress_format.hpp"
 #include "kiln/sdk/log.hpp"
@@ -118,6 +119,7 @@ struct Trainer::Impl {
       precision.load_state(st.precision);
       if (early_stop) early_stop->load_state(st.extra);
       start_epoch = st.epochs_done;
+      crash::set_last_checkpoint(opt.resume_from.string());  // verified whole just now
       start_step = st.epoch_steps_done;
       if (start_step > 0 && ranks.rank == 0) {
         auto get = [&](const char* k) { return st.extra.count(k) ? st.extra.at(k) : 0.0; };
@@ -207,6 +209,8 @@ struct Trainer::Impl {
     loss.reset_totals();
     double local_samples = 0;
     const SplitTotals carried = first_step > 0 ? resumed_partial : SplitTotals{};
+    crash::set_phase("training");
+    crash::set_epoch(epoch + 1, opt.epochs);
     train_loader->start_epoch(epoch, first_step);
     const auto loader_before = train_loader->stats();
     const auto t0 = Clock::now();
@@ -216,6 +220,7 @@ struct Trainer::Impl {
     std::int64_t first_unchecked_step = first_step;  // of the non-finite loss check
     while (auto batch = train_loader->next()) {
       st.wait_seconds += batch->wait_seconds;
+      crash::set_step(batch->step + 1, steps);
       if (opt.on_step_begin) opt.on_step_begin();
       const double lr = schedule->at(global_step);
       // Accumulation (accumulation.hpp): the weights change only after a group's last
@@ -313,6 +318,8 @@ struct Trainer::Impl {
   }
 
   SplitTotals evaluate(std::int64_t epoch) {
+    const crash::PhaseScope phase("evaluating");
+    crash::set_step(0, 0);
     buffer_sync->from_rank0();  // every rank evaluates the model a checkpoint saves
     progress.begin(fmt::format("eval  {}/{}", epoch + 1, opt.epochs), eval_loader->steps_per_epoch());
     double local_seen = 0, global_seen = 0;

@@ -46,12 +46,12 @@ std::string slurp(const fs::path& file) {
   return s.str();
 }
 
-KilnResult run_kiln(const fs::path& cwd, const std::vector<std::string>& args) {
+KilnResult run_kiln(const fs::path& cwd, const std::vector<std::string>& args, const std::string& setup) {
   static int counter = 0;
   const fs::path out = scratch_dir() / fmt::format("stdout{}", counter);
   const fs::path err = scratch_dir() / fmt::format("stderr{}", counter++);
-  std::string cmd = fmt::format("cd {} && env -u KILN_PLUGIN_PATH {}", quote(cwd.string()),
-                                quote(std::string(KILN_BINARY_DIR) + "/bin/kiln"));
+  std::string cmd = fmt::format("cd {} && {}env -u KILN_PLUGIN_PATH {}", quote(cwd.string()),
+                                setup.empty() ? "" : setup + " && ", quote(std::string(KILN_BINARY_DIR) + "/bin/kiln"));
   for (const auto& a : args) cmd += " " + quote(a);
   cmd += fmt::format(" >{} 2>{}", quote(out.string()), quote(err.string()));
   const int raw = std::system(cmd.c_str());

@@ -17,8 +17,10 @@ struct KilnResult {
 /// A fresh directory under the system temp dir for this test process, removed at exit.
 const std::filesystem::path& scratch_dir();
 
-/// Runs `kiln args...` with `cwd` as its working directory.
-KilnResult run_kiln(const std::filesystem::path& cwd, const std::vector<std::string>& args);
+/// Runs `kiln args...` with `cwd` as its working directory, after the shell command `setup` if
+/// one is given (e.g. "ulimit -f 1200"; it applies to kiln, not to the test).
+KilnResult run_kiln(const std::filesystem::path& cwd, const std::vector<std::string>& args,
+                    const std::string& setup = "");
 
 /// stderr of a failed run must be exactly one line starting "kiln: error: " with exit status 1
 /// (each checked with BOOST_TEST); returns that line without the prefix.

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "kiln/errors.hpp"
+#include "kiln/io/atomic_file.hpp"
 #include "kiln/io/json.hpp"
 #include "kiln/io/metrics_writer.hpp"
 #include "kiln/io/run_dir.hpp"
@@ -230,6 +231,23 @@ BOOST_AUTO_TEST_CASE(atomic_write_replaces_whole_file) {
   BOOST_TEST(slurp(file) == "b = 2\n");
   BOOST_TEST(!fs::exists(tmp.path / "config.toml.tmp"));
   BOOST_CHECK_THROW(kiln::io::write_file_atomic(tmp.path / "no" / "such" / "dir.toml", "x"), kiln::IoError);
+}
+
+// A full disk, made by pointing the temp file the write goes through at /dev/full (every write
+// to it fails with ENOSPC): the old file stays, the temp is gone, and the message gives the
+// reason and how far the write got.
+BOOST_AUTO_TEST_CASE(atomic_write_on_a_full_disk_keeps_the_old_file_and_says_why) {
+  TempDir tmp;
+  const fs::path file = tmp.path / "model.safetensors";
+  const fs::path temp = tmp.path / "model.safetensors.tmp";
+  kiln::io::write_file_atomic(file, "old contents");
+  fs::create_symlink("/dev/full", temp);
+  const std::string message =
+      kiln::test::error_text<kiln::IoError>([&] { kiln::io::write_file_atomic(file, std::string(100000, 'x')); });
+  BOOST_TEST(message == "cannot write " + temp.string() +
+                            " (0 of 100000 bytes written): No space left on device; the file it replaces is unchanged");
+  BOOST_TEST(slurp(file) == "old contents");
+  BOOST_TEST(!fs::exists(fs::symlink_status(temp)));
 }
 
 }  // namespace

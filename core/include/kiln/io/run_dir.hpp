@@ -5,7 +5,8 @@
 //   <run_dir>/logs/rank<N>.log every rank's full log
 // Nothing already written is overwritten: an explicit directory that already holds a
 // metrics.jsonl is refused (unless the run is being resumed, which appends); the default runs/<YYYYmmdd-HHMMSS> gets a -2, -3 ... suffix when
-// taken. Files are written to a temporary name and renamed, so a crash never leaves half a file.
+// taken. Files are written to a temporary name and renamed (kiln/io/atomic_file.hpp), so a crash never
+// leaves half a file.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,5 @@ void create_run_dir(const std::filesystem::path& dir);
 /// plan_run_dir() then create_run_dir(); returns the directory.
 std::filesystem::path prepare_run_dir(const std::string& requested, RunDirMode mode = RunDirMode::fresh);
 
-/// Writes `contents` to `path` atomically (temp file + rename). Throws IoError.
-void write_file_atomic(const std::filesystem::path& path, const std::string& contents);
 
 }  // namespace kiln::io

@@ -7,14 +7,18 @@
 // tell ConfigError from CommError by type), anything else becomes kiln::PluginError. Factory
 // errors are prefixed by the Registry itself (registry.hpp).
 //
+// A crash inside the call cannot be caught; plugin_call() also records the call as this thread's
+// innermost (kiln/crash/crash_context.hpp), which the fatal-signal report names.
+//
 // Cost: plugin_call() is an inlined try/catch, and C++ exceptions are table-driven, so a call
-// that does not throw runs exactly the instructions it ran before; only the throw path pays.
+// that does not throw pays only for the crash record: a few stores to the stack and to static TLS.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <utility>
 
+#include "kiln/crash/crash_context.hpp"
 #include "kiln/plugin/registry.hpp"
 
 namespace kiln::plugin {
@@ -48,6 +52,8 @@ PluginOrigin origin_of(const PluginInfo& info);
 /// Runs `call` (a call into the plugin object made by `origin`) and locates what it throws.
 template <class F>
 decltype(auto) plugin_call(const PluginOrigin& origin, std::string_view method, F&& call) {
+  crash::PluginCallFrame frame{origin.kind, origin.name, origin.library, method};
+  const crash::PluginCallScope in_call(frame);
   try {
     return std::forward<F>(call)();
   } catch (...) {

@@ -1,0 +1,23 @@
+// A last word before a crash ends the process.
+//
+// install_fatal_signal_report() (called once by `kiln`'s main) handles SIGSEGV, SIGBUS, SIGILL,
+// SIGFPE and SIGABRT: the handler writes what kiln/crash/crash_context.hpp recorded to stderr,
+//   kiln: fatal: SIGSEGV (invalid memory access at 0x0) in data plugin 'csv' (libkiln-data-csv.so), read()
+//   kiln: the run was training, epoch 2/10, step 17/938; checkpoints already written are complete
+//         (written aside and renamed); the last is runs/x/checkpoints/epoch-0001, and
+//         `kiln train --resume auto` continues from it
+// and then lets the signal take its default action, so the exit status (128 + signal in a shell,
+// "killed by signal" to `--nproc`'s supervisor), core dumps and debuggers are as they were. The
+// handler uses only async-signal-safe calls (write, raise) on memory prepared beforehand, and
+// runs on an alternate stack on the main thread, so a stack overflow there is reported too.
+// A second crash while reporting (or one on another thread at the same moment) gets the default
+// action at once: the handler is installed with SA_RESETHAND.
+#pragma once
+
+namespace kiln::crash {
+
+/// Installs the handler for the five fatal signals. Signals whose disposition is not the default
+/// (a debugger's, a sanitizer's) are left alone.
+void install_fatal_signal_report();
+
+}  // namespace kiln::crash
