@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -207,6 +208,42 @@ BOOST_AUTO_TEST_CASE(average_counts_padding_like_pytorch) {
   Tensor y = test::poisoned({1, 1, 2, 2});
   cpu().pool2d_forward(*plan, y, x);
   test::check_close(y, {4.0 / 9, 4.0 / 9, 4.0 / 9, 4.0 / 9}, 1e-6, 0, "avg pool include padding");
+}
+
+// Kiln's max-pooling loops on channels-last bf16 and f16 tensors pool in f32, one image per
+// thread: y is the f32 result narrowed (exact, a maximum is one of the inputs) and dx the f32
+// sums rounded once. Three images (more than a 2-thread team), overlapping windows, and ties
+// (values from 5 levels) so that tie-breaking and summed gradients both show.
+BOOST_AUTO_TEST_CASE(max_pool_of_16_bit_channels_last_tensors_is_the_f32_result_rounded) {
+  std::mt19937 rng(31);
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    const Pool2dDesc d32 = pool(Pool2dDesc::Kind::max, 3, 16, 9, 9, 3, 2, 1);
+    Tensor x = test::random_f32({3, 16, 9, 9}, rng);
+    for (float* v = static_cast<float*>(x.data()); v != static_cast<float*>(x.data()) + x.numel(); ++v) {
+      *v = std::round(*v * 2.0f) / 2.0f;  // -1, -0.5, 0, 0.5, 1
+    }
+    const Tensor x32 = test::to_channels_last(x);
+    const Tensor dy32 = test::to_channels_last(test::rounded(test::random_f32({3, 16, 5, 5}, rng), dtype));
+    auto plan32 = cpu().plan_pool2d(d32);
+    Tensor y32 = test::poisoned({3, 16, 5, 5}), dx32 = test::poisoned({3, 16, 9, 9});
+    y32 = test::to_channels_last(y32), dx32 = test::to_channels_last(dx32);
+    cpu().pool2d_forward(*plan32, y32, x32);
+    cpu().pool2d_backward(*plan32, dx32, dy32, x32, y32);
+
+    Pool2dDesc d16 = d32;
+    d16.dtype = dtype;
+    auto plan16 = cpu().plan_pool2d(d16);
+    const Tensor x16 = test::to_dtype(x32, dtype), dy16 = test::to_dtype(dy32, dtype);
+    Tensor y16 = test::to_dtype(y32, dtype), dx16 = test::to_dtype(dx32, dtype);
+    std::memset(y16.data(), 0xA5, y16.bytes());
+    std::memset(dx16.data(), 0xA5, dx16.bytes());
+    cpu().pool2d_forward(*plan16, y16, x16);
+    cpu().pool2d_backward(*plan16, dx16, dy16, x16, y16);
+    const std::string name(dtype_name(dtype));
+    const Tensor want_y = test::to_dtype(y32, dtype), want_dx = test::to_dtype(dx32, dtype);
+    BOOST_TEST(std::memcmp(y16.data(), want_y.data(), y16.bytes()) == 0, name << " y differs from the f32 result");
+    BOOST_TEST(std::memcmp(dx16.data(), want_dx.data(), dx16.bytes()) == 0, name << " dx differs from the f32 sums");
+  }
 }
 
 BOOST_AUTO_TEST_CASE(global_average_pool) {

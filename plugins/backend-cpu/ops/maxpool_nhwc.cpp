@@ -1,10 +1,13 @@
-// Max pooling on channels-last f32 tensors (see maxpool_nhwc.hpp).
+// Max pooling on channels-last f32, bf16 and f16 tensors (see maxpool_nhwc.hpp).
 #include "ops/maxpool_nhwc.hpp"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cstring>
+
+#include "ops/bf16_convert.hpp"
+#include "ops/f16_convert.hpp"
 
 namespace kiln::cpu {
 namespace {
@@ -38,6 +41,59 @@ void fold_tap(const float* __restrict in, float* __restrict best, std::uint8_t* 
   }
 }
 
+/// Output row `row` (= image n * out_h + p) of the forward: y's and argmax's row from x.
+void forward_row(const Pool2dDesc& d, std::int64_t row, const float* x, float* y, std::uint8_t* argmax) {
+  const std::int64_t ph = d.out_h(), qw = d.out_w(), c = d.c;
+  const std::int64_t n = row / ph, p = row % ph;
+  for (std::int64_t q = 0; q < qw; ++q) {
+    float* best = y + (row * qw + q) * c;
+    std::uint8_t* arg = argmax + (row * qw + q) * c;
+    bool first = true;
+    // Every window overlaps the image (padding is at most half the kernel, check_pool2d_desc),
+    // so some tap starts the maximum.
+    for_each_tap(d, p, q, [&](std::uint8_t tap, std::int64_t h, std::int64_t w) {
+      const float* in = x + ((n * d.h + h) * d.w + w) * c;
+      if (first) {  // the first tap in the image starts the maximum
+        std::memcpy(best, in, static_cast<std::size_t>(c) * sizeof(float));
+        std::fill(arg, arg + c, tap);
+        first = false;
+      } else {
+        fold_tap(in, best, arg, tap, c);
+      }
+    });
+  }
+}
+
+/// One image of the backward: dx = 0, then each output's gradient added at its argmax tap. Every
+/// tap adds its row, zero where another tap holds the maximum, so the loop has no branch per
+/// channel; an input pixel's gradients are summed in output order.
+void backward_image(const Pool2dDesc& d, const float* dy, const std::uint8_t* argmax, float* dx) {
+  const std::int64_t ph = d.out_h(), qw = d.out_w(), c = d.c;
+  std::fill(dx, dx + d.h * d.w * c, 0.0f);
+  for (std::int64_t p = 0; p < ph; ++p) {
+    for (std::int64_t q = 0; q < qw; ++q) {
+      const float* g = dy + (p * qw + q) * c;
+      const std::uint8_t* arg = argmax + (p * qw + q) * c;
+      for_each_tap(d, p, q, [&](std::uint8_t tap, std::int64_t h, std::int64_t w) {
+        float* out = dx + (h * d.w + w) * c;
+#pragma omp simd
+        for (std::int64_t i = 0; i < c; ++i) out[i] += arg[i] == tap ? g[i] : 0.0f;
+      });
+    }
+  }
+}
+
+/// The 16-bit storage formats' conversions (bit-identical to kiln/sdk/half.hpp).
+struct Conversions {
+  void (*widen)(const std::uint16_t*, float*, std::size_t) noexcept;
+  void (*narrow)(const float*, std::uint16_t*, std::size_t) noexcept;
+};
+
+Conversions conversions_for(DType dtype) {
+  if (dtype == DType::bf16) return {bf16_to_f32_n, f32_to_bf16_n};
+  return {f16_to_f32_n, f32_to_f16_n};
+}
+
 }  // namespace
 
 bool maxpool_nhwc_fits(const Pool2dDesc& d) {
@@ -45,51 +101,60 @@ bool maxpool_nhwc_fits(const Pool2dDesc& d) {
 }
 
 void maxpool_nhwc_forward(const Pool2dDesc& d, const float* x, float* y, std::uint8_t* argmax) {
-  const std::int64_t ph = d.out_h(), qw = d.out_w(), c = d.c;
   // One output row of one image per iteration: rows are independent.
 #pragma omp parallel for schedule(static)
-  for (std::int64_t row = 0; row < d.n * ph; ++row) {
-    const std::int64_t n = row / ph, p = row % ph;
-    for (std::int64_t q = 0; q < qw; ++q) {
-      float* best = y + (row * qw + q) * c;
-      std::uint8_t* arg = argmax + (row * qw + q) * c;
-      bool first = true;
-      // Every window overlaps the image (padding is at most half the kernel, check_pool2d_desc),
-      // so some tap starts the maximum.
-      for_each_tap(d, p, q, [&](std::uint8_t tap, std::int64_t h, std::int64_t w) {
-        const float* in = x + ((n * d.h + h) * d.w + w) * c;
-        if (first) {  // the first tap in the image starts the maximum
-          std::memcpy(best, in, static_cast<std::size_t>(c) * sizeof(float));
-          std::fill(arg, arg + c, tap);
-          first = false;
-        } else {
-          fold_tap(in, best, arg, tap, c);
-        }
-      });
+  for (std::int64_t row = 0; row < d.n * d.out_h(); ++row) forward_row(d, row, x, y, argmax);
+}
+
+void maxpool_nhwc_backward(const Pool2dDesc& d, const float* dy, const std::uint8_t* argmax, float* dx) {
+  // Windows overlap (stride below the kernel), so two outputs may add into one input pixel: each
+  // thread takes whole images, which share nothing (one image runs on one thread).
+  const std::int64_t in_image = d.h * d.w * d.c, out_image = d.out_h() * d.out_w() * d.c;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t n = 0; n < d.n; ++n) {
+    backward_image(d, dy + n * out_image, argmax + n * out_image, dx + n * in_image);
+  }
+}
+
+std::size_t maxpool_nhwc_16_scratch_floats(const Pool2dDesc& d, int threads) {
+  return static_cast<std::size_t>(threads) * static_cast<std::size_t>(d.h * d.w * d.c + d.out_h() * d.out_w() * d.c);
+}
+
+void maxpool_nhwc_forward_16(const Pool2dDesc& d, DType dtype, const std::uint16_t* x, std::uint16_t* y,
+                             std::uint8_t* argmax, float* scratch) {
+  const Conversions convert = conversions_for(dtype);
+  const std::int64_t in_image = d.h * d.w * d.c, out_image = d.out_h() * d.out_w() * d.c;
+  // Whole images per thread: each widens its image into its share of the scratch, pools it in f32
+  // (the maximum is one of the inputs, so narrowing it back is exact) and narrows the result.
+#pragma omp parallel
+  {
+    float* x32 = scratch + static_cast<std::size_t>(omp_get_thread_num()) * static_cast<std::size_t>(in_image + out_image);
+    float* y32 = x32 + in_image;
+#pragma omp for schedule(static)
+    for (std::int64_t n = 0; n < d.n; ++n) {
+      convert.widen(x + n * in_image, x32, static_cast<std::size_t>(in_image));
+      Pool2dDesc one = d;
+      one.n = 1;
+      for (std::int64_t p = 0; p < d.out_h(); ++p) forward_row(one, p, x32, y32, argmax + n * out_image);
+      convert.narrow(y32, y + n * out_image, static_cast<std::size_t>(out_image));
     }
   }
 }
 
-void maxpool_nhwc_backward(const Pool2dDesc& d, const float* dy, const std::uint8_t* argmax, float* dx) {
-  const std::int64_t ph = d.out_h(), qw = d.out_w(), c = d.c;
-  // Windows overlap (stride below the kernel), so two outputs may add into one input pixel: each
-  // thread takes whole images, which share nothing (one image runs on one thread). Every tap adds
-  // its row, zero where another tap holds the maximum, so the loop has no branch per channel; an
-  // input pixel's gradients are summed in output order.
-#pragma omp parallel for schedule(static)
-  for (std::int64_t n = 0; n < d.n; ++n) {
-    float* image = dx + n * d.h * d.w * c;
-    std::fill(image, image + d.h * d.w * c, 0.0f);
-    for (std::int64_t p = 0; p < ph; ++p) {
-      for (std::int64_t q = 0; q < qw; ++q) {
-        const float* g = dy + ((n * ph + p) * qw + q) * c;
-        const std::uint8_t* arg = argmax + ((n * ph + p) * qw + q) * c;
-        for_each_tap(d, p, q, [&](std::uint8_t tap, std::int64_t h, std::int64_t w) {
-          float* out = image + (h * d.w + w) * c;
-#pragma omp simd
-          for (std::int64_t i = 0; i < c; ++i) out[i] += arg[i] == tap ? g[i] : 0.0f;
-        });
-      }
+void maxpool_nhwc_backward_16(const Pool2dDesc& d, DType dtype, const std::uint16_t* dy, const std::uint8_t* argmax,
+                              std::uint16_t* dx, float* scratch) {
+  const Conversions convert = conversions_for(dtype);
+  const std::int64_t in_image = d.h * d.w * d.c, out_image = d.out_h() * d.out_w() * d.c;
+  // Sums in f32, rounded once per input value, as the f32 path computes them.
+#pragma omp parallel
+  {
+    float* dx32 = scratch + static_cast<std::size_t>(omp_get_thread_num()) * static_cast<std::size_t>(in_image + out_image);
+    float* dy32 = dx32 + in_image;
+#pragma omp for schedule(static)
+    for (std::int64_t n = 0; n < d.n; ++n) {
+      convert.widen(dy + n * out_image, dy32, static_cast<std::size_t>(out_image));
+      backward_image(d, dy32, argmax + n * out_image, dx32);
+      convert.narrow(dx32, dx + n * in_image, static_cast<std::size_t>(in_image));
     }
   }
 }

@@ -8,9 +8,11 @@
 // are checked but not read). Average pooling counts the padding in the divisor, PyTorch's
 // AvgPool2d default (count_include_pad=True): Pool2dDesc has no field to choose otherwise.
 // Output sizes use floor division (no ceil_mode); padding on the far side is the smallest
-// non-negative value that gives Pool2dDesc::out_h/out_w. Max pooling of channels-last f32 tensors
-// runs Kiln's own loops instead (maxpool_nhwc.hpp: oneDNN's AVX2 nhwc pooling ran at 11% of the
-// copy bandwidth), with its argmax (one byte per output value) in the plan.
+// non-negative value that gives Pool2dDesc::out_h/out_w. Max pooling of channels-last f32, bf16
+// and f16 tensors runs Kiln's own loops instead (maxpool_nhwc.hpp: oneDNN's AVX2 nhwc pooling ran
+// at 11% of the copy bandwidth), with its argmax (one byte per output value) in the plan.
+#include <omp.h>
+
 #include <algorithm>
 #include <unordered_map>
 #include <vector>
@@ -55,10 +57,18 @@ class PoolPlan final : public OpPlan {
   std::vector<std::uint8_t> kiln_argmax;
   bool kiln_forward = false;
 
-  /// Whether Kiln's max pooling takes these tensors: f32, channels-last.
+  std::vector<float> kiln_scratch;  // the 16-bit forms' f32 images
+
+  /// Whether Kiln's max pooling takes these tensors: f32, bf16 or f16, channels-last.
   bool kiln_takes(const Tensor& a, const Tensor& b) const {
-    return maxpool_nhwc_fits(desc) && a.dtype() == DType::f32 && b.dtype() == DType::f32 &&
+    const DType t = a.dtype();
+    return maxpool_nhwc_fits(desc) && (t == DType::f32 || t == DType::bf16 || t == DType::f16) && b.dtype() == t &&
            a.layout() == Layout::nhwc && b.layout() == Layout::nhwc;
+  }
+  /// The 16-bit forms' scratch for the team about to run (use_our_threads() has set its size).
+  float* scratch_16() {
+    kiln_scratch.resize(maxpool_nhwc_16_scratch_floats(desc, omp_get_max_threads()));
+    return kiln_scratch.data();
   }
 
  private:
@@ -127,7 +137,12 @@ void CpuBackend::pool2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x) 
   use_our_threads();
   if (p.kiln_takes(x, y)) {
     p.kiln_argmax.resize(static_cast<std::size_t>(y.numel()));
-    maxpool_nhwc_forward(d, static_cast<const float*>(x.data()), static_cast<float*>(y.data()), p.kiln_argmax.data());
+    if (x.dtype() == DType::f32) {
+      maxpool_nhwc_forward(d, static_cast<const float*>(x.data()), static_cast<float*>(y.data()), p.kiln_argmax.data());
+    } else {
+      maxpool_nhwc_forward_16(d, x.dtype(), static_cast<const std::uint16_t*>(x.data()),
+                              static_cast<std::uint16_t*>(y.data()), p.kiln_argmax.data(), p.scratch_16());
+    }
     p.kiln_forward = p.has_forward = true;
     return;
   }
@@ -162,7 +177,12 @@ void CpuBackend::pool2d_backward(OpPlan& plan, const Tensor& dx, const Tensor& d
   }
   use_our_threads();
   if (max && p.kiln_forward) {
-    maxpool_nhwc_backward(d, static_cast<const float*>(dy.data()), p.kiln_argmax.data(), static_cast<float*>(dx.data()));
+    if (dx.dtype() == DType::f32) {
+      maxpool_nhwc_backward(d, static_cast<const float*>(dy.data()), p.kiln_argmax.data(), static_cast<float*>(dx.data()));
+    } else {
+      maxpool_nhwc_backward_16(d, dx.dtype(), static_cast<const std::uint16_t*>(dy.data()), p.kiln_argmax.data(),
+                               static_cast<std::uint16_t*>(dx.data()), p.scratch_16());
+    }
     return;
   }
   try {
