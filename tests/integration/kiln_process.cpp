@@ -39,6 +39,20 @@ const fs::path& scratch_dir() {
   return s.path;
 }
 
+fs::path fixture_data_config(const std::string& data_plugin, int epochs) {
+  const fs::path file = scratch_dir() / fmt::format("{}-{}-epochs.toml", data_plugin, epochs);
+  std::ofstream(file) << "[run]\nepochs = " << epochs
+                      << "\n\n"
+                         "[backend]\ntype = \"cpu\"\nthreads = 1\n\n"
+                         "[model]\ntype = \"mlp\"\nin_features = 4\nhidden = [4]\nnum_classes = 2\n\n"
+                         "[data.train]\ntype = \""
+                      << data_plugin
+                      << "\"\n\n"
+                         "[loader]\nbatch = 4\nworkers = 1\n\n"
+                         "[log]\nprogress = \"never\"\n";
+  return file;
+}
+
 std::string slurp(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   std::ostringstream s;

@@ -26,6 +26,11 @@ KilnResult run_kiln(const std::filesystem::path& cwd, const std::vector<std::str
 /// (each checked with BOOST_TEST); returns that line without the prefix.
 std::string one_line_error(const KilnResult& r);
 
+/// A config file in scratch_dir() that trains the mlp (4 -> [4] -> 2) for `epochs` on the fixture
+/// data source `data_plugin` (tests/plugin/fixtures: 4 f32 features, 2 classes), batch 4, one
+/// loader worker, no progress line.
+std::filesystem::path fixture_data_config(const std::string& data_plugin, int epochs = 1);
+
 /// The whole file as a string ("" if it cannot be read).
 std::string slurp(const std::filesystem::path& file);
 

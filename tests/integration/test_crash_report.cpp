@@ -7,7 +7,6 @@
 #include "kiln_test_main.hpp"
 
 #include <csignal>
-#include <fstream>
 
 #include "kiln_process.hpp"
 
@@ -18,20 +17,12 @@ using kiln::test::fixture_dir;
 using kiln::test::run_kiln;
 using kiln::test::scratch_dir;
 
-/// Two epochs of the mlp on a crashing fixture source (4 features, 2 classes, 32 samples,
-/// 8 steps per epoch), a checkpoint after each epoch.
+/// Two epochs of the mlp on a crashing fixture source (32 samples, 8 steps per epoch), a
+/// checkpoint after each epoch.
 kiln::test::KilnResult train_on_crashing(const std::string& data_plugin, const fs::path& run_dir) {
-  const fs::path config = scratch_dir() / (data_plugin + ".toml");
-  std::ofstream(config) << "[run]\nepochs = 2\n\n"
-                           "[backend]\ntype = \"cpu\"\nthreads = 1\n\n"
-                           "[model]\ntype = \"mlp\"\nin_features = 4\nhidden = [4]\nnum_classes = 2\n\n"
-                           "[data.train]\ntype = \""
-                        << data_plugin
-                        << "\"\n\n"
-                           "[loader]\nbatch = 4\nworkers = 1\n\n"
-                           "[log]\nprogress = \"never\"\nlevel = \"warn\"\n";
-  return run_kiln(scratch_dir(), {"train", "--config", config.string(), "--plugin-path",
-                                  fixture_dir(data_plugin).string(), "--run-dir", run_dir.string()});
+  return run_kiln(scratch_dir(), {"train", "--config", kiln::test::fixture_data_config(data_plugin, 2).string(),
+                                  "--plugin-path", fixture_dir(data_plugin).string(), "--run-dir", run_dir.string(),
+                                  "--set", "log.level=warn"});
 }
 
 // The shell that runs kiln reports a death by signal as 128 + the signal.

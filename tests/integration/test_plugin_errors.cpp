@@ -4,7 +4,6 @@
 #define KILN_TEST_MODULE test_train_errors
 #include "kiln_test_main.hpp"
 
-#include <fstream>
 
 #include "kiln_process.hpp"
 
@@ -14,23 +13,9 @@ namespace fs = std::filesystem;
 using kiln::test::run_kiln;
 using kiln::test::scratch_dir;
 
-/// A run of the mlp on a fixture data source (4 features, 2 classes, 32 samples).
-fs::path fixture_config(const std::string& data_plugin) {
-  const fs::path file = scratch_dir() / (data_plugin + ".toml");
-  std::ofstream(file) << "[run]\nepochs = 1\n\n"
-                         "[backend]\ntype = \"cpu\"\nthreads = 1\n\n"
-                         "[model]\ntype = \"mlp\"\nin_features = 4\nhidden = [4]\nnum_classes = 2\n\n"
-                         "[data.train]\ntype = \""
-                      << data_plugin
-                      << "\"\n\n"
-                         "[loader]\nbatch = 4\nworkers = 1\n\n"
-                         "[log]\nprogress = \"never\"\n";
-  return file;
-}
-
 // Console logging at warn, so stderr holds the error line alone (info lines go to stderr too).
 kiln::test::KilnResult train_on(const std::string& data_plugin) {
-  return run_kiln(scratch_dir(), {"train", "--config", fixture_config(data_plugin).string(), "--plugin-path",
+  return run_kiln(scratch_dir(), {"train", "--config", kiln::test::fixture_data_config(data_plugin).string(), "--plugin-path",
                                   kiln::test::fixture_dir(data_plugin).string(), "--run-dir",
                                   (scratch_dir() / ("run-" + data_plugin)).string(), "--set", "log.level=warn"});
 }

@@ -94,6 +94,20 @@ Conversions conversions_for(DType dtype) {
   return {f16_to_f32_n, f32_to_f16_n};
 }
 
+/// Runs f(n, in32, out32) for every image n, whole images per thread of the OpenMP team, with
+/// the thread's share of `scratch`: an f32 input image (h*w*c) and an f32 output image.
+template <class PerImage>
+void for_each_image_in_scratch(const Pool2dDesc& d, float* scratch, PerImage&& f) {
+  const std::int64_t in_image = d.h * d.w * d.c, out_image = d.out_h() * d.out_w() * d.c;
+#pragma omp parallel
+  {
+    float* in32 = scratch + static_cast<std::size_t>(omp_get_thread_num()) * static_cast<std::size_t>(in_image + out_image);
+    float* out32 = in32 + in_image;
+#pragma omp for schedule(static)
+    for (std::int64_t n = 0; n < d.n; ++n) f(n, in32, out32);
+  }
+}
+
 }  // namespace
 
 bool maxpool_nhwc_fits(const Pool2dDesc& d) {
@@ -123,40 +137,27 @@ std::size_t maxpool_nhwc_16_scratch_floats(const Pool2dDesc& d, int threads) {
 void maxpool_nhwc_forward_16(const Pool2dDesc& d, DType dtype, const std::uint16_t* x, std::uint16_t* y,
                              std::uint8_t* argmax, float* scratch) {
   const Conversions convert = conversions_for(dtype);
-  const std::int64_t in_image = d.h * d.w * d.c, out_image = d.out_h() * d.out_w() * d.c;
-  // Whole images per thread: each widens its image into its share of the scratch, pools it in f32
-  // (the maximum is one of the inputs, so narrowing it back is exact) and narrows the result.
-#pragma omp parallel
-  {
-    float* x32 = scratch + static_cast<std::size_t>(omp_get_thread_num()) * static_cast<std::size_t>(in_image + out_image);
-    float* y32 = x32 + in_image;
-#pragma omp for schedule(static)
-    for (std::int64_t n = 0; n < d.n; ++n) {
-      convert.widen(x + n * in_image, x32, static_cast<std::size_t>(in_image));
-      Pool2dDesc one = d;
-      one.n = 1;
-      for (std::int64_t p = 0; p < d.out_h(); ++p) forward_row(one, p, x32, y32, argmax + n * out_image);
-      convert.narrow(y32, y + n * out_image, static_cast<std::size_t>(out_image));
-    }
-  }
+  Pool2dDesc one = d;
+  one.n = 1;
+  // Pooled in f32; the maximum is one of the inputs, so narrowing it back is exact.
+  for_each_image_in_scratch(d, scratch, [&](std::int64_t n, float* x32, float* y32) {
+    convert.widen(x + n * d.h * d.w * d.c, x32, static_cast<std::size_t>(d.h * d.w * d.c));
+    std::uint8_t* image_argmax = argmax + n * d.out_h() * d.out_w() * d.c;
+    for (std::int64_t p = 0; p < d.out_h(); ++p) forward_row(one, p, x32, y32, image_argmax);
+    convert.narrow(y32, y + n * d.out_h() * d.out_w() * d.c, static_cast<std::size_t>(d.out_h() * d.out_w() * d.c));
+  });
 }
 
 void maxpool_nhwc_backward_16(const Pool2dDesc& d, DType dtype, const std::uint16_t* dy, const std::uint8_t* argmax,
                               std::uint16_t* dx, float* scratch) {
   const Conversions convert = conversions_for(dtype);
-  const std::int64_t in_image = d.h * d.w * d.c, out_image = d.out_h() * d.out_w() * d.c;
   // Sums in f32, rounded once per input value, as the f32 path computes them.
-#pragma omp parallel
-  {
-    float* dx32 = scratch + static_cast<std::size_t>(omp_get_thread_num()) * static_cast<std::size_t>(in_image + out_image);
-    float* dy32 = dx32 + in_image;
-#pragma omp for schedule(static)
-    for (std::int64_t n = 0; n < d.n; ++n) {
-      convert.widen(dy + n * out_image, dy32, static_cast<std::size_t>(out_image));
-      backward_image(d, dy32, argmax + n * out_image, dx32);
-      convert.narrow(dx32, dx + n * in_image, static_cast<std::size_t>(in_image));
-    }
-  }
+  for_each_image_in_scratch(d, scratch, [&](std::int64_t n, float* dx32, float* dy32) {
+    const std::int64_t out_image = d.out_h() * d.out_w() * d.c;
+    convert.widen(dy + n * out_image, dy32, static_cast<std::size_t>(out_image));
+    backward_image(d, dy32, argmax + n * out_image, dx32);
+    convert.narrow(dx32, dx + n * d.h * d.w * d.c, static_cast<std::size_t>(d.h * d.w * d.c));
+  });
 }
 
 }  // namespace kiln::cpu
