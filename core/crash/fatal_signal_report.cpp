@@ -98,7 +98,7 @@ void describe_signal(Report& r, int sig, const siginfo_t* info) {
 void describe_position(Report& r) {
   const RunPosition p = run_position();
   if (p.phase != nullptr) {
-    r << "kiln: the run was " << p.phase;
+    r << "kiln: it happened while " << p.phase;
     if (p.epoch > 0) r << ", epoch " << p.epoch << "/" << p.epochs;
     if (p.step > 0) r << ", step " << p.step << "/" << p.steps;
     if (p.world > 1) r << " (rank " << p.rank << " of " << p.world << ")";
@@ -107,7 +107,7 @@ void describe_position(Report& r) {
   if (p.last_checkpoint != nullptr) {
     r << "kiln: checkpoints already written are complete (each is written aside and renamed); the last is "
       << p.last_checkpoint << ", and `kiln train --resume auto` continues from it\n";
-  } else if (p.phase != nullptr) {
+  } else if (p.epoch > 0) {  // training (kiln eval and predict write none)
     r << "kiln: this run had written no checkpoint yet\n";
   }
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kiln/config/config.hpp"
+#include "kiln/crash/crash_context.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/io/progress.hpp"
 #include "kiln/plugin/guarded.hpp"
@@ -183,7 +184,12 @@ EvalSums EvalSession::run(const LogitsCallback& on_logits) {
   progress.begin("eval", s.loader->steps_per_epoch());
   double seen = 0;
   EvalParts parts{s.backend.get(), s.model.get(), s.precision.get(), s.loader.get(), s.loss.get(), &s.boundary};
+  // For the fatal-signal report: the step is the batch being evaluated (the hook runs after each).
+  crash::set_phase("evaluating a checkpoint");
+  const std::int64_t steps = s.loader->steps_per_epoch();
+  crash::set_step(1, steps);
   parts.after_batch = [&](const data::Batch& batch) {
+    crash::set_step(std::min(batch.step + 2, steps), steps);
     seen += static_cast<double>(batch.valid_rows);  // one rank: its samples are all of them
     if (progress.due()) {
       const auto [loss_sum, correct] = s.loss->totals();

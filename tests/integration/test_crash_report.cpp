@@ -36,7 +36,7 @@ BOOST_AUTO_TEST_CASE(a_crash_in_a_plugin_names_the_call_the_position_and_the_las
                         "'crashes-in-read' (libkiln-fixture-crashes-in-read.so), read()\n") != std::string::npos,
              "stderr: " << r.err);
   // The first epoch's 32 reads succeed; the crash is the second epoch's first read.
-  BOOST_TEST(r.err.find("kiln: the run was training, epoch 2/2") != std::string::npos, "stderr: " << r.err);
+  BOOST_TEST(r.err.find("kiln: it happened while training, epoch 2/2") != std::string::npos, "stderr: " << r.err);
   const fs::path checkpoint = run_dir / "checkpoints" / "epoch-0001";
   BOOST_TEST(r.err.find("the last is " + checkpoint.string() + ", and `kiln train --resume auto` continues from it") !=
                  std::string::npos,
@@ -51,7 +51,7 @@ BOOST_AUTO_TEST_CASE(a_crash_before_any_checkpoint_says_there_is_none) {
   const auto r = train_on_crashing("crashes-at-once", scratch_dir() / "run-crashes-at-once");
   BOOST_TEST(r.status == kKilledBySegv, "exit status " << r.status << ", stderr: " << r.err);
   BOOST_TEST(r.err.find("during a call into data plugin 'crashes-at-once'") != std::string::npos, "stderr: " << r.err);
-  BOOST_TEST(r.err.find("kiln: the run was training, epoch 1/2") != std::string::npos, "stderr: " << r.err);
+  BOOST_TEST(r.err.find("kiln: it happened while training, epoch 1/2") != std::string::npos, "stderr: " << r.err);
   BOOST_TEST(r.err.find("kiln: this run had written no checkpoint yet\n") != std::string::npos, "stderr: " << r.err);
 }
 

@@ -45,7 +45,7 @@ class PluginCallScope {
 /// This thread's innermost plugin call, or null (read by the signal handler).
 const PluginCallFrame* current_plugin_call() noexcept;
 
-/// What the run is doing, as a phrase that completes "the run was ..." ("training",
+/// What the process is doing, as a phrase that completes "it happened while ..." ("training",
 /// "evaluating", "writing a checkpoint"). Must be a string literal (it is kept as a pointer).
 void set_phase(const char* phase) noexcept;
 

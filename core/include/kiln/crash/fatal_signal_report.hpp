@@ -2,10 +2,12 @@
 //
 // install_fatal_signal_report() (called once by `kiln`'s main) handles SIGSEGV, SIGBUS, SIGILL,
 // SIGFPE and SIGABRT: the handler writes what kiln/crash/crash_context.hpp recorded to stderr,
-//   kiln: fatal: SIGSEGV (invalid memory access at 0x0) in data plugin 'csv' (libkiln-data-csv.so), read()
-//   kiln: the run was training, epoch 2/10, step 17/938; checkpoints already written are complete
-//         (written aside and renamed); the last is runs/x/checkpoints/epoch-0001, and
-//         `kiln train --resume auto` continues from it
+//   kiln: fatal: SIGSEGV (invalid memory access at 0x0) during a call into data plugin 'csv'
+//         (libkiln-data-csv.so), read()
+//   kiln: it happened while training, epoch 2/10, step 17/938
+//   kiln: checkpoints already written are complete (each is written aside and renamed); the
+//         last is runs/x/checkpoints/epoch-0001, and `kiln train --resume auto` continues from it
+// (each on one line).
 // and then lets the signal take its default action, so the exit status (128 + signal in a shell,
 // "killed by signal" to `--nproc`'s supervisor), core dumps and debuggers are as they were. The
 // handler uses only async-signal-safe calls (write, raise) on memory prepared beforehand, and
