@@ -19,7 +19,7 @@
 namespace kiln::crash {
 
 /// Installs the handler for the five fatal signals. Signals whose disposition is not the default
-/// (a debugger's, a sanitizer's) are left alone.
+/// (a sanitizer's, an embedding program's) are left alone; a debugger sees the signal first anyway.
 void install_fatal_signal_report();
 
 }  // namespace kiln::crash
