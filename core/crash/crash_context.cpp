@@ -27,8 +27,9 @@ static_assert(std::atomic<const char*>::is_always_lock_free && std::atomic<std::
 
 }  // namespace
 
-PluginCallScope::PluginCallScope(PluginCallFrame& frame) noexcept : frame_(frame) {
-  frame_.outer = t_innermost;
+PluginCallScope::PluginCallScope(std::string_view kind, std::string_view name, std::string_view library,
+                                 std::string_view method) noexcept
+    : frame_{kind, name, library, method, t_innermost} {
   t_innermost = &frame_;
   // The handler runs on this thread: only the compiler must not sink the store past the call.
   std::atomic_signal_fence(std::memory_order_release);

@@ -65,7 +65,8 @@ void write_file_atomic(const fs::path& path, const std::string& contents) {
   // that the target is untouched, which is the question a user asks next.
   auto fail = [&](const std::string& what, int err) {
     ::unlink(tmp.c_str());
-    const bool replaces = fs::exists(path);
+    std::error_code ec;  // a failure to look is not worth hiding the write's own error
+    const bool replaces = fs::exists(path, ec);
     return IoError(fmt::format("{}: {}{}", what, std::strerror(err),
                                replaces ? "; the file it replaces is unchanged" : ""));
   };

@@ -41,6 +41,10 @@ void fold_tap(const float* __restrict in, float* __restrict best, std::uint8_t* 
   }
 }
 
+/// Elements of one image of x (and dx), and of y (and dy and the argmax).
+std::int64_t input_image(const Pool2dDesc& d) { return d.h * d.w * d.c; }
+std::int64_t output_image(const Pool2dDesc& d) { return d.out_h() * d.out_w() * d.c; }
+
 /// Output row `row` (= image n * out_h + p) of the forward: y's and argmax's row from x.
 void forward_row(const Pool2dDesc& d, std::int64_t row, const float* x, float* y, std::uint8_t* argmax) {
   const std::int64_t ph = d.out_h(), qw = d.out_w(), c = d.c;
@@ -69,7 +73,7 @@ void forward_row(const Pool2dDesc& d, std::int64_t row, const float* x, float* y
 /// channel; an input pixel's gradients are summed in output order.
 void backward_image(const Pool2dDesc& d, const float* dy, const std::uint8_t* argmax, float* dx) {
   const std::int64_t ph = d.out_h(), qw = d.out_w(), c = d.c;
-  std::fill(dx, dx + d.h * d.w * c, 0.0f);
+  std::fill(dx, dx + input_image(d), 0.0f);
   for (std::int64_t p = 0; p < ph; ++p) {
     for (std::int64_t q = 0; q < qw; ++q) {
       const float* g = dy + (p * qw + q) * c;
@@ -98,7 +102,7 @@ Conversions conversions_for(DType dtype) {
 /// the thread's share of `scratch`: an f32 input image (h*w*c) and an f32 output image.
 template <class PerImage>
 void for_each_image_in_scratch(const Pool2dDesc& d, float* scratch, PerImage&& f) {
-  const std::int64_t in_image = d.h * d.w * d.c, out_image = d.out_h() * d.out_w() * d.c;
+  const std::int64_t in_image = input_image(d), out_image = output_image(d);
 #pragma omp parallel
   {
     float* in32 = scratch + static_cast<std::size_t>(omp_get_thread_num()) * static_cast<std::size_t>(in_image + out_image);
@@ -123,7 +127,7 @@ void maxpool_nhwc_forward(const Pool2dDesc& d, const float* x, float* y, std::ui
 void maxpool_nhwc_backward(const Pool2dDesc& d, const float* dy, const std::uint8_t* argmax, float* dx) {
   // Windows overlap (stride below the kernel), so two outputs may add into one input pixel: each
   // thread takes whole images, which share nothing (one image runs on one thread).
-  const std::int64_t in_image = d.h * d.w * d.c, out_image = d.out_h() * d.out_w() * d.c;
+  const std::int64_t in_image = input_image(d), out_image = output_image(d);
 #pragma omp parallel for schedule(static)
   for (std::int64_t n = 0; n < d.n; ++n) {
     backward_image(d, dy + n * out_image, argmax + n * out_image, dx + n * in_image);
@@ -131,7 +135,7 @@ void maxpool_nhwc_backward(const Pool2dDesc& d, const float* dy, const std::uint
 }
 
 std::size_t maxpool_nhwc_16_scratch_floats(const Pool2dDesc& d, int threads) {
-  return static_cast<std::size_t>(threads) * static_cast<std::size_t>(d.h * d.w * d.c + d.out_h() * d.out_w() * d.c);
+  return static_cast<std::size_t>(threads) * static_cast<std::size_t>(input_image(d) + output_image(d));
 }
 
 void maxpool_nhwc_forward_16(const Pool2dDesc& d, DType dtype, const std::uint16_t* x, std::uint16_t* y,
@@ -140,11 +144,11 @@ void maxpool_nhwc_forward_16(const Pool2dDesc& d, DType dtype, const std::uint16
   Pool2dDesc one = d;
   one.n = 1;
   // Pooled in f32; the maximum is one of the inputs, so narrowing it back is exact.
+  const std::int64_t in_image = input_image(d), out_image = output_image(d);
   for_each_image_in_scratch(d, scratch, [&](std::int64_t n, float* x32, float* y32) {
-    convert.widen(x + n * d.h * d.w * d.c, x32, static_cast<std::size_t>(d.h * d.w * d.c));
-    std::uint8_t* image_argmax = argmax + n * d.out_h() * d.out_w() * d.c;
-    for (std::int64_t p = 0; p < d.out_h(); ++p) forward_row(one, p, x32, y32, image_argmax);
-    convert.narrow(y32, y + n * d.out_h() * d.out_w() * d.c, static_cast<std::size_t>(d.out_h() * d.out_w() * d.c));
+    convert.widen(x + n * in_image, x32, static_cast<std::size_t>(in_image));
+    for (std::int64_t p = 0; p < d.out_h(); ++p) forward_row(one, p, x32, y32, argmax + n * out_image);
+    convert.narrow(y32, y + n * out_image, static_cast<std::size_t>(out_image));
   });
 }
 
@@ -152,11 +156,11 @@ void maxpool_nhwc_backward_16(const Pool2dDesc& d, DType dtype, const std::uint1
                               std::uint16_t* dx, float* scratch) {
   const Conversions convert = conversions_for(dtype);
   // Sums in f32, rounded once per input value, as the f32 path computes them.
+  const std::int64_t in_image = input_image(d), out_image = output_image(d);
   for_each_image_in_scratch(d, scratch, [&](std::int64_t n, float* dx32, float* dy32) {
-    const std::int64_t out_image = d.out_h() * d.out_w() * d.c;
     convert.widen(dy + n * out_image, dy32, static_cast<std::size_t>(out_image));
     backward_image(d, dy32, argmax + n * out_image, dx32);
-    convert.narrow(dx32, dx + n * d.h * d.w * d.c, static_cast<std::size_t>(d.h * d.w * d.c));
+    convert.narrow(dx32, dx + n * in_image, static_cast<std::size_t>(in_image));
   });
 }
 

@@ -30,16 +30,18 @@ struct PluginCallFrame {
   const PluginCallFrame* outer = nullptr;
 };
 
-/// Makes `frame` this thread's innermost plugin call until the scope ends.
+/// Makes this call this thread's innermost plugin call until the scope ends (the frame lives in
+/// the scope object, on the caller's stack).
 class PluginCallScope {
  public:
-  explicit PluginCallScope(PluginCallFrame& frame) noexcept;
+  PluginCallScope(std::string_view kind, std::string_view name, std::string_view library,
+                  std::string_view method) noexcept;
   ~PluginCallScope();
   PluginCallScope(const PluginCallScope&) = delete;
   PluginCallScope& operator=(const PluginCallScope&) = delete;
 
  private:
-  PluginCallFrame& frame_;
+  PluginCallFrame frame_;
 };
 
 /// This thread's innermost plugin call, or null (read by the signal handler).
@@ -76,7 +78,7 @@ void set_last_checkpoint(std::string_view path) noexcept;
 struct RunPosition {
   const char* phase = nullptr;  ///< null: no phase recorded (not inside a run)
   std::int64_t epoch = 0, epochs = 0, step = 0, steps = 0, rank = 0, world = 1;
-  const char* last_checkpoint = nullptr;  ///< null: none written yet by this process
+  const char* last_checkpoint = nullptr;  ///< null: none written (or resumed from) by this process
 };
 RunPosition run_position() noexcept;
 

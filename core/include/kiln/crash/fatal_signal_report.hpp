@@ -7,8 +7,7 @@
 //   kiln: it happened while training, epoch 2/10, step 17/938
 //   kiln: checkpoints already written are complete (each is written aside and renamed); the
 //         last is runs/x/checkpoints/epoch-0001, and `kiln train --resume auto` continues from it
-// (each on one line).
-// and then lets the signal take its default action, so the exit status (128 + signal in a shell,
+// (each on one line), and then lets the signal take its default action, so the exit status (128 + signal in a shell,
 // "killed by signal" to `--nproc`'s supervisor), core dumps and debuggers are as they were. The
 // handler uses only async-signal-safe calls (write, raise) on memory prepared beforehand, and
 // runs on an alternate stack on the main thread, so a stack overflow there is reported too.

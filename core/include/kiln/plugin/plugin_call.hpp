@@ -52,8 +52,7 @@ PluginOrigin origin_of(const PluginInfo& info);
 /// Runs `call` (a call into the plugin object made by `origin`) and locates what it throws.
 template <class F>
 decltype(auto) plugin_call(const PluginOrigin& origin, std::string_view method, F&& call) {
-  crash::PluginCallFrame frame{origin.kind, origin.name, origin.library, method};
-  const crash::PluginCallScope in_call(frame);
+  const crash::PluginCallScope in_call(origin.kind, origin.name, origin.library, method);
   try {
     return std::forward<F>(call)();
   } catch (...) {
