@@ -16,14 +16,6 @@ set(KILN_TEST_PCH_HEADERS
     <boost/test/unit_test.hpp> <algorithm> <cmath> <cstdint> <cstring> <filesystem> <fstream>
     <functional> <map> <memory> <random> <sstream> <string> <vector>)
 
-# ccache passes over (compiles uncached) every source that uses a precompiled header unless its
-# sloppiness includes pch_defines and time_macros (ccache's manual, "Precompiled headers"); the
-# targets that use one are given a launcher that says so.
-if(CMAKE_CXX_COMPILER_LAUNCHER MATCHES "ccache")
-  set(KILN_TEST_PCH_LAUNCHER ${CMAKE_COMMAND} -E env CCACHE_SLOPPINESS=pch_defines,time_macros
-      ${CMAKE_CXX_COMPILER_LAUNCHER})
-endif()
-
 function(kiln_test_pch_owner name)
   # The owner's own source is empty: CMake compiles a precompiled header only for a target with a
   # source of that language.
@@ -34,10 +26,7 @@ function(kiln_test_pch_owner name)
   if(CMAKE_POSITION_INDEPENDENT_CODE)
     target_compile_options(${name} PRIVATE ${CMAKE_CXX_COMPILE_OPTIONS_PIE})
   endif()
-  target_precompile_headers(${name} PRIVATE ${KILN_TEST_PCH_HEADERS})
-  if(KILN_TEST_PCH_LAUNCHER)
-    set_target_properties(${name} PROPERTIES CXX_COMPILER_LAUNCHER "${KILN_TEST_PCH_LAUNCHER}")
-  endif()
+  kiln_precompile_headers(${name} ${KILN_TEST_PCH_HEADERS})  # cmake/KilnPrecompiledHeaders.cmake
 endfunction()
 
 kiln_test_pch_owner(kiln_test_pch)
@@ -70,12 +59,15 @@ function(kiln_test_use_pch target)
   if(users EQUAL 0)
     return()
   endif()
-  if(KILN_TEST_PCH_LAUNCHER)
-    set_target_properties(${target} PROPERTIES CXX_COMPILER_LAUNCHER "${KILN_TEST_PCH_LAUNCHER}")
-  endif()
   if(ARG_OWN)
-    target_precompile_headers(${target} PRIVATE ${KILN_TEST_PCH_HEADERS})
-  elseif(ARG_OPENMP)
+    kiln_precompile_headers(${target} ${KILN_TEST_PCH_HEADERS})
+    return()
+  endif()
+  # The launcher that lets ccache cache these sources (cmake/KilnPrecompiledHeaders.cmake).
+  if(KILN_PCH_LAUNCHER)
+    set_target_properties(${target} PROPERTIES CXX_COMPILER_LAUNCHER "${KILN_PCH_LAUNCHER}")
+  endif()
+  if(ARG_OPENMP)
     target_precompile_headers(${target} REUSE_FROM kiln_test_pch_openmp)
   else()
     target_precompile_headers(${target} REUSE_FROM kiln_test_pch)
