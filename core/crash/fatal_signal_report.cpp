@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "kiln/crash/crash_context.hpp"
+#include "kiln/crash/thread_signal_stack.hpp"
 
 namespace kiln::crash {
 namespace {
@@ -66,16 +67,21 @@ Report g_report;  // static: the handler may run on a small alternate stack
 
 constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 
-// The main thread's alternate stack, so a stack overflow there can still be reported (other
-// threads have none: an overflow on a loader worker dies with the default action, unreported).
+// The main thread's alternate stack, so a stack overflow there can still be reported (the data
+// loader's workers make their own: kiln/crash/thread_signal_stack.hpp).
 alignas(16) char g_alt_stack[64 * 1024];
 
 void describe_signal(Report& r, int sig, const siginfo_t* info) {
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(info ? info->si_addr : nullptr);
   switch (sig) {
     case SIGSEGV:
-      r << "SIGSEGV (invalid memory access at ";
-      r.hex(address) << ")";
+      if (is_stack_overflow_fault(info ? info->si_addr : nullptr)) {
+        r << "SIGSEGV (stack overflow: this thread's stack is used up, at ";
+        r.hex(address) << "; endless or too deep recursion?)";
+      } else {
+        r << "SIGSEGV (invalid memory access at ";
+        r.hex(address) << ")";
+      }
       break;
     case SIGBUS:
       r << "SIGBUS (bus error at ";
@@ -133,6 +139,7 @@ extern "C" void report_fatal_signal(int sig, siginfo_t* info, void*) {
 }  // namespace
 
 void install_fatal_signal_report() {
+  note_thread_stack();
   stack_t alt{};
   alt.ss_sp = g_alt_stack;
   alt.ss_size = sizeof(g_alt_stack);

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <thread>
 
+#include "kiln/crash/thread_signal_stack.hpp"
 #include "kiln/data/data_loader.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/rng.hpp"
@@ -156,7 +157,11 @@ void DataLoader::Impl::start_workers(int count) {
   num_workers = count;
   threads.reserve(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) {
-    threads.emplace_back([this] { worker_loop(); });
+    threads.emplace_back([this] {
+      // A data source's read() runs here: a stack overflow in it is reported, not silent.
+      const crash::ThreadSignalStack signal_stack;
+      worker_loop();
+    });
     const std::string name = fmt::format("kiln-data-{}", i);  // shows up in top/gdb
     pthread_setname_np(threads.back().native_handle(), name.substr(0, 15).c_str());
   }

@@ -55,4 +55,18 @@ BOOST_AUTO_TEST_CASE(a_crash_before_any_checkpoint_says_there_is_none) {
   BOOST_TEST(r.err.find("kiln: this run had written no checkpoint yet\n") != std::string::npos, "stderr: " << r.err);
 }
 
+BOOST_AUTO_TEST_CASE(a_stack_overflow_on_a_loader_worker_is_reported_too) {
+  // The handler runs on the worker's alternate signal stack (kiln/crash/thread_signal_stack.hpp);
+  // without one the overflowed thread had no room for it and the process died unreported.
+  const auto r = train_on_crashing("overflows-stack", scratch_dir() / "run-overflows-stack");
+  BOOST_TEST(r.status == kKilledBySegv, "exit status " << r.status << ", stderr: " << r.err);
+  BOOST_TEST(r.err.find("kiln: fatal: SIGSEGV (stack overflow: this thread's stack is used up, at 0x") !=
+                 std::string::npos,
+             "stderr: " << r.err);
+  BOOST_TEST(r.err.find("during a call into data plugin 'overflows-stack' (libkiln-fixture-overflows-stack.so), "
+                        "read()\n") != std::string::npos,
+             "stderr: " << r.err);
+  BOOST_TEST(r.err.find("kiln: it happened while training, epoch 1/2") != std::string::npos, "stderr: " << r.err);
+}
+
 }  // namespace

@@ -10,7 +10,8 @@
 // (each on one line), and then lets the signal take its default action, so the exit status (128 + signal in a shell,
 // "killed by signal" to `--nproc`'s supervisor), core dumps and debuggers are as they were. The
 // handler uses only async-signal-safe calls (write, raise) on memory prepared beforehand, and
-// runs on an alternate stack on the main thread, so a stack overflow there is reported too.
+// runs on an alternate stack on the main thread and on the data loader's workers
+// (kiln/crash/thread_signal_stack.hpp), so a stack overflow there is reported too.
 // A second crash while reporting (or one on another thread at the same moment) gets the default
 // action at once: the handler is installed with SA_RESETHAND.
 #pragma once
