@@ -1,12 +1,13 @@
-# Precompiled headers for Kiln's own largest targets (libkiln_core, the kiln executable, the cpu
-# backend; the tests have theirs in tests/test_pch.cmake). Every build compiles Kiln from scratch
-# more than once in CI -- the main build, the sanitizer build and the container image's -- and
-# parsing the standard library, fmt, Boost.Program_options and oneDNN's C++ header was about a
-# third of each of these targets' sources' compile time (docs/building.md has the figures).
+# Precompiled headers for Kiln's own largest targets (libkiln_core, the kiln CLI's commands,
+# libkiln_sdk, the cpu backend; the tests have theirs in tests/test_pch.cmake). CI compiles Kiln
+# from scratch more than once -- the main build, the sanitizer build and the container image's --
+# and parsing the standard library, fmt, Boost.Program_options and oneDNN's C++ header was about a
+# third of these targets' compile time (docs/building.md has the figures).
 #
 # Only third-party and standard headers go in: a Kiln header in a precompiled header would make
-# every source of the target recompile when it changes. The SDK's library gets none: its headers
-# are installed, and a force-included header would hide one that forgets an #include.
+# every source of the target recompile when it changes. The header is force-included, so a source
+# that forgets one of these #includes still compiles; for the installed SDK headers, which plugin
+# authors include on their own, tests/sdk/check_plugin_boundary.sh compiles each one alone.
 include_guard(GLOBAL)
 
 # ccache passes over (compiles uncached) every source that uses a precompiled header unless its

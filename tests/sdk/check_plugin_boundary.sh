@@ -5,9 +5,11 @@
 #      or a host-only SDK header (sdk/internal/) -- and no plugin includes a file of another
 #      plugin's folder;
 #   2. every built plugin library links libkiln_sdk and not libkiln_core (readelf -d);
-#   3. the install ships exactly the contract's and the SDK's headers under include/kiln.
-# Step 1 also runs once on a copy of the tree with a core include planted in a plugin, and must
-# fail there: a checker that never fails would pass everything.
+#   3. the install ships exactly the contract's and the SDK's headers under include/kiln;
+#   4. each installed header compiles on its own (a plugin may include any one of them first):
+#      none relies on another #include coming before it, nor on a header the install lacks.
+# Steps 1 and 4 also run once on a planted mistake (a core include in a plugin, a header missing
+# an #include), and must fail there: a checker that never fails would pass everything.
 # Usage: check_plugin_boundary.sh <kiln build dir> <kiln source dir>
 set -euo pipefail
 
@@ -68,4 +70,32 @@ if [[ $installed != "$expected" ]]; then
   fail "the installed headers differ from interfaces/ + sdk/include/ (left: expected, right: installed)"
 fi
 echo "$installed" | sed 's/^/  include\//'
-echo "OK: $count plugins, $(wc -l <<< "$installed") installed headers"
+
+# header_compiles_alone <include dir> <header>: a source holding only `#include <header>`
+# compiles (syntax only, C++20 as the SDK requires), with nothing but <include dir> added and the
+# one definition kiln_add_plugin() gives every plugin (kiln/sdk/plugin.hpp refuses to compile
+# without a contract fingerprint; any value does for this).
+header_compiles_alone() {
+  printf '#include <%s>\n' "$2" |
+    "${CXX:-c++}" -std=c++20 -fsyntax-only -DKILN_CONTRACT_FINGERPRINT='"0000000000000000"' -I"$1" -x c++ - 2>&1
+}
+export -f header_compiles_alone
+
+step "each installed header compiles on its own"
+failures=$(cd "$prefix/include" && find kiln -type f -name '*.h*' | sort |
+  xargs -P "$(nproc)" -I{} bash -c 'header_compiles_alone "$1" "$2" > /dev/null || echo "$2"' _ "$prefix/include" {})
+if [[ -n $failures ]]; then
+  while read -r header; do
+    echo "--- include/$header alone:"
+    header_compiles_alone "$prefix/include" "$header" | head -n 20
+  done <<< "$failures"
+  fail "installed headers that do not compile on their own: $(tr '\n' ' ' <<< "$failures")"
+fi
+
+step "the header check catches a planted header that forgets an #include"
+mkdir -p "$work/planted/kiln"
+printf '#pragma once\ninline std::string planted_name() { return "x"; }\n' > "$work/planted/kiln/planted.hpp"
+if header_compiles_alone "$work/planted" kiln/planted.hpp > /dev/null; then
+  fail "the header check passed a header that uses std::string without <string>"
+fi
+echo "OK: $count plugins, $(wc -l <<< "$installed") installed headers, each compiles on its own"
