@@ -42,7 +42,7 @@ void note_thread_stack() noexcept {
 bool is_stack_overflow_fault(const void* address) noexcept {
   const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(address);
   const std::uintptr_t low = t_stack_low;
-  // The last page of the stack itself too: a fault there means the stack pointer went below it.
+  // One page above the low end too, in case the bounds glibc reports include the guard page.
   return low > kOverflowReach && a < low + 4096 && a >= low - kOverflowReach;
 }
 
