@@ -67,10 +67,6 @@ Report g_report;  // static: the handler may run on a small alternate stack
 
 constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 
-// The main thread's alternate stack, so a stack overflow there can still be reported (the data
-// loader's workers make their own: kiln/crash/thread_signal_stack.hpp).
-alignas(16) char g_alt_stack[64 * 1024];
-
 void describe_signal(Report& r, int sig, const siginfo_t* info) {
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(info ? info->si_addr : nullptr);
   switch (sig) {
@@ -139,11 +135,10 @@ extern "C" void report_fatal_signal(int sig, siginfo_t* info, void*) {
 }  // namespace
 
 void install_fatal_signal_report() {
-  note_thread_stack();
-  stack_t alt{};
-  alt.ss_sp = g_alt_stack;
-  alt.ss_size = sizeof(g_alt_stack);
-  const bool have_alt_stack = ::sigaltstack(&alt, nullptr) == 0;
+  // The main thread's alternate stack, so that a stack overflow there is reported too (the data
+  // loader's workers make their own). Never destroyed: it must outlive everything that can crash.
+  static const ThreadSignalStack* const main_thread_stack = new ThreadSignalStack;
+  (void)main_thread_stack;
 
   for (const int sig : kFatalSignals) {
     struct sigaction old {};
@@ -153,7 +148,9 @@ void install_fatal_signal_report() {
     struct sigaction act {};
     act.sa_sigaction = report_fatal_signal;
     sigemptyset(&act.sa_mask);
-    act.sa_flags = SA_SIGINFO | SA_RESETHAND | (have_alt_stack ? SA_ONSTACK : 0);
+    // SA_ONSTACK: on a thread that has an alternate stack the handler runs there; on one that
+    // has none (or where making it failed), on the thread's own stack as usual.
+    act.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK;
     ::sigaction(sig, &act, nullptr);
   }
 }

@@ -12,9 +12,9 @@
 namespace kiln::crash {
 namespace {
 
-// The report is formatted into static memory, so the handler needs little stack; 64 KiB is what
-// the main thread gets too, and at least what the kernel asks for on this CPU (AVX-512 state makes
-// a signal frame several KiB: glibc's _SC_SIGSTKSZ says how many).
+// The report is formatted into static memory, so the handler needs little stack: 64 KiB, or what
+// the kernel asks for on this CPU if more (AVX-512 state makes a signal frame several KiB; glibc's
+// _SC_SIGSTKSZ says how many).
 std::size_t signal_stack_size() {
   const long asked = ::sysconf(_SC_SIGSTKSZ);
   return std::max<std::size_t>(64 * 1024, asked > 0 ? static_cast<std::size_t>(asked) : 0);
@@ -28,8 +28,7 @@ std::size_t signal_stack_size() {
 // enough to step over it (a function with a big local array) into the unmapped space below.
 constexpr std::uintptr_t kOverflowReach = 1024 * 1024;
 
-}  // namespace
-
+// Records where the calling thread's stack ends, for is_stack_overflow_fault().
 void note_thread_stack() noexcept {
   pthread_attr_t attr;
   if (::pthread_getattr_np(::pthread_self(), &attr) != 0) return;
@@ -38,6 +37,8 @@ void note_thread_stack() noexcept {
   if (::pthread_attr_getstack(&attr, &low, &size) == 0) t_stack_low = reinterpret_cast<std::uintptr_t>(low);
   ::pthread_attr_destroy(&attr);
 }
+
+}  // namespace
 
 bool is_stack_overflow_fault(const void* address) noexcept {
   const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(address);
@@ -54,7 +55,7 @@ ThreadSignalStack::ThreadSignalStack() {
   stack_t alt{};
   alt.ss_sp = memory;
   alt.ss_size = size;
-  if (::sigaltstack(&alt, nullptr) != 0) {
+  if (::sigaltstack(&alt, &previous_) != 0) {
     ::munmap(memory, size);
     return;
   }
@@ -64,10 +65,9 @@ ThreadSignalStack::ThreadSignalStack() {
 
 ThreadSignalStack::~ThreadSignalStack() {
   if (memory_ == nullptr) return;
-  // Off before the memory goes: a signal after munmap() would otherwise be delivered onto it.
-  stack_t off{};
-  off.ss_flags = SS_DISABLE;
-  ::sigaltstack(&off, nullptr);
+  // The previous one back (or none) before the memory goes: a signal after munmap() would
+  // otherwise be delivered onto it.
+  ::sigaltstack(&previous_, nullptr);
   ::munmap(memory_, size_);
 }
 

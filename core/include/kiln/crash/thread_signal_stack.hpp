@@ -10,6 +10,8 @@
 // tells a stack overflow from another invalid access by where it faulted (below).
 #pragma once
 
+#include <signal.h>
+
 #include <cstddef>
 
 namespace kiln::crash {
@@ -17,28 +19,23 @@ namespace kiln::crash {
 class ThreadSignalStack {
  public:
   /// Gives the calling thread an alternate signal stack until this object is destroyed, on the
-  /// same thread. If memory or sigaltstack() refuses, the thread simply has none (an overflow then
-  /// goes unreported, as before); nothing else depends on it.
+  /// same thread, which then gets back the one it had before (a sanitizer's, or none). If memory
+  /// or sigaltstack() refuses, the thread keeps what it had (an overflow then goes unreported,
+  /// as before); nothing else depends on it.
   ThreadSignalStack();
   ~ThreadSignalStack();
   ThreadSignalStack(const ThreadSignalStack&) = delete;
   ThreadSignalStack& operator=(const ThreadSignalStack&) = delete;
 
-  /// Whether the thread has this alternate stack now.
-  bool installed() const noexcept { return memory_ != nullptr; }
-
  private:
   void* memory_ = nullptr;
   std::size_t size_ = 0;
+  stack_t previous_{};
 };
 
-/// Records where the calling thread's stack ends, for is_stack_overflow_fault(). A
-/// ThreadSignalStack does this for its thread; install_fatal_signal_report() for the main thread.
-void note_thread_stack() noexcept;
-
 /// Whether `address` (a SIGSEGV's) lies in the guard region just below the calling thread's
-/// stack, where a stack overflow faults. Async-signal-safe. False on a thread whose stack was
-/// never noted.
+/// stack, where a stack overflow faults. Async-signal-safe. False on a thread that never made a
+/// ThreadSignalStack (which notes where its thread's stack ends).
 bool is_stack_overflow_fault(const void* address) noexcept;
 
 }  // namespace kiln::crash
