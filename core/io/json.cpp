@@ -102,7 +102,7 @@ class Parser {
         skip_ws();
         std::string key = string();
         expect(':');
-        v.object.emplace_back(std::move(key), value(depth + 1));
+        v.object.push_back({std::move(key), value(depth + 1)});
       } while (eat(','));
       expect('}');
     } else if (c == '[') {

@@ -100,7 +100,7 @@ BOOST_AUTO_TEST_CASE(a_record_describes_the_window_since_the_previous_one) {
   const auto records = read_records(dir / "metrics.jsonl");
   BOOST_REQUIRE(records.size() == 3u);
   const JsonValue& r = records[0];
-  BOOST_TEST(r.object[0].first == "wall_time");  // first, from the writer's clock
+  BOOST_TEST(r.object[0].key == "wall_time");  // first, from the writer's clock
   BOOST_TEST(number(r, "wall_time") == 1.7e9 + 0.25);
   BOOST_TEST(field(r, "split").text == "train_step");
   BOOST_TEST(number(r, "epoch") == 1);
@@ -168,7 +168,7 @@ BOOST_AUTO_TEST_CASE(non_finite_numbers_are_null_in_json) {
       .add("c", 1.0);
   BOOST_TEST(r.to_json() == R"({"loss": null, "a": null, "b": null, "c": 1.0})");
   // Strict JSON: Kiln's own strict reader takes it.
-  BOOST_TEST((kiln::io::parse_json(r.to_json(), "record").object[0].second.kind == JsonValue::Kind::null));
+  BOOST_TEST((kiln::io::parse_json(r.to_json(), "record").object[0].value.kind == JsonValue::Kind::null));
 }
 
 BOOST_AUTO_TEST_CASE(a_record_with_its_own_wall_time_keeps_it) {

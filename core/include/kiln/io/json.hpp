@@ -12,15 +12,24 @@
 
 namespace kiln::io {
 
+struct JsonMember;
+
 struct JsonValue {
   enum class Kind : std::uint8_t { null, boolean, number, string, array, object } kind = Kind::null;
   bool boolean = false;
   std::string text;  ///< string contents, or the number's literal text
   std::vector<JsonValue> array;
-  std::vector<std::pair<std::string, JsonValue>> object;  ///< in document order (duplicates kept)
+  std::vector<JsonMember> object;  ///< in document order (duplicates kept)
 
   /// The number as a non-negative integer; throws DataError (naming `what`) otherwise.
   std::uint64_t as_uint(const std::string& what) const;
+};
+
+/// One member of an object. A struct rather than std::pair<std::string, JsonValue>: clang with
+/// libstdc++ rejects that pair as a member of JsonValue while JsonValue is still incomplete.
+struct JsonMember {
+  std::string key;
+  JsonValue value;
 };
 
 /// `text` as a JSON string literal, quotes included: `"` and `\` escaped, \b \f \n \r \t in their
