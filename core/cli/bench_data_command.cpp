@@ -84,8 +84,8 @@ int run_bench_data_command(const std::vector<std::string>& args, std::ostream& o
   (void)cfg.validate("log", train::log_schema());
   (void)cfg.validate("dist", train::dist_schema());
   (void)cfg.validate("checkpoint", train::checkpoint_schema());
-  (void)cfg.validate("optimizer", train::optimizer_schema(cfg.plugin_type("optimizer", "adam")));
-  (void)cfg.plugin_type("schedule", "constant");
+  (void)cfg.validate("optimizer", train::optimizer_schema(cfg.plugin_type("optimizer", "adam", train::optimizer_types())));
+  (void)cfg.plugin_type("schedule", "constant", train::schedule_types());
   (void)cfg.validate("schedule", train::schedule_schema());
 
   std::vector<std::filesystem::path> dirs(plugin_paths.begin(), plugin_paths.end());

@@ -6,6 +6,7 @@
 // so `--set comm.type=gloo` and `--set run.run_dir=runs/x` need no quoting.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -306,6 +307,21 @@ std::string Config::plugin_type(std::string_view table, std::string_view fallbac
     return std::string(fallback);
   }
   return plugin_type(table);
+}
+
+std::string Config::plugin_type(std::string_view table, std::string_view fallback,
+                                std::span<const std::string_view> choices) const {
+  std::string type = plugin_type(table, fallback);
+  const std::vector<std::string> names(choices.begin(), choices.end());
+  if (std::find(names.begin(), names.end(), type) != names.end()) return type;
+  const Impl& I = *impl_;
+  const std::string path = fmt::format("{}.type", table);
+  const toml::node* node = I.find(path, path);  // there: the fallback is one of the choices
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  throw ConfigError(fmt::format("{}: [{}] type = '{}' is not one of {}{}",
+                                I.where(path, node != nullptr ? node->source() : toml::source_region{}), table,
+                                type, list, did_you_mean(type, names)));
 }
 
 }  // namespace kiln::config

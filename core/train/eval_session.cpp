@@ -95,9 +95,9 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
   (void)cfg.validate("dist", dist_schema());
   (void)cfg.validate("checkpoint", checkpoint_schema());
   (void)cfg.validate("early_stop", early_stop_schema());
-  const std::string optimizer_type = cfg.plugin_type("optimizer", "adam");
+  const std::string optimizer_type = cfg.plugin_type("optimizer", "adam", optimizer_types());
   const ParamMap optimizer = cfg.validate("optimizer", optimizer_schema(optimizer_type));
-  (void)cfg.plugin_type("schedule", "constant");
+  (void)cfg.plugin_type("schedule", "constant", schedule_types());
   (void)cfg.validate("schedule", schedule_schema());
 
   plugin::Registry registry(plugin::default_search_path(request.plugin_dirs));

@@ -22,6 +22,11 @@ constexpr kiln_param_spec_v1 kScheduleSchema[] = {
 
 std::span<const kiln_param_spec_v1> schedule_schema() { return kScheduleSchema; }
 
+std::span<const std::string_view> schedule_types() {
+  static constexpr std::string_view kTypes[] = {"constant", "cosine", "step"};
+  return kTypes;
+}
+
 LrSchedule::LrSchedule(const std::string& type, const ParamMap& t, double base_lr,
                        std::int64_t steps_per_epoch, std::int64_t epochs)
     : base_lr_(base_lr), min_lr_(t.get_float("min_lr")), gamma_(t.get_float("gamma")),

@@ -117,6 +117,11 @@ class Adam final : public Optimizer {
 
 }  // namespace
 
+std::span<const std::string_view> optimizer_types() {
+  static constexpr std::string_view kTypes[] = {"sgd", "adam", "adamw"};
+  return kTypes;
+}
+
 std::span<const kiln_param_spec_v1> optimizer_schema(const std::string& type) {
   if (type == "sgd") return kSgdSchema;
   if (type == "adam" || type == "adamw") return kAdamSchema;

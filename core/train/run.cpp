@@ -147,9 +147,9 @@ RunOutcome run_training(const TrainCommand& command) {
   const ParamMap early_stop = cfg.validate("early_stop", early_stop_schema());
   log::configure(ranks, log::parse_level(logt.get_string("level")));
 
-  const std::string optimizer_type = cfg.plugin_type("optimizer", "adam");
+  const std::string optimizer_type = cfg.plugin_type("optimizer", "adam", optimizer_types());
   const ParamMap optimizer = cfg.validate("optimizer", optimizer_schema(optimizer_type));
-  const std::string schedule_type = cfg.plugin_type("schedule", "constant");
+  const std::string schedule_type = cfg.plugin_type("schedule", "constant", schedule_types());
   const ParamMap schedule = cfg.validate("schedule", schedule_schema());
 
   plugin::Registry registry(plugin::default_search_path(command.plugin_dirs));

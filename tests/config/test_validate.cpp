@@ -187,4 +187,19 @@ BOOST_AUTO_TEST_CASE(string_list_choices_name_the_element) {
              msg);
 }
 
+// The core's own types ([optimizer], [schedule]) are checked where the type is written: found by
+// tests/fuzz (a mutated type said "optimizer.type = '{gd' is not one of ..." with no file or line).
+BOOST_AUTO_TEST_CASE(a_core_type_outside_its_choices_names_file_and_line) {
+  static constexpr std::string_view kTypes[] = {"sgd", "adam", "adamw"};
+  Config cfg = parse("[run]\nepochs = 1\n[optimizer]\ntype = \"adamm\"\n");
+  std::string msg = message_of<ConfigError>([&] { cfg.plugin_type("optimizer", "adam", kTypes); });
+  BOOST_TEST(msg == "run.toml:4:8: [optimizer] type = 'adamm' is not one of sgd, adam, adamw (did you mean 'adam'?)",
+             msg);
+  Config overridden = parse("[optimizer]\ntype = \"sgd\"\n", {"optimizer.type=lamb"});
+  msg = message_of<ConfigError>([&] { overridden.plugin_type("optimizer", "adam", kTypes); });
+  BOOST_TEST(msg.find("--set optimizer.type: [optimizer] type = 'lamb' is not one of") == 0, msg);
+  Config absent = parse("[run]\nepochs = 1\n");
+  BOOST_TEST(absent.plugin_type("optimizer", "adam", kTypes) == "adam");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -52,6 +52,10 @@ class Config {
   /// such as [precision] defaulting to "fp32"); resolved_toml() then writes type = fallback.
   /// A `type` that is not a string is still an error.
   std::string plugin_type(std::string_view table, std::string_view fallback) const;
+  /// Same, for a table whose types the core implements itself ([optimizer], [schedule]): a type
+  /// not in `choices` is a ConfigError at the key's file:line, with a "did you mean".
+  std::string plugin_type(std::string_view table, std::string_view fallback,
+                          std::span<const std::string_view> choices) const;
   /// Validates `table` against `schema` and returns its values with defaults filled in. A table
   /// is a plugin table once plugin_type() was asked for it (the wiring always does so first, to
   /// pick the schema): there the key `type` is allowed, not returned, and kept for

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/params.hpp"
@@ -18,7 +19,9 @@
 
 namespace kiln::train {
 
-/// Keys of the [schedule] table (besides `type`: "constant", "cosine" or "step").
+/// The [schedule] types: "constant", "cosine", "step" (for Config::plugin_type's check).
+std::span<const std::string_view> schedule_types();
+/// Keys of the [schedule] table (besides `type`, one of schedule_types()).
 std::span<const kiln_param_spec_v1> schedule_schema();
 
 class LrSchedule {

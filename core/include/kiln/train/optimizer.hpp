@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/backend.hpp"
@@ -20,7 +21,9 @@
 
 namespace kiln::train {
 
-/// Keys of the [optimizer] table for `type` ("sgd", "adam" or "adamw"; `type` itself excluded).
+/// The [optimizer] types: "sgd", "adam", "adamw" (for Config::plugin_type's check).
+std::span<const std::string_view> optimizer_types();
+/// Keys of the [optimizer] table for `type` (one of optimizer_types(); `type` itself excluded).
 /// Throws ConfigError for another type.
 std::span<const kiln_param_spec_v1> optimizer_schema(const std::string& type);
 
