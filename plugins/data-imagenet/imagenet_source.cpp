@@ -4,16 +4,14 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <filesystem>
 #include <span>
 
 #include "example_proto.hpp"
 #include "file_util.hpp"
-#include "jpeg_decoder.hpp"
+#include "sample_decode.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/sdk/log.hpp"
-#include "kiln/rng.hpp"
 
 namespace kiln::imagenet {
 namespace {
@@ -243,19 +241,7 @@ void ImagenetSource::read_one(std::int64_t index, std::uint64_t seed, void* pixe
     *label = static_cast<std::int32_t>(l);
   }
 
-  const JpegHeader header = read_jpeg_header(image, max_pixels_, where);
-  SampleRng rng(seed);
-  const CropPlan plan = plan_crop(transform_, header.width, header.height, rng);
-  const int denom = decode_scaled_ ? pick_scale_denom(plan.rect.w, plan.rect.h, transform_.size) : 1;
-  // The crop in scaled-image coordinates, and the whole pixels it touches.
-  const double f = 1.0 / denom;
-  const CropRect scaled{plan.rect.x * f, plan.rect.y * f, plan.rect.w * f, plan.rect.h * f};
-  const DecodedRegion region = decode_jpeg_region(
-      image, header, denom, static_cast<int>(std::floor(scaled.x)), static_cast<int>(std::floor(scaled.y)),
-      static_cast<int>(std::ceil(scaled.x + scaled.w)), static_cast<int>(std::ceil(scaled.y + scaled.h)),
-      rgb, where);
-  const CropRect local{scaled.x - region.x, scaled.y - region.y, scaled.w, scaled.h};
-  resample(rgb.data(), region.width, region.height, local, plan.flip, transform_, pixels);
+  decode_sample(image, where, transform_, max_pixels_, decode_scaled_, seed, rgb, pixels);
 }
 
 }  // namespace kiln::imagenet
