@@ -6,7 +6,8 @@
 # What is built is limited to keep the job within ~3-4 minutes on 2 cores: the kiln CLI, the cpu
 # backend, mlp, mnist, synthetic, local and fp32 plugins, the plugin test fixtures and the test
 # binaries below (no gloo, no resnet, no CUDA). The tests chosen cover the size arithmetic, the
-# config and plugin loaders, the supervisor, data reading, checkpoints and a few end-to-end runs.
+# config and plugin loaders, the supervisor, data reading, checkpoints and a few end-to-end runs,
+# and the fuzz targets' replay over every parser of outside bytes (tests/fuzz).
 # Usage: scripts/sanitize.sh [--build-only | --test-only] [extra ctest arguments]
 #   --build-only  configure and build, run nothing (run-tests.sh builds beside the container test)
 #   --test-only   run the tests of an existing build-asan/
@@ -18,6 +19,10 @@ case ${1:-} in
   --test-only) phase=test; shift ;;
 esac
 tests=(test_config test_idx test_data_loader test_plugin_trust test_supervisor test_train_errors)
+# The fuzz targets' replay (tests/fuzz): the parsers over seeds, mutations and past findings,
+# where ASan sees an overrun that the plain build would pass over.
+fuzz_targets=(kiln_fuzz_replay)
+fuzz_tests=(fuzz_replay)
 start=$(date +%s)
 if [[ $phase != test ]]; then
   launcher=()
@@ -32,7 +37,7 @@ if [[ $phase != test ]]; then
     -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 
   cmake --build build-asan -j "$(nproc)" --target kiln backend-cpu model-mlp data-mnist data-synthetic comm-local \
-    precision-fp32 launch_child launch_driver "${tests[@]}"
+    precision-fp32 launch_child launch_driver "${tests[@]}" "${fuzz_targets[@]}"
 fi
 built=$(date +%s)
 if [[ $phase == build ]]; then
@@ -44,7 +49,7 @@ fi
 # The plugins are dlopen()ed by an instrumented executable, so the ASan runtime is already there.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-regex="^($(IFS='|'; echo "${tests[*]}"))\$"
+regex="^($(IFS='|'; echo "${tests[*]}|${fuzz_tests[*]}"))\$"
 ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -R "$regex" "$@"
 end=$(date +%s)
 echo "sanitize: build $((built - start)) s, tests $((end - built)) s, total $((end - start)) s"

@@ -1,0 +1,74 @@
+// The checkpoint target: a checkpoint directory whose trainer.safetensors is the input (its
+// model.safetensors is valid), read as `--resume` and `kiln eval` do before any model exists:
+// both files' headers and checksums, then the position and run identity in the metadata.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "fuzz_target.hpp"
+#include "kiln/errors.hpp"
+#include "kiln/io/safetensors.hpp"
+#include "kiln/train/checkpoint.hpp"
+
+namespace kiln::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path& checkpoint_dir() {
+  static const fs::path dir = [] {
+    const fs::path d = fs::path(scratch_dir()) / "checkpoints" / "epoch-0003";
+    fs::create_directories(d);
+    const float w[4] = {0.5f, -1, 2, 0};
+    io::write_safetensors(d / "model.safetensors", {{"fc.weight", DType::f32, {2, 2}, w}}, {});
+    return d;
+  }();
+  return dir;
+}
+
+bool run_checkpoint(Input input) {
+  const fs::path trainer = checkpoint_dir() / "trainer.safetensors";
+  write_bytes(trainer.string(), input);
+  try {
+    const train::TrainerState state = train::inspect_checkpoint(checkpoint_dir());
+    if (state.epochs_done < 0 || state.global_step < 0 || state.epoch_steps_done < 0)
+      finding("inspect_checkpoint accepted a negative position");
+    for (const auto& [key, value] : state.precision)
+      if (!std::isfinite(value)) finding("inspect_checkpoint accepted a non-finite precision." + key);
+    (void)train::checkpoint_name(state);
+    return true;
+  } catch (const kiln::Error& e) {
+    expect_named(e, trainer.string());
+    return false;
+  }
+}
+
+std::vector<Bytes> checkpoint_seeds() {
+  const fs::path path = fs::path(scratch_dir()) / "seed-trainer.safetensors";
+  const float moment[4] = {0.1f, 0.2f, 0.3f, 0.4f};
+  io::write_safetensors(path, {{"exp_avg.fc.weight", DType::f32, {2, 2}, moment}},
+                        {{"epochs_done", "3"}, {"global_step", "150"}, {"epoch_steps_done", "0"},
+                         {"seed", "-1"}, {"optimizer_steps", "150"}, {"precision.loss_scale", "65536"},
+                         {"run.model", "mlp"}, {"run.world_size", "2"}, {"state.early_stop.best", "0.25"}});
+  std::ifstream in(path, std::ios::binary);
+  // The same without checksums (as an older Kiln wrote it), so that mutations of the metadata
+  // get past the metadata's CRC to the parsing of the position.
+  return {Bytes(std::istreambuf_iterator<char>(in), {}),
+          plain_safetensors(R"({"__metadata__":{"epochs_done":"3","global_step":"150","epoch_steps_done":"7",)"
+                            R"("seed":"42","optimizer_steps":"150","precision.loss_scale":"1024",)"
+                            R"("run.model":"mlp","state.early_stop.best":"0.5"},)"
+                            R"("m":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                            4)};
+}
+
+const Target kTargets[] = {
+    {"checkpoint", "kiln::train::inspect_checkpoint (--resume, kiln eval): trainer.safetensors' position and identity",
+     run_checkpoint, checkpoint_seeds},
+};
+
+}  // namespace
+
+std::span<const Target> checkpoint_targets() { return kTargets; }
+
+}  // namespace kiln::fuzz

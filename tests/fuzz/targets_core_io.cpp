@@ -1,0 +1,148 @@
+// Targets for the core's readers of files a run finds on disk: the JSON parser (safetensors
+// headers, metrics.jsonl records), safetensors checkpoints and weights, and the metrics.jsonl
+// trim a resumed run does.
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+
+#include "fuzz_target.hpp"
+#include "kiln/errors.hpp"
+#include "kiln/io/json.hpp"
+#include "kiln/io/metrics_trim.hpp"
+#include "kiln/io/safetensors.hpp"
+
+namespace kiln::fuzz {
+namespace {
+
+Bytes bytes_of(std::string_view text) { return Bytes(text.begin(), text.end()); }
+
+Bytes read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return Bytes(std::istreambuf_iterator<char>(in), {});
+}
+
+/// Every string the parser accepted must come back unchanged through json_quoted(), the escape
+/// Kiln's own JSON writers use (parsed strings are valid UTF-8, which json_quoted keeps as is).
+void check_strings_round_trip(const io::JsonValue& value) {
+  using Kind = io::JsonValue::Kind;
+  auto check = [](const std::string& s) {
+    const io::JsonValue again = io::parse_json(io::json_quoted(s), "json_quoted()");
+    if (again.kind != Kind::string || again.text != s)
+      finding("json_quoted() of a parsed string does not parse back to it: " + io::json_quoted(s));
+  };
+  if (value.kind == Kind::string) check(value.text);
+  for (const auto& element : value.array) check_strings_round_trip(element);
+  for (const auto& [key, element] : value.object) {
+    check(key);
+    check_strings_round_trip(element);
+  }
+}
+
+bool run_json(Input input) {
+  const std::string_view text(reinterpret_cast<const char*>(input.data()), input.size());
+  // Whatever the bytes, json_quoted() must make a JSON string of them.
+  try {
+    if (io::parse_json(io::json_quoted(text), "quoted").kind != io::JsonValue::Kind::string)
+      finding("json_quoted() did not make a JSON string");
+  } catch (const kiln::Error& e) {
+    finding(std::string("json_quoted() made text the parser rejects: ") + e.what());
+  }
+  try {
+    const io::JsonValue value = io::parse_json(text, "fuzz.json");
+    check_strings_round_trip(value);
+    for (const auto& [key, element] : value.object) {
+      try {
+        (void)element.as_uint(key);
+      } catch (const kiln::DataError& e) {
+        expect_named(e, key);
+      }
+    }
+    return true;
+  } catch (const kiln::DataError& e) {
+    expect_named(e, "fuzz.json");
+    return false;
+  }
+}
+
+std::vector<Bytes> json_seeds() {
+  return {bytes_of(R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},"__metadata__":{"k":"v"}})"),
+          bytes_of(R"({"epoch": 3, "step": 18446744073709551615, "loss": -1.5e-3, "ok": true, "x": null})"),
+          bytes_of(R"(["\u00e9\ud83d\ude00", "tab\there", [[[]]], {}, 0, -0.0, 1E+2])"),
+          bytes_of("  \"caf\xc3\xa9\"  ")};
+}
+
+// ---- safetensors ------------------------------------------------------------------------------
+
+bool run_safetensors(Input input) {
+  const std::string path = scratch_dir() + "/fuzz.safetensors";
+  write_bytes(path, input);
+  try {
+    const io::SafetensorsFile file = io::read_safetensors(path);
+    for (const auto& [name, tensor] : file.tensors) (void)tensor.numel();
+    return true;
+  } catch (const kiln::Error& e) {
+    expect_named(e, path);
+    return false;
+  }
+}
+
+std::vector<Bytes> safetensors_seeds() {
+  const std::string path = scratch_dir() + "/seed.safetensors";
+  const float weights[6] = {1, -2, 3.5f, 0, 1e-30f, -7};
+  const std::uint16_t half[4] = {0x3c00, 0xbc00, 0x7bff, 0};
+  const std::int64_t counts[2] = {5, -9};
+  std::vector<Bytes> seeds;
+  // Kiln's own writer: per-tensor and metadata checksums, as in a checkpoint.
+  io::write_safetensors(path,
+                        {{"layer.weight", DType::f32, {2, 3}, weights},
+                         {"layer.bias", DType::bf16, {4}, half},
+                         {"step", DType::i64, {2}, counts}},
+                        {{"kiln.epoch", "3"}, {"kiln.run", "fuzz"}});
+  seeds.push_back(read_whole(path));
+  // A file as PyTorch's safetensors writes it: no checksums, a scalar and an empty tensor.
+  const Bytes plain = plain_safetensors(R"({"a":{"dtype":"F32","shape":[],"data_offsets":[0,4]},)"
+                                        R"("e":{"dtype":"F16","shape":[0,3],"data_offsets":[4,4]}})",
+                                        4);
+  seeds.push_back(plain);
+  return seeds;
+}
+
+// ---- metrics.jsonl trim on resume -------------------------------------------------------------
+
+bool run_metrics_trim(Input input) {
+  const std::string path = scratch_dir() + "/metrics.jsonl";
+  write_bytes(path, input);
+  try {
+    const std::int64_t dropped = io::drop_metrics_after(path, 2, 12);
+    if (dropped < 0) finding("drop_metrics_after() returned a negative count");
+    return true;
+  } catch (const kiln::Error& e) {
+    expect_named(e, path);
+    return false;
+  }
+}
+
+std::vector<Bytes> metrics_trim_seeds() {
+  return {bytes_of("{\"epoch\": 1, \"step\": 6, \"loss\": 0.5}\n"
+                   "{\"step\": 7, \"lr\": 0.1}\n"
+                   "{\"epoch\": 3, \"step\": 18}\n"
+                   "not json at all\n"
+                   "{\"step\": 13, \"loss\""),
+          bytes_of("{\"epoch\": 2}\n{\"epoch\": 2.5}\n{\"step\": -1}\n\n")};
+}
+
+const Target kTargets[] = {
+    {"json", "kiln::io::parse_json (safetensors headers, metrics.jsonl records) and json_quoted",
+     run_json, json_seeds},
+    {"safetensors", "kiln::io::read_safetensors (checkpoints, [model] init weights)", run_safetensors,
+     safetensors_seeds},
+    {"metrics_trim", "kiln::io::drop_metrics_after (metrics.jsonl when a run resumes)", run_metrics_trim,
+     metrics_trim_seeds},
+};
+
+}  // namespace
+
+std::span<const Target> core_io_targets() { return kTargets; }
+
+}  // namespace kiln::fuzz
