@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 
@@ -37,10 +38,42 @@ constexpr Source kSources[] = {
     {Launcher::torchrun, "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", nullptr},
     {Launcher::openmpi, "openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
      "OMPI_COMM_WORLD_LOCAL_SIZE", nullptr},
-    {Launcher::pmi, "pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", nullptr, nullptr},
+    // MPICH's Hydra sets MPI_LOCALRANKID and MPI_LOCALNRANKS beside PMI_RANK and PMI_SIZE.
+    {Launcher::pmi, "pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", nullptr},
     {Launcher::slurm, "slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
      "SLURM_STEP_ID"},
 };
+
+/// The entry for node `node` of a Slurm task count list such as "2(x3),1" (the first three
+/// nodes run 2 tasks, the fourth 1): SLURM_STEP_TASKS_PER_NODE's format.
+int tasks_on_node(const std::string& list, int node, const std::string& name) {
+  const auto bad = [&](const std::string& why) {
+    return ConfigError(fmt::format("environment variable {}='{}' {}", name, list, why));
+  };
+  if (node < 0) throw bad(fmt::format("cannot be read for node {}", node));
+  std::int64_t first_node = 0;  // of the current entry
+  std::size_t at = 0;
+  while (at <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', at), list.size());
+    const std::string entry = list.substr(at, comma - at);
+    const std::size_t paren = entry.find("(x");
+    const std::string count_text = entry.substr(0, paren);
+    int count = 0, repeat = 1;
+    const auto c = std::from_chars(count_text.data(), count_text.data() + count_text.size(), count);
+    bool ok = !count_text.empty() && c.ec == std::errc() && c.ptr == count_text.data() + count_text.size();
+    if (ok && paren != std::string::npos) {
+      const std::string repeat_text = entry.substr(paren + 2, entry.size() - paren - 3);
+      const auto r = std::from_chars(repeat_text.data(), repeat_text.data() + repeat_text.size(), repeat);
+      ok = entry.back() == ')' && !repeat_text.empty() && r.ec == std::errc() &&
+           r.ptr == repeat_text.data() + repeat_text.size() && repeat >= 1;
+    }
+    if (!ok) throw bad("is not a task count list such as 2(x3),1");
+    if (node < first_node + repeat) return count;
+    first_node += repeat;
+    at = comma + 1;
+  }
+  throw bad(fmt::format("lists {} nodes; SLURM_NODEID is {}", first_node, node));
+}
 
 void check(const RankInfo& r) {
   if (r.world_size < 1 || r.rank < 0 || r.rank >= r.world_size) {
@@ -125,7 +158,17 @@ RankInfo resolve_ranks(const ExplicitRanks& ex, const EnvLookup& env) {
     r.local_world_size = r.world_size;
     if (auto lr = env(s.local_rank)) r.local_rank = parse_int(*lr, s.local_rank);
     if (s.local_size) {
-      if (auto ls = env(s.local_size)) r.local_world_size = parse_int(*ls, s.local_size);
+      if (auto ls = env(s.local_size)) {
+        r.local_world_size = parse_int(*ls, s.local_size);
+      } else if (s.launcher == Launcher::slurm) {
+        // SLURM_NTASKS_PER_NODE is set only with --ntasks-per-node; srun always sets the step's
+        // per-node counts, one entry per node of the step, read at this node's index.
+        const auto counts = env("SLURM_STEP_TASKS_PER_NODE");
+        const auto node = env("SLURM_NODEID");
+        if (counts && node) {
+          r.local_world_size = tasks_on_node(*counts, parse_int(*node, "SLURM_NODEID"), "SLURM_STEP_TASKS_PER_NODE");
+        }
+      }
     }
     const char* name = s.launcher == Launcher::torchrun ? launcher_name(torchrun_style(env)) : s.name;
     r.source = fmt::format("{} ({}, {})", name, s.rank, s.size);

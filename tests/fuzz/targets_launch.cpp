@@ -69,7 +69,9 @@ std::vector<Bytes> launch_seeds() {
           bytes_of("OMPI_COMM_WORLD_RANK=3\nOMPI_COMM_WORLD_SIZE=8\nOMPI_COMM_WORLD_LOCAL_RANK=3\n"
                    "OMPI_COMM_WORLD_LOCAL_SIZE=4\nrendezvous=10.0.0.1:1\n"),
           bytes_of("SLURM_PROCID=0\nSLURM_NTASKS=2\nSLURM_LOCALID=0\nSLURM_NTASKS_PER_NODE=1\nSLURM_STEP_ID=0\n"),
-          bytes_of("PMI_RANK=5\nPMI_SIZE=6\nMPI_LOCALRANKID=0\nTORCHELASTIC_RUN_ID=x\n")};
+          bytes_of("SLURM_PROCID=5\nSLURM_NTASKS=7\nSLURM_LOCALID=1\nSLURM_STEP_ID=0\nSLURM_NODEID=2\n"
+                   "SLURM_STEP_TASKS_PER_NODE=2(x3),1\n"),
+          bytes_of("PMI_RANK=5\nPMI_SIZE=6\nMPI_LOCALRANKID=0\nMPI_LOCALNRANKS=2\nTORCHELASTIC_RUN_ID=x\n")};
 }
 
 const Target kTargets[] = {

@@ -97,6 +97,37 @@ BOOST_AUTO_TEST_CASE(slurm_only_under_srun) {
   expect(resolve(salloc), 0, 1, 0, 1, "default (no launcher variables)");
 }
 
+// Without --ntasks-per-node, srun sets no SLURM_NTASKS_PER_NODE; the local size then comes from
+// the step's per-node counts at this node's index (conventions.md, the launcher table).
+BOOST_AUTO_TEST_CASE(slurm_local_size_from_the_step_tasks_per_node) {
+  Env srun = kSlurm;
+  srun.erase("SLURM_NTASKS_PER_NODE");
+  srun["SLURM_NTASKS"] = "7";
+  srun["SLURM_PROCID"] = "6";
+  srun["SLURM_LOCALID"] = "0";
+  srun["SLURM_STEP_TASKS_PER_NODE"] = "2(x3),1";
+  srun["SLURM_NODEID"] = "3";
+  expect(resolve(srun), 6, 7, 0, 1, "slurm (SLURM_PROCID, SLURM_NTASKS)");
+  srun["SLURM_NODEID"] = "2";
+  srun["SLURM_LOCALID"] = "1";
+  srun["SLURM_PROCID"] = "5";
+  expect(resolve(srun), 5, 7, 1, 2, "slurm (SLURM_PROCID, SLURM_NTASKS)");
+  // --ntasks-per-node, when given, is the figure used.
+  srun["SLURM_NTASKS_PER_NODE"] = "4";
+  expect(resolve(srun), 5, 7, 1, 4, "slurm (SLURM_PROCID, SLURM_NTASKS)");
+  srun.erase("SLURM_NTASKS_PER_NODE");
+  srun["SLURM_STEP_TASKS_PER_NODE"] = "2(x2";
+  BOOST_TEST(error(srun) == "environment variable SLURM_STEP_TASKS_PER_NODE='2(x2' is not a task count list such "
+                            "as 2(x3),1");
+  srun["SLURM_STEP_TASKS_PER_NODE"] = "2,2";
+  srun["SLURM_NODEID"] = "5";
+  BOOST_TEST(error(srun) == "environment variable SLURM_STEP_TASKS_PER_NODE='2,2' lists 2 nodes; SLURM_NODEID is 5");
+}
+
+BOOST_AUTO_TEST_CASE(pmi_local_size_from_hydra) {
+  expect(resolve(merged({kPmi, {{"MPI_LOCALNRANKS", "2"}}})), 2, 4, 1, 2, "pmi (PMI_RANK, PMI_SIZE)");
+}
+
 BOOST_AUTO_TEST_CASE(a_source_needs_both_rank_and_size) {
   expect(resolve({{"RANK", "1"}}), 0, 1, 0, 1, "default (no launcher variables)");
   expect(resolve(merged({{{"RANK", "1"}}, kPmi})), 2, 4, 1, 4, "pmi (PMI_RANK, PMI_SIZE)");

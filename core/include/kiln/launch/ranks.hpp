@@ -6,8 +6,10 @@
 //             (KILN_LAUNCHER=kiln --nproc, set by the supervisor), "torchrun" (TORCHELASTIC_RUN_ID set)
 //             or "environment" (set by hand or by another tool)
 //   openmpi   OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
-//   pmi       PMI_RANK, PMI_SIZE, MPI_LOCALRANKID
-//   slurm     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (only under srun: SLURM_STEP_ID set)
+//   pmi       PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS
+//   slurm     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (only under srun: SLURM_STEP_ID set); the
+//             local size from SLURM_NTASKS_PER_NODE, else this node's (SLURM_NODEID) entry of
+//             SLURM_STEP_TASKS_PER_NODE ("2(x3),1": 2 tasks on each of three nodes, then 1)
 //   default   rank 0 of 1
 // A source is used only if its rank and size variables are both set; values that are not
 // integers, or a rank outside [0, size), are ConfigErrors naming the variables.
