@@ -163,9 +163,22 @@ __attribute__((always_inline)) inline void store_chw8(v8f p01, v8f p23, v8f p45,
   const v8f r = __builtin_shufflevector(rg0, rg1, 0, 1, 8, 9, 4, 5, 12, 13);
   const v8f g = __builtin_shufflevector(rg0, rg1, 2, 3, 10, 11, 6, 7, 14, 15);
   const v8f bl = __builtin_shufflevector(bx0, bx1, 0, 1, 8, 9, 4, 5, 12, 13);
+#if defined(__clang__)
+  // clang has no variable-mask shuffle (GCC's __builtin_shuffle: one vpermps); only the fuzz
+  // build (scripts/fuzz.sh) compiles this file with clang, so a select of the two fixed orders.
+  (void)order;
+  const auto in_order = [flip](v8f v) {
+    return flip ? __builtin_shufflevector(v, v, 7, 3, 6, 2, 5, 1, 4, 0)
+                : __builtin_shufflevector(v, v, 0, 4, 1, 5, 2, 6, 3, 7);
+  };
+  const v8f red = in_order(r) * n.a0 + n.b0;
+  const v8f green = in_order(g) * n.a1 + n.b1;
+  const v8f blue = in_order(bl) * n.a2 + n.b2;
+#else
   const v8f red = __builtin_shuffle(r, order) * n.a0 + n.b0;
   const v8f green = __builtin_shuffle(g, order) * n.a1 + n.b1;
   const v8f blue = __builtin_shuffle(bl, order) * n.a2 + n.b2;
+#endif
   std::memcpy(at, &red, sizeof red);
   std::memcpy(at + plane, &green, sizeof green);
   std::memcpy(at + 2 * plane, &blue, sizeof blue);
