@@ -20,10 +20,7 @@
 #include "kiln/plugin/guarded.hpp"
 #include "kiln/plugin/registry.hpp"
 #include "kiln/sdk_internal/log_setup.hpp"
-#include "kiln/train/checkpoint.hpp"
 #include "kiln/train/core_tables.hpp"
-#include "kiln/train/lr_schedule.hpp"
-#include "kiln/train/optimizer.hpp"
 #include "kiln/train/wiring.hpp"
 
 namespace kiln::cli {
@@ -78,15 +75,9 @@ int run_bench_data_command(const std::vector<std::string>& args, std::ostream& o
 
   // ---- the whole config, by `kiln train`'s rules (run.cpp step 1) ----
   config::Config cfg = config::Config::load(config, sets);
-  const ParamMap run = cfg.validate("run", train::run_schema());
-  const ParamMap loader = cfg.validate("loader", train::loader_schema());
-  (void)cfg.validate("loss", train::loss_schema());
-  (void)cfg.validate("log", train::log_schema());
-  (void)cfg.validate("dist", train::dist_schema());
-  (void)cfg.validate("checkpoint", train::checkpoint_schema());
-  (void)cfg.validate("optimizer", train::optimizer_schema(cfg.plugin_type("optimizer", "adam", train::optimizer_types())));
-  (void)cfg.plugin_type("schedule", "constant", train::schedule_types());
-  (void)cfg.validate("schedule", train::schedule_schema());
+  const train::CoreTables core = train::validate_core_tables(cfg);
+  const ParamMap& run = core.run;
+  const ParamMap& loader = core.loader;
 
   std::vector<std::filesystem::path> dirs(plugin_paths.begin(), plugin_paths.end());
   plugin::Registry registry(plugin::default_search_path(dirs));

@@ -1,5 +1,11 @@
-// Keys, defaults and docs of the core's own config tables.
+// Keys, defaults and docs of the core's own config tables, and their validation in one place.
 #include "kiln/train/core_tables.hpp"
+
+#include "kiln/config/config.hpp"
+#include "kiln/train/checkpoint.hpp"
+#include "kiln/train/early_stop.hpp"
+#include "kiln/train/lr_schedule.hpp"
+#include "kiln/train/optimizer.hpp"
 
 namespace kiln::train {
 namespace {
@@ -73,5 +79,21 @@ std::span<const kiln_param_spec_v1> loader_schema() { return kLoader; }
 std::span<const kiln_param_spec_v1> loss_schema() { return kLoss; }
 std::span<const kiln_param_spec_v1> log_schema() { return kLog; }
 std::span<const kiln_param_spec_v1> dist_schema() { return kDist; }
+
+CoreTables validate_core_tables(config::Config& cfg) {
+  CoreTables t;
+  t.run = cfg.validate("run", run_schema());
+  t.loader = cfg.validate("loader", loader_schema());
+  t.loss = cfg.validate("loss", loss_schema());
+  t.log = cfg.validate("log", log_schema());
+  t.dist = cfg.validate("dist", dist_schema());
+  t.checkpoint = cfg.validate("checkpoint", checkpoint_schema());
+  t.early_stop = cfg.validate("early_stop", early_stop_schema());
+  t.optimizer_type = cfg.plugin_type("optimizer", "adam", optimizer_types());
+  t.optimizer = cfg.validate("optimizer", optimizer_schema(t.optimizer_type));
+  t.schedule_type = cfg.plugin_type("schedule", "constant", schedule_types());
+  t.schedule = cfg.validate("schedule", schedule_schema());
+  return t;
+}
 
 }  // namespace kiln::train

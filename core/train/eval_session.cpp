@@ -14,9 +14,7 @@
 #include "kiln/plugin/registry.hpp"
 #include "kiln/sdk_internal/log_setup.hpp"
 #include "kiln/train/checkpoint.hpp"
-#include "kiln/train/early_stop.hpp"
 #include "kiln/train/core_tables.hpp"
-#include "kiln/train/lr_schedule.hpp"
 #include "kiln/train/model_table.hpp"
 #include "kiln/train/optimizer.hpp"
 #include "kiln/train/progress_values.hpp"
@@ -88,17 +86,13 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
 
   // ---- the whole config, by the rules `kiln train` used (run.cpp step 1) ----
   config::Config cfg = config::Config::load(config_file, request.overrides);
-  const ParamMap run = cfg.validate("run", run_schema());
-  const ParamMap loader = cfg.validate("loader", loader_schema());
-  const ParamMap loss = cfg.validate("loss", loss_schema());
-  const ParamMap logt = cfg.validate("log", log_schema());
-  (void)cfg.validate("dist", dist_schema());
-  (void)cfg.validate("checkpoint", checkpoint_schema());
-  (void)cfg.validate("early_stop", early_stop_schema());
-  const std::string optimizer_type = cfg.plugin_type("optimizer", "adam", optimizer_types());
-  const ParamMap optimizer = cfg.validate("optimizer", optimizer_schema(optimizer_type));
-  (void)cfg.plugin_type("schedule", "constant", schedule_types());
-  (void)cfg.validate("schedule", schedule_schema());
+  const CoreTables core = validate_core_tables(cfg);
+  const ParamMap& run = core.run;
+  const ParamMap& loader = core.loader;
+  const ParamMap& loss = core.loss;
+  const ParamMap& logt = core.log;
+  const std::string& optimizer_type = core.optimizer_type;
+  const ParamMap& optimizer = core.optimizer;
 
   plugin::Registry registry(plugin::default_search_path(request.plugin_dirs));
   registry.index();  // loads only the plugins this run names (registry.hpp)

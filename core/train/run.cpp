@@ -138,19 +138,19 @@ RunOutcome run_training(const TrainCommand& command) {
   std::vector<std::string> overrides = command.overrides;
   if (!command.run_dir.empty()) overrides.push_back("run.run_dir=" + toml_string(command.run_dir));
   config::Config cfg = config::Config::load(command.config, overrides);
-  const ParamMap run = cfg.validate("run", run_schema());
-  const ParamMap loader = cfg.validate("loader", loader_schema());
-  const ParamMap loss = cfg.validate("loss", loss_schema());
-  const ParamMap logt = cfg.validate("log", log_schema());
-  const ParamMap dist = cfg.validate("dist", dist_schema());
-  const ParamMap checkpoint = cfg.validate("checkpoint", checkpoint_schema());
-  const ParamMap early_stop = cfg.validate("early_stop", early_stop_schema());
+  const CoreTables core = validate_core_tables(cfg);
+  const ParamMap& run = core.run;
+  const ParamMap& loader = core.loader;
+  const ParamMap& loss = core.loss;
+  const ParamMap& logt = core.log;
+  const ParamMap& dist = core.dist;
+  const ParamMap& checkpoint = core.checkpoint;
+  const ParamMap& early_stop = core.early_stop;
   log::configure(ranks, log::parse_level(logt.get_string("level")));
-
-  const std::string optimizer_type = cfg.plugin_type("optimizer", "adam", optimizer_types());
-  const ParamMap optimizer = cfg.validate("optimizer", optimizer_schema(optimizer_type));
-  const std::string schedule_type = cfg.plugin_type("schedule", "constant", schedule_types());
-  const ParamMap schedule = cfg.validate("schedule", schedule_schema());
+  const std::string& optimizer_type = core.optimizer_type;
+  const ParamMap& optimizer = core.optimizer;
+  const std::string& schedule_type = core.schedule_type;
+  const ParamMap& schedule = core.schedule;
 
   plugin::Registry registry(plugin::default_search_path(command.plugin_dirs));
   registry.index();  // loads only the plugins this run names (registry.hpp)

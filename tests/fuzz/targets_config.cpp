@@ -8,11 +8,7 @@
 #include "fuzz_target.hpp"
 #include "kiln/config/config.hpp"
 #include "kiln/errors.hpp"
-#include "kiln/train/checkpoint.hpp"
 #include "kiln/train/core_tables.hpp"
-#include "kiln/train/early_stop.hpp"
-#include "kiln/train/lr_schedule.hpp"
-#include "kiln/train/optimizer.hpp"
 
 namespace kiln::fuzz {
 namespace {
@@ -33,16 +29,7 @@ const kiln_param_spec_v1 kModelLike[] = {
 };
 
 void validate_like_train(config::Config& cfg) {
-  (void)cfg.validate("run", train::run_schema());
-  (void)cfg.validate("loader", train::loader_schema());
-  (void)cfg.validate("loss", train::loss_schema());
-  (void)cfg.validate("log", train::log_schema());
-  (void)cfg.validate("dist", train::dist_schema());
-  (void)cfg.validate("checkpoint", train::checkpoint_schema());
-  (void)cfg.validate("early_stop", train::early_stop_schema());
-  (void)cfg.validate("optimizer", train::optimizer_schema(cfg.plugin_type("optimizer", "adam", train::optimizer_types())));
-  (void)cfg.plugin_type("schedule", "constant", train::schedule_types());
-  (void)cfg.validate("schedule", train::schedule_schema());
+  (void)train::validate_core_tables(cfg);
   (void)cfg.plugin_type("model");
   (void)cfg.validate("model", kModelLike);
   (void)cfg.plugin_type("precision", "fp32");

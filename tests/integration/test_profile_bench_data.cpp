@@ -141,6 +141,18 @@ BOOST_AUTO_TEST_CASE(bench_data_draws_across_epochs_and_honours_overrides) {
   BOOST_TEST(plain.out.find("samples per CPU-second") != std::string::npos, plain.out);
 }
 
+// bench-data validated its own list of the core's tables and left [early_stop] out, so every
+// training config with early stopping was refused as "unknown table [early_stop]". All commands
+// now validate the core's tables through one function (train::validate_core_tables).
+BOOST_AUTO_TEST_CASE(bench_data_takes_every_table_a_training_run_takes) {
+  const fs::path config = write_config("bench-data-full");
+  std::ofstream(config, std::ios::app) << "\n[early_stop]\nmetric = \"eval.loss\"\npatience = 2\n\n"
+                                          "[checkpoint]\nevery_epochs = 1\n\n[schedule]\ntype = \"cosine\"\n\n"
+                                          "[optimizer]\ntype = \"sgd\"\nmomentum = 0.9\n";
+  const KilnResult r = run({"bench-data", "--config", config.string(), "-n", "2", "-w", "0"});
+  BOOST_TEST(r.status == 0, r.err);
+}
+
 BOOST_AUTO_TEST_CASE(bench_data_mistakes_are_one_line_errors) {
   const fs::path config = write_config("bench-data-bad");
   const std::string line = kiln::test::one_line_error(
