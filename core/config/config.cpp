@@ -309,6 +309,17 @@ std::string Config::plugin_type(std::string_view table, std::string_view fallbac
   return plugin_type(table);
 }
 
+std::string Config::where(std::string_view key) const {
+  const Impl& I = *impl_;
+  const toml::node* node = nullptr;
+  try {
+    node = I.find(key, key);
+  } catch (const ConfigError&) {
+    // A segment above the key is not a table: there is no such key, so the file is all we know.
+  }
+  return I.where(key, node != nullptr ? node->source() : toml::source_region{});
+}
+
 std::string Config::plugin_type(std::string_view table, std::string_view fallback,
                                 std::span<const std::string_view> choices) const {
   std::string type = plugin_type(table, fallback);

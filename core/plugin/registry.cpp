@@ -246,8 +246,8 @@ std::string search_report(const std::vector<std::filesystem::path>& search_path,
 
 }  // namespace
 
-const PluginInfo& Registry::require(std::uint32_t kind, std::string_view name,
-                                    std::string_view table) const {
+const PluginInfo& Registry::require(std::uint32_t kind, std::string_view name, std::string_view table,
+                                    std::string_view origin) const {
   if (const PluginInfo* info = find(kind, name)) return *info;  // on a miss, every library is loaded
 
   std::vector<std::string> same_kind;
@@ -261,7 +261,8 @@ const PluginInfo& Registry::require(std::uint32_t kind, std::string_view name,
     }
   }
   const std::string kind_text(kind_name(kind));
-  std::string message = "no " + kind_text + " plugin named '" + std::string(name) + "'";
+  std::string message = (origin.empty() ? std::string() : std::string(origin) + ": ") + "no " + kind_text +
+                        " plugin named '" + std::string(name) + "'";
   if (!table.empty()) message += " (asked for by [" + std::string(table) + "] type)";
   message += suggest_name(name, same_kind);
   if (!other_kinds.empty()) message += "; note: " + join(other_kinds, ", ");

@@ -41,7 +41,7 @@ ModelTable choose_model(config::Config& cfg, const plugin::Registry& registry) {
   const std::string type = cfg.plugin_type("model");
   ModelTable t;
   t.plugin.table = "model";
-  t.plugin.info = &registry.require(KILN_KIND_MODEL, type, "model");
+  t.plugin.info = &registry.require(KILN_KIND_MODEL, type, "model", cfg.where("model.type"));
   std::vector<kiln_param_spec_v1> schema;
   for (const kiln_param_spec_v1& s : t.plugin.info->params) {
     if (is_host_key(s.name)) {

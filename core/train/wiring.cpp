@@ -13,7 +13,7 @@ PluginChoice choose(config::Config& cfg, const plugin::Registry& registry, std::
   const std::string type = default_type ? cfg.plugin_type(table, default_type) : cfg.plugin_type(table);
   PluginChoice c;
   c.table = table;
-  c.info = &registry.require(kind, type, table);
+  c.info = &registry.require(kind, type, table, cfg.where(table + ".type"));
   c.params = cfg.validate(table, c.info->params);
   return c;
 }

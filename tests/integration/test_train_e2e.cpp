@@ -206,9 +206,14 @@ BOOST_AUTO_TEST_CASE(foreign_optimizer_key_fails_before_the_run_starts) {
 
 BOOST_AUTO_TEST_CASE(unknown_model_plugin_suggests_the_close_name) {
   const std::string msg = one_line_error(kiln({"train", "--config", kSample, "--set", "model.type=mpl"}));
-  BOOST_TEST(msg.rfind("no model plugin named 'mpl' (asked for by [model] type) (did you mean 'mlp'?); "
-                       "known model plugins: ", 0) == 0u, msg);
+  BOOST_TEST(msg.rfind("--set model.type: no model plugin named 'mpl' (asked for by [model] type) (did you mean "
+                       "'mlp'?); known model plugins: ", 0) == 0u, msg);
   BOOST_TEST(msg.find("mlp") != std::string::npos, msg);
+  // Written in the file, the message starts where it was written.
+  const fs::path config = scratch() / "unknown-plugin.toml";
+  std::ofstream(config) << "[run]\nepochs = 1\n[model]\ntype = \"mpl\"\n";
+  const std::string in_file = one_line_error(kiln({"train", "--config", config.string()}));
+  BOOST_TEST(in_file.rfind(config.string() + ":4:8: no model plugin named 'mpl'", 0) == 0u, in_file);
 }
 
 BOOST_AUTO_TEST_CASE(corrupt_data_file_is_named) {

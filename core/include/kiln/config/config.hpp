@@ -43,6 +43,9 @@ class Config {
   /// Lines to log about what overrides did beyond setting their own key, e.g. "--set
   /// backend.type=cuda replaced the file's 'cpu': dropped its keys threads (samples/x.toml:15)".
   const std::vector<std::string>& notes() const;
+  /// Where dotted `key` was written, for messages: "run.toml:4:8", "--set model.type" for an
+  /// override, or the file's name alone for a key the file does not have (a default).
+  std::string where(std::string_view key) const;
   /// Whether dotted `table` ("data.eval") exists.
   bool has_table(std::string_view table) const;
   /// The `type` string of plugin table `table`. Throws ConfigError if the table or its `type` is

@@ -109,8 +109,10 @@ class Registry {
   const PluginInfo* find(std::uint32_t kind, std::string_view name) const;
   /// Like find(), but throws PluginError: "no model plugin named 'mpl' (asked for by [model]
   /// type) (did you mean 'mlp'?); known model plugins: mlp; searched: ...", followed by the
-  /// libraries that failed to load, if any. `table` is the config table that asked ("model").
-  const PluginInfo& require(std::uint32_t kind, std::string_view name, std::string_view table) const;
+  /// libraries that failed to load, if any. `table` is the config table that asked ("model");
+  /// `origin`, where its type was written ("run.toml:4:8"), starts the message when given.
+  const PluginInfo& require(std::uint32_t kind, std::string_view name, std::string_view table,
+                            std::string_view origin = {}) const;
   /// Every plugin named `name`, of any kind (for `kiln plugins show`). Throws PluginError with a
   /// did-you-mean over all names, the searched directories and the load failures if none.
   std::vector<const PluginInfo*> require_any_kind(std::string_view name) const;
