@@ -16,8 +16,8 @@ namespace kiln::fuzz {
 std::span<const Target> all_targets() {
   static const std::vector<Target> targets = [] {
     std::vector<Target> all;
-    for (auto group : {core_io_targets(), checkpoint_targets(), config_targets(), store_wire_targets(),
-                       launch_targets(), mnist_targets()})
+    for (auto group : {core_io_targets(), checkpoint_targets(), config_targets(), plugin_schema_targets(),
+                       store_wire_targets(), launch_targets(), mnist_targets()})
       all.insert(all.end(), group.begin(), group.end());
 #ifdef KILN_FUZZ_HAVE_IMAGENET
     auto imagenet = imagenet_targets();

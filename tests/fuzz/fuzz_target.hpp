@@ -65,6 +65,7 @@ Bytes plain_safetensors(std::string header, std::size_t data_bytes);
 // The targets, one group per source file.
 std::span<const Target> core_io_targets();     // targets_core_io.cpp
 std::span<const Target> config_targets();      // targets_config.cpp
+std::span<const Target> plugin_schema_targets();  // targets_plugin_schema.cpp
 std::span<const Target> checkpoint_targets();  // targets_checkpoint.cpp
 std::span<const Target> store_wire_targets();  // targets_store_wire.cpp
 std::span<const Target> launch_targets();      // targets_launch.cpp
