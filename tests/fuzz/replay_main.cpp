@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -103,7 +104,7 @@ bool run_one(const Target& target, const Bytes& input, const std::string& origin
 int usage(const char* why) {
   std::fprintf(stderr,
                "kiln_fuzz_replay: %s\nusage: kiln_fuzz_replay [--target NAME]... [--mutations N] [--list] "
-               "[--write-seeds DIR] [DIR...]\n",
+               "[--verbose] [--write-seeds DIR] [DIR...]\n",
                why);
   return 2;
 }
@@ -120,7 +121,11 @@ int main(int argc, char** argv) {
     if ((arg == "--target" || arg == "--mutations" || arg == "--write-seeds") && i + 1 == argc)
       return usage((arg + " needs a value").c_str());
     if (arg == "--target") only.push_back(argv[++i]);
-    else if (arg == "--mutations") mutations = std::stoull(argv[++i]);
+    else if (arg == "--mutations") {
+      const std::string_view n = argv[++i];
+      const auto r = std::from_chars(n.data(), n.data() + n.size(), mutations);
+      if (r.ec != std::errc() || r.ptr != n.data() + n.size()) return usage("--mutations needs a whole number");
+    }
     else if (arg == "--write-seeds") seeds_dir = argv[++i];
     else if (arg == "--list") list = true;
     else if (arg == "--verbose") kiln::fuzz::set_verbose(true);
