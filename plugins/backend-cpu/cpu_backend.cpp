@@ -6,11 +6,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,6 +21,7 @@
 #include "cpu_info.hpp"
 #include "host_memory.hpp"
 #include "kiln/errors.hpp"
+#include "kiln/sdk/log.hpp"
 #include "op_table.hpp"
 #include "ops/conv_direct_avx2.hpp"
 #include "ops/gemm_tn_avx2.hpp"
@@ -34,6 +37,25 @@ class CompleteEvent final : public Event {
   void synchronize() override {}
 };
 
+/// OMP_NUM_THREADS as a thread count: its first entry (the variable may list one count per
+/// nesting level, "8,2"), if that is a positive whole number. Any other value is warned about and
+/// not used (libgomp refuses it too).
+std::optional<int> omp_num_threads_env() {
+  const char* value = std::getenv("OMP_NUM_THREADS");
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  const std::string_view text(value);
+  const std::string_view first = text.substr(0, text.find(','));
+  int n = 0;
+  const auto r = std::from_chars(first.data(), first.data() + first.size(), n);
+  if (r.ec != std::errc() || r.ptr != first.data() + first.size() || n < 1) {
+    kiln::log::get("cpu")->warn("OMP_NUM_THREADS='{}' is not a positive thread count; ignored (backend.threads = 0 "
+                                "divides this process's CPUs among the local ranks instead)",
+                                text);
+    return std::nullopt;
+  }
+  return n;
+}
+
 int choose_threads(const PluginArgs& args) {
   std::int64_t requested = 0;
   if (args.params != nullptr && args.params->contains("threads")) {
@@ -45,6 +67,12 @@ int choose_threads(const PluginArgs& args) {
     }
   }
   if (requested > 0) return static_cast<int>(requested);
+  // 0: OMP_NUM_THREADS where it is set, as PyTorch and HPC job scripts have it. A launcher that
+  // binds each rank to its own CPUs (srun -c 8, mpirun --map-by ...:PE=8) gives it a CPU mask
+  // that already is its share; dividing that again among the local ranks would idle most of it,
+  // and such job scripts set OMP_NUM_THREADS to the share. Otherwise the CPUs this process may
+  // use (its affinity mask) divided among the local ranks.
+  if (const std::optional<int> from_env = omp_num_threads_env()) return *from_env;
   const int local = std::max(1, args.ranks.local_world_size);
   return std::max(1, omp_get_num_procs() / local);
 }

@@ -8,7 +8,8 @@ namespace {
 
 constexpr kiln_param_spec_v1 kCpuParams[] = {
     {"threads", KILN_PARAM_INT, "0", nullptr,
-     "OpenMP threads for every op; 0 = all cores divided by the number of local ranks."},
+     "OpenMP threads for every op; 0 = OMP_NUM_THREADS where set, else the CPUs this process may use divided "
+     "by the number of local ranks."},
     {"bf16_compute", KILN_PARAM_STRING, "\"auto\"", "auto|f32",
      "auto: bf16 ops use oneDNN's bf16 kernels where the CPU has them (AVX-512), else bf16 is storage only and "
      "computed in f32; f32: always storage only, computed in f32."},

@@ -216,6 +216,28 @@ BOOST_AUTO_TEST_CASE(unknown_model_plugin_suggests_the_close_name) {
   BOOST_TEST(in_file.rfind(config.string() + ":4:8: no model plugin named 'mpl'", 0) == 0u, in_file);
 }
 
+// backend.threads = 0 takes OMP_NUM_THREADS where it is set (what a job script under a binding
+// launcher sets to the rank's share), and says so in the banner; a value that is not a count is
+// warned about and not used.
+BOOST_AUTO_TEST_CASE(cpu_threads_follow_omp_num_threads) {
+  const auto banner_threads = [](const std::string& setup, const std::string& name) {
+    const fs::path dir = scratch() / name;
+    const Result r = kiln::test::run_kiln(scratch(), {"train", "--config", kSample, "--run-dir", dir.string(), "--set",
+                                                      "run.epochs=1", "--set", "data.train.limit=256", "--set",
+                                                      "data.eval.limit=64", "--set", "log.progress=never", "--set", "backend.threads=0"},
+                                          setup);
+    BOOST_TEST_REQUIRE(r.status == 0, r.err);
+    return std::make_pair(slurp(dir / "logs/rank0.log"), r.err);
+  };
+  const auto [three, unused_err] = banner_threads("export OMP_NUM_THREADS=3,1", "omp-3");
+  BOOST_TEST(three.find("(3 threads)") != std::string::npos, three);
+  const auto [bad, bad_err] = banner_threads("export OMP_NUM_THREADS=many", "omp-bad");
+  // Warned on the console: the backend starts before the run directory's log exists.
+  BOOST_TEST(bad_err.find("OMP_NUM_THREADS='many' is not a positive thread count; ignored") != std::string::npos,
+             bad_err);
+  BOOST_TEST(bad.find("(3 threads)") == std::string::npos, bad);
+}
+
 BOOST_AUTO_TEST_CASE(corrupt_data_file_is_named) {
   // A copy of the dataset folder whose training images are cut short (the other files link
   // to the real ones).
