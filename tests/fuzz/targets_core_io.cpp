@@ -4,7 +4,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <map>
 
 #include "fuzz_target.hpp"
 #include "kiln/errors.hpp"
