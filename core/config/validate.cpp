@@ -54,6 +54,14 @@ void check_schema(std::string_view table, std::span<const kiln_param_spec_v1> sc
                                     "the plugin and belongs to no schema; remove it from the schema",
                                     table));
     }
+    // A path is resolved against the config's folder before it is stored, so a choice could never
+    // match what resolved_toml() writes back (found by tests/fuzz, target plugin_schema).
+    if (spec.choices != nullptr && *spec.choices != '\0' && spec.type != KILN_PARAM_STRING &&
+        spec.type != KILN_PARAM_STRING_LIST) {
+      throw ConfigError(fmt::format("the schema of [{}]: '{}' is a {} with choices, which only strings and string "
+                                    "lists can have; fix the schema",
+                                    table, spec.name, param_type_name(spec.type)));
+    }
     if (const std::string problem = range_spec_problem(spec); !problem.empty()) {
       throw ConfigError(fmt::format("the schema of [{}]: '{}' {}; fix the schema", table, spec.name, problem));
     }

@@ -178,6 +178,17 @@ BOOST_AUTO_TEST_CASE(plugin_schema_must_not_declare_type) {
   BOOST_TEST(msg.find("the schema of plugin table [optimizer] declares 'type'") == 0, msg);
 }
 
+// Found by tests/fuzz (plugin_schema): a path with choices validated its raw value, stored the
+// path resolved against the config's folder, and the resolved config then failed its own choices.
+BOOST_AUTO_TEST_CASE(only_strings_may_have_choices) {
+  static constexpr kiln_param_spec_v1 schema[] = {
+      {"weights", KILN_PARAM_PATH, "\"a\"", "a|b", "A file."}};
+  const std::string msg = validate_error("[model]\nweights = \"b\"\n", "model", schema);
+  BOOST_TEST(msg == "the schema of [model]: 'weights' is a path with choices, which only strings and string lists "
+                    "can have; fix the schema",
+             msg);
+}
+
 BOOST_AUTO_TEST_CASE(string_list_choices_name_the_element) {
   static constexpr kiln_param_spec_v1 schema[] = {
       {"metrics", KILN_PARAM_STRING_LIST, "[]", "loss|accuracy", "Metrics to log."}};
