@@ -47,6 +47,8 @@ void expect_named(const kiln::Error& error, std::string_view source) {
     finding("the error does not name its source '" + std::string(source) + "': " + std::string(message));
 }
 
+Bytes bytes_of(std::string_view text) { return Bytes(text.begin(), text.end()); }
+
 Bytes plain_safetensors(std::string header, std::size_t data_bytes) {
   header.resize((header.size() + 7) / 8 * 8, ' ');
   Bytes file(8 + header.size() + data_bytes, 0);

@@ -58,6 +58,9 @@ const std::string& scratch_dir();
 /// Writes `bytes` to `path` (finding() if that fails: the harness, not the input, is broken).
 void write_bytes(const std::string& path, Input bytes);
 
+/// The bytes of `text` (seeds written as text: configs, JSON, environment lines).
+Bytes bytes_of(std::string_view text);
+
 /// A safetensors file as PyTorch writes it: `header` (JSON) padded to 8 bytes, then `data_bytes`
 /// zero bytes; no Kiln checksums, so mutations of its metadata reach what reads the metadata.
 Bytes plain_safetensors(std::string header, std::size_t data_bytes);

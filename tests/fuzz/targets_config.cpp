@@ -66,7 +66,6 @@ bool run_config(Input input) {
 }
 
 std::vector<Bytes> config_seeds() {
-  auto bytes_of = [](std::string_view t) { return Bytes(t.begin(), t.end()); };
   return {bytes_of("[run]\nepochs = 2\nseed = 3\n\n[loader]\nbatch = 64\nlast_batch = \"pad\"\n\n"
                    "[model]\ntype = \"mlp\"\nhidden = [256, 128]\ndropout = 0.1\n\n[optimizer]\ntype = \"sgd\"\n"
                    "lr = 0.05\nmomentum = 0.9\n\n[schedule]\ntype = \"cosine\"\nwarmup_epochs = 1\n\n"

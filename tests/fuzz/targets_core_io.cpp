@@ -14,8 +14,6 @@
 namespace kiln::fuzz {
 namespace {
 
-Bytes bytes_of(std::string_view text) { return Bytes(text.begin(), text.end()); }
-
 Bytes read_whole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return Bytes(std::istreambuf_iterator<char>(in), {});

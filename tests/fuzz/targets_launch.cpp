@@ -63,7 +63,6 @@ bool run_launch(Input input) {
 }
 
 std::vector<Bytes> launch_seeds() {
-  auto bytes_of = [](std::string_view t) { return Bytes(t.begin(), t.end()); };
   return {bytes_of("RANK=1\nWORLD_SIZE=4\nLOCAL_RANK=1\nLOCAL_WORLD_SIZE=2\nKILN_LAUNCHER=kiln --nproc\n"
                    "rendezvous=tcp://node01:29500\n"),
           bytes_of("OMPI_COMM_WORLD_RANK=3\nOMPI_COMM_WORLD_SIZE=8\nOMPI_COMM_WORLD_LOCAL_RANK=3\n"

@@ -115,7 +115,6 @@ bool run_plugin_schema(Input input) {
 }
 
 std::vector<Bytes> plugin_schema_seeds() {
-  auto bytes_of = [](std::string_view t) { return Bytes(t.begin(), t.end()); };
   return {bytes_of("hidden\t5\t[128]\t~\t1\t65536\t0\n"
                    "dropout\t3\t0.2\t~\t0\t1\t4\n"
                    "act\t4\t\"relu\"\trelu|gelu|tanh\t~\t~\t0\n"
