@@ -325,13 +325,9 @@ std::string Config::plugin_type(std::string_view table, std::string_view fallbac
   std::string type = plugin_type(table, fallback);
   const std::vector<std::string> names(choices.begin(), choices.end());
   if (std::find(names.begin(), names.end(), type) != names.end()) return type;
-  const Impl& I = *impl_;
-  const std::string path = fmt::format("{}.type", table);
-  const toml::node* node = I.find(path, path);  // there: the fallback is one of the choices
   std::string list;
   for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
-  throw ConfigError(fmt::format("{}: [{}] type = '{}' is not one of {}{}",
-                                I.where(path, node != nullptr ? node->source() : toml::source_region{}), table,
+  throw ConfigError(fmt::format("{}: [{}] type = '{}' is not one of {}{}", where(fmt::format("{}.type", table)), table,
                                 type, list, did_you_mean(type, names)));
 }
 

@@ -9,9 +9,9 @@
 
 #include "example_proto.hpp"
 #include "file_util.hpp"
-#include "sample_decode.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/sdk/log.hpp"
+#include "sample_decode.hpp"
 
 namespace kiln::imagenet {
 namespace {

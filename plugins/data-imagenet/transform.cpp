@@ -154,8 +154,6 @@ struct Normalise {
 // them in order, or in reverse order for the flip at no extra cost.
 __attribute__((always_inline)) inline void store_chw8(v8f p01, v8f p23, v8f p45, v8f p67, bool flip,
                                                       const Normalise& n, std::size_t plane, float* at) {
-  typedef int v8i __attribute__((vector_size(32)));
-  const v8i order = flip ? v8i{7, 3, 6, 2, 5, 1, 4, 0} : v8i{0, 4, 1, 5, 2, 6, 3, 7};
   const v8f rg0 = __builtin_shufflevector(p01, p23, 0, 8, 1, 9, 4, 12, 5, 13);
   const v8f bx0 = __builtin_shufflevector(p01, p23, 2, 10, 3, 11, 6, 14, 7, 15);
   const v8f rg1 = __builtin_shufflevector(p45, p67, 0, 8, 1, 9, 4, 12, 5, 13);
@@ -166,7 +164,6 @@ __attribute__((always_inline)) inline void store_chw8(v8f p01, v8f p23, v8f p45,
 #if defined(__clang__)
   // clang has no variable-mask shuffle (GCC's __builtin_shuffle: one vpermps); only the fuzz
   // build (scripts/fuzz.sh) compiles this file with clang, so a select of the two fixed orders.
-  (void)order;
   const auto in_order = [flip](v8f v) {
     return flip ? __builtin_shufflevector(v, v, 7, 3, 6, 2, 5, 1, 4, 0)
                 : __builtin_shufflevector(v, v, 0, 4, 1, 5, 2, 6, 3, 7);
@@ -175,6 +172,8 @@ __attribute__((always_inline)) inline void store_chw8(v8f p01, v8f p23, v8f p45,
   const v8f green = in_order(g) * n.a1 + n.b1;
   const v8f blue = in_order(bl) * n.a2 + n.b2;
 #else
+  typedef int v8i __attribute__((vector_size(32)));
+  const v8i order = flip ? v8i{7, 3, 6, 2, 5, 1, 4, 0} : v8i{0, 4, 1, 5, 2, 6, 3, 7};
   const v8f red = __builtin_shuffle(r, order) * n.a0 + n.b0;
   const v8f green = __builtin_shuffle(g, order) * n.a1 + n.b1;
   const v8f blue = __builtin_shuffle(bl, order) * n.a2 + n.b2;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <system_error>
 
 #include "fuzz_target.hpp"
@@ -45,6 +46,11 @@ void expect_named(const kiln::Error& error, std::string_view source) {
   if (verbose) std::fprintf(stderr, "kiln-fuzz: rejected: %s\n", error.what());
   if (message.find(source) == std::string_view::npos)
     finding("the error does not name its source '" + std::string(source) + "': " + std::string(message));
+}
+
+Bytes read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return Bytes(std::istreambuf_iterator<char>(in), {});
 }
 
 Bytes bytes_of(std::string_view text) { return Bytes(text.begin(), text.end()); }

@@ -57,6 +57,8 @@ const std::string& scratch_dir();
 
 /// Writes `bytes` to `path` (finding() if that fails: the harness, not the input, is broken).
 void write_bytes(const std::string& path, Input bytes);
+/// The whole file at `path` (empty if it cannot be read).
+Bytes read_bytes(const std::string& path);
 
 /// The bytes of `text` (seeds written as text: configs, JSON, environment lines).
 Bytes bytes_of(std::string_view text);

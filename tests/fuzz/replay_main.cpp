@@ -22,8 +22,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -80,11 +78,6 @@ void install_crash_reporting() {
   __sanitizer_set_death_callback(save_failing_input);
 #endif
   for (const int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) std::signal(sig, on_fatal_signal);
-}
-
-Bytes read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return Bytes(std::istreambuf_iterator<char>(in), {});
 }
 
 struct Tally {
@@ -176,7 +169,7 @@ int main(int argc, char** argv) {
       for (const auto& entry : fs::directory_iterator(target_dir))
         if (entry.is_regular_file()) files.push_back(entry.path());
       std::sort(files.begin(), files.end());
-      for (const fs::path& file : files) run_one(*t, read_file(file), file.string(), file_tally);
+      for (const fs::path& file : files) run_one(*t, kiln::fuzz::read_bytes(file.string()), file.string(), file_tally);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf("%-14s %zu seeds, %zu mutations (%zu accepted), %zu files (%zu accepted): no finding, %.2f s\n",

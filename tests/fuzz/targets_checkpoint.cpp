@@ -3,8 +3,6 @@
 // both files' headers and checksums, then the position and run identity in the metadata.
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "fuzz_target.hpp"
 #include "kiln/errors.hpp"
@@ -51,10 +49,9 @@ std::vector<Bytes> checkpoint_seeds() {
                         {{"epochs_done", "3"}, {"global_step", "150"}, {"epoch_steps_done", "0"},
                          {"seed", "-1"}, {"optimizer_steps", "150"}, {"precision.loss_scale", "65536"},
                          {"run.model", "mlp"}, {"run.world_size", "2"}, {"state.early_stop.best", "0.25"}});
-  std::ifstream in(path, std::ios::binary);
   // The same without checksums (as an older Kiln wrote it), so that mutations of the metadata
   // get past the metadata's CRC to the parsing of the position.
-  return {Bytes(std::istreambuf_iterator<char>(in), {}),
+  return {read_bytes(path.string()),
           plain_safetensors(R"({"__metadata__":{"epochs_done":"3","global_step":"150","epoch_steps_done":"7",)"
                             R"("seed":"42","optimizer_steps":"150","precision.loss_scale":"1024",)"
                             R"("run.model":"mlp","state.early_stop.best":"0.5"},)"

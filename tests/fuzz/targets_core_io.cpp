@@ -1,10 +1,6 @@
 // Targets for the core's readers of files a run finds on disk: the JSON parser (safetensors
 // headers, metrics.jsonl records), safetensors checkpoints and weights, and the metrics.jsonl
 // trim a resumed run does.
-#include <filesystem>
-#include <fstream>
-#include <iterator>
-
 #include "fuzz_target.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/io/json.hpp"
@@ -13,11 +9,6 @@
 
 namespace kiln::fuzz {
 namespace {
-
-Bytes read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return Bytes(std::istreambuf_iterator<char>(in), {});
-}
 
 /// Every string the parser accepted must come back unchanged through json_quoted(), the escape
 /// Kiln's own JSON writers use (parsed strings are valid UTF-8, which json_quoted keeps as is).
@@ -96,7 +87,7 @@ std::vector<Bytes> safetensors_seeds() {
                          {"layer.bias", DType::bf16, {4}, half},
                          {"step", DType::i64, {2}, counts}},
                         {{"kiln.epoch", "3"}, {"kiln.run", "fuzz"}});
-  seeds.push_back(read_whole(path));
+  seeds.push_back(read_bytes(path));
   // A file as PyTorch's safetensors writes it: no checksums, a scalar and an empty tensor.
   const Bytes plain = plain_safetensors(R"({"a":{"dtype":"F32","shape":[],"data_offsets":[0,4]},)"
                                         R"("e":{"dtype":"F16","shape":[0,3],"data_offsets":[4,4]}})",

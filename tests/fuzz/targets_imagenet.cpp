@@ -1,13 +1,12 @@
 // The `imagenet` plugin's readers (compiled in): a sample from a JPEG (header, region decode by
 // libjpeg-turbo, crop and resampling), tf.train.Example records, and TFRecord shards with their CRCs.
-#include <algorithm>
 #include <filesystem>
 
 #include "../imagenet/fixtures.hpp"
 #include "example_proto.hpp"
 #include "fuzz_target.hpp"
-#include "sample_decode.hpp"
 #include "kiln/errors.hpp"
+#include "sample_decode.hpp"
 #include "tfrecord_index.hpp"
 
 namespace kiln::fuzz {
