@@ -16,6 +16,7 @@
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/core_tables.hpp"
 #include "kiln/train/model_table.hpp"
+#include "kiln/train/freeze.hpp"
 #include "kiln/train/optimizer.hpp"
 #include "kiln/train/progress_values.hpp"
 #include "kiln/train/wiring.hpp"
@@ -98,7 +99,10 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
   registry.index();  // loads only the plugins this run names (registry.hpp)
   const PluginChoice backend_c = choose(cfg, registry, KILN_KIND_BACKEND, "backend", "cpu");
   // The host's init keys are validated and then not used: the checkpoint holds the weights.
-  const PluginChoice model_c = choose_model(cfg, registry).plugin;
+  // freeze says which parameters the checkpoint has no optimizer state for.
+  const ModelTable model_t = choose_model(cfg, registry);
+  const PluginChoice& model_c = model_t.plugin;
+  const std::optional<FreezeRequest> freeze = freeze_request(model_t.host);
   (void)choose(cfg, registry, KILN_KIND_DATA, "data.train", nullptr);
   if (!cfg.has_table("data.eval")) {
     throw ConfigError(fmt::format("{} has no eval split ([data.eval]); name a data source with --set "
@@ -164,6 +168,7 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
     // load_checkpoint restores the optimizer state too; an optimizer of the run's kind takes it,
     // which also checks that trainer.safetensors belongs to this model.
     const std::unique_ptr<Optimizer> opt = make_optimizer(optimizer_type, optimizer);
+    if (freeze) opt->exclude(FrozenParameters(s.model->parameters(), *freeze).names());
     const TrainerState st = load_checkpoint(s.checkpoint, *s.backend, *s.model, *opt);
     s.precision->load_state(st.precision);
   });

@@ -10,8 +10,9 @@
 
 namespace kiln::train {
 
-GradSync::GradSync(Communicator& comm, std::span<const Parameter> params, std::int64_t bucket_bytes)
-    : comm_(comm), params_(params), bucket_of_(params.size()), reported_(params.size(), 0) {
+GradSync::GradSync(Communicator& comm, std::span<const Parameter> params, std::int64_t bucket_bytes,
+                   const std::set<std::string>& frozen)
+    : comm_(comm), params_(params), bucket_of_(params.size(), kNoBucket), reported_(params.size(), 0) {
   if (params.empty()) return;
   const auto& storage = params.front().grad.storage();
   for (const auto& p : params) {
@@ -19,12 +20,18 @@ GradSync::GradSync(Communicator& comm, std::span<const Parameter> params, std::i
       throw BackendError("GradSync needs every gradient in one arena; parameter '" + p.name + "' is not");
     }
   }
-  // Walk from the last parameter to the first, closing a bucket once it holds bucket_bytes.
+  auto is_frozen = [&](std::size_t i) { return frozen.count(params[i].name) > 0; };
+  // Walk from the last parameter to the first, closing a bucket once it holds bucket_bytes or
+  // when the next parameter down is frozen (a bucket is one contiguous slice).
   std::size_t end = params.size();  // one past the bucket's highest parameter index
   while (end > 0) {
+    if (is_frozen(end - 1)) {
+      --end;
+      continue;
+    }
     std::size_t begin = end - 1;
     std::size_t bytes = params[begin].grad.bytes();
-    while (begin > 0 && static_cast<std::int64_t>(bytes) < bucket_bytes) {
+    while (begin > 0 && !is_frozen(begin - 1) && static_cast<std::int64_t>(bytes) < bucket_bytes) {
       --begin;
       bytes += params[begin].grad.bytes();
     }
@@ -54,7 +61,8 @@ GradReadyFn GradSync::ready_callback() {
 }
 
 void GradSync::mark_ready(std::size_t i) {
-  if (i >= reported_.size() || reported_[i]) return;  // a model reporting twice is harmless
+  // A model reporting twice is harmless; a frozen parameter's report is not waited for.
+  if (i >= reported_.size() || reported_[i] || bucket_of_[i] == kNoBucket) return;
   reported_[i] = 1;
   Bucket& b = buckets_[bucket_of_[i]];
   if (--b.pending == 0) launch(b);
@@ -65,7 +73,7 @@ void GradSync::launch(Bucket& b) { b.work = comm_.all_reduce(b.slice, ReduceOp::
 void GradSync::finish() {
   std::vector<std::string> missing;
   for (std::size_t i = 0; i < reported_.size(); ++i) {
-    if (!reported_[i]) missing.push_back(params_[i].name);
+    if (!reported_[i] && bucket_of_[i] != kNoBucket) missing.push_back(params_[i].name);
   }
   if (!missing.empty() && !warned_) {
     warned_ = true;

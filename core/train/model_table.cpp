@@ -21,6 +21,10 @@ constexpr kiln_param_spec_v1 kModelHostKeys[] = {
     {"init_exclude", KILN_PARAM_STRING_LIST, "[]", nullptr,
      "With init: glob patterns (*, ? and [...], as fnmatch) of tensor names that keep their fresh "
      "initialisation and are neither required nor loaded, e.g. [\"fc.*\"] for a new head."},
+    {"freeze", KILN_PARAM_STRING_LIST, "[]", nullptr,
+     "Glob patterns (*, ? and [...], as fnmatch) of parameter names that training leaves as they are: "
+     "no gradient all-reduce, no optimizer update, e.g. [\"conv1.*\", \"bn1.*\", \"layer[1-3].*\"] to train "
+     "only the last stage and the head; docs/fine-tuning.md."},
     {"sync_bn", KILN_PARAM_BOOL, "false", nullptr,
      "Synchronised batch-norm: training-mode batch-norm layers normalise with the statistics of the "
      "global batch (all ranks), as PyTorch's SyncBatchNorm; docs/distributed.md."},

@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+#include <utility>
+
 #include "kiln/errors.hpp"
 
 namespace kiln::train {
@@ -156,10 +159,15 @@ std::vector<Optimizer::Segment>& Optimizer::segments(Backend& backend, std::span
   std::size_t i = 0;
   while (i < params.size()) {
     const Parameter& first = params[i];
+    if (excluded(first)) {
+      ++i;
+      continue;
+    }
     const float wd = (first.flags & kParamNoWeightDecay) ? 0.0f : weight_decay_;
     std::size_t j = i + 1;
-    // Extend while the next parameter lives in the same storage, after this one, with equal decay.
-    while (j < params.size() && params[j].value.storage() == first.value.storage() &&
+    // Extend while the next parameter is not excluded and lives in the same storage, after this
+    // one, with equal decay (a segment spanning an excluded parameter would update it).
+    while (j < params.size() && !excluded(params[j]) && params[j].value.storage() == first.value.storage() &&
            params[j].value.offset_bytes() > params[j - 1].value.offset_bytes() &&
            ((params[j].flags & kParamNoWeightDecay) ? 0.0f : weight_decay_) == wd) {
       ++j;
@@ -191,6 +199,7 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::state_views(Backend& back
   std::vector<std::pair<std::string, Tensor>> out;
   for (std::size_t k = 0; k < names.size(); ++k) {
     for (const Parameter& p : params) {
+      if (excluded(p)) continue;
       // The state arenas mirror the parameter storage, so a parameter's state sits at the same
       // byte offset in the state arena of the segment that covers it.
       for (const auto& seg : segs) {
@@ -205,6 +214,11 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::state_views(Backend& back
     }
   }
   return out;
+}
+
+void Optimizer::exclude(std::set<std::string> names) {
+  if (built_) throw std::logic_error("Optimizer::exclude called after the optimizer built its segments");
+  excluded_ = std::move(names);
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& type, const ParamMap& table) {

@@ -32,6 +32,7 @@
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/core_tables.hpp"
 #include "kiln/train/fingerprint_communicator.hpp"
+#include "kiln/train/freeze.hpp"
 #include "kiln/train/model_table.hpp"
 #include "kiln/train/sync_batch_norm.hpp"
 #include "kiln/train/run_identity.hpp"
@@ -116,6 +117,18 @@ void check_same_run(const TrainCommand& command, const std::filesystem::path& ch
   const std::vector<std::string> diffs = identity_differences(saved.run, current);
   if (diffs.empty()) return;
   const std::string list = fmt::format("{}", fmt::join(diffs, "; "));
+  const auto freeze_of = [](const RunIdentity& id) {
+    const auto it = id.find("model.freeze");
+    return it == id.end() ? std::string() : it->second;
+  };
+  if (command.resume_ignore_config && freeze_of(saved.run) != freeze_of(current)) {
+    // The optimizer state in the checkpoint covers exactly the parameters that trained.
+    throw ConfigError(fmt::format("--resume {}: model.freeze differs from the checkpoint's ({}), and "
+                                  "--resume-ignore-config cannot change it: the checkpoint holds optimizer state "
+                                  "only for the parameters it trained. To train other parameters from here, start "
+                                  "a new run with [model] init = \"{}\"",
+                                  checkpoint.string(), list, (checkpoint / "model.safetensors").string()));
+  }
   if (command.resume_ignore_config) {
     log->warn("--resume {}: resuming a different run as --resume-ignore-config asks: {}", checkpoint.string(), list);
     return;
@@ -290,6 +303,8 @@ RunOutcome run_training(const TrainCommand& command) {
   RunIdentity identity;
   add_params(identity, "model", model_c.params);
   if (sync_bn) identity["model.sync_bn"] = "true";  // changes the math; absent when off (older checkpoints)
+  const std::optional<FreezeRequest> freeze = freeze_request(model_t.host);
+  if (freeze) identity["model.freeze"] = fmt::format("{}", fmt::join(freeze->patterns, ", "));  // so does this
   identity["model.type"] = model_c.info->name;
   identity["seed"] = std::to_string(run.get_int("seed"));
   identity["loader.batch"] = std::to_string(batch);
@@ -333,6 +348,7 @@ RunOutcome run_training(const TrainCommand& command) {
   read_training_features({&optimizer, &loader, &checkpoint, &early_stop, eval_c.has_value()}, to);
   to.load_init = init_req && resume_from.empty();
   to.sync_bn = sync_bn;
+  to.freeze = freeze;
   to.init = init;
   std::shared_ptr<profile::ProfilingBackend> profiler;  // --profile: every op of the steps timed
   if (command.profile) profiler = profile::attach(parts.backend, to, command.profile_warmup);

@@ -15,6 +15,7 @@
 #include "kiln/train/bn_sync.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/checkpoint_policy.hpp"
+#include "kiln/train/freeze.hpp"
 #include "kiln/train/grad_clip.hpp"
 #include "kiln/train/init_weights.hpp"
 #include "kiln/train/loss_guard.hpp"
@@ -64,6 +65,8 @@ struct Trainer::Impl {
   nn::SoftmaxCrossEntropy loss;
   ComputeBoundary boundary;  // the casts between f32 data/loss and the model's compute dtype
   std::vector<Tensor> grad_zero_views;
+  FrozenParameters frozen;                  // [model] freeze; empty: every parameter trains
+  std::vector<Tensor> frozen_grad_views;    // zeroed after backward (freeze.hpp says why)
   io::Progress progress;
   StepMetrics step_metrics;  // [log] every_steps records
   std::int64_t global_step = 0;
@@ -109,7 +112,9 @@ struct Trainer::Impl {
                    std::string(parts.model->name()));
 
     auto params = parts.model->parameters();
+    if (opt.freeze) frozen = FrozenParameters(params, *opt.freeze);
     optimizer = make_optimizer(opt.optimizer_type, opt.optimizer_table);
+    optimizer->exclude(frozen.names());  // before a resume reads the optimizer state
     data::ShardOptions shard = opt.train_loader.shard;
     shard.count = train_loader->info().count;
     accumulation = std::make_unique<AccumulationPlan>(shard, opt.accumulate_steps);
@@ -142,8 +147,9 @@ struct Trainer::Impl {
     broadcast_initial_parameters(backend(), *parts.comm, params, parts.model->buffers());
     buffer_sync = std::make_unique<BufferSync>(backend(), *parts.comm, parts.model->buffers());
     if (!parts.model->buffers().empty()) log->info("model buffers: {}", buffer_sync->describe());
-    grad_sync = std::make_unique<GradSync>(*parts.comm, params, opt.bucket_bytes);
+    grad_sync = std::make_unique<GradSync>(*parts.comm, params, opt.bucket_bytes, frozen.names());
     grad_zero_views = sdk::grad_runs(params);  // one fill per contiguous gradient run
+    frozen_grad_views = frozen.grad_views(params);
     if (opt.clip_grad_norm > 0) clipper = std::make_unique<GradClipper>(backend(), params, opt.clip_grad_norm);
     // The schedule counts optimizer steps, so with accumulation an epoch is fewer of them.
     schedule = std::make_unique<LrSchedule>(opt.schedule_type, opt.schedule_table,
@@ -163,6 +169,7 @@ struct Trainer::Impl {
                 opt.accumulate_steps * opt.train_loader.shard.batch * ranks.world_size);
     }
     if (clipper) log->info("gradient clipping: global L2 norm at most {}", clipper->max_norm());
+    if (!frozen.empty()) log->info("{}", frozen.describe(params));
   }
 
   SplitTotals reduce(double loss_sum, double correct, double samples) {
@@ -256,6 +263,9 @@ struct Trainer::Impl {
       const auto sync_start = Clock::now();
       grad_sync->finish();
       st.comm_wait_seconds += seconds_since(sync_start);
+      // Frozen gradients were computed by backward but not reduced: zeroed, they count for
+      // nothing in the precision policy's checks, the clipping norm or the optimizer.
+      for (const Tensor& g : frozen_grad_views) backend().fill(g, 0.0);
       // Before the optimizer step: a diverged step must not reach the weights or a checkpoint.
       // The running sum is checked every loss_check_every steps and at the epoch's last step
       // (reading it waits for a device's queue), so the step, or the window, named is where the

@@ -1,4 +1,4 @@
-// Fine-tuning ([model] init, init_strict, init_exclude) against a torchvision resnet18 state dict
+// Fine-tuning ([model] init, init_strict, init_exclude, freeze) against a torchvision resnet18 state dict
 // written at test time by make_torchvision_resnet18.py (CTest fixture; see CMakeLists.txt):
 //   - loaded into Kiln's ResNet-18, eval-mode logits equal torchvision's (computed in f64) to
 //     1e-5 absolute, every loaded tensor holds the file's exact values, and the 20
@@ -12,7 +12,11 @@
 //   - through the real binary: a non-safetensors file and a missing file fail the start in one
 //     line before the run directory exists; a fine-tune run with a relative init path and a new
 //     head trains, and `kiln eval` rebuilds that run from its config.toml; with two ranks both
-//     report rank 0's refusal.
+//     report rank 0's refusal;
+//   - [model] freeze: a linear probe (backbone frozen, two ranks, SGD with momentum and weight
+//     decay) leaves every frozen tensor bit for bit the file's, all-reduces and keeps optimizer
+//     state for the head only; the head's first step is bit for bit an unfrozen run's; pattern
+//     mistakes fail the start naming the key; a resume must freeze the same parameters.
 #define KILN_TEST_MODULE test_finetune
 #include "kiln_test_main.hpp"
 
@@ -20,6 +24,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
 #include "../integration/kiln_process.hpp"
@@ -256,18 +261,20 @@ BOOST_AUTO_TEST_CASE(init_exclude_without_init_is_an_error) {
 
 namespace {
 
-/// A fine-tuning config: ResNet-18 for 64x64 inputs on a tiny synthetic set, with `model_keys`
-/// added to [model]; written as `file`.
-void write_config(const fs::path& file, int classes, const std::string& model_keys) {
+/// A fine-tuning config: ResNet-18 for 64x64 inputs on a tiny synthetic set (`train_count`
+/// samples in batches of 8), with `model_keys` added to [model] and `optimizer` as [optimizer];
+/// written as `file`.
+void write_config(const fs::path& file, int classes, const std::string& model_keys,
+                  const std::string& optimizer = "type = \"sgd\"\nlr = 0.01", int train_count = 16) {
   std::ofstream(file) << fmt::format(
       "[run]\nepochs = 1\n\n"
       "[model]\ntype = \"resnet\"\ndepth = 18\nnum_classes = {0}\nimage_size = 64\n{1}\n\n"
-      "[data.train]\ntype = \"synthetic\"\nshape = [3, 64, 64]\nclasses = {0}\ncount = 16\n\n"
+      "[data.train]\ntype = \"synthetic\"\nshape = [3, 64, 64]\nclasses = {0}\ncount = {3}\n\n"
       "[data.eval]\ntype = \"synthetic\"\nshape = [3, 64, 64]\nclasses = {0}\ncount = 8\nseed = 7\n\n"
       "[loader]\nbatch = 8\nworkers = 1\n\n"
-      "[optimizer]\ntype = \"sgd\"\nlr = 0.01\n\n"
+      "[optimizer]\n{2}\n\n"
       "[log]\nprogress = \"never\"\n",
-      classes, model_keys);
+      classes, model_keys, optimizer, train_count);
 }
 
 kiln::test::KilnResult kiln_cmd(const std::vector<std::string>& args) {
@@ -330,4 +337,142 @@ BOOST_AUTO_TEST_CASE(with_two_ranks_every_rank_reports_rank_0s_refusal) {
   BOOST_TEST(lines >= 1u, r.err);
   BOOST_TEST(!contains(r.err, "Connection closed"), r.err);
   BOOST_TEST(!contains(r.err, "closed the connection"), r.err);
+}
+
+// ---- [model] freeze: a linear probe on torchvision's backbone ----
+
+namespace {
+
+// Every parameter of ResNet-18 except the head: the stem, its batch-norm and the four stages.
+const std::string kFreezeBackbone = "freeze = [\"conv1.*\", \"bn1.*\", \"layer*\"]";
+
+/// A probe config: torchvision's weights, a fresh 5-class head, `freeze_line`, SGD with momentum
+/// and weight decay (either would move a frozen weight that the optimizer touched), `count`
+/// training samples in batches of 8.
+fs::path probe_config(const std::string& name, const std::string& freeze_line, int count) {
+  const fs::path config = kiln::test::scratch_dir() / (name + ".toml");
+  write_config(config, 5, init_line(kWeights) + "\ninit_exclude = [\"fc.*\"]\n" + freeze_line,
+               "type = \"sgd\"\nlr = 0.01\nmomentum = 0.9\nweight_decay = 0.01", count);
+  return config;
+}
+
+/// A file of a run's first-epoch checkpoint ("model" or "trainer").
+kiln::io::SafetensorsFile epoch1(const fs::path& run, const std::string& file) {
+  return kiln::io::read_safetensors(run / "checkpoints" / "epoch-0001" / (file + ".safetensors"));
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
+}
+
+bool is_head(const std::string& name) { return name.rfind("fc.", 0) == 0; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_linear_probe_on_two_ranks_trains_only_the_head) {
+  const fs::path config = probe_config("probe", kFreezeBackbone, 32);
+  const fs::path run = kiln::test::scratch_dir() / "run-probe";
+  const auto r = kiln_cmd({"train", "--config", config.string(), "--run-dir", run.string(), "--nproc", "2", "--set",
+                           "comm.type=gloo"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  const std::string log = kiln::test::slurp(run / "logs" / "rank0.log");
+  BOOST_TEST(contains(log, "freeze: 60 of 62 tensors (11176512 of 11179077 values) by model.freeze ("), log);
+  BOOST_TEST(contains(log, "trainable: fc.weight, fc.bias"), log);
+  // Only the head's gradients are all-reduced: 5 x 512 + 5 floats.
+  BOOST_TEST(contains(log, "grad sync 1 bucket(s), 0.01 MB of gradients"), log);
+
+  // Two steps of SGD with momentum and weight decay: every frozen parameter holds the file's
+  // exact values on rank 0's checkpoint, the head moved away from its fresh values.
+  const auto model = epoch1(run, "model");
+  const auto& file = torchvision_file().tensors;
+  std::size_t frozen = 0;
+  for (const auto& [name, t] : model.tensors) {
+    if (is_head(name) || name.find("running_") != std::string::npos) continue;
+    BOOST_TEST(same_bytes(t, file.at(name)), name << " changed although frozen");
+    ++frozen;
+  }
+  BOOST_TEST(frozen == 60u);
+  // Batch-norm running statistics still follow the batches, as PyTorch's do without .eval().
+  BOOST_TEST(!same_bytes(model.tensors.at("bn1.running_mean"), file.at("bn1.running_mean")));
+  // The optimizer keeps state for the head only.
+  const auto trainer = epoch1(run, "trainer");
+  BOOST_TEST(trainer.tensors.count("momentum_buffer.fc.weight") == 1u);
+  BOOST_TEST(trainer.tensors.count("momentum_buffer.fc.bias") == 1u);
+  BOOST_TEST(trainer.tensors.count("momentum_buffer.conv1.weight") == 0u);
+  BOOST_TEST(trainer.tensors.size() == 2u);
+
+  // eval rebuilds the run from its config.toml, freeze included.
+  const auto ev = kiln_cmd({"eval", "--run-dir", run.string(), "--json"});
+  BOOST_TEST(ev.status == 0, ev.err);
+}
+
+BOOST_AUTO_TEST_CASE(the_head_takes_the_same_first_step_as_without_freeze) {
+  // One step from the same weights: the head's gradient does not depend on what is frozen, so its
+  // update (and the momentum it starts) is bit for bit the one an unfrozen run makes, while the
+  // unfrozen run also moves the backbone.
+  const auto one_step = [](const std::string& name, const std::string& freeze_line) {
+    const fs::path run = kiln::test::scratch_dir() / ("run-" + name);
+    const auto r = kiln_cmd({"train", "--config", probe_config(name, freeze_line, 8).string(), "--run-dir",
+                             run.string()});
+    BOOST_TEST_REQUIRE(r.status == 0, r.err);
+    return std::make_pair(epoch1(run, "model"), epoch1(run, "trainer"));
+  };
+  const auto [frozen_model, frozen_trainer] = one_step("one-step-frozen", kFreezeBackbone);
+  const auto [all_model, all_trainer] = one_step("one-step-all", "");
+  for (const char* name : {"fc.weight", "fc.bias"}) {
+    BOOST_TEST(same_bytes(frozen_model.tensors.at(name), all_model.tensors.at(name)), name);
+    const std::string momentum = std::string("momentum_buffer.") + name;
+    BOOST_TEST(same_bytes(frozen_trainer.tensors.at(momentum), all_trainer.tensors.at(momentum)), momentum);
+  }
+  const auto& file = torchvision_file().tensors;
+  BOOST_TEST(same_bytes(frozen_model.tensors.at("layer4.1.conv2.weight"), file.at("layer4.1.conv2.weight")));
+  BOOST_TEST(!same_bytes(all_model.tensors.at("layer4.1.conv2.weight"), file.at("layer4.1.conv2.weight")));
+}
+
+BOOST_AUTO_TEST_CASE(freeze_mistakes_fail_the_start_naming_the_key) {
+  const fs::path run = kiln::test::scratch_dir() / "run-freeze-error";
+  // Patterns are matched once the model is built, after the banner (as init's checks are): the
+  // error is the last line, with status 1, and the start leaves no run directory.
+  const auto error_for = [&](const std::string& freeze_line) {
+    const fs::path config = probe_config("freeze-error", freeze_line, 8);
+    const auto r = kiln_cmd({"train", "--config", config.string(), "--run-dir", run.string()});
+    BOOST_TEST(r.status == 1);
+    std::string err = r.err;
+    while (!err.empty() && err.back() == '\n') err.pop_back();
+    const std::string last = err.substr(err.rfind('\n') == std::string::npos ? 0 : err.rfind('\n') + 1);
+    BOOST_TEST(last.rfind("kiln: error: ", 0) == 0u, r.err);
+    return std::make_pair(last, config.string());
+  };
+  const auto [typo, at] = error_for("freeze = [\"layr4.*\", \"fc.*\"]");
+  BOOST_TEST(contains(typo, fmt::format("model.freeze ({}:", at)), typo);
+  BOOST_TEST(contains(typo, "'layr4.*' matches no parameter of the model; its parameters are conv1.weight, "), typo);
+  BOOST_TEST(!fs::exists(run), "a failed start left a run directory");
+  const std::string all = error_for("freeze = [\"*\"]").first;
+  BOOST_TEST(contains(all, "freezes every parameter of the model (62)"), all);
+  BOOST_TEST(!fs::exists(run));
+  const std::string empty = error_for("freeze = [\"fc.*\", \"\"]").first;
+  BOOST_TEST(contains(empty, "has an empty pattern"), empty);
+  BOOST_TEST(!fs::exists(run));
+}
+
+BOOST_AUTO_TEST_CASE(a_resume_must_freeze_the_same_parameters) {
+  const fs::path config = probe_config("freeze-resume", kFreezeBackbone, 8);
+  const fs::path run = kiln::test::scratch_dir() / "run-freeze-resume";
+  BOOST_TEST_REQUIRE(kiln_cmd({"train", "--config", config.string(), "--run-dir", run.string()}).status == 0);
+  const std::string msg = kiln::test::one_line_error(
+      kiln_cmd({"train", "--config", config.string(), "--run-dir", run.string(), "--resume", "auto", "--set",
+                "run.epochs=2", "--set", "model.freeze=[\"conv1.*\"]"}));
+  BOOST_TEST(contains(msg, "the checkpoint is from a different run"), msg);
+  BOOST_TEST(contains(msg, "model.freeze"), msg);
+  // Not even on purpose: the optimizer state covers only what trained; init starts a new run.
+  const std::string forced = kiln::test::one_line_error(
+      kiln_cmd({"train", "--config", config.string(), "--run-dir", run.string(), "--resume", "auto", "--set",
+                "run.epochs=2", "--set", "model.freeze=[\"conv1.*\"]", "--resume-ignore-config"}));
+  BOOST_TEST(contains(forced, "--resume-ignore-config cannot change it"), forced);
+  BOOST_TEST(contains(forced, "start a new run with [model] init = \"" + (run / "checkpoints/epoch-0001/model.safetensors").string()),
+             forced);
+  // The same freeze resumes.
+  const auto again = kiln_cmd({"train", "--config", config.string(), "--run-dir", run.string(), "--resume", "auto",
+                               "--set", "run.epochs=2"});
+  BOOST_TEST(again.status == 0, again.err);
 }

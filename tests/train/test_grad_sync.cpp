@@ -1,6 +1,7 @@
 // GradSync against a recording fake Communicator: bucket boundaries for a small bucket_bytes,
 // each bucket's all-reduce launched the moment its last parameter is reported (before
-// finish()), unreported parameters still reduced at finish(), and every launch waited for.
+// finish()), unreported parameters still reduced at finish(), and every launch waited for;
+// frozen parameters ([model] freeze) in no bucket, and the gradient views the trainer zeroes.
 //
 // Layout used throughout: five f32 parameters of 10, 20, 30, 5 and 8 elements; each starts on a
 // 16-element (64-byte) boundary, so their element offsets are 0, 16, 48, 80, 96.
@@ -9,12 +10,14 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "kiln/communicator.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/sdk/nn/parameter_store.hpp"
+#include "kiln/train/freeze.hpp"
 #include "kiln/train/grad_sync.hpp"
 #include "train_fixture.hpp"
 
@@ -179,6 +182,50 @@ BOOST_AUTO_TEST_CASE(one_bucket_per_parameter_when_bucket_bytes_is_tiny) {
     BOOST_TEST(comm.calls.back().numel == sizes[i]);
   }
   sync.finish();
+}
+
+// [model] freeze: p1 and p3 frozen. No bucket holds or spans them (p4 alone, p2 alone, p0
+// alone, even with room for more), their reports are ignored and never waited for, and finish()
+// does not name them as missing.
+BOOST_AUTO_TEST_CASE(frozen_parameters_belong_to_no_bucket) {
+  FiveParams fp;
+  const auto* grads = fp.store.grad_arena().storage().get();
+  RecordingComm comm;
+  kiln::train::GradSync sync(comm, fp.store.parameters(), 25'000'000, {"p1", "p3"});
+  BOOST_TEST(sync.num_buckets() == 3u);
+  sync.begin_step();
+  const kiln::GradReadyFn ready = sync.ready_callback();
+  ready(4);
+  BOOST_TEST_REQUIRE(comm.calls.size() == 1u);
+  expect_reduce(comm.calls[0], 96, 8, grads);
+  ready(3);
+  BOOST_TEST(comm.calls.size() == 1u);
+  ready(2);
+  BOOST_TEST_REQUIRE(comm.calls.size() == 2u);
+  expect_reduce(comm.calls[1], 48, 30, grads);
+  ready(0);  // p1 never reported: frozen, so not waited for
+  BOOST_TEST_REQUIRE(comm.calls.size() == 3u);
+  expect_reduce(comm.calls[2], 0, 10, grads);
+  sync.finish();
+  BOOST_TEST(comm.count("all_reduce") == 3u);
+  BOOST_TEST(comm.count("wait") == 3u);
+  BOOST_TEST(sync.describe() == "3 bucket(s), 0.00 MB of gradients");
+}
+
+// The views the trainer zeroes after backward: one per run of consecutive frozen parameters,
+// never across a trainable one (p1 between p0 and p2 keeps its gradient).
+BOOST_AUTO_TEST_CASE(frozen_gradient_views_never_cover_a_trainable_parameter) {
+  FiveParams fp;
+  const kiln::train::FrozenParameters frozen(fp.store.parameters(), {{"p[02]", "p3"}, "model.freeze (test)"});
+  BOOST_TEST(frozen.names() == (std::set<std::string>{"p0", "p2", "p3"}), boost::test_tools::per_element());
+  const auto views = frozen.grad_views(fp.store.parameters());
+  BOOST_TEST_REQUIRE(views.size() == 2u);
+  BOOST_TEST(views[0].offset_bytes() == 0u);
+  BOOST_TEST(views[0].numel() == 10);
+  BOOST_TEST(views[1].offset_bytes() == 48 * sizeof(float));
+  BOOST_TEST(views[1].numel() == 80 + 5 - 48);  // p2 up to the end of p3, the gap between them included
+  BOOST_TEST(frozen.describe(fp.store.parameters()) ==
+             "freeze: 3 of 5 tensors (45 of 73 values) by model.freeze (test); trainable: p1, p4");
 }
 
 BOOST_AUTO_TEST_CASE(gradients_in_two_arenas_are_refused) {

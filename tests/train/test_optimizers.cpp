@@ -1,10 +1,12 @@
 // Optimizers made by kiln::train::make_optimizer on a two-parameter ParameterStore (w with
 // weight decay, b flagged kParamNoWeightDecay) on the cpu backend: values after one and two
 // steps against numbers worked out by hand (PyTorch's formulas, in the comments) and against
-// a double-precision reference of the same formulas; foreign and bad keys rejected.
+// a double-precision reference of the same formulas; parameters excluded by [model] freeze left
+// alone; foreign and bad keys rejected.
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -224,6 +226,41 @@ BOOST_AUTO_TEST_CASE(gaps_between_parameters_stay_zero) {
   const auto arena = read(tp.store.value_arena());
   for (std::int64_t k = 3; k < tp.store.offset(tp.b); ++k) BOOST_TEST(arena[k] == 0.0, "gap " << k);
   for (std::int64_t k = tp.store.offset(tp.b) + 2; k < tp.store.arena_elements(); ++k) BOOST_TEST(arena[k] == 0.0);
+}
+
+// [model] freeze: an excluded parameter between two trained ones keeps its value under momentum
+// and weight decay (a segment spanning it would move it), has no state, and the others step
+// exactly as without it.
+BOOST_AUTO_TEST_CASE(excluded_parameters_are_left_alone_and_have_no_state) {
+  kiln::nn::ParameterStore store;
+  const std::size_t a = store.declare("a", {3}, kiln::nn::Init::zeros());
+  const std::size_t frozen = store.declare("frozen", {4}, kiln::nn::Init::zeros());
+  const std::size_t c = store.declare("c", {3}, kiln::nn::Init::zeros());
+  store.allocate(cpu(), kiln::DType::f32, kiln::DType::f32, 1);
+  const std::vector<double> frozen0 = {1.0, -1.0, 2.0, -2.0};
+  write(store[a].value, kW0);
+  write(store[frozen].value, frozen0);
+  write(store[c].value, kW0);
+  auto opt = kiln::train::make_optimizer(
+      "sgd", core_table("optimizer", "lr = 0.1\nmomentum = 0.9\nweight_decay = 0.01", kiln::train::optimizer_schema("sgd")));
+  opt->exclude({"frozen"});
+  SgdRef ref{0.1, 0.9, 0.0, 0.01, false, kW0, {}};
+  for (int s = 0; s < 2; ++s) {
+    write(store[a].grad, kGw);
+    write(store[frozen].grad, {0.5, 0.5, 0.5, 0.5});
+    write(store[c].grad, kGw);
+    opt->step(cpu(), store.parameters(), 0.1f);
+    cpu().synchronize();
+    ref.step(kGw);
+    check_values("a", read(store[a].value), ref.p);
+    check_values("c", read(store[c].value), ref.p);
+    BOOST_TEST(read(store[frozen].value) == frozen0, boost::test_tools::per_element());
+  }
+  std::vector<std::string> names;
+  for (const auto& [name, t] : opt->state_views(cpu(), store.parameters())) names.push_back(name);
+  BOOST_TEST(names == (std::vector<std::string>{"momentum_buffer.a", "momentum_buffer.c"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(kiln::test::error_text<std::logic_error>([&] { opt->exclude({}); }).find("after") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(foreign_and_bad_keys_are_rejected) {

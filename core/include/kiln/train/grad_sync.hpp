@@ -7,11 +7,14 @@
 // for all of them. The loss gradient was already divided by the global sample count, so a SUM
 // over ranks yields the gradient of the mean loss over the global batch.
 // A parameter backward never reports keeps its zeroed gradient; it is reduced with its bucket
-// at finish() and named in a one-time warning.
+// at finish() and named in a one-time warning. Frozen parameters ([model] freeze, freeze.hpp)
+// belong to no bucket: a bucket never spans one, their reports are ignored, and their gradients
+// are never reduced.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,8 +26,10 @@ namespace kiln::train {
 
 class GradSync {
  public:
-  /// Plans buckets over `params` (all gradients must share one storage, as ParameterStore makes).
-  GradSync(Communicator& comm, std::span<const Parameter> params, std::int64_t bucket_bytes);
+  /// Plans buckets over `params` (all gradients must share one storage, as ParameterStore makes),
+  /// leaving out the parameters named in `frozen`.
+  GradSync(Communicator& comm, std::span<const Parameter> params, std::int64_t bucket_bytes,
+           const std::set<std::string>& frozen = {});
 
   /// Starts a step: clears the ready marks.
   void begin_step();
@@ -49,7 +54,8 @@ class GradSync {
   Communicator& comm_;
   std::span<const Parameter> params_;
   std::vector<Bucket> buckets_;
-  std::vector<std::size_t> bucket_of_;    // parameter index -> bucket
+  static constexpr std::size_t kNoBucket = static_cast<std::size_t>(-1);  // a frozen parameter's
+  std::vector<std::size_t> bucket_of_;    // parameter index -> bucket (or kNoBucket)
   std::vector<std::uint8_t> reported_;
   bool warned_ = false;
 };

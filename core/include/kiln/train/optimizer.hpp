@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -41,8 +42,11 @@ class Optimizer {
   /// momentum, {"exp_avg", "exp_avg_sq"} for adam/adamw, {} for plain sgd.
   virtual std::vector<std::string> state_names() const = 0;
   /// Views of every parameter's state, named "<state name>.<parameter name>", in parameter order
-  /// (allocating the state on first use). For checkpoints.
+  /// (allocating the state on first use). For checkpoints. Excluded parameters have none.
   std::vector<std::pair<std::string, Tensor>> state_views(Backend& backend, std::span<const Parameter> params);
+  /// Parameters (by name) this optimizer never updates and keeps no state for: [model] freeze
+  /// (freeze.hpp). Call before the first step or state_views; throws std::logic_error after.
+  void exclude(std::set<std::string> names);
 
  protected:
   /// One contiguous run of parameters sharing weight decay, and its state slices.
@@ -51,14 +55,17 @@ class Optimizer {
     Tensor state[2];
     float weight_decay = 0;
   };
-  /// Builds segments on first use; allocates `num_states` state arenas shaped like the parameter
-  /// storage, zero-filled.
+  /// Builds segments on first use (never across an excluded parameter); allocates `num_states`
+  /// state arenas shaped like the parameter storage, zero-filled.
   std::vector<Segment>& segments(Backend& backend, std::span<const Parameter> params, int num_states);
   std::int64_t steps_ = 0;
   float weight_decay_ = 0;
 
  private:
+  bool excluded(const Parameter& p) const { return excluded_.count(p.name) > 0; }
+
   std::vector<Segment> segments_;
+  std::set<std::string> excluded_;
   bool built_ = false;
 };
 

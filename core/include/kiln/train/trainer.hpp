@@ -28,6 +28,7 @@
 #include "kiln/model.hpp"
 #include "kiln/train/run_identity.hpp"
 #include "kiln/precision_policy.hpp"
+#include "kiln/train/freeze.hpp"
 #include "kiln/train/init_weights.hpp"
 #include "kiln/train/early_stop.hpp"
 #include "kiln/train/lr_schedule.hpp"
@@ -74,6 +75,8 @@ struct TrainerOptions {
   /// rank 0's parameters are broadcast.
   bool load_init = false;
   std::shared_ptr<const InitWeights> init;
+  /// Frozen parameters ([model] freeze, freeze.hpp): matched against the model once it is built.
+  std::optional<FreezeRequest> freeze;
   /// Synchronised batch-norm (sync_batch_norm.hpp): set when [model] sync_bn = true, holding
   /// where it was set (for the error when the model has no batch-norm layer).
   std::optional<std::string> sync_bn;

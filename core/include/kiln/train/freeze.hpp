@@ -1,0 +1,71 @@
+// Freezing parameters ([model] freeze): glob patterns of parameter names whose values training
+// leaves as they are, as `requires_grad_(False)` in PyTorch or `trainable = False` in Keras. The
+// usual use is fine-tuning: load a backbone with [model] init, freeze it, train a new head.
+//
+// What a frozen parameter does not take part in (every rank decides the same from the config):
+//   - the gradient all-reduce: GradSync plans its buckets over the trainable parameters only,
+//     so a frozen backbone costs no communication;
+//   - the optimizer: no update, no weight decay, no momentum or Adam state (a checkpoint holds
+//     optimizer state for the trainable parameters only, as PyTorch's optimizer over them would);
+//   - the precision policy's finite check and fp16 unscaling, and gradient clipping's norm: the
+//     trainer zeroes the frozen gradients after backward, before any of them look, so only the
+//     trainable ones count, as in PyTorch where a frozen parameter has no gradient at all.
+// What it still takes part in: forward, and backward through it (the model plugin computes
+// every gradient; the contract has no way to tell it which to skip), the broadcast of the initial
+// values, checkpoints and init. Batch-norm layers whose weights are frozen keep updating their
+// running statistics in training mode, as PyTorch's do without `.eval()`.
+//
+// Patterns use fnmatch (*, ?, [...]) against parameter names (PyTorch state-dict names:
+// "layer1.0.conv1.weight"). A pattern that matches no parameter is an error (a typo, or a
+// buffer's name), and so is freezing every parameter (nothing would train). The patterns are
+// part of the run identity: a resume must freeze the same parameters.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/model.hpp"
+#include "kiln/params.hpp"
+
+namespace kiln::train {
+
+/// What [model] freeze asks for.
+struct FreezeRequest {
+  std::vector<std::string> patterns;  ///< fnmatch globs, none empty
+  std::string where;                  ///< "model.freeze (run.toml:7)", for messages
+};
+
+/// The request in [model]'s host keys (model_table.hpp), or nullopt when freeze is empty.
+/// Throws ConfigError for an empty pattern.
+std::optional<FreezeRequest> freeze_request(const ParamMap& model_host);
+
+/// Which parameters of a built model a request freezes.
+class FrozenParameters {
+ public:
+  /// No parameter frozen.
+  FrozenParameters() = default;
+  /// Matches `request` against `params` (Model::parameters()). Throws ConfigError naming the
+  /// key when a pattern matches no parameter, or when every parameter would be frozen.
+  FrozenParameters(std::span<const Parameter> params, const FreezeRequest& request);
+
+  bool empty() const noexcept { return names_.empty(); }
+  bool contains(const Parameter& p) const { return names_.count(p.name) > 0; }
+  const std::set<std::string>& names() const noexcept { return names_; }
+
+  /// 1-D views covering the frozen parameters' gradients (one per run of consecutive frozen
+  /// parameters in one arena), for the trainer to zero after backward.
+  std::vector<Tensor> grad_views(std::span<const Parameter> params) const;
+
+  /// One line for the log: "freeze: 159 of 161 tensors (23508032 of 25557032 values) by
+  /// model.freeze (run.toml:7); trainable: fc.weight, fc.bias".
+  std::string describe(std::span<const Parameter> params) const;
+
+ private:
+  std::set<std::string> names_;
+  std::string where_;
+};
+
+}  // namespace kiln::train

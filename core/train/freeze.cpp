@@ -1,0 +1,97 @@
+// [model] freeze: which parameters training leaves as they are (see freeze.hpp).
+#include "kiln/train/freeze.hpp"
+
+#include <fmt/format.h>
+#include <fnmatch.h>
+
+#include <cstdint>
+
+#include "kiln/errors.hpp"
+#include "kiln/sdk/param_runs.hpp"
+
+namespace kiln::train {
+namespace {
+
+constexpr std::size_t kListedNames = 8;  // names a message or the log line lists before "..."
+
+std::string listed(const std::vector<std::string>& names) {
+  if (names.size() <= kListedNames) return fmt::format("{}", fmt::join(names, ", "));
+  return fmt::format("{}, ... ({} in all)", fmt::join(names.begin(), names.begin() + kListedNames, ", "),
+                     names.size());
+}
+
+}  // namespace
+
+std::optional<FreezeRequest> freeze_request(const ParamMap& model_host) {
+  const auto& patterns = model_host.get<std::vector<std::string>>("freeze");
+  if (patterns.empty()) return std::nullopt;
+  for (const std::string& pattern : patterns) {
+    if (pattern.empty()) {
+      throw ConfigError(fmt::format("{} has an empty pattern; write globs of parameter names such as \"layer1.*\"",
+                                    model_host.where("freeze")));
+    }
+  }
+  return FreezeRequest{patterns, model_host.where("freeze")};
+}
+
+FrozenParameters::FrozenParameters(std::span<const Parameter> params, const FreezeRequest& request)
+    : where_(request.where) {
+  std::vector<std::string> unmatched;
+  for (const std::string& pattern : request.patterns) {
+    bool hit = false;
+    for (const Parameter& p : params) {
+      if (fnmatch(pattern.c_str(), p.name.c_str(), 0) == 0) {
+        names_.insert(p.name);
+        hit = true;
+      }
+    }
+    if (!hit) unmatched.push_back(fmt::format("'{}'", pattern));
+  }
+  if (!unmatched.empty()) {
+    std::vector<std::string> examples;
+    for (const Parameter& p : params) examples.push_back(p.name);
+    throw ConfigError(fmt::format("{}: {} {} no parameter of the model; its parameters are {}", where_,
+                                  fmt::join(unmatched, ", "), unmatched.size() == 1 ? "matches" : "match",
+                                  listed(examples)));
+  }
+  if (names_.size() == params.size()) {
+    throw ConfigError(fmt::format("{} freezes every parameter of the model ({}), so training would change "
+                                  "nothing; leave the layers to train out of the patterns",
+                                  where_, params.size()));
+  }
+}
+
+std::vector<Tensor> FrozenParameters::grad_views(std::span<const Parameter> params) const {
+  // Runs are taken over consecutive frozen parameters only: sdk::grad_runs would join two frozen
+  // parameters across a trainable one between them, and zeroing that view would zero its gradient.
+  std::vector<Tensor> views;
+  std::size_t i = 0;
+  while (i < params.size()) {
+    if (!contains(params[i])) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i + 1;
+    while (j < params.size() && contains(params[j])) ++j;
+    for (Tensor& run : sdk::grad_runs(params.subspan(i, j - i))) views.push_back(std::move(run));
+    i = j;
+  }
+  return views;
+}
+
+std::string FrozenParameters::describe(std::span<const Parameter> params) const {
+  std::int64_t frozen_values = 0, all_values = 0;
+  std::vector<std::string> trainable;
+  for (const Parameter& p : params) {
+    all_values += p.value.numel();
+    if (contains(p)) {
+      frozen_values += p.value.numel();
+    } else {
+      trainable.push_back(p.name);
+    }
+  }
+  return fmt::format("freeze: {} of {} tensors ({} of {} values) by {}; trainable: {}", names_.size(), params.size(),
+                     frozen_values, all_values, where_, listed(trainable));
+}
+
+}  // namespace kiln::train
