@@ -38,6 +38,7 @@ constexpr const char* kUsage =
     "  bench-data --config FILE [-n BATCHES] [--json]            samples/s of a config's input pipeline alone\n"
     "  plugins list [--json]                                     list plugins (and libraries that failed)\n"
     "  plugins show NAME [--json]                                a plugin's kind, version, ABI and parameters\n"
+    "  plugins check FILE [--json]                               whether kiln loads a plugin library, and finds it\n"
     "  --version                                                 print the version\n"
     "\n"
     "every command accepts --plugin-path DIR (repeatable), searched before KILN_PLUGIN_PATH and\n"

@@ -1,4 +1,4 @@
-// `kiln plugins list|show`. Plain text is for people (aligned columns, gst-inspect layout);
+// `kiln plugins list|show|check`. Plain text is for people (aligned columns, gst-inspect layout);
 // --json is for scripts and carries everything the text does, including failures.
 #include "plugins_command.hpp"
 
@@ -193,7 +193,89 @@ void show_text(const PluginInfo& info, std::ostream& out) {
 
 [[noreturn]] void usage_error(const std::string& what) {
   throw ConfigError("kiln plugins: " + what +
-                    "; usage: `kiln plugins list [--json]` or `kiln plugins show NAME [--json]`");
+                    "; usage: `kiln plugins list [--json]`, `kiln plugins show NAME [--json]` or "
+                    "`kiln plugins check FILE [--json]`");
+}
+
+std::filesystem::path resolved(const std::filesystem::path& p) {
+  std::error_code ec;
+  const auto r = std::filesystem::weakly_canonical(p, ec);
+  return ec ? p.lexically_normal() : r;
+}
+
+/// Whether a run over `search_path` would use the plugins of a library that passed its checks:
+/// "yes, ..." or "no: <why, and the fix>".
+std::string found_by_a_run(const plugin::LibraryCheck& check, const std::vector<std::filesystem::path>& search_path) {
+  const std::string file_name = check.file.filename().string();
+  if (!plugin::is_plugin_file_name(file_name)) {
+    std::string names;
+    for (const auto& info : check.plugins) {
+      names += (names.empty() ? "" : " or ") + plugin::plugin_file_name(info.kind, info.name);
+    }
+    return "no: a run reads only files named libkiln-*.so, and looks first in the one named after the plugin it "
+           "asks for; name this one " + names;
+  }
+  const auto dir = resolved(check.file.parent_path());
+  std::size_t entry = search_path.size();
+  for (std::size_t i = 0; i < search_path.size() && entry == search_path.size(); ++i) {
+    if (resolved(search_path[i]) == dir) entry = i;
+  }
+  if (entry == search_path.size()) {
+    std::string searched;
+    for (const auto& d : search_path) searched += " " + d.string();
+    return "no: " + check.file.parent_path().string() + " is not on the search path; pass --plugin-path " +
+           check.file.parent_path().string() + " or add it to KILN_PLUGIN_PATH (searched:" + searched + ")";
+  }
+  Registry registry(search_path);
+  registry.scan();
+  for (const auto& info : check.plugins) {
+    for (const auto& used : registry.plugins()) {
+      if (used.kind == info.kind && used.name == info.name && resolved(used.library) != resolved(check.file)) {
+        return "no: " + std::string(plugin::kind_name(info.kind)) + " '" + info.name + "' from " +
+               used.library.string() + ", earlier on the search path, is used instead";
+      }
+    }
+  }
+  return "yes: " + check.file.parent_path().string() + " is entry " + std::to_string(entry + 1) + " of " +
+         std::to_string(search_path.size()) + " on the search path";
+}
+
+/// `check FILE`: the loader's verdict on one file, what it exports, and whether a run finds it.
+int check_command(const std::filesystem::path& file, const std::vector<std::filesystem::path>& plugin_path_dirs,
+                  bool json, std::ostream& out) {
+  const plugin::LibraryCheck check = plugin::check_library(file);
+  if (!check.failure.empty()) {
+    if (!json) throw PluginError(check.failure);
+    out << "{\"library\": " << io::json_quoted(check.file.string()) << ", \"loads\": false, \"failure\": "
+        << io::json_quoted(check.failure) << ", \"plugins\": [], \"found\": null}\n";
+    return 1;
+  }
+  const std::string found = found_by_a_run(check, plugin::default_search_path(plugin_path_dirs));
+  if (json) {
+    out << "{\"library\": " << io::json_quoted(check.file.string()) << ", \"loads\": true, \"failure\": null, "
+        << "\"plugins\": [";
+    for (std::size_t i = 0; i < check.plugins.size(); ++i) {
+      out << (i ? ",\n  " : "\n  ");
+      plugin_json(check.plugins[i], out);
+    }
+    out << "],\n \"found\": " << io::json_quoted(found) << "}\n";
+    return 0;
+  }
+  const PluginInfo& first = check.plugins.front();  // read_descriptor refuses a library exporting none
+  std::vector<std::vector<std::string>> rows = {
+      {"Library", check.file.string()},
+      {"Checks", "passed: trusted path, descriptor section, load in a child process, symbols bound at load, plugin "
+                 "ABI " + abi_text(first) + ", toolchain key, contract " + first.contract_fingerprint +
+                 " (the same as this kiln's)"},
+      {"Built with", "Kiln SDK " + first.kiln_version}};
+  for (const auto& info : check.plugins) {
+    rows.push_back({"Plugin", std::string(plugin::kind_name(info.kind)) + " '" + info.name + "' " + info.version +
+                                  ": select it with type = \"" + info.name + "\" in " +
+                                  std::string(config_table(info.kind))});
+  }
+  rows.push_back({"Found by a run", found});
+  print_table(rows, out);
+  return 0;
 }
 
 }  // namespace
@@ -244,6 +326,19 @@ int run_plugins_command(const std::vector<std::string>& args,
       show_text(*matches[i], out);
     }
     return 0;
+  }
+  if (sub == "check") {
+    std::vector<std::string> files;
+    bool json = false;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+      if (args[i] == "--json") {
+        json = true;
+      } else {
+        files.push_back(args[i]);
+      }
+    }
+    if (files.size() != 1) usage_error("`check` takes exactly one library file");
+    return check_command(files[0], plugin_path_dirs, json, out);
   }
   usage_error("unknown subcommand '" + sub + "'");
 }

@@ -22,13 +22,6 @@
 namespace kiln::plugin {
 namespace {
 
-bool is_plugin_file_name(const std::string& file_name) {
-  constexpr std::string_view prefix = "libkiln-";
-  constexpr std::string_view suffix = ".so";
-  return file_name.size() > prefix.size() + suffix.size() && file_name.starts_with(prefix) &&
-         file_name.ends_with(suffix);
-}
-
 // Plugin files of `dir` in name order, so discovery (and thus which duplicate wins) is stable.
 std::vector<std::filesystem::path> plugin_files(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> files;
@@ -112,6 +105,24 @@ std::shared_ptr<T> create_object(const PluginInfo& info, std::uint32_t kind, con
 
 }  // namespace
 
+bool is_plugin_file_name(const std::string& file_name) {
+  constexpr std::string_view prefix = "libkiln-";
+  constexpr std::string_view suffix = ".so";
+  return file_name.size() > prefix.size() + suffix.size() && file_name.starts_with(prefix) &&
+         file_name.ends_with(suffix);
+}
+
+LibraryCheck check_library(const std::filesystem::path& file) {
+  LibraryCheck check;
+  check.file = std::filesystem::absolute(file);
+  try {
+    check.plugins = read_descriptor(load_plugin_library(check.file), check.file);
+  } catch (const PluginError& e) {
+    check.failure = e.what();
+  }
+  return check;
+}
+
 Registry::Registry(std::vector<std::filesystem::path> search_path)
     : search_path_(std::move(search_path)) {}
 
@@ -185,12 +196,13 @@ const PluginInfo* Registry::find_loaded(std::uint32_t kind, std::string_view nam
   return nullptr;
 }
 
-static std::string_view file_kind_name(std::uint32_t kind) noexcept {
-  return kind == KILN_KIND_COMMUNICATOR ? std::string_view("comm") : kind_name(kind);
+std::string plugin_file_name(std::uint32_t kind, std::string_view name) {
+  const std::string_view kind_part = kind == KILN_KIND_COMMUNICATOR ? std::string_view("comm") : kind_name(kind);
+  return "libkiln-" + std::string(kind_part) + "-" + std::string(name) + ".so";
 }
 
 const PluginInfo* Registry::find(std::uint32_t kind, std::string_view name) const {
-  const std::string own_file = "libkiln-" + std::string(file_kind_name(kind)) + "-" + std::string(name) + ".so";
+  const std::string own_file = plugin_file_name(kind, name);
   const auto checked = [&](const PluginInfo* info) {
     if (info != nullptr) refuse_if_own_library_failed_earlier(own_file, *info);
     return info;

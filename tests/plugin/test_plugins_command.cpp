@@ -1,4 +1,4 @@
-// `kiln plugins list|show` output against the fixture libraries. The search path also holds
+// `kiln plugins list|show|check` output against the fixture libraries. The search path also holds
 // the build tree's own plugins (bin/../lib/kiln/plugins), so assertions look for lines, not
 // whole outputs.
 #define KILN_TEST_MODULE plugins_command
@@ -187,10 +187,70 @@ BOOST_AUTO_TEST_CASE(show_unknown_name_suggests) {
 
 BOOST_AUTO_TEST_CASE(malformed_command_lines_are_config_errors) {
   BOOST_TEST(message_of<kiln::ConfigError>({"lst"}) ==
-             "kiln plugins: unknown subcommand 'lst'; usage: `kiln plugins list [--json]` or "
-             "`kiln plugins show NAME [--json]`");
+             "kiln plugins: unknown subcommand 'lst'; usage: `kiln plugins list [--json]`, "
+             "`kiln plugins show NAME [--json]` or `kiln plugins check FILE [--json]`");
   BOOST_TEST(contains(message_of<kiln::ConfigError>({"show"}), "`show` takes exactly one plugin name"));
   BOOST_TEST(contains(message_of<kiln::ConfigError>({"show", "--json"}), "`show` takes exactly one plugin name"));
   BOOST_TEST(contains(message_of<kiln::ConfigError>({"list", "--yaml"}),
                       "unexpected argument '--yaml' to `list`"));
+}
+
+// `check FILE`: the loader's verdict on one file, what it exports and whether a run uses it.
+BOOST_AUTO_TEST_CASE(check_reports_a_good_library_and_whether_a_run_finds_it) {
+  const auto library = fixture_library("good");
+  const auto on_path = run({"check", library.string()}, {fixture_dir("good")});
+  BOOST_TEST(contains(on_path, "Library         " + library.string() + "\n"), on_path);
+  BOOST_TEST(contains(on_path, "contract " KILN_CONTRACT_FINGERPRINT " (the same as this kiln's)"), on_path);
+  BOOST_TEST(contains(on_path, "Plugin          precision 'fixture-fp32' 1.2.3: select it with type = "
+                               "\"fixture-fp32\" in [precision]\n"), on_path);
+  BOOST_TEST(contains(on_path, "Found by a run  yes: " + fixture_dir("good").string() + " is entry 1 of "), on_path);
+
+  // Off the search path: the fix is named.
+  const auto off_path = run({"check", library.string()}, {});
+  BOOST_TEST(contains(off_path, "Found by a run  no: " + fixture_dir("good").string() +
+                                    " is not on the search path; pass --plugin-path " + fixture_dir("good").string()),
+             off_path);
+
+  // Shadowed by a plugin of the same kind and name earlier on the path.
+  const auto shadowed = run({"check", fixture_library("shadow-b").string()},
+                            {fixture_dir("shadow-a"), fixture_dir("shadow-b")});
+  BOOST_TEST(contains(shadowed, "Found by a run  no: "), shadowed);
+  BOOST_TEST(contains(shadowed, "from " + fixture_library("shadow-a").string() + ", earlier on the search path, is "
+                                "used instead"),
+             shadowed);
+
+  // A name a directory scan skips: it passes, but a run never reads it.
+  kiln_test::TempDir dir;
+  const auto renamed = dir.path() / "myplugin.so";
+  std::filesystem::copy_file(library, renamed);
+  const auto text = run({"check", renamed.string()}, {dir.path()});
+  BOOST_TEST(contains(text, "Checks          passed: "), text);
+  BOOST_TEST(contains(text, "no: a run reads only files named libkiln-*.so, and looks first in the one named after "
+                            "the plugin it asks for; name this one libkiln-precision-fixture-fp32.so"),
+             text);
+}
+
+BOOST_AUTO_TEST_CASE(check_of_a_library_the_loader_refuses_gives_its_reason) {
+  const auto library = fixture_library("contract");
+  const std::string reason = message_of<kiln::PluginError>({"check", library.string()});
+  BOOST_TEST(contains(reason, library.string()), reason);
+  BOOST_TEST(contains(reason, "was built against Kiln contract 0123456789abcdef"), reason);
+
+  // --json reports it as data, with exit status 1.
+  unsetenv("KILN_PLUGIN_PATH");
+  std::ostringstream out;
+  BOOST_TEST(kiln::cli::run_plugins_command({"check", "--json", library.string()}, {}, out) == 1);
+  namespace json = kiln::test::json;
+  const json::Value doc = json::parse(out.str());
+  BOOST_TEST(!doc.at("loads").boolean);
+  BOOST_TEST(doc.at("failure").string == reason);
+  BOOST_TEST(doc.at("plugins").items.empty());
+
+  const json::Value good = json::parse(run({"check", fixture_library("good").string(), "--json"}, {fixture_dir("good")}));
+  BOOST_TEST(good.at("loads").boolean);
+  BOOST_TEST(good.at("plugins").items.size() == 1u);
+  BOOST_TEST(good.at("plugins").items[0].at("name").string == "fixture-fp32");
+  BOOST_TEST(good.at("found").string.starts_with("yes: "));
+
+  BOOST_TEST(contains(message_of<kiln::ConfigError>({"check"}), "`check` takes exactly one library file"));
 }

@@ -77,6 +77,26 @@ struct ShadowedPlugin {
 /// The search path for a run: `cli_dirs`, then KILN_PLUGIN_PATH, then the install's plugin dir.
 std::vector<std::filesystem::path> default_search_path(const std::vector<std::filesystem::path>& cli_dirs);
 
+/// The file a run looks in first for a plugin: "libkiln-<kind>-<name>.so" ("comm" for a
+/// communicator), e.g. libkiln-model-mlp.so.
+std::string plugin_file_name(std::uint32_t kind, std::string_view name);
+
+/// Whether a file name is one a directory scan looks at: libkiln-*.so.
+bool is_plugin_file_name(const std::string& file_name);
+
+/// One library file put through the loader's checks on its own (`kiln plugins check FILE`).
+struct LibraryCheck {
+  std::filesystem::path file;        ///< absolute, as given (not resolved)
+  std::vector<PluginInfo> plugins;   ///< what it exports, when it passed every check
+  std::string failure;               ///< the loader's reason, when it did not (then plugins is empty)
+};
+
+/// Runs on `file` every check a run makes before using a library (trusted path, the descriptor
+/// section, the load in a child, immediate binding, the descriptor's ABI, toolchain key and
+/// contract fingerprint), whatever the file's name or directory, and loads it if it passes.
+/// Never throws for a bad library: the reason is in `failure`.
+LibraryCheck check_library(const std::filesystem::path& file);
+
 class Registry {
  public:
   explicit Registry(std::vector<std::filesystem::path> search_path);
