@@ -1,6 +1,8 @@
-// `kiln plugins list|show|check`. Plain text is for people (aligned columns, gst-inspect layout);
+// `kiln plugins list|show|check|test`. Plain text is for people (aligned columns, gst-inspect layout);
 // --json is for scripts and carries everything the text does, including failures.
 #include "plugins_command.hpp"
+
+#include "plugins_test_command.hpp"
 
 #include <algorithm>
 #include <span>
@@ -193,8 +195,8 @@ void show_text(const PluginInfo& info, std::ostream& out) {
 
 [[noreturn]] void usage_error(const std::string& what) {
   throw ConfigError("kiln plugins: " + what +
-                    "; usage: `kiln plugins list [--json]`, `kiln plugins show NAME [--json]` or "
-                    "`kiln plugins check FILE [--json]`");
+                    "; usage: `kiln plugins list [--json]`, `kiln plugins show NAME [--json]`, "
+                    "`kiln plugins check FILE [--json]` or `kiln plugins test FILE [--set key=value]...`");
 }
 
 std::filesystem::path resolved(const std::filesystem::path& p) {
@@ -339,6 +341,22 @@ int run_plugins_command(const std::vector<std::string>& args,
     }
     if (files.size() != 1) usage_error("`check` takes exactly one library file");
     return check_command(files[0], plugin_path_dirs, json, out);
+  }
+  if (sub == "test") {
+    std::vector<std::string> files, sets;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+      if (args[i] == "--set" && i + 1 < args.size()) {
+        sets.push_back(args[++i]);
+      } else if (args[i].starts_with("--set=")) {
+        sets.push_back(args[i].substr(6));
+      } else if (args[i].starts_with("-")) {
+        usage_error("unexpected option '" + args[i] + "' to `test` (it takes --set key=value)");
+      } else {
+        files.push_back(args[i]);
+      }
+    }
+    if (files.size() != 1) usage_error("`test` takes exactly one library file");
+    return run_plugins_test(files[0], sets, plugin_path_dirs, out);
   }
   usage_error("unknown subcommand '" + sub + "'");
 }

@@ -6,6 +6,8 @@
 //   kiln plugins check FILE        one library file, whatever its name or directory: every check
 //                                  the loader makes (exit 1 with the reason if one fails), what
 //                                  it exports, and whether a run would find and use it
+//   kiln plugins test FILE         check, then its model and data plugins against their contract
+//                                  (plugins_test_command.hpp)
 #pragma once
 
 #include <filesystem>

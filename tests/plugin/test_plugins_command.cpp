@@ -1,4 +1,4 @@
-// `kiln plugins list|show|check` output against the fixture libraries. The search path also holds
+// `kiln plugins list|show|check|test` output against the fixture libraries. The search path also holds
 // the build tree's own plugins (bin/../lib/kiln/plugins), so assertions look for lines, not
 // whole outputs.
 #define KILN_TEST_MODULE plugins_command
@@ -188,7 +188,8 @@ BOOST_AUTO_TEST_CASE(show_unknown_name_suggests) {
 BOOST_AUTO_TEST_CASE(malformed_command_lines_are_config_errors) {
   BOOST_TEST(message_of<kiln::ConfigError>({"lst"}) ==
              "kiln plugins: unknown subcommand 'lst'; usage: `kiln plugins list [--json]`, "
-             "`kiln plugins show NAME [--json]` or `kiln plugins check FILE [--json]`");
+             "`kiln plugins show NAME [--json]`, `kiln plugins check FILE [--json]` or "
+             "`kiln plugins test FILE [--set key=value]...`");
   BOOST_TEST(contains(message_of<kiln::ConfigError>({"show"}), "`show` takes exactly one plugin name"));
   BOOST_TEST(contains(message_of<kiln::ConfigError>({"show", "--json"}), "`show` takes exactly one plugin name"));
   BOOST_TEST(contains(message_of<kiln::ConfigError>({"list", "--yaml"}),
@@ -253,4 +254,64 @@ BOOST_AUTO_TEST_CASE(check_of_a_library_the_loader_refuses_gives_its_reason) {
   BOOST_TEST(good.at("found").string.starts_with("yes: "));
 
   BOOST_TEST(contains(message_of<kiln::ConfigError>({"check"}), "`check` takes exactly one library file"));
+}
+
+// `test FILE`: a model or data plugin exercised against its contract on the cpu backend (the
+// build tree's, on the default search path). A correct fixture passes every check; each buggy
+// one fails exactly the check meant to catch its bug, with status 1.
+namespace {
+
+std::pair<int, std::string> plugin_test(const std::string& fixture) {
+  unsetenv("KILN_PLUGIN_PATH");
+  std::ostringstream out;
+  const int status = kiln::cli::run_plugins_command({"test", fixture_library(fixture).string()}, {}, out);
+  return {status, out.str()};
+}
+
+/// The names of the checks that failed, in order.
+std::vector<std::string> failed_checks(const std::string& report) {
+  std::vector<std::string> failed;
+  std::istringstream lines(report);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("  FAIL  ")) failed.push_back(line.substr(8, line.find(' ', 8) - 8));
+  }
+  return failed;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(test_passes_a_correct_model_and_data_source) {
+  for (const char* fixture : {"model-ok", "data-ok"}) {
+    const auto [status, report] = plugin_test(fixture);
+    BOOST_TEST(status == 0, report);
+    BOOST_TEST(failed_checks(report).empty(), report);
+    BOOST_TEST(contains(report, "\nall checks passed\n"), report);
+  }
+  const std::string model = plugin_test("model-ok").second;
+  for (const char* check : {"build", "parameters", "forward", "backward", "accumulate", "gradient"}) {
+    BOOST_TEST(contains(model, std::string("  ok    ") + check), check << " missing from:\n" << model);
+  }
+  BOOST_TEST(contains(plugin_test("data-ok").second, "  ok    threads   40 samples read by 4 threads at once"));
+}
+
+BOOST_AUTO_TEST_CASE(test_finds_each_planted_bug) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"model-grad-x2", "gradient"}, {"model-unreported", "backward"}, {"model-overwrites", "accumulate"},
+      {"data-half-written", "read"}, {"data-bad-label", "read"}};
+  for (const auto& [fixture, check] : cases) {
+    const auto [status, report] = plugin_test(fixture);
+    BOOST_TEST(status == 1, fixture << ":\n" << report);
+    BOOST_TEST(failed_checks(report) == std::vector<std::string>{check}, fixture << ":\n" << report);
+    BOOST_TEST(contains(report, "\nsome checks FAILED\n"), report);
+  }
+  BOOST_TEST(contains(plugin_test("model-unreported").second, "never reported as ready: linear.bias"));
+  BOOST_TEST(contains(plugin_test("model-overwrites").second, "must add into the gradients (+=)"));
+  BOOST_TEST(contains(plugin_test("data-bad-label").second, "has label 3, outside [0, 3)"));
+  BOOST_TEST(contains(plugin_test("model-grad-x2").second, "backward disagrees with the forward pass"));
+}
+
+BOOST_AUTO_TEST_CASE(test_refuses_a_set_for_a_table_it_does_not_read) {
+  const std::string msg = message_of<kiln::ConfigError>({"test", fixture_library("data-ok").string(), "--set",
+                                                         "model.hidden=[4]"});
+  BOOST_TEST(msg == "--set model.hidden: unknown table [model]; no component reads it, remove it or fix its name", msg);
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end SDK check: install this build to a temporary prefix, build the out-of-tree sample
 # plugin (samples/03_write_a_model_plugin) against it with find_package(Kiln), load it with the
-# installed `kiln plugins show`, then train it with the installed `kiln train` for one epoch of the
-# full Fashion-MNIST in each of fp32, bf16 and fp16 and require >= 0.80 test accuracy in each: the
+# installed `kiln plugins show`, `check` and `test` (its contract checks must pass), then train it
+# with the installed `kiln train` for one epoch of the full Fashion-MNIST in each of fp32, bf16
+# and fp16 and require >= 0.80 test accuracy in each: the
 # sample has no casts, so this checks that the trainer, not the model, does mixed precision.
 # Usage: build_sample_plugin.sh <kiln build dir> <kiln source dir>
 # Any failure exits non-zero with the step that failed.
@@ -31,6 +32,16 @@ for expected in "Name        logreg" "Kind        model" "Library     $library" 
                 "num_classes"; do
   grep -qF -- "$expected" <<< "$show" || fail "'kiln plugins show logreg' lacks '$expected'"
 done
+
+step "kiln plugins check and kiln plugins test on the built library"
+check=$(env -u KILN_PLUGIN_PATH "$kiln" plugins check "$library" --plugin-path "$sample_build") || {
+  echo "$check"; fail "kiln plugins check $library failed"; }
+echo "$check"
+grep -qF "Found by a run  yes: $sample_build is entry 1" <<< "$check" || fail "'kiln plugins check' does not find it"
+tested=$(env -u KILN_PLUGIN_PATH "$kiln" plugins test "$library") || {
+  echo "$tested"; fail "kiln plugins test $library failed: the sample does not pass its own contract"; }
+echo "$tested"
+[[ $(grep -c '^  ok    ' <<< "$tested") == 6 ]] || fail "'kiln plugins test' did not run the 6 model checks"
 
 step "kiln train with model.type=logreg, 1 epoch of Fashion-MNIST in fp32, bf16 and fp16"
 # The MLP sample's [model] table has keys logreg does not take (hidden, activation, dropout) and

@@ -1,0 +1,39 @@
+// What `kiln plugins test FILE` checks of a model or data plugin, beyond loading: the contract
+// of kiln/model.hpp and kiln/data_source.hpp exercised on the cpu backend, one line per check.
+//
+// Model (built for a batch of 4, run on batches of 3 so a partial batch is exercised):
+//   parameters   non-empty, unique names, each gradient shaped like its value
+//   forward      train-mode logits (3, num_classes), finite; eval mode gives the same bits twice
+//   backward     every parameter reported exactly once, gradients finite and not all zero
+//   accumulate   a second forward and backward on the same batch doubles every gradient (+=)
+//   gradient     d(sum(logits * R))/dw by backward against central differences (three step
+//                sizes, the closest kept), at the largest-gradient entries of up to 4 parameters
+// Data (indices 0, the middle one and the last):
+//   describe     count, shape, dtype and classes make sense
+//   read         every byte of the slot written (two reads into buffers filled differently
+//                agree), deterministic for a seed, labels in [0, classes), f32 values finite
+//   threads      64 samples read by 4 threads at once equal the same samples read one by one
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kiln/backend.hpp"
+#include "kiln/data_source.hpp"
+#include "kiln/model.hpp"
+
+namespace kiln::cli {
+
+struct CheckLine {
+  bool ok = false;
+  std::string name;    ///< "backward"
+  std::string detail;  ///< what was found; on a failure, what is wrong
+};
+
+/// Runs the model checks on `model` (created, not built) with `backend`.
+std::vector<CheckLine> check_model(Model& model, Backend& backend);
+
+/// Runs the data checks on `source`.
+std::vector<CheckLine> check_data(const DataSource& source);
+
+}  // namespace kiln::cli

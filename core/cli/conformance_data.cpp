@@ -1,0 +1,129 @@
+// The data-source checks of `kiln plugins test` (see conformance.hpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "conformance.hpp"
+#include "kiln/errors.hpp"
+
+namespace kiln::cli {
+namespace {
+
+constexpr std::uint64_t kSeed = 12345;
+constexpr std::int64_t kThreadedSamples = 64;
+constexpr int kThreads = 4;
+
+struct Sample {
+  std::vector<unsigned char> bytes;
+  std::int32_t label = -1;
+  bool operator==(const Sample&) const = default;
+};
+
+Sample read_sample(const DataSource& source, std::int64_t index, std::size_t bytes, unsigned char fill) {
+  Sample s;
+  s.bytes.assign(bytes, fill);
+  s.label = -1;
+  source.read(index, kSeed, SampleSlot{s.bytes.data(), bytes, &s.label});
+  return s;
+}
+
+using Verdict = std::pair<bool, std::string>;
+
+template <class Check>
+CheckLine step(const char* name, Check&& check) {
+  CheckLine line{false, name, ""};
+  try {
+    const Verdict v = check();
+    line.ok = v.first;
+    line.detail = v.second;
+  } catch (const std::exception& e) {
+    line.detail = fmt::format("threw: {}", e.what());
+  } catch (...) {
+    line.detail = "threw something that is not a std::exception";
+  }
+  return line;
+}
+
+}  // namespace
+
+std::vector<CheckLine> check_data(const DataSource& source) {
+  std::vector<CheckLine> lines;
+  DatasetInfo info;
+  std::size_t bytes = 0;
+  lines.push_back(step("describe", [&]() -> Verdict {
+    info = source.describe();
+    if (info.count < 1) return {false, fmt::format("count is {}: no samples", info.count)};
+    if (info.sample_shape.empty()) return {false, "sample_shape is empty"};
+    for (std::int64_t d : info.sample_shape) {
+      if (d < 1) return {false, fmt::format("sample_shape {} has a dimension below 1", shape_string(info.sample_shape))};
+    }
+    if (info.num_classes < 1) return {false, fmt::format("num_classes is {}", info.num_classes)};
+    bytes = static_cast<std::size_t>(shape_numel(info.sample_shape)) * dtype_size(info.sample_dtype);
+    return {true, fmt::format("{} samples of {}{}, {} classes: {}", info.count, dtype_name(info.sample_dtype),
+                              shape_string(info.sample_shape), info.num_classes, info.description)};
+  }));
+  if (!lines.back().ok) return lines;
+
+  lines.push_back(step("read", [&]() -> Verdict {
+    const std::int64_t indices[] = {0, info.count / 2, info.count - 1};
+    for (std::int64_t index : indices) {
+      const Sample a = read_sample(source, index, bytes, 0x00), b = read_sample(source, index, bytes, 0xFF);
+      if (a.bytes != b.bytes) {
+        return {false, fmt::format("sample {} read twice with seed {} differs (or read() leaves bytes of the slot "
+                                   "unwritten)",
+                                   index, kSeed)};
+      }
+      if (a.label != b.label) return {false, fmt::format("sample {}'s label differs between two reads", index)};
+      if (a.label < 0 || a.label >= info.num_classes) {
+        return {false, fmt::format("sample {} has label {}, outside [0, {})", index, a.label, info.num_classes)};
+      }
+      if (info.sample_dtype == DType::f32) {
+        const auto* f = reinterpret_cast<const float*>(a.bytes.data());
+        if (!std::all_of(f, f + bytes / sizeof(float), [](float v) { return std::isfinite(v); })) {
+          return {false, fmt::format("sample {} holds non-finite values", index)};
+        }
+      }
+    }
+    return {true, fmt::format("samples 0, {} and {}: every byte written, the same for the same seed, labels in "
+                              "range",
+                              info.count / 2, info.count - 1)};
+  }));
+  if (!lines.back().ok) return lines;
+
+  lines.push_back(step("threads", [&]() -> Verdict {
+    const std::int64_t n = std::min(info.count, kThreadedSamples);
+    std::vector<Sample> alone, together(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) alone.push_back(read_sample(source, i, bytes, 0x00));
+    std::vector<std::string> errors(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        try {
+          for (std::int64_t i = t; i < n; i += kThreads) {
+            together[static_cast<std::size_t>(i)] = read_sample(source, i, bytes, 0x00);
+          }
+        } catch (const std::exception& e) {
+          errors[static_cast<std::size_t>(t)] = e.what();
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    for (const std::string& e : errors) {
+      if (!e.empty()) return {false, fmt::format("read() threw on a worker thread: {}", e)};
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (!(together[static_cast<std::size_t>(i)] == alone[static_cast<std::size_t>(i)])) {
+        return {false, fmt::format("sample {} read by {} threads at once differs from the same sample read alone: "
+                                   "read() must be safe to call concurrently",
+                                   i, kThreads)};
+      }
+    }
+    return {true, fmt::format("{} samples read by {} threads at once equal those read one by one", n, kThreads)};
+  }));
+  return lines;
+}
+
+}  // namespace kiln::cli

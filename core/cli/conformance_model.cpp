@@ -1,0 +1,325 @@
+// The model checks of `kiln plugins test` (see conformance.hpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <set>
+
+#include "conformance.hpp"
+#include "kiln/errors.hpp"
+#include "kiln/sdk/half.hpp"
+
+namespace kiln::cli {
+namespace {
+
+constexpr std::int64_t kMaxBatch = 4;  // what build() sizes for
+constexpr std::int64_t kBatch = 3;     // what forward() gets: a partial batch
+constexpr std::uint64_t kStepSeed = 11;
+constexpr int kCheckedParameters = 4;
+// Central differences in f32 arithmetic on d(sum(logits * R))/dw, at three step sizes relative
+// to the weight, the closest kept: a large step suffers from ReLU kinks and max-pooling switches
+// crossed (ResNet-18's stem: 18% off at 1e-3, 2.7% at 1e-4), a small one from rounding. A correct
+// backward agrees at one of them; a wrong sign, a missing factor or a missing term at none.
+constexpr double kRelativeSteps[] = {1e-3, 1e-4, 1e-5};
+constexpr double kGradientTolerance = 5e-2;
+
+/// A fixed pseudo-random stream (the checks must give the same verdict on every run).
+class Lcg {
+ public:
+  double uniform() {  // [-1, 1)
+    state_ = state_ * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state_ >> 11) / 4503599627370496.0 - 1.0;
+  }
+
+ private:
+  std::uint64_t state_ = 0x6b696c6eULL;
+};
+
+std::vector<double> read_back(Backend& backend, const Tensor& t) {
+  Tensor host = host_tensor(t.shape(), t.dtype());
+  backend.copy(t, host);
+  backend.synchronize();
+  std::vector<double> out(static_cast<std::size_t>(t.numel()));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    switch (t.dtype()) {
+      case DType::f32: out[i] = host.data_as<float>()[i]; break;
+      case DType::f16: out[i] = sdk::f16_to_f32(host.data_as<std::uint16_t>()[i]); break;
+      case DType::bf16: out[i] = sdk::bf16_to_f32(host.data_as<std::uint16_t>()[i]); break;
+      default: throw UnsupportedError(fmt::format("reading back a {} tensor", dtype_name(t.dtype())));
+    }
+  }
+  return out;
+}
+
+bool all_finite(const std::vector<double>& v) {
+  return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
+}
+
+/// One f32 element of a parameter, written through the backend (and into its compute copy when
+/// that is not the master itself).
+void write_element(Backend& backend, const Parameter& p, std::int64_t index, float value) {
+  Tensor one = host_tensor({1}, DType::f32);
+  *one.data_as<float>() = value;
+  const auto at = [&](const Tensor& t) {
+    return Tensor(t.storage(), {1}, t.dtype(), t.offset_bytes() + static_cast<std::size_t>(index) * dtype_size(t.dtype()));
+  };
+  backend.copy(one, at(p.value));
+  const bool aliased = p.compute.storage() == p.value.storage() && p.compute.offset_bytes() == p.value.offset_bytes();
+  if (!aliased) backend.cast(at(p.compute), at(p.value));
+  backend.synchronize();
+}
+
+class ModelChecks {
+ public:
+  ModelChecks(Model& model, Backend& backend) : model_(model), backend_(backend) {}
+
+  std::vector<CheckLine> run() {
+    const InputSpec spec = model_.input_spec();
+    if (!step("build", [&] { return build(spec); })) return lines_;
+    if (!step("parameters", [&] { return parameters(); })) return lines_;
+    if (!step("forward", [&] { return forward(spec); })) return lines_;
+    if (!step("backward", [&] { return backward(); })) return lines_;
+    step("accumulate", [&] { return accumulate(); });
+    step("gradient", [&] { return gradient(); });
+    return lines_;
+  }
+
+ private:
+  /// Runs one check; a kiln::Error or other exception fails it with its message.
+  template <class Check>
+  bool step(const char* name, Check&& check) {
+    CheckLine line{false, name, ""};
+    try {
+      const auto [ok, detail] = check();
+      line.ok = ok;
+      line.detail = detail;
+    } catch (const std::exception& e) {
+      line.detail = fmt::format("threw: {}", e.what());
+    } catch (...) {
+      line.detail = "threw something that is not a std::exception";
+    }
+    lines_.push_back(line);
+    return line.ok;
+  }
+
+  using Verdict = std::pair<bool, std::string>;
+
+  Verdict build(const InputSpec& spec) {
+    ModelBuildContext ctx;
+    ctx.backend = &backend_;
+    ctx.max_batch = kMaxBatch;
+    ctx.seed = 1;
+    model_.build(ctx);
+    Lcg rng;
+    Shape shape{kBatch};
+    for (std::int64_t d : spec.sample_shape) shape.push_back(d);
+    Tensor x = host_tensor(shape, spec.dtype);
+    for (std::int64_t i = 0; i < x.numel(); ++i) {
+      if (spec.dtype == DType::f32) {
+        x.data_as<float>()[i] = static_cast<float>(rng.uniform());
+      } else if (spec.dtype == DType::u8) {
+        x.data_as<std::uint8_t>()[i] = static_cast<std::uint8_t>(128 + 127 * rng.uniform());
+      } else {
+        return {false, fmt::format("input_spec() asks for {} samples; these checks feed f32 or u8",
+                                   dtype_name(spec.dtype))};
+      }
+    }
+    input_host_ = x;
+    input_ = backend_.to_device(input_host_);
+    classes_ = spec.num_classes;
+    Tensor r = host_tensor({kBatch, classes_}, DType::f32);
+    for (std::int64_t i = 0; i < r.numel(); ++i) {
+      r.data_as<float>()[i] = static_cast<float>(rng.uniform());
+      r_.push_back(r.data_as<float>()[i]);
+    }
+    dlogits_host_ = r;
+    dlogits_ = backend_.to_device(dlogits_host_);
+    return {true, fmt::format("built for batches of up to {} on {}; input {}{}, {} classes", kMaxBatch,
+                              backend_.device().name, dtype_name(spec.dtype), shape_string(spec.sample_shape),
+                              classes_)};
+  }
+
+  Verdict parameters() {
+    const auto params = model_.parameters();
+    if (params.empty()) return {false, "parameters() is empty: nothing would train"};
+    std::set<std::string> names;
+    std::int64_t values = 0;
+    for (const Parameter& p : params) {
+      if (p.name.empty()) return {false, "a parameter has an empty name"};
+      if (!names.insert(p.name).second) return {false, fmt::format("two parameters are named '{}'", p.name)};
+      if (p.grad.shape() != p.value.shape()) {
+        return {false, fmt::format("'{}' has value {} but gradient {}", p.name, shape_string(p.value.shape()),
+                                   shape_string(p.grad.shape()))};
+      }
+      if (p.value.dtype() != DType::f32 || p.grad.dtype() != DType::f32) {
+        return {false, fmt::format("'{}' is {} with a {} gradient; masters and gradients are f32 here", p.name,
+                                   dtype_name(p.value.dtype()), dtype_name(p.grad.dtype()))};
+      }
+      values += p.value.numel();
+    }
+    return {true, fmt::format("{} tensors, {} values, unique names", params.size(), values)};
+  }
+
+  std::vector<double> logits(Mode mode) {
+    const Tensor y = model_.forward(input_, mode, kStepSeed);
+    if (y.shape() != Shape{kBatch, classes_}) {
+      throw Error(fmt::format("forward() of a batch of {} returned {}, not ({}, {})", kBatch, shape_string(y.shape()),
+                              kBatch, classes_));
+    }
+    return read_back(backend_, y);
+  }
+
+  Verdict forward(const InputSpec&) {
+    const std::vector<double> train = logits(Mode::train);
+    if (!all_finite(train)) return {false, "train-mode logits are not all finite"};
+    const std::vector<double> a = logits(Mode::eval), b = logits(Mode::eval);
+    if (!all_finite(a)) return {false, "eval-mode logits are not all finite"};
+    if (a != b) return {false, "eval mode gave different logits for the same input twice"};
+    return {true, fmt::format("logits ({}, {}) finite in train and eval mode; eval repeatable bit for bit", kBatch,
+                              classes_)};
+  }
+
+  /// Zeroes the gradients, then one forward(train) and backward(R); returns each parameter's
+  /// report count.
+  std::vector<int> forward_backward(bool zero) {
+    const auto params = model_.parameters();
+    if (zero) {
+      for (const Parameter& p : params) backend_.fill(p.grad, 0.0);
+    }
+    (void)model_.forward(input_, Mode::train, kStepSeed);
+    std::vector<int> reported(params.size(), 0);
+    std::size_t out_of_range = 0;
+    model_.backward(dlogits_, [&](std::size_t i) {
+      if (i < reported.size()) {
+        ++reported[i];
+      } else {
+        ++out_of_range;
+      }
+    });
+    backend_.synchronize();
+    if (out_of_range > 0) {
+      throw Error(fmt::format("backward() reported {} index(es) past the {} parameters", out_of_range, params.size()));
+    }
+    return reported;
+  }
+
+  std::vector<std::vector<double>> gradients() {
+    std::vector<std::vector<double>> g;
+    for (const Parameter& p : model_.parameters()) g.push_back(read_back(backend_, p.grad));
+    return g;
+  }
+
+  Verdict backward() {
+    const auto reported = forward_backward(true);
+    const auto params = model_.parameters();
+    std::vector<std::string> missing, twice;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (reported[i] == 0) missing.push_back(params[i].name);
+      if (reported[i] > 1) twice.push_back(params[i].name);
+    }
+    if (!missing.empty()) {
+      return {false, fmt::format("never reported as ready: {} (GradSync would reduce them only at the end)",
+                                 fmt::join(missing, ", "))};
+    }
+    if (!twice.empty()) return {false, fmt::format("reported more than once: {}", fmt::join(twice, ", "))};
+    first_ = gradients();
+    bool any = false;
+    for (std::size_t i = 0; i < first_.size(); ++i) {
+      if (!all_finite(first_[i])) return {false, fmt::format("'{}' has a non-finite gradient", params[i].name)};
+      any = any || std::any_of(first_[i].begin(), first_[i].end(), [](double v) { return v != 0; });
+    }
+    if (!any) return {false, "every gradient is zero"};
+    return {true, fmt::format("each of the {} parameters reported once; gradients finite", params.size())};
+  }
+
+  Verdict accumulate() {
+    (void)forward_backward(false);
+    const auto second = gradients();
+    const auto params = model_.parameters();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      // A kernel that adds into its output may sum in another order than one that writes it
+      // (ResNet-50's 1x1 backward-filter: 2e-5 of an entry apart); overwriting is off by half.
+      double scale = 0;
+      for (double g : first_[i]) scale = std::max(scale, std::abs(g));
+      for (std::size_t k = 0; k < second[i].size(); ++k) {
+        const double want = 2 * first_[i][k];
+        if (std::abs(second[i][k] - want) > 1e-3 * scale) {
+          return {false, fmt::format("after two backward passes '{}'[{}] is {:.7g}, not twice {:.7g}: backward must "
+                                     "add into the gradients (+=), not overwrite them",
+                                     params[i].name, k, second[i][k], first_[i][k])};
+        }
+      }
+    }
+    return {true, "a second backward added into every gradient (accumulation works)"};
+  }
+
+  double objective() {
+    const std::vector<double> y = logits(Mode::train);
+    double sum = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) sum += y[i] * r_[i];
+    return sum;
+  }
+
+  Verdict gradient() {
+    const auto params = model_.parameters();
+    // First, last and two in between: the head, the input layer and something in the middle.
+    std::set<std::size_t> chosen;
+    for (int k = 0; k < kCheckedParameters; ++k) {
+      chosen.insert(static_cast<std::size_t>(k) * (params.size() - 1) / (kCheckedParameters - 1));
+    }
+    double worst = 0;
+    std::string worst_at;
+    int compared = 0;
+    for (std::size_t i : chosen) {
+      const std::vector<double>& g = first_[i];
+      const auto largest = std::max_element(g.begin(), g.end(), [](double a, double b) { return std::abs(a) < std::abs(b); });
+      if (largest == g.end() || *largest == 0) continue;
+      const auto index = static_cast<std::int64_t>(largest - g.begin());
+      const float w0 = static_cast<float>(read_back(backend_, params[i].value)[static_cast<std::size_t>(index)]);
+      double error = 2, numeric = 0;
+      for (double relative : kRelativeSteps) {
+        const double h = relative * std::max(1.0, static_cast<double>(std::abs(w0)));
+        const float up = static_cast<float>(w0 + h), down = static_cast<float>(w0 - h);
+        write_element(backend_, params[i], index, up);
+        const double above = objective();
+        write_element(backend_, params[i], index, down);
+        const double below = objective();
+        write_element(backend_, params[i], index, w0);
+        const double estimate = (above - below) / (static_cast<double>(up) - static_cast<double>(down));
+        const double apart = std::abs(estimate - *largest) / std::max(std::abs(*largest), std::abs(estimate));
+        if (apart < error) {
+          error = apart;
+          numeric = estimate;
+        }
+      }
+      ++compared;
+      if (error > worst) {
+        worst = error;
+        worst_at = fmt::format("'{}'[{}]: backward {:.6g}, central difference {:.6g}", params[i].name, index, *largest,
+                               numeric);
+      }
+    }
+    if (compared == 0) return {false, "no checked parameter has a non-zero gradient"};
+    if (worst > kGradientTolerance) {
+      return {false, fmt::format("backward disagrees with the forward pass: {} ({:.1f}% apart)", worst_at, 100 * worst)};
+    }
+    return {true, fmt::format("{} entries agree with central differences (at most {:.2f}% apart)", compared,
+                              100 * worst)};
+  }
+
+  Model& model_;
+  Backend& backend_;
+  std::vector<CheckLine> lines_;
+  Tensor input_host_, input_, dlogits_host_, dlogits_;
+  std::vector<double> r_;
+  std::int64_t classes_ = 0;
+  std::vector<std::vector<double>> first_;  // gradients of one backward, from zero
+};
+
+}  // namespace
+
+std::vector<CheckLine> check_model(Model& model, Backend& backend) { return ModelChecks(model, backend).run(); }
+
+}  // namespace kiln::cli

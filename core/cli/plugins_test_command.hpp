@@ -1,0 +1,21 @@
+// `kiln plugins test FILE [--set key=value]...`: a plugin author's conformance run. The library
+// goes through every check the loader makes (as `kiln plugins check`), then each model and data
+// plugin it exports is created from its schema's defaults (plus the --set values, written as in
+// a config: `--set model.hidden=[32]`, `--set data.train.path=...`) and exercised on the cpu
+// backend against its contract (conformance.hpp lists the checks). One line per check, "ok" or
+// "FAIL" with what is wrong; exit status 1 if any failed.
+#pragma once
+
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace kiln::cli {
+
+/// Returns the exit status (0: every check passed). Throws PluginError when the loader refuses
+/// the file, ConfigError for a bad --set or a factory refusing its parameters.
+int run_plugins_test(const std::filesystem::path& file, const std::vector<std::string>& sets,
+                     const std::vector<std::filesystem::path>& plugin_path_dirs, std::ostream& out);
+
+}  // namespace kiln::cli
