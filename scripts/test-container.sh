@@ -209,13 +209,14 @@ podman exec "$container" bash -euo pipefail -c '
   cmake -S samples/03_write_a_model_plugin -B /tmp/logreg-build -G Ninja > /tmp/logreg-configure.log
   cmake --build /tmp/logreg-build
   kiln plugins show logreg --plugin-path /tmp/logreg-build
+  kiln plugins test /tmp/logreg-build/libkiln-model-logreg.so
   sed "/^hidden\|^activation\|^dropout/d" samples/fashion-mnist-mlp.toml > /tmp/logreg.toml
   kiln train --config /tmp/logreg.toml --set model.type=logreg --set run.epochs=1 \
     --set log.progress=never --plugin-path /tmp/logreg-build --run-dir /runs/logreg' \
-  || fail "the out-of-tree plugin did not build, load or train inside the container"
+  || fail "the out-of-tree plugin did not build, load, pass kiln plugins test or train inside the container"
 accuracy=$(final_test_accuracy "$runs/logreg")
 at_least "$accuracy" "$min_plugin_accuracy" || fail "logreg reached test accuracy $accuracy after 1 epoch, below $min_plugin_accuracy"
-ok "samples/03 builds against the installed SDK, loads and trains (1 epoch: test accuracy $accuracy)"
+ok "samples/03 builds against the installed SDK, loads, passes kiln plugins test and trains (1 epoch: test accuracy $accuracy)"
 
 echo
 echo "test-container: all $passed checks passed in $SECONDS s (the image build took $build_seconds s of it)"
