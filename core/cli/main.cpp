@@ -19,6 +19,7 @@
 #include "bench_data_command.hpp"
 #include "eval_command.hpp"
 #include "predict_command.hpp"
+#include "config_schema_command.hpp"
 #include "plugins_command.hpp"
 #include "train_command.hpp"
 
@@ -40,6 +41,7 @@ constexpr const char* kUsage =
     "  plugins show NAME [--json]                                a plugin's kind, version, ABI and parameters\n"
     "  plugins check FILE [--json]                               whether kiln loads a plugin library, and finds it\n"
     "  plugins test FILE [--set key=value]...                    a model or data plugin against its contract\n"
+    "  config schema                                             a JSON Schema of the config, for editors\n"
     "  --version                                                 print the version\n"
     "\n"
     "every command accepts --plugin-path DIR (repeatable), searched before KILN_PLUGIN_PATH and\n"
@@ -87,6 +89,10 @@ int dispatch(std::vector<std::string> args) {
   if (command == "plugins") {
     auto dirs = take_plugin_paths(args);
     return kiln::cli::run_plugins_command(args, dirs, std::cout);
+  }
+  if (command == "config") {
+    auto dirs = take_plugin_paths(args);
+    return kiln::cli::run_config_command(args, dirs, std::cout);
   }
   std::cerr << "kiln: unknown command '" << command << "'\n\n" << kUsage;
   return 2;

@@ -301,4 +301,6 @@ void Config::check_all_consumed() const {
   throw ConfigError(message);
 }
 
+std::vector<std::string> param_choices(const kiln_param_spec_v1& spec) { return split_choices(spec.choices); }
+
 }  // namespace kiln::config

@@ -90,6 +90,10 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
 /// `type`. Throws ConfigError if it does not parse or has another type.
 ParamValue parse_literal(std::string_view literal, std::uint32_t type, std::string_view what);
 
+/// The values a string (or string list) parameter may take, from its schema's `choices`
+/// ("drop|pad|partial"); empty when any value is allowed.
+std::vector<std::string> param_choices(const kiln_param_spec_v1& spec);
+
 /// "integer", "float list", ... for a kiln_param_type.
 std::string_view param_type_name(std::uint32_t type) noexcept;
 /// The range a parameter's values must lie in, for `kiln plugins show` and messages: "> 0",
