@@ -15,7 +15,9 @@
 //   threads      64 samples read by 4 threads at once equal the same samples read one by one
 #pragma once
 
+#include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/backend.hpp"
@@ -29,6 +31,26 @@ struct CheckLine {
   std::string name;    ///< "backward"
   std::string detail;  ///< what was found; on a failure, what is wrong
 };
+
+/// What a check returns: passed, and what it found or what is wrong.
+using Verdict = std::pair<bool, std::string>;
+
+/// Runs one check; whatever it throws fails it, with the message (plugin code may throw
+/// anything, and one failed check must not hide the report).
+template <class Check>
+CheckLine run_check(const char* name, Check&& check) {
+  CheckLine line{false, name, ""};
+  try {
+    const Verdict v = check();
+    line.ok = v.first;
+    line.detail = v.second;
+  } catch (const std::exception& e) {
+    line.detail = std::string("threw: ") + e.what();
+  } catch (...) {
+    line.detail = "threw something that is not a std::exception";
+  }
+  return line;
+}
 
 /// Runs the model checks on `model` (created, not built) with `backend`.
 std::vector<CheckLine> check_model(Model& model, Backend& backend);

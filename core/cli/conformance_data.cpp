@@ -30,30 +30,13 @@ Sample read_sample(const DataSource& source, std::int64_t index, std::size_t byt
   return s;
 }
 
-using Verdict = std::pair<bool, std::string>;
-
-template <class Check>
-CheckLine step(const char* name, Check&& check) {
-  CheckLine line{false, name, ""};
-  try {
-    const Verdict v = check();
-    line.ok = v.first;
-    line.detail = v.second;
-  } catch (const std::exception& e) {
-    line.detail = fmt::format("threw: {}", e.what());
-  } catch (...) {
-    line.detail = "threw something that is not a std::exception";
-  }
-  return line;
-}
-
 }  // namespace
 
 std::vector<CheckLine> check_data(const DataSource& source) {
   std::vector<CheckLine> lines;
   DatasetInfo info;
   std::size_t bytes = 0;
-  lines.push_back(step("describe", [&]() -> Verdict {
+  lines.push_back(run_check("describe", [&]() -> Verdict {
     info = source.describe();
     if (info.count < 1) return {false, fmt::format("count is {}: no samples", info.count)};
     if (info.sample_shape.empty()) return {false, "sample_shape is empty"};
@@ -67,7 +50,7 @@ std::vector<CheckLine> check_data(const DataSource& source) {
   }));
   if (!lines.back().ok) return lines;
 
-  lines.push_back(step("read", [&]() -> Verdict {
+  lines.push_back(run_check("read", [&]() -> Verdict {
     const std::int64_t indices[] = {0, info.count / 2, info.count - 1};
     for (std::int64_t index : indices) {
       const Sample a = read_sample(source, index, bytes, 0x00), b = read_sample(source, index, bytes, 0xFF);
@@ -93,7 +76,7 @@ std::vector<CheckLine> check_data(const DataSource& source) {
   }));
   if (!lines.back().ok) return lines;
 
-  lines.push_back(step("threads", [&]() -> Verdict {
+  lines.push_back(run_check("threads", [&]() -> Verdict {
     const std::int64_t n = std::min(info.count, kThreadedSamples);
     std::vector<Sample> alone, together(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) alone.push_back(read_sample(source, i, bytes, 0x00));

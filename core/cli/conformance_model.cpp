@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <set>
+#include <utility>
 
 #include "conformance.hpp"
 #include "kiln/errors.hpp"
@@ -87,24 +88,12 @@ class ModelChecks {
   }
 
  private:
-  /// Runs one check; a kiln::Error or other exception fails it with its message.
+  /// Runs one check and records its line; returns whether it passed.
   template <class Check>
   bool step(const char* name, Check&& check) {
-    CheckLine line{false, name, ""};
-    try {
-      const auto [ok, detail] = check();
-      line.ok = ok;
-      line.detail = detail;
-    } catch (const std::exception& e) {
-      line.detail = fmt::format("threw: {}", e.what());
-    } catch (...) {
-      line.detail = "threw something that is not a std::exception";
-    }
-    lines_.push_back(line);
-    return line.ok;
+    lines_.push_back(run_check(name, std::forward<Check>(check)));
+    return lines_.back().ok;
   }
-
-  using Verdict = std::pair<bool, std::string>;
 
   Verdict build(const InputSpec& spec) {
     ModelBuildContext ctx;
