@@ -208,15 +208,17 @@ step "6. samples/03_write_a_model_plugin, built inside against the installed SDK
 podman exec "$container" bash -euo pipefail -c '
   cmake -S samples/03_write_a_model_plugin -B /tmp/logreg-build -G Ninja > /tmp/logreg-configure.log
   cmake --build /tmp/logreg-build
-  kiln plugins show logreg --plugin-path /tmp/logreg-build
   kiln plugins test /tmp/logreg-build/libkiln-model-logreg.so
+  mkdir -p ~/.local/lib/kiln/plugins && cp /tmp/logreg-build/libkiln-model-logreg.so ~/.local/lib/kiln/plugins/
+  kiln plugins check ~/.local/lib/kiln/plugins/libkiln-model-logreg.so | grep -F "Found by a run  yes: "
+  kiln plugins show logreg
   sed "/^hidden\|^activation\|^dropout/d" samples/fashion-mnist-mlp.toml > /tmp/logreg.toml
   kiln train --config /tmp/logreg.toml --set model.type=logreg --set run.epochs=1 \
-    --set log.progress=never --plugin-path /tmp/logreg-build --run-dir /runs/logreg' \
+    --set log.progress=never --run-dir /runs/logreg' \
   || fail "the out-of-tree plugin did not build, load, pass kiln plugins test or train inside the container"
 accuracy=$(final_test_accuracy "$runs/logreg")
 at_least "$accuracy" "$min_plugin_accuracy" || fail "logreg reached test accuracy $accuracy after 1 epoch, below $min_plugin_accuracy"
-ok "samples/03 builds against the installed SDK, loads, passes kiln plugins test and trains (1 epoch: test accuracy $accuracy)"
+ok "samples/03 builds against the installed SDK, passes kiln plugins test, is found in ~/.local/lib/kiln/plugins without --plugin-path and trains (1 epoch: test accuracy $accuracy)"
 
 echo
 echo "test-container: all $passed checks passed in $SECONDS s (the image build took $build_seconds s of it)"
