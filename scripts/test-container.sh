@@ -5,7 +5,8 @@
 #   3. JupyterLab answers its API on the mapped port with the token and refuses without it;
 #   4. sshd accepts the given key, refuses another key, and offers no password login;
 #   5. the sample notebook (samples/start-here.ipynb) runs from top to bottom, over SSH;
-#   6. the out-of-tree plugin samples/03 builds inside against the installed SDK, loads and trains.
+#   6. the out-of-tree plugin samples/03 builds inside against the installed SDK, passes
+#      `kiln plugins test`, is found in ~/.local/lib/kiln/plugins (KILN_PLUGIN_PATH) and trains.
 # Needs root on Debian: installs podman, runc and debootstrap (apt), makes a Debian bookworm
 # minbase image with debootstrap from the mirror apt uses here and imports it with podman (kept
 # as localhost/kiln-debian-base:bookworm and reused by later runs), then builds with
