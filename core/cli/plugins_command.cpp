@@ -1,8 +1,7 @@
-// `kiln plugins list|show|check|test`. Plain text is for people (aligned columns, gst-inspect layout);
-// --json is for scripts and carries everything the text does, including failures.
+// `kiln plugins list|show|check|test`. Plain text is for people (aligned columns, gst-inspect
+// layout); --json is for scripts and carries everything the text does, including failures.
+// `test` is plugins_test_command.cpp's.
 #include "plugins_command.hpp"
-
-#include "plugins_test_command.hpp"
 
 #include <algorithm>
 #include <span>
@@ -13,6 +12,7 @@
 #include "kiln/io/json.hpp"
 #include "kiln/plugin/registry.hpp"
 #include "kiln/train/model_table.hpp"
+#include "plugins_test_command.hpp"
 
 namespace kiln::cli {
 namespace {
