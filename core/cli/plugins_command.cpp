@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <span>
 #include <string_view>
+#include <utility>
 
 #include "kiln/errors.hpp"
 #include "kiln/config/config.hpp"
@@ -305,20 +306,25 @@ int run_plugins_command(const std::vector<std::string>& args,
     }
     return 0;
   }
-  if (sub == "show") {
-    std::vector<std::string> names;
+  // `show NAME` and `check FILE`: one word and an optional --json, in any order.
+  const auto one_word = [&](const char* needs) {
+    std::vector<std::string> words;
     bool json = false;
     for (std::size_t i = 1; i < args.size(); ++i) {
       if (args[i] == "--json") {
         json = true;
       } else {
-        names.push_back(args[i]);
+        words.push_back(args[i]);
       }
     }
-    if (names.size() != 1) usage_error("`show` takes exactly one plugin name");
+    if (words.size() != 1) usage_error("`" + sub + "` takes exactly one " + needs);
+    return std::make_pair(words[0], json);
+  };
+  if (sub == "show") {
+    const auto [name, json] = one_word("plugin name");
     Registry registry(plugin::default_search_path(plugin_path_dirs));
     registry.scan();
-    const auto matches = registry.require_any_kind(names[0]);
+    const auto matches = registry.require_any_kind(name);
     if (json) {
       show_json(matches, out);
       return 0;
@@ -330,17 +336,8 @@ int run_plugins_command(const std::vector<std::string>& args,
     return 0;
   }
   if (sub == "check") {
-    std::vector<std::string> files;
-    bool json = false;
-    for (std::size_t i = 1; i < args.size(); ++i) {
-      if (args[i] == "--json") {
-        json = true;
-      } else {
-        files.push_back(args[i]);
-      }
-    }
-    if (files.size() != 1) usage_error("`check` takes exactly one library file");
-    return check_command(files[0], plugin_path_dirs, json, out);
+    const auto [file, json] = one_word("library file");
+    return check_command(file, plugin_path_dirs, json, out);
   }
   if (sub == "test") {
     std::vector<std::string> files, sets;

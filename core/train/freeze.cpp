@@ -8,17 +8,14 @@
 
 #include "kiln/errors.hpp"
 #include "kiln/sdk/param_runs.hpp"
+#include "kiln/train/name_list.hpp"
 
 namespace kiln::train {
 namespace {
 
 constexpr std::size_t kListedNames = 8;  // names a message or the log line lists before "..."
 
-std::string listed(const std::vector<std::string>& names) {
-  if (names.size() <= kListedNames) return fmt::format("{}", fmt::join(names, ", "));
-  return fmt::format("{}, ... ({} in all)", fmt::join(names.begin(), names.begin() + kListedNames, ", "),
-                     names.size());
-}
+std::string listed(const std::vector<std::string>& names) { return listed_names(names, kListedNames); }
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include "kiln/errors.hpp"
 #include "kiln/sdk/half.hpp"
 #include "kiln/sdk/log.hpp"
+#include "kiln/train/name_list.hpp"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
@@ -25,11 +26,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string listed(const std::vector<std::string>& names) {
-  if (names.size() <= kListedNames) return fmt::format("{}", fmt::join(names, ", "));
-  return fmt::format("{}, ... and {} more", fmt::join(names.begin(), names.begin() + kListedNames, ", "),
-                     names.size() - kListedNames);
-}
+std::string listed(const std::vector<std::string>& names) { return listed_names(names, kListedNames); }
 
 bool is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16 || d == DType::f64; }
 
