@@ -33,13 +33,20 @@ import peers
 ROOT = peers.ROOT
 
 TORCH_CHILD = r"""
-import json, sys, time, resource, torch, torchvision
+import fnmatch, json, sys, time, resource, torch, torchvision
 threads, steps, precision, layout = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+# Optional: comma-separated globs of parameter names to freeze (requires_grad_(False)), as Kiln's
+# [model] freeze; the optimizer then holds only the trainable ones, as a fine-tuning script does.
+freeze = [f for f in (sys.argv[5] if len(sys.argv) > 5 else "").split(",") if f]
 torch.set_num_threads(threads)
 torch.manual_seed(0)
 fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
 model = torchvision.models.resnet50().to(memory_format=fmt)
-opt = torch.optim.SGD(model.parameters(), lr=0.003125, momentum=0.9, weight_decay=1e-4)
+for name, p in model.named_parameters():
+    if any(fnmatch.fnmatchcase(name, f) for f in freeze):
+        p.requires_grad_(False)
+opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.003125, momentum=0.9,
+                      weight_decay=1e-4)
 x = torch.randn(8, 3, 224, 224).to(memory_format=fmt)
 y = torch.randint(0, 1000, (8,))
 loss_fn = torch.nn.CrossEntropyLoss()
@@ -93,13 +100,15 @@ print(json.dumps({"images_per_s": 8 * steps / dt,
 """
 
 
-def run_kiln(threads, steps, precision):
+def run_kiln(threads, steps, precision, extra_sets=()):
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd = [str(ROOT / "build/bin/kiln"), "train", "--config", str(ROOT / "samples/resnet50-synthetic.toml"),
                "--run-dir", str(run_dir), "--set", "run.epochs=2", "--set", f"data.train.count={8 * steps}",
                "--set", f"backend.threads={threads}", "--set", f"precision.type={precision}",
                "--set", "log.progress=never", "--set", "checkpoint.every_epochs=0"]
+        for kv in extra_sets:
+            cmd += ["--set", kv]
         if precision == "bf16":
             # Without native bf16 (AVX2-only CPUs) the cpu backend stores bf16 and computes in f32,
             # which the policy runs only when asked; the machine line then says so (the banner).
@@ -123,12 +132,13 @@ def run_peer(child, threads, steps, precision, *extra):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def run_torch(threads, steps, precision, layouts):
+def run_torch(threads, steps, precision, layouts, freeze=()):
     """PyTorch in each memory format of `layouts`; the fastest run, with its format. channels_last
-    wins where oneDNN has fast nhwc kernels (AVX-512), contiguous NCHW on the AVX2-only EPYC."""
+    wins where oneDNN has fast nhwc kernels (AVX-512), contiguous NCHW on the AVX2-only EPYC.
+    `freeze`: globs of parameter names PyTorch trains without (requires_grad_(False))."""
     runs = []
     for layout in layouts:
-        r = run_peer(TORCH_CHILD, threads, steps, precision, layout)
+        r = run_peer(TORCH_CHILD, threads, steps, precision, layout, ",".join(freeze))
         r["layout"] = layout
         runs.append(r)
     return max(runs, key=lambda r: r["images_per_s"])

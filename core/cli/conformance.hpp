@@ -8,6 +8,10 @@
 //   accumulate   a second forward and backward on the same batch doubles every gradient (+=)
 //   gradient     d(sum(logits * R))/dw by backward against central differences (three step
 //                sizes, the closest kept), at the largest-gradient entries of up to 4 parameters
+//   frozen       fresh models built with ModelBuildContext::frozen naming all parameters but the
+//                last, the first half, and every other one: each trainable parameter reported
+//                once with the gradient the unfrozen model gives, kParamFrozen on exactly the
+//                frozen ones or on none (a model may ignore `frozen`)
 // Data (indices 0, the middle one and the last):
 //   describe     count, shape, dtype and classes make sense
 //   read         every byte of the slot written (two reads into buffers filled differently
@@ -16,6 +20,8 @@
 #pragma once
 
 #include <exception>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,8 +58,9 @@ CheckLine run_check(const char* name, Check&& check) {
   return line;
 }
 
-/// Runs the model checks on `model` (created, not built) with `backend`.
-std::vector<CheckLine> check_model(Model& model, Backend& backend);
+/// Runs the model checks with `backend` on a model from `make_model` (created, not built); the
+/// `frozen` check asks it for three more.
+std::vector<CheckLine> check_model(const std::function<std::shared_ptr<Model>()>& make_model, Backend& backend);
 
 /// Runs the data checks on `source`.
 std::vector<CheckLine> check_data(const DataSource& source);

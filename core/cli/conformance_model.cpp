@@ -61,9 +61,46 @@ void write_element(Backend& backend, const Parameter& p, std::int64_t index, flo
   backend.synchronize();
 }
 
+/// Zeroes the gradients of `model`, runs one forward(train) and backward(dlogits), and returns
+/// each parameter's report count. Throws for an index past the parameters.
+std::vector<int> forward_backward(Model& model, Backend& backend, const Tensor& input, const Tensor& dlogits,
+                                  bool zero) {
+  const auto params = model.parameters();
+  if (zero) {
+    for (const Parameter& p : params) backend.fill(p.grad, 0.0);
+  }
+  (void)model.forward(input, Mode::train, kStepSeed);
+  std::vector<int> reported(params.size(), 0);
+  std::size_t out_of_range = 0;
+  model.backward(dlogits, [&](std::size_t i) {
+    if (i < reported.size()) {
+      ++reported[i];
+    } else {
+      ++out_of_range;
+    }
+  });
+  backend.synchronize();
+  if (out_of_range > 0) {
+    throw Error(fmt::format("backward() reported {} index(es) past the {} parameters", out_of_range, params.size()));
+  }
+  return reported;
+}
+
+/// Where `got` differs from `want` by more than 1e-3 of want's largest entry (a
+/// kernel may sum in another order on another path), as "[k] is x, not y"; empty when it does not.
+std::string differs(const std::vector<double>& got, const std::vector<double>& want) {
+  double scale = 0;
+  for (double g : want) scale = std::max(scale, std::abs(g));
+  for (std::size_t k = 0; k < got.size() && k < want.size(); ++k) {
+    if (std::abs(got[k] - want[k]) > 1e-3 * scale) return fmt::format("[{}] is {:.7g}, not {:.7g}", k, got[k], want[k]);
+  }
+  return {};
+}
+
 class ModelChecks {
  public:
-  ModelChecks(Model& model, Backend& backend) : model_(model), backend_(backend) {}
+  ModelChecks(const std::function<std::shared_ptr<Model>()>& make_model, Backend& backend)
+      : make_model_(make_model), owned_(make_model()), model_(*owned_), backend_(backend) {}
 
   std::vector<CheckLine> run() {
     const InputSpec spec = model_.input_spec();
@@ -73,6 +110,7 @@ class ModelChecks {
     if (!step("backward", [&] { return backward(); })) return lines_;
     step("accumulate", [&] { return accumulate(); });
     step("gradient", [&] { return gradient(); });
+    step("frozen", [&] { return frozen(); });
     return lines_;
   }
 
@@ -84,12 +122,16 @@ class ModelChecks {
     return lines_.back().ok;
   }
 
-  Verdict build(const InputSpec& spec) {
+  ModelBuildContext build_context() {
     ModelBuildContext ctx;
     ctx.backend = &backend_;
     ctx.max_batch = kMaxBatch;
-    ctx.seed = 1;
-    model_.build(ctx);
+    ctx.seed = 1;  // every model built here starts from the same values
+    return ctx;
+  }
+
+  Verdict build(const InputSpec& spec) {
+    model_.build(build_context());
     SampleRng rng(0x6b696c6e);  // a fixed stream: the same verdict on every run
     Shape shape{kBatch};
     for (std::int64_t d : spec.sample_shape) shape.push_back(d);
@@ -161,27 +203,7 @@ class ModelChecks {
 
   /// Zeroes the gradients, then one forward(train) and backward(R); returns each parameter's
   /// report count.
-  std::vector<int> forward_backward(bool zero) {
-    const auto params = model_.parameters();
-    if (zero) {
-      for (const Parameter& p : params) backend_.fill(p.grad, 0.0);
-    }
-    (void)model_.forward(input_, Mode::train, kStepSeed);
-    std::vector<int> reported(params.size(), 0);
-    std::size_t out_of_range = 0;
-    model_.backward(dlogits_, [&](std::size_t i) {
-      if (i < reported.size()) {
-        ++reported[i];
-      } else {
-        ++out_of_range;
-      }
-    });
-    backend_.synchronize();
-    if (out_of_range > 0) {
-      throw Error(fmt::format("backward() reported {} index(es) past the {} parameters", out_of_range, params.size()));
-    }
-    return reported;
-  }
+  std::vector<int> forward_backward(bool zero) { return kiln::cli::forward_backward(model_, backend_, input_, dlogits_, zero); }
 
   std::vector<std::vector<double>> gradients() {
     std::vector<std::vector<double>> g;
@@ -287,6 +309,88 @@ class ModelChecks {
                               100 * worst)};
   }
 
+  /// One fresh model built with ModelBuildContext::frozen naming the parameters `frozen` marks,
+  /// run as backward() ran the first; returns what is wrong ("" when nothing is). Sets `honoured`
+  /// to whether the model marked what it was told.
+  std::string frozen_case(const std::vector<bool>& frozen, bool& honoured) {
+    const auto reference = model_.parameters();
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < reference.size(); ++i) {
+      if (frozen[i]) names.insert(reference[i].name);
+    }
+    const std::shared_ptr<Model> model = make_model_();
+    ModelBuildContext ctx = build_context();
+    ctx.frozen = [&names](std::string_view name) { return names.count(std::string(name)) > 0; };
+    model->build(ctx);
+    const auto params = model->parameters();
+    if (params.size() != reference.size()) {
+      return fmt::format("built with frozen parameters it has {} parameters, not {}", params.size(), reference.size());
+    }
+    std::size_t marked = 0;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (params[i].name != reference[i].name) {
+        return fmt::format("parameter {} is '{}' built with frozen parameters but '{}' without", i, params[i].name,
+                           reference[i].name);
+      }
+      const bool flag = (params[i].flags & kParamFrozen) != 0;
+      if (flag && !frozen[i]) {
+        return fmt::format("'{}' is marked kParamFrozen but trains; mark only what ModelBuildContext::frozen names",
+                           params[i].name);
+      }
+      if (flag) ++marked;
+    }
+    const std::size_t told = names.size();
+    if (marked != 0 && marked != told) {
+      return fmt::format("{} of the {} frozen parameters are marked kParamFrozen; mark all or none", marked, told);
+    }
+    honoured = marked == told;
+    const std::vector<int> reported = kiln::cli::forward_backward(*model, backend_, input_, dlogits_, true);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (frozen[i]) {
+        if (reported[i] > 1) return fmt::format("frozen '{}' reported {} times", params[i].name, reported[i]);
+        continue;
+      }
+      if (reported[i] != 1) {
+        return fmt::format("trainable '{}' reported {} times, not once", params[i].name, reported[i]);
+      }
+      const std::string wrong = differs(read_back(backend_, params[i].grad), first_[i]);
+      if (!wrong.empty()) {
+        return fmt::format("trainable '{}'{} (its gradient without frozen parameters): frozen parameters must not "
+                           "change a trainable one's gradient",
+                           params[i].name, wrong);
+      }
+    }
+    return {};
+  }
+
+  Verdict frozen() {
+    const std::size_t n = model_.parameters().size();
+    if (n < 2) return {true, "one parameter: nothing to freeze while something trains"};
+    // A probe (only the last parameter trains), a frozen input half, and frozen layers between
+    // trainable ones, where gradients must still flow through what is frozen.
+    const std::pair<const char*, std::function<bool(std::size_t)>> cases[] = {
+        {"all but the last", [&](std::size_t i) { return i + 1 < n; }},
+        {"the first half", [&](std::size_t i) { return i < n / 2; }},
+        {"every other one", [&](std::size_t i) { return i % 2 == 0; }},
+    };
+    bool honoured_all = true;
+    for (const auto& [what, rule] : cases) {
+      std::vector<bool> frozen(n);
+      for (std::size_t i = 0; i < n; ++i) frozen[i] = rule(i);
+      bool honoured = false;
+      const std::string wrong = frozen_case(frozen, honoured);
+      if (!wrong.empty()) return {false, fmt::format("with {} frozen: {}", what, wrong)};
+      honoured_all = honoured_all && honoured;
+    }
+    return {true, honoured_all ? "all but the last, the first half and every other parameter frozen in turn: "
+                                 "trainable gradients unchanged; the model marks and skips the frozen ones"
+                               : "all but the last, the first half and every other parameter frozen in turn: "
+                                 "trainable gradients unchanged; the model ignores ModelBuildContext::frozen "
+                                 "(allowed, but frozen layers cost their full backward)"};
+  }
+
+  std::function<std::shared_ptr<Model>()> make_model_;
+  std::shared_ptr<Model> owned_;
   Model& model_;
   Backend& backend_;
   std::vector<CheckLine> lines_;
@@ -298,6 +402,8 @@ class ModelChecks {
 
 }  // namespace
 
-std::vector<CheckLine> check_model(Model& model, Backend& backend) { return ModelChecks(model, backend).run(); }
+std::vector<CheckLine> check_model(const std::function<std::shared_ptr<Model>()>& make_model, Backend& backend) {
+  return ModelChecks(make_model, backend).run();
+}
 
 }  // namespace kiln::cli

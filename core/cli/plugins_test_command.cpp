@@ -64,7 +64,7 @@ int run_plugins_test(const std::filesystem::path& file, const std::vector<std::s
     args.params = &params[i];
     std::vector<CheckLine> lines;
     if (info.kind == KILN_KIND_MODEL) {
-      lines = check_model(*registry.create_model(info, args), *backend);
+      lines = check_model([&] { return registry.create_model(info, args); }, *backend);
     } else if (info.kind == KILN_KIND_DATA) {
       lines = check_data(*registry.create_data(info, args));
     } else {

@@ -168,7 +168,7 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
     // load_checkpoint restores the optimizer state too; an optimizer of the run's kind takes it,
     // which also checks that trainer.safetensors belongs to this model.
     const std::unique_ptr<Optimizer> opt = make_optimizer(optimizer_type, optimizer);
-    if (freeze) opt->exclude(FrozenParameters(s.model->parameters(), *freeze).names());
+    if (freeze) opt->exclude(FrozenParameters(s.model->parameters(), *freeze, s.model->name()).names());
     const TrainerState st = load_checkpoint(s.checkpoint, *s.backend, *s.model, *opt);
     s.precision->load_state(st.precision);
   });

@@ -31,8 +31,17 @@ std::optional<FreezeRequest> freeze_request(const ParamMap& model_host) {
   return FreezeRequest{patterns, model_host.where("freeze")};
 }
 
-FrozenParameters::FrozenParameters(std::span<const Parameter> params, const FreezeRequest& request)
-    : where_(request.where) {
+bool FreezeRequest::matches(std::string_view parameter) const {
+  const std::string name(parameter);
+  for (const std::string& pattern : patterns) {
+    if (fnmatch(pattern.c_str(), name.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
+FrozenParameters::FrozenParameters(std::span<const Parameter> params, const FreezeRequest& request,
+                                   std::string_view model)
+    : where_(request.where), model_(model) {
   std::vector<std::string> unmatched;
   for (const std::string& pattern : request.patterns) {
     bool hit = false;
@@ -43,6 +52,14 @@ FrozenParameters::FrozenParameters(std::span<const Parameter> params, const Free
       }
     }
     if (!hit) unmatched.push_back(fmt::format("'{}'", pattern));
+  }
+  for (const Parameter& p : params) {
+    if ((p.flags & kParamFrozen) != 0 && !contains(p)) {
+      throw PluginError(fmt::format("model '{}' marks parameter '{}' frozen (kParamFrozen), but {} does not name "
+                                    "it; the model would leave out a gradient the run trains on (a bug in the "
+                                    "model plugin: mark exactly the parameters ModelBuildContext::frozen names)",
+                                    model_, p.name, where_));
+    }
   }
   if (!unmatched.empty()) {
     std::vector<std::string> examples;
@@ -78,17 +95,27 @@ std::vector<Tensor> FrozenParameters::grad_views(std::span<const Parameter> para
 
 std::string FrozenParameters::describe(std::span<const Parameter> params) const {
   std::int64_t frozen_values = 0, all_values = 0;
+  std::size_t marked = 0;
   std::vector<std::string> trainable;
   for (const Parameter& p : params) {
     all_values += p.value.numel();
     if (contains(p)) {
       frozen_values += p.value.numel();
+      if ((p.flags & kParamFrozen) != 0) ++marked;
     } else {
       trainable.push_back(p.name);
     }
   }
-  return fmt::format("freeze: {} of {} tensors ({} of {} values) by {}; trainable: {}", names_.size(), params.size(),
-                     frozen_values, all_values, where_, listed(trainable));
+  // A model that read ModelBuildContext::frozen marks what it was told; one that did not computes
+  // every gradient (correct, only slower), which a user comparing step times should know.
+  const std::string backward =
+      marked == names_.size()
+          ? fmt::format("{} skips their backward work", model_)
+          : fmt::format("{} computes their gradients anyway ({} of {} marked kParamFrozen; it does not read "
+                        "ModelBuildContext::frozen)",
+                        model_, marked, names_.size());
+  return fmt::format("freeze: {} of {} tensors ({} of {} values) by {}; trainable: {}; {}", names_.size(),
+                     params.size(), frozen_values, all_values, where_, listed(trainable), backward);
 }
 
 }  // namespace kiln::train

@@ -102,6 +102,7 @@ struct Trainer::Impl {
       sync_bn = std::make_unique<CommBatchNormSync>(backend(), *parts.comm);
       ctx.batch_norm_sync = sync_bn.get();
     }
+    if (opt.freeze) ctx.frozen = [&request = *opt.freeze](std::string_view name) { return request.matches(name); };
     parts.model->build(ctx);
     if (sync_bn) {
       sync_bn->require_layers(parts.model->name(), *opt.sync_bn);
@@ -112,7 +113,7 @@ struct Trainer::Impl {
                    std::string(parts.model->name()));
 
     auto params = parts.model->parameters();
-    if (opt.freeze) frozen = FrozenParameters(params, *opt.freeze);
+    if (opt.freeze) frozen = FrozenParameters(params, *opt.freeze, parts.model->name());
     optimizer = make_optimizer(opt.optimizer_type, opt.optimizer_table);
     optimizer->exclude(frozen.names());  // before a resume reads the optimizer state
     data::ShardOptions shard = opt.train_loader.shard;

@@ -167,6 +167,12 @@ class Backend {
                            const Tensor& grad, const AdamStep& step);
 
   // ---- convolution, normalisation, pooling (ResNet) ------------------------------------------
+  // What the trainer guarantees, so a backend may cache data derived from a convolution's
+  // weights: between a plan's conv2d_forward and the backward calls that follow it in the same
+  // step, nothing writes that layer's weights (the optimizer, the precision policy's casts,
+  // checkpoint and init loads and the communicators' broadcasts all run outside that window).
+  // Across steps there is no such guarantee; a cache kept longer would go stale. A backend that
+  // relies on the window still checks the weight's address, size, dtype and layout before reuse.
   virtual std::shared_ptr<OpPlan> plan_conv2d(const Conv2dDesc& desc);
   /// y (N, K, P, Q) = conv(x (N, C, H, W), w (K, C/g, R, S)).
   virtual void conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, const Tensor& w);

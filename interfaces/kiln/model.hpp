@@ -42,6 +42,10 @@ struct InputSpec {
 enum ParamFlags : std::uint32_t {
   kParamNone = 0,
   kParamNoWeightDecay = 1u << 0,  ///< biases, batch-norm gamma/beta
+  /// Set by a model that read ModelBuildContext::frozen, on each parameter it named: the model
+  /// knows the run never updates it and may leave its gradient unwritten. The core reads it only
+  /// to report whether the model saves backward work on a frozen parameter.
+  kParamFrozen = 1u << 1,
 };
 
 /// One trainable parameter. `value` is the master copy (param dtype, f32), `compute` the copy the
@@ -88,11 +92,19 @@ struct ModelBuildContext {
   /// Non-null when [model] sync_bn = true: batch-norm layers synchronise through it (lives
   /// longer than the model). Null: each rank normalises with its own batch's statistics.
   BatchNormSync* batch_norm_sync = nullptr;
+  /// Non-empty when [model] freeze is set: true for the name of a parameter the run never
+  /// updates. Called during build() only. A model may ignore it (the trainer zeroes a frozen
+  /// parameter's gradient after backward whatever the model wrote there); one that reads it may
+  /// skip computing the gradients of frozen parameters and stop back-propagating where no
+  /// parameter before a layer trains, and marks the parameters it was told about kParamFrozen.
+  /// The trainable parameters' gradients must stay exactly what they would be without it.
+  std::function<bool(std::string_view parameter)> frozen;
 };
 
 /// Called by backward() with the index (into parameters()) of each parameter whose gradient is
 /// complete, in the order they complete (reverse layer order). GradSync launches a bucket's
-/// all-reduce as soon as all its parameters are reported.
+/// all-reduce as soon as all its parameters are reported. A frozen parameter
+/// (ModelBuildContext::frozen) need not be reported.
 using GradReadyFn = std::function<void(std::size_t param_index)>;
 
 class Model {
@@ -120,7 +132,8 @@ class Model {
   virtual Tensor forward(const Tensor& x, Mode mode, std::uint64_t step_seed) = 0;
   /// Back-propagates dlogits (B, num_classes), in the compute dtype, through the last
   /// forward(Mode::train), accumulating (`+=`) into every parameter's grad (master dtype) and
-  /// calling ready() per parameter.
+  /// calling ready() per parameter (a frozen one's gradient and report may be left out, see
+  /// ModelBuildContext::frozen).
   virtual void backward(const Tensor& dlogits, const GradReadyFn& ready) = 0;
 };
 

@@ -61,6 +61,7 @@ class MlpModel final : public Model {
   void build(const ModelBuildContext& ctx) override {
     Backend& backend = *ctx.backend;
     store_.allocate(backend, ctx.param_dtype, ctx.compute_dtype, ctx.seed);
+    store_.set_frozen(ctx.frozen);
     for (std::size_t i = 0; i < blocks_.size(); ++i) {
       blocks_[i].linear->build(backend, ctx.max_batch, ctx.compute_dtype);
       blocks_[i].activation->build(backend, ctx.max_batch, hidden_[i], ctx.compute_dtype);
@@ -81,14 +82,17 @@ class MlpModel final : public Model {
     return head_->forward(h);
   }
 
+  // Parameters are declared input side first, so a block's input gradient is needed only when a
+  // parameter before its Linear trains; backward stops at the first block where none does (all
+  // of them under a frozen backbone: only the head runs).
   void backward(const Tensor& dlogits, const GradReadyFn& ready) override {
-    Tensor d = head_->backward(dlogits);
+    Tensor d = head_->backward(dlogits, input_grad_for(*head_));
     ready(head_->weight_index());
     ready(head_->bias_index());
-    for (std::size_t i = blocks_.size(); i-- > 0;) {
+    for (std::size_t i = blocks_.size(); i-- > 0 && d.defined();) {
       d = blocks_[i].dropout->backward(d);
       d = blocks_[i].activation->backward(d);
-      d = blocks_[i].linear->backward(d);
+      d = blocks_[i].linear->backward(d, input_grad_for(*blocks_[i].linear));
       ready(blocks_[i].linear->weight_index());
       ready(blocks_[i].linear->bias_index());
     }
@@ -100,6 +104,10 @@ class MlpModel final : public Model {
     std::unique_ptr<nn::ActivationLayer> activation;
     std::unique_ptr<nn::Dropout> dropout;
   };
+
+  nn::InputGrad input_grad_for(const nn::Linear& layer) const {
+    return store_.trains_before(layer.weight_index()) ? nn::InputGrad::compute : nn::InputGrad::skip;
+  }
 
   std::int64_t in_features_;
   std::vector<std::int64_t> hidden_;

@@ -41,7 +41,15 @@ class ResidualBlock {
   virtual nn::ImageShape build(Backend& backend, std::int64_t max_batch, nn::ImageShape in, DType dtype) = 0;
   virtual Tensor forward(const Tensor& x, Mode mode) = 0;
   /// Returns dx; reports every parameter of the block to `ready` once its gradient is complete.
-  virtual Tensor backward(const Tensor& dy, const GradReadyFn& ready) = 0;
+  /// `input_grad` skip says nobody needs dx (in a model: no parameter before the block trains,
+  /// ParameterStore::trains_before(first_parameter())): the block then runs only the part whose
+  /// gradients a trainable parameter of its own needs, none when all are frozen, and returns an
+  /// undefined tensor. Frozen weights' gradients are skipped either way. (Every override repeats
+  /// the default, so calls through the concrete types see it too.)
+  virtual Tensor backward(const Tensor& dy, const GradReadyFn& ready,
+                          nn::InputGrad input_grad = nn::InputGrad::compute) = 0;
+  /// Index of the block's first parameter (its conv1's weight).
+  virtual std::size_t first_parameter() const noexcept = 0;
   /// Appends the running statistics of every batch norm of the block.
   virtual void append_buffers(std::vector<ModelBuffer>& out) const = 0;
   /// Output channels (planes x expansion).
@@ -92,10 +100,19 @@ class ResidualJoin {
   /// its backward does not read); the shortcut must be in the branch's layout.
   Tensor forward(const Tensor& x, const Tensor& branch, Mode mode);
   /// dsum = dy * (y > 0), the gradient of the pre-activation sum, which the branch's backward
-  /// starts from. Also runs the downsample's backward (reporting its parameters to `ready`).
-  Tensor begin_backward(const Tensor& dy, const GradReadyFn& ready);
-  /// dx += the shortcut's gradient (dsum itself for an identity shortcut).
+  /// starts from. Also runs the downsample's backward (reporting its parameters to `ready`), as
+  /// far as `block_input` (whether anyone needs the block's input gradient) and its frozen
+  /// parameters ask: not at all when neither does.
+  Tensor begin_backward(const Tensor& dy, const GradReadyFn& ready, nn::InputGrad block_input,
+                        const nn::ParameterStore& store);
+  /// dx += the shortcut's gradient (dsum itself for an identity shortcut). Only after a
+  /// begin_backward() with block_input = compute.
   void finish_backward(const Tensor& dx);
+  /// One past the index of the block's last parameter: the downsample's, which are declared
+  /// after the branch's, or `branch_end` without one.
+  std::size_t parameters_end(std::size_t branch_end) const noexcept {
+    return downsample_ ? downsample_->bn.bias_index() + 1 : branch_end;
+  }
   /// The downsample's batch-norm running statistics.
   void append_buffers(std::vector<ModelBuffer>& out) const;
   /// dsum, then the downsample's BN and conv input gradients (none without a downsample).
@@ -119,13 +136,16 @@ class Bottleneck final : public ResidualBlock {
              std::int64_t planes, std::int64_t stride, nn::GammaInit last_gamma = nn::GammaInit::ones);
   nn::ImageShape build(Backend& backend, std::int64_t max_batch, nn::ImageShape in, DType dtype) override;
   Tensor forward(const Tensor& x, Mode mode) override;
-  Tensor backward(const Tensor& dy, const GradReadyFn& ready) override;
+  Tensor backward(const Tensor& dy, const GradReadyFn& ready,
+                  nn::InputGrad input_grad = nn::InputGrad::compute) override;
+  std::size_t first_parameter() const noexcept override { return conv1_.weight_index(); }
   void append_buffers(std::vector<ModelBuffer>& out) const override;
   std::int64_t out_channels() const noexcept override { return planes_ * kExpansion; }
   std::vector<GradientBuffer> gradient_buffers() override;
   bool has_downsample() const noexcept { return join_.has_downsample(); }
 
  private:
+  const nn::ParameterStore& store_;  // which parameters are frozen
   std::int64_t planes_;
   // Declaration order is parameter order (torchvision's): conv1, bn1, conv2, bn2, conv3, bn3.
   nn::Conv2d conv1_;
@@ -146,13 +166,16 @@ class BasicBlock final : public ResidualBlock {
              std::int64_t planes, std::int64_t stride, nn::GammaInit last_gamma = nn::GammaInit::ones);
   nn::ImageShape build(Backend& backend, std::int64_t max_batch, nn::ImageShape in, DType dtype) override;
   Tensor forward(const Tensor& x, Mode mode) override;
-  Tensor backward(const Tensor& dy, const GradReadyFn& ready) override;
+  Tensor backward(const Tensor& dy, const GradReadyFn& ready,
+                  nn::InputGrad input_grad = nn::InputGrad::compute) override;
+  std::size_t first_parameter() const noexcept override { return conv1_.weight_index(); }
   void append_buffers(std::vector<ModelBuffer>& out) const override;
   std::int64_t out_channels() const noexcept override { return planes_; }
   std::vector<GradientBuffer> gradient_buffers() override;
   bool has_downsample() const noexcept { return join_.has_downsample(); }
 
  private:
+  const nn::ParameterStore& store_;
   std::int64_t planes_;
   nn::Conv2d conv1_;
   nn::BatchNorm2d bn1_;

@@ -10,6 +10,13 @@
 // block input gradient without an extra buffer. ResidualJoin holds that shared part (shortcut,
 // fused add+ReLU, dsum); each block adds only its branch. Parameters are reported ready in
 // reverse declaration order: downsample first, then bn3/conv3 ... bn1/conv1.
+//
+// Frozen parameters (ParameterStore::set_frozen): the model asks for a block's input gradient
+// only when a parameter declared before the block trains. When it does not, the branch runs
+// backward from the top only down to its lowest unit with a trainable parameter, the downsample
+// only if its own parameters train, and the block returns no dx. The convolutions skip frozen
+// weight gradients themselves. The trainable gradients are the same bits either way: each is
+// computed by the same ops from the same inputs.
 #include <fmt/format.h>
 
 #include <kiln/sdk/nn/image_check.hpp>
@@ -31,6 +38,31 @@ void report(const GradReadyFn& ready, const Conv2d& conv, const BatchNorm2d& bn)
   ready(bn.weight_index());
   ready(bn.bias_index());
   ready(conv.weight_index());
+}
+
+/// Who needs the gradient flowing into a block's layer whose first parameter is `index`: the
+/// layers below it in the block if one of theirs trains, and whoever asked for the block's input
+/// gradient (`block_input`).
+struct BranchNeeds {
+  const ParameterStore& store;
+  nn::InputGrad block_input;
+  bool below(std::size_t index) const {
+    return block_input == nn::InputGrad::compute || store.trains_before(index);
+  }
+};
+
+/// Backward through one conv -> BN [-> ReLU] unit of a branch from the gradient of its output:
+/// the ReLU, the BN, then the conv, which computes its input gradient only when something below
+/// needs it. Returns that gradient, or an undefined tensor where the branch's backward has
+/// stopped: `dy` undefined, or nothing in the unit or below it needs a gradient.
+Tensor unit_backward(const Tensor& dy, Conv2d& conv, BatchNorm2d& bn, ReluInPlace* relu, const BranchNeeds& needs,
+                     const GradReadyFn& ready) {
+  if (!dy.defined() || !needs.below(bn.bias_index() + 1)) return Tensor();
+  const Tensor d = relu != nullptr ? relu->backward(dy) : dy;
+  Tensor dx = conv.backward(bn.backward(d), needs.below(conv.weight_index()) ? nn::InputGrad::compute
+                                                                              : nn::InputGrad::skip);
+  report(ready, conv, bn);
+  return dx;
 }
 
 void require_residual_ops(const Backend& backend, DType dtype, const char* block) {
@@ -89,19 +121,29 @@ Tensor ResidualJoin::forward(const Tensor& x, const Tensor& branch, Mode mode) {
   return y_saved_;
 }
 
-Tensor ResidualJoin::begin_backward(const Tensor& dy, const GradReadyFn& ready) {
+Tensor ResidualJoin::begin_backward(const Tensor& dy, const GradReadyFn& ready, nn::InputGrad block_input,
+                                    const ParameterStore& store) {
   if (!y_saved_.defined()) throw BackendError(fmt::format("{}: backward() before forward()", block_));
   Tensor dsum = dsum_.rows(0, dy.dim(0)).with_layout(dy.layout());
   backend_->activation_backward(dsum, dy, y_saved_, y_saved_, Activation::relu, Accumulate::no);
-  dshort_ = dsum;
+  dshort_ = block_input == nn::InputGrad::compute ? dsum : Tensor();
   if (downsample_) {
-    dshort_ = downsample_->conv.backward(downsample_->bn.backward(dsum));
-    report(ready, downsample_->conv, downsample_->bn);
+    Conv2d& conv = downsample_->conv;
+    BatchNorm2d& bn = downsample_->bn;
+    const bool trains = !store.frozen(conv.weight_index()) || !store.frozen(bn.weight_index()) ||
+                        !store.frozen(bn.bias_index());
+    if (trains || block_input == nn::InputGrad::compute) {
+      dshort_ = conv.backward(bn.backward(dsum), block_input);
+      report(ready, conv, bn);
+    }
   }
   return dsum;
 }
 
-void ResidualJoin::finish_backward(const Tensor& dx) { backend_->add(dx, dx, dshort_); }
+void ResidualJoin::finish_backward(const Tensor& dx) {
+  if (!dshort_.defined()) throw BackendError(fmt::format("{}: finish_backward() without the shortcut's gradient", block_));
+  backend_->add(dx, dx, dshort_);
+}
 
 void ResidualJoin::append_buffers(std::vector<ModelBuffer>& out) const {
   if (downsample_) out.insert(out.end(), downsample_->bn.buffers().begin(), downsample_->bn.buffers().end());
@@ -121,7 +163,8 @@ void ResidualJoin::append_gradient_buffers(std::vector<GradientBuffer>& out) {
 
 Bottleneck::Bottleneck(ParameterStore& store, const std::string& prefix, std::int64_t in_channels,
                        std::int64_t planes, std::int64_t stride, GammaInit last_gamma)
-    : planes_(planes),
+    : store_(store),
+      planes_(planes),
       conv1_(store, prefix + ".conv1", in_channels, planes, Window{1, 1, 0}, kConvInit),
       bn1_(store, prefix + ".bn1", planes),
       conv2_(store, prefix + ".conv2", planes, planes, Window{3, stride, 1}, kConvInit),  // v1.5: stride here
@@ -153,16 +196,15 @@ Tensor Bottleneck::forward(const Tensor& x, Mode mode) {
   return join_.forward(x, h, mode);
 }
 
-Tensor Bottleneck::backward(const Tensor& dy, const GradReadyFn& ready) {
-  const Tensor dsum = join_.begin_backward(dy, ready);
-  Tensor d = conv3_.backward(bn3_.backward(dsum));
-  report(ready, conv3_, bn3_);
-  d = conv2_.backward(bn2_.backward(relu2_.backward(d)));
-  report(ready, conv2_, bn2_);
-  Tensor dx = conv1_.backward(bn1_.backward(relu1_.backward(d)));
-  report(ready, conv1_, bn1_);
-  join_.finish_backward(dx);
-  return dx;
+Tensor Bottleneck::backward(const Tensor& dy, const GradReadyFn& ready, nn::InputGrad input_grad) {
+  const BranchNeeds needs{store_, input_grad};
+  if (!needs.below(join_.parameters_end(bn3_.bias_index() + 1))) return Tensor();  // all frozen
+  const Tensor dsum = join_.begin_backward(dy, ready, input_grad, store_);
+  Tensor d = unit_backward(dsum, conv3_, bn3_, nullptr, needs, ready);
+  d = unit_backward(d, conv2_, bn2_, &relu2_, needs, ready);
+  d = unit_backward(d, conv1_, bn1_, &relu1_, needs, ready);
+  if (d.defined()) join_.finish_backward(d);  // defined exactly when input_grad is compute
+  return d;
 }
 
 std::vector<GradientBuffer> Bottleneck::gradient_buffers() {
@@ -191,7 +233,8 @@ void Bottleneck::append_buffers(std::vector<ModelBuffer>& out) const {
 
 BasicBlock::BasicBlock(ParameterStore& store, const std::string& prefix, std::int64_t in_channels,
                        std::int64_t planes, std::int64_t stride, GammaInit last_gamma)
-    : planes_(planes),
+    : store_(store),
+      planes_(planes),
       conv1_(store, prefix + ".conv1", in_channels, planes, Window{3, stride, 1}, kConvInit),
       bn1_(store, prefix + ".bn1", planes),
       conv2_(store, prefix + ".conv2", planes, planes, Window{3, 1, 1}, kConvInit),
@@ -217,14 +260,14 @@ Tensor BasicBlock::forward(const Tensor& x, Mode mode) {
   return join_.forward(x, h, mode);
 }
 
-Tensor BasicBlock::backward(const Tensor& dy, const GradReadyFn& ready) {
-  const Tensor dsum = join_.begin_backward(dy, ready);
-  Tensor d = conv2_.backward(bn2_.backward(dsum));
-  report(ready, conv2_, bn2_);
-  Tensor dx = conv1_.backward(bn1_.backward(relu1_.backward(d)));
-  report(ready, conv1_, bn1_);
-  join_.finish_backward(dx);
-  return dx;
+Tensor BasicBlock::backward(const Tensor& dy, const GradReadyFn& ready, nn::InputGrad input_grad) {
+  const BranchNeeds needs{store_, input_grad};
+  if (!needs.below(join_.parameters_end(bn2_.bias_index() + 1))) return Tensor();  // all frozen
+  const Tensor dsum = join_.begin_backward(dy, ready, input_grad, store_);
+  Tensor d = unit_backward(dsum, conv2_, bn2_, nullptr, needs, ready);
+  d = unit_backward(d, conv1_, bn1_, &relu1_, needs, ready);
+  if (d.defined()) join_.finish_backward(d);
+  return d;
 }
 
 std::vector<GradientBuffer> BasicBlock::gradient_buffers() {

@@ -8,7 +8,9 @@
 // when that layout is not NCHW, so the stem convolution always runs channels-last there.
 // The stem conv skips its input gradient (nobody needs d(images)). backward() reports each
 // parameter ready as soon as its layer's backward has run, fc first, conv1 last, so GradSync can
-// reduce the late stages while the early ones are still computing.
+// reduce the late stages while the early ones are still computing. With frozen parameters
+// ([model] freeze, ModelBuildContext::frozen) backward stops where no parameter before a layer
+// trains: under a frozen backbone only fc runs, and a frozen layer skips its weight gradient.
 #include "resnet_model.hpp"
 
 #include <fmt/format.h>
@@ -118,6 +120,7 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
   const DType dt = ctx.compute_dtype;
   if (input_kind_ == InputKind::u8) nn::require_op(backend, Op::normalize_image, dt, "resnet (input = \"u8\")");
   store_.allocate(backend, ctx.param_dtype, dt, ctx.seed);
+  store_.set_frozen(ctx.frozen);
   store_.set_batch_norm_sync(ctx.batch_norm_sync);  // [model] sync_bn: every BatchNorm2d built below
 
   nn::ImageShape s = conv1_->build(backend, n, nn::ImageShape{in_channels_, image_size_, image_size_}, dt);
@@ -199,13 +202,22 @@ void ResnetModel::backward(const Tensor& dlogits, const GradReadyFn& ready) {
     throw BackendError(fmt::format("resnet: dlogits is {}, expected ({}, {}) from the last forward",
                                    dlogits.describe(), rows_, classes_));
   }
-  Tensor d = fc_->backward(dlogits);
+  // Parameters are declared in forward order, so a layer's input gradient is needed only when a
+  // parameter declared before it trains (ParameterStore::trains_before); each part returns an
+  // undefined gradient where that is not so, and the parts below it do not run.
+  Tensor d = fc_->backward(dlogits, store_.trains_before(fc_->weight_index()) ? nn::InputGrad::compute
+                                                                                : nn::InputGrad::skip);
   if (ready) {
     ready(fc_->weight_index());
     ready(fc_->bias_index());
   }
-  d = avgpool_.backward(d);
-  for (std::size_t i = blocks_.size(); i-- > 0;) d = blocks_[i]->backward(d, ready);
+  if (d.defined()) d = avgpool_.backward(d);
+  for (std::size_t i = blocks_.size(); i-- > 0 && d.defined();) {
+    ResidualBlock& block = *blocks_[i];
+    d = block.backward(d, ready, store_.trains_before(block.first_parameter()) ? nn::InputGrad::compute
+                                                                               : nn::InputGrad::skip);
+  }
+  if (!d.defined()) return;  // the stem is frozen
   d = bn1_->backward(relu_.backward(maxpool_.backward(d)));
   conv1_->backward(d);
   if (ready) {

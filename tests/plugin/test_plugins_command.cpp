@@ -288,7 +288,7 @@ BOOST_AUTO_TEST_CASE(test_passes_a_correct_model_and_data_source) {
     BOOST_TEST(contains(report, "\nall checks passed\n"), report);
   }
   const std::string model = plugin_test("model-ok").second;
-  for (const char* check : {"build", "parameters", "forward", "backward", "accumulate", "gradient"}) {
+  for (const char* check : {"build", "parameters", "forward", "backward", "accumulate", "gradient", "frozen"}) {
     BOOST_TEST(contains(model, std::string("  ok    ") + check), check << " missing from:\n" << model);
   }
   BOOST_TEST(contains(plugin_test("data-ok").second, "  ok    threads   40 samples read by 4 threads at once"));
@@ -297,7 +297,7 @@ BOOST_AUTO_TEST_CASE(test_passes_a_correct_model_and_data_source) {
 BOOST_AUTO_TEST_CASE(test_finds_each_planted_bug) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"model-grad-x2", "gradient"}, {"model-unreported", "backward"}, {"model-overwrites", "accumulate"},
-      {"data-half-written", "read"}, {"data-bad-label", "read"}};
+      {"model-frozen-stops", "frozen"}, {"data-half-written", "read"}, {"data-bad-label", "read"}};
   for (const auto& [fixture, check] : cases) {
     const auto [status, report] = plugin_test(fixture);
     BOOST_TEST(status == 1, fixture << ":\n" << report);
@@ -308,6 +308,9 @@ BOOST_AUTO_TEST_CASE(test_finds_each_planted_bug) {
   BOOST_TEST(contains(plugin_test("model-overwrites").second, "must add into the gradients (+=)"));
   BOOST_TEST(contains(plugin_test("data-bad-label").second, "has label 3, outside [0, 3)"));
   BOOST_TEST(contains(plugin_test("model-grad-x2").second, "backward disagrees with the forward pass"));
+  BOOST_TEST(contains(plugin_test("model-frozen-stops").second,
+                      "with all but the last frozen: trainable 'linear.bias' reported 0 times, not once"));
+  BOOST_TEST(contains(plugin_test("model-ok").second, "the model marks and skips the frozen ones"));
 }
 
 BOOST_AUTO_TEST_CASE(test_refuses_a_set_for_a_table_it_does_not_read) {

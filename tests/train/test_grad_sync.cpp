@@ -216,7 +216,7 @@ BOOST_AUTO_TEST_CASE(frozen_parameters_belong_to_no_bucket) {
 // never across a trainable one (p1 between p0 and p2 keeps its gradient).
 BOOST_AUTO_TEST_CASE(frozen_gradient_views_never_cover_a_trainable_parameter) {
   FiveParams fp;
-  const kiln::train::FrozenParameters frozen(fp.store.parameters(), {{"p[02]", "p3"}, "model.freeze (test)"});
+  const kiln::train::FrozenParameters frozen(fp.store.parameters(), {{"p[02]", "p3"}, "model.freeze (test)"}, "test");
   BOOST_TEST(frozen.names() == (std::set<std::string>{"p0", "p2", "p3"}), boost::test_tools::per_element());
   const auto views = frozen.grad_views(fp.store.parameters());
   BOOST_TEST_REQUIRE(views.size() == 2u);
@@ -225,7 +225,37 @@ BOOST_AUTO_TEST_CASE(frozen_gradient_views_never_cover_a_trainable_parameter) {
   BOOST_TEST(views[1].offset_bytes() == 48 * sizeof(float));
   BOOST_TEST(views[1].numel() == 80 + 5 - 48);  // p2 up to the end of p3, the gap between them included
   BOOST_TEST(frozen.describe(fp.store.parameters()) ==
-             "freeze: 3 of 5 tensors (45 of 73 values) by model.freeze (test); trainable: p1, p4");
+             "freeze: 3 of 5 tensors (45 of 73 values) by model.freeze (test); trainable: p1, p4; test computes "
+             "their gradients anyway (0 of 3 marked kParamFrozen; it does not read ModelBuildContext::frozen)");
+}
+
+// A model that reads ModelBuildContext::frozen marks what it was told (ParameterStore::set_frozen);
+// the log line then says it skips the work, and one that marks a parameter the run trains is
+// refused, since its gradient might never be computed.
+BOOST_AUTO_TEST_CASE(model_marks_must_match_the_patterns) {
+  const kiln::train::FreezeRequest request{{"p[02]", "p3"}, "model.freeze (test)"};
+  BOOST_TEST(request.matches("p2"));
+  BOOST_TEST(!request.matches("p1"));
+  FiveParams fp;
+  fp.store.set_frozen([&](std::string_view name) { return request.matches(name); });
+  BOOST_TEST(fp.store.frozen(0));
+  BOOST_TEST(!fp.store.frozen(1));
+  BOOST_TEST(!fp.store.trains_before(1));  // p0 is frozen
+  BOOST_TEST(fp.store.trains_before(2));   // p1 trains
+  const kiln::train::FrozenParameters frozen(fp.store.parameters(), request, "test");
+  BOOST_TEST(frozen.describe(fp.store.parameters()) ==
+             "freeze: 3 of 5 tensors (45 of 73 values) by model.freeze (test); trainable: p1, p4; test skips their "
+             "backward work");
+
+  fp.store.set_frozen([&](std::string_view name) { return name != "p4"; });  // p1 marked too
+  BOOST_TEST(kiln::test::error_text<kiln::PluginError>([&] {
+               kiln::train::FrozenParameters(fp.store.parameters(), request, "test");
+             }) == "model 'test' marks parameter 'p1' frozen (kParamFrozen), but model.freeze (test) does not name "
+                   "it; the model would leave out a gradient the run trains on (a bug in the model plugin: mark "
+                   "exactly the parameters ModelBuildContext::frozen names)");
+  fp.store.set_frozen({});
+  BOOST_TEST(!fp.store.frozen(0));
+  BOOST_TEST(fp.store.trains_before(1));
 }
 
 BOOST_AUTO_TEST_CASE(gradients_in_two_arenas_are_refused) {

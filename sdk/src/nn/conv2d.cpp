@@ -116,14 +116,17 @@ Tensor Conv2d::forward(const Tensor& x) {
   return y;
 }
 
-Tensor Conv2d::backward(const Tensor& dy) {
+Tensor Conv2d::backward(const Tensor& dy, InputGrad input_grad) {
   if (plan_ == nullptr) throw BackendError(fmt::format("Conv2d '{}': backward() before forward()", prefix_));
+  if (input_grad == InputGrad::compute && !dx_.defined()) {
+    throw BackendError(fmt::format("Conv2d '{}': input gradient asked of a layer built without one", prefix_));
+  }
   detail::check_same_batch(dy, x_saved_, "Conv2d", prefix_);
   detail::check_image(dy, out_, x_saved_.dim(0), "Conv2d", prefix_, "output gradient");
   const Parameter& w = store_[weight_];
-  backend_->conv2d_backward_filter(*plan_, w.grad, dy, x_saved_, Accumulate::yes);
-  if (has_bias()) bias_backward(dy);
-  if (input_grad_ == InputGrad::skip) return Tensor();
+  if (!store_.frozen(weight_)) backend_->conv2d_backward_filter(*plan_, w.grad, dy, x_saved_, Accumulate::yes);
+  if (has_bias() && !store_.frozen(bias_)) bias_backward(dy);
+  if (input_grad == InputGrad::skip) return Tensor();
   Tensor dx = dx_.rows(0, dy.dim(0)).with_layout(x_saved_.layout());  // as the forward's input
   backend_->conv2d_backward_data(*plan_, dx, dy, w.compute);
   return dx;

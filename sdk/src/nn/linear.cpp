@@ -42,14 +42,19 @@ Tensor Linear::forward(const Tensor& x) {
   return y;
 }
 
-Tensor Linear::backward(const Tensor& dy) {
+Tensor Linear::backward(const Tensor& dy, InputGrad input_grad) {
+  if (input_grad == InputGrad::compute && !dx_.defined()) {
+    throw BackendError(fmt::format("Linear({}, {}): input gradient asked of a layer built without one", in_, out_));
+  }
   const std::int64_t b = dy.dim(0);
   const Parameter& w = store_[weight_];
   const Parameter& bias = store_[bias_];
   // dW (O, F) += dy^T (O, B) x (B, F)
-  backend_->matmul(w.grad, dy, Transpose::yes, x_saved_, Transpose::no, 1.0f, 1.0f, Tensor());
-  backend_->bias_grad(bias.grad, dy, Accumulate::yes);
-  if (input_grad_ == InputGrad::skip) return Tensor();
+  if (!store_.frozen(weight_)) {
+    backend_->matmul(w.grad, dy, Transpose::yes, x_saved_, Transpose::no, 1.0f, 1.0f, Tensor());
+  }
+  if (!store_.frozen(bias_)) backend_->bias_grad(bias.grad, dy, Accumulate::yes);
+  if (input_grad == InputGrad::skip) return Tensor();
   Tensor dx = dx_.rows(0, b);
   // dx (B, F) = dy (B, O) W (O, F)
   backend_->matmul(dx, dy, Transpose::no, w.compute, Transpose::no, 1.0f, 0.0f, Tensor());

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -103,6 +104,19 @@ void ParameterStore::allocate(Backend& backend, DType param_dtype, DType compute
     params_[i].value = value_arena_.view(offsets_[i], shapes_pending_[i]);
     params_[i].grad = grad_arena_.view(offsets_[i], shapes_pending_[i]);
     params_[i].compute = compute_arena_.view(offsets_[i], shapes_pending_[i]);
+  }
+}
+
+void ParameterStore::set_frozen(const std::function<bool(std::string_view)>& frozen) {
+  first_trainable_ = params_.size();
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const bool is_frozen = frozen && frozen(params_[i].name);
+    if (is_frozen) {
+      params_[i].flags |= kParamFrozen;
+    } else {
+      params_[i].flags &= ~static_cast<std::uint32_t>(kParamFrozen);
+      first_trainable_ = std::min(first_trainable_, i);
+    }
   }
 }
 

@@ -10,10 +10,13 @@
 //   - the precision policy's finite check and fp16 unscaling, and gradient clipping's norm: the
 //     trainer zeroes the frozen gradients after backward, before any of them look, so only the
 //     trainable ones count, as in PyTorch where a frozen parameter has no gradient at all.
-// What it still takes part in: forward, and backward through it (the model plugin computes
-// every gradient; the contract has no way to tell it which to skip), the broadcast of the initial
-// values, checkpoints and init. Batch-norm layers whose weights are frozen keep updating their
-// running statistics in training mode, as PyTorch's do without `.eval()`.
+// The backward work: the trainer gives the model the patterns (ModelBuildContext::frozen). A
+// model that reads them (Kiln's, through the SDK layers) skips frozen weight gradients and stops
+// back-propagating where no parameter before a layer trains, as PyTorch's autograd does; one that
+// does not computes every gradient, which costs time but changes nothing. The log line says which.
+// What a frozen parameter still takes part in: forward, the broadcast of the initial values,
+// checkpoints and init. Batch-norm layers whose weights are frozen keep updating their running
+// statistics in training mode, as PyTorch's do without `.eval()`.
 //
 // Patterns use fnmatch (*, ?, [...]) against parameter names (PyTorch state-dict names:
 // "layer1.0.conv1.weight"). A pattern that matches no parameter is an error (a typo, or a
@@ -25,6 +28,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/model.hpp"
@@ -36,6 +40,9 @@ namespace kiln::train {
 struct FreezeRequest {
   std::vector<std::string> patterns;  ///< fnmatch globs, none empty
   std::string where;                  ///< "model.freeze (run.toml:7)", for messages
+
+  /// Whether some pattern matches `parameter`; ModelBuildContext::frozen.
+  bool matches(std::string_view parameter) const;
 };
 
 /// The request in [model]'s host keys (model_table.hpp), or nullopt when freeze is empty.
@@ -47,9 +54,11 @@ class FrozenParameters {
  public:
   /// No parameter frozen.
   FrozenParameters() = default;
-  /// Matches `request` against `params` (Model::parameters()). Throws ConfigError naming the
-  /// key when a pattern matches no parameter, or when every parameter would be frozen.
-  FrozenParameters(std::span<const Parameter> params, const FreezeRequest& request);
+  /// Matches `request` against `params` (Model::parameters()) of `model`. Throws ConfigError
+  /// naming the key when a pattern matches no parameter, or when every parameter would be frozen,
+  /// and PluginError when the model marks a parameter kParamFrozen that the patterns do not name
+  /// (its gradient might be missing, and the run would train it on garbage).
+  FrozenParameters(std::span<const Parameter> params, const FreezeRequest& request, std::string_view model);
 
   bool empty() const noexcept { return names_.empty(); }
   bool contains(const Parameter& p) const { return names_.count(p.name) > 0; }
@@ -60,12 +69,14 @@ class FrozenParameters {
   std::vector<Tensor> grad_views(std::span<const Parameter> params) const;
 
   /// One line for the log: "freeze: 159 of 161 tensors (23508032 of 25557032 values) by
-  /// model.freeze (run.toml:7); trainable: fc.weight, fc.bias".
+  /// model.freeze (run.toml:7); trainable: fc.weight, fc.bias; resnet skips their backward
+  /// work" (or says that the model computes their gradients anyway).
   std::string describe(std::span<const Parameter> params) const;
 
  private:
   std::set<std::string> names_;
   std::string where_;
+  std::string model_;
 };
 
 }  // namespace kiln::train

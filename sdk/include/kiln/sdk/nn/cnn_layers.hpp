@@ -82,8 +82,11 @@ class Conv2d {
   /// too small for the window, UnsupportedError if the backend lacks a conv op for dtype.
   ImageShape build(Backend& backend, std::int64_t max_batch, ImageShape in, DType dtype);
   Tensor forward(const Tensor& x);
-  /// dW += conv_backward_filter(dy, x); returns dx (undefined with InputGrad::skip).
-  Tensor backward(const Tensor& dy);
+  /// dW += conv_backward_filter(dy, x) (unless frozen, as the bias); returns dx (undefined with
+  /// InputGrad::skip).
+  Tensor backward(const Tensor& dy) { return backward(dy, input_grad_); }
+  /// As above, with the input gradient asked per call (Linear::backward's rule).
+  Tensor backward(const Tensor& dy, InputGrad input_grad);
 
   std::size_t weight_index() const noexcept { return weight_; }
   bool has_bias() const noexcept { return bias_ != kNoBias; }

@@ -4,7 +4,9 @@
 // allocated then, sized (max_batch, ...)); forward() and backward() work on the first B rows.
 // forward() saves exactly what backward() needs. Gradient rule: parameter gradients accumulate
 // (+=), input gradients are overwritten (=). A layer whose input gradient nobody needs (the
-// first layer of a model) is built with InputGrad::skip and returns an undefined tensor.
+// first layer of a model) is built with InputGrad::skip and returns an undefined tensor; a model
+// that freezes parameters (ParameterStore::set_frozen) may also skip it per call. A layer never
+// computes the gradient of a parameter the store marks frozen.
 // Shapes: B = batch rows, F = input features, O = output features, K = classes.
 #pragma once
 
@@ -28,8 +30,12 @@ class Linear {
   /// Allocates y (max_batch, O) and dx (max_batch, F); checks the backend has the ops.
   void build(Backend& backend, std::int64_t max_batch, DType dtype);
   Tensor forward(const Tensor& x);
-  /// dW += dy^T x, db += sum_rows(dy); returns dx = dy W (undefined with InputGrad::skip).
-  Tensor backward(const Tensor& dy);
+  /// dW += dy^T x, db += sum_rows(dy) (each unless frozen); returns dx = dy W (undefined with
+  /// InputGrad::skip).
+  Tensor backward(const Tensor& dy) { return backward(dy, input_grad_); }
+  /// As above, with the input gradient asked per call: a layer built with InputGrad::skip has no
+  /// buffer for it and refuses InputGrad::compute.
+  Tensor backward(const Tensor& dy, InputGrad input_grad);
 
   std::size_t weight_index() const noexcept { return weight_; }
   std::size_t bias_index() const noexcept { return bias_; }

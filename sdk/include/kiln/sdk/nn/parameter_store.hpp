@@ -10,8 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/backend.hpp"
@@ -53,6 +55,19 @@ class ParameterStore {
   /// Sets every gradient (and the gaps) to zero with one fill.
   void zero_grads(Backend& backend) const;
 
+  /// Marks every declared parameter that `frozen` (ModelBuildContext::frozen) names with
+  /// kParamFrozen; an empty function marks none. A model calls it from build(), after its layers
+  /// declared their parameters. From then on the SDK layers skip the weight gradients of frozen
+  /// parameters (which the run never reads), and the model asks trains_before() where its
+  /// backward may stop.
+  void set_frozen(const std::function<bool(std::string_view)>& frozen);
+  bool frozen(std::size_t i) const { return (params_.at(i).flags & kParamFrozen) != 0; }
+  /// Whether some parameter declared before index `i` trains. A model whose parameters are
+  /// declared in the order its forward pass uses them (every model built from these layers is)
+  /// needs the input gradient of a layer whose first parameter is `i` only then: nothing before
+  /// that layer would read it.
+  bool trains_before(std::size_t i) const noexcept { return first_trainable_ < i; }
+
   /// Synchronised batch-norm for the model whose layers share this store: a model sets it from
   /// ModelBuildContext::batch_norm_sync before building its layers, and every BatchNorm2d built
   /// afterwards synchronises through it (null, the default: none does).
@@ -68,6 +83,7 @@ class ParameterStore {
   std::vector<Shape> shapes_pending_;
   std::vector<std::int64_t> offsets_;
   std::int64_t arena_elements_ = 0;
+  std::size_t first_trainable_ = 0;  // index of the first parameter not frozen (every one trains until set_frozen)
   Tensor value_arena_, compute_arena_, grad_arena_;
   BatchNormSync* batch_norm_sync_ = nullptr;
 };
