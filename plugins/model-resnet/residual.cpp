@@ -145,6 +145,12 @@ void ResidualJoin::finish_backward(const Tensor& dx) {
   backend_->add(dx, dx, dshort_);
 }
 
+void ResidualJoin::append_forward_buffers(std::vector<ForwardBuffer>& out) {
+  if (!downsample_) return;
+  out.push_back({ForwardSlot::temp_a, &downsample_->conv.output_buffer()});  // reads the block input
+  out.push_back({ForwardSlot::temp_b, &downsample_->bn.output_buffer()});
+}
+
 void ResidualJoin::append_buffers(std::vector<ModelBuffer>& out) const {
   if (downsample_) out.insert(out.end(), downsample_->bn.buffers().begin(), downsample_->bn.buffers().end());
 }
@@ -224,6 +230,19 @@ std::vector<GradientBuffer> Bottleneck::gradient_buffers() {
   return out;
 }
 
+std::vector<ForwardBuffer> Bottleneck::forward_buffers(ForwardSlot output) {
+  // Each op reads the slot the one before wrote (conv1 the block input, in the other output
+  // slot) and writes the other temporary; the ReLUs work in place.
+  std::vector<ForwardBuffer> out = {{ForwardSlot::temp_a, &conv1_.output_buffer()},
+                                    {ForwardSlot::temp_b, &bn1_.output_buffer()},
+                                    {ForwardSlot::temp_a, &conv2_.output_buffer()},
+                                    {ForwardSlot::temp_b, &bn2_.output_buffer()},
+                                    {ForwardSlot::temp_a, &conv3_.output_buffer()},
+                                    {output, &bn3_.output_buffer()}};
+  join_.append_forward_buffers(out);
+  return out;
+}
+
 void Bottleneck::append_buffers(std::vector<ModelBuffer>& out) const {
   for (const BatchNorm2d* bn : {&bn1_, &bn2_, &bn3_}) out.insert(out.end(), bn->buffers().begin(), bn->buffers().end());
   join_.append_buffers(out);
@@ -279,6 +298,16 @@ std::vector<GradientBuffer> BasicBlock::gradient_buffers() {
                          {GradSlot::ping, &relu1_.input_grad_buffer()},   // from pong
                          {GradSlot::pong, &bn1_.input_grad_buffer()},     // from ping
                          {GradSlot::input, &conv1_.input_grad_buffer()}}); // from pong
+  return out;
+}
+
+std::vector<ForwardBuffer> BasicBlock::forward_buffers(ForwardSlot output) {
+  // As Bottleneck::forward_buffers(), one conv + BN shorter.
+  std::vector<ForwardBuffer> out = {{ForwardSlot::temp_a, &conv1_.output_buffer()},
+                                    {ForwardSlot::temp_b, &bn1_.output_buffer()},
+                                    {ForwardSlot::temp_a, &conv2_.output_buffer()},
+                                    {output, &bn2_.output_buffer()}};
+  join_.append_forward_buffers(out);
   return out;
 }
 

@@ -138,6 +138,7 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
   share_gradient_buffers(backend, lists);
   avgpool_.build(backend, n, s, dt);
   fc_->build(backend, n, dt);
+  share_frozen_prefix_outputs(backend);
 
   buffers_.clear();
   buffers_.insert(buffers_.end(), bn1_->buffers().begin(), bn1_->buffers().end());
@@ -158,6 +159,24 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
                      .with_layout(backend.activation_layout(dt));
   }
   backend_ = &backend;
+}
+
+void ResnetModel::share_frozen_prefix_outputs(Backend& backend) {
+  // The stem and the blocks that no backward reaches (ParameterStore::trains_before: nothing in
+  // them or before them trains, [model] freeze) keep nothing for backward, so their outputs share
+  // four buffers (share_forward_buffers) instead of one each. The prefix's last output, which the
+  // first trained layer's backward reads, is left alone by everything after it.
+  if (store_.trains_before(blocks_.front()->first_parameter())) return;  // the stem trains
+  std::vector<std::vector<ForwardBuffer>> lists = {{{ForwardSlot::temp_a, &conv1_->output_buffer()},
+                                                    {ForwardSlot::temp_b, &bn1_->output_buffer()},
+                                                    {ForwardSlot::out_odd, &maxpool_.output_buffer()}}};
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    const std::size_t end = i + 1 < blocks_.size() ? blocks_[i + 1]->first_parameter() : fc_->weight_index();
+    if (store_.trains_before(end)) break;
+    lists.push_back(blocks_[i]->forward_buffers(i % 2 == 0 ? ForwardSlot::out_even : ForwardSlot::out_odd));
+  }
+  share_forward_buffers(backend, lists);
+  frozen_prefix_blocks_ = lists.size() - 1;
 }
 
 Tensor ResnetModel::forward(const Tensor& x, Mode mode, std::uint64_t /*step_seed: no dropout*/) {

@@ -58,11 +58,17 @@ class ResnetModel final : public Model {
   /// The declared parameters (names, shapes, flags) before build(), for tests and tools.
   const nn::ParameterStore& store() const noexcept { return store_; }
   InputKind input_kind() const noexcept { return input_kind_; }
+  /// How many blocks (after the stem) share forward buffers as a frozen prefix; 0 when the stem
+  /// trains (valid after build()).
+  std::size_t frozen_prefix_blocks() const noexcept { return frozen_prefix_blocks_; }
   const ImageNormalize& normalization() const noexcept { return normalize_; }
 
  private:
   /// Stem to logits (compute dtype) for `h`, the input in the compute dtype (N, C, H, W).
   Tensor run_network(Tensor h, Mode mode);
+  /// share_forward_buffers() over the stem and the blocks no backward reaches (none when the
+  /// stem trains).
+  void share_frozen_prefix_outputs(Backend& backend);
 
   std::int64_t depth_, classes_, in_channels_, image_size_;
   double width_;
@@ -84,6 +90,7 @@ class ResnetModel final : public Model {
   // reordered floating input where the activation layout is not NCHW; undefined otherwise.
   Tensor x_compute_;
   std::int64_t rows_ = 0;
+  std::size_t frozen_prefix_blocks_ = 0;
 };
 
 }  // namespace kiln::resnet

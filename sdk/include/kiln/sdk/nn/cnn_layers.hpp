@@ -95,6 +95,9 @@ class Conv2d {
   ImageShape output_shape() const noexcept { return out_; }
   /// The input-gradient buffer (undefined with InputGrad::skip); see share_gradient_buffers().
   Tensor& input_grad_buffer() noexcept { return dx_; }
+  /// The output buffer, for a model that lets layers whose backward never runs (a frozen
+  /// prefix) share forward memory; forward() writes its first rows.
+  Tensor& output_buffer() noexcept { return y_; }
 
  private:
   static constexpr std::size_t kNoBias = static_cast<std::size_t>(-1);
@@ -143,6 +146,8 @@ class BatchNorm2d {
   std::size_t bias_index() const noexcept { return beta_; }
   /// The input-gradient buffer; see share_gradient_buffers().
   Tensor& input_grad_buffer() noexcept { return dx_; }
+  /// The output buffer (Conv2d::output_buffer()).
+  Tensor& output_buffer() noexcept { return y_; }
   /// "<prefix>.running_mean" and "<prefix>.running_var" (f32, C); valid after build().
   const std::vector<ModelBuffer>& buffers() const noexcept { return buffers_; }
 
@@ -182,6 +187,8 @@ class MaxPool2d {
   Tensor forward(const Tensor& x);
   Tensor backward(const Tensor& dy);
   ImageShape output_shape() const noexcept { return out_; }
+  /// The output buffer (Conv2d::output_buffer()).
+  Tensor& output_buffer() noexcept { return y_; }
 
  private:
   Pool2dDesc desc(std::int64_t batch) const;
