@@ -12,6 +12,8 @@
 #   7. ResNet-50's backward-filters outside Winograd, oneDNN's against Kiln's AVX2 kernel (bench/conv_filter_avx2)
 #   8. ResNet-50's strided and 7x7 3x3s, oneDNN's against Kiln's AVX2 direct convolution
 #      (bench/conv_direct_avx2), then every convolution shape with the defaults (bench/conv_census)
+#   9. ResNet-50 fine-tuning with frozen layers against PyTorch, ROUNDS rounds (--write;
+#      bench/finetune_vs_pytorch.py, ~12 minutes; not in the default set)
 # Every output goes under OUT, one log per step; the script ends by printing where. Steps 2-5,
 # 7 and 8 are for writing up by hand (docs/benchmarks.md says what each section records).
 #
@@ -19,7 +21,7 @@
 # kernels and ~50 with ROUNDS=3 on an AVX2-only one (PyTorch's autocast bf16 runs there at ~0.4
 # img/s). Needs the build (scripts/build.sh) and the bench venv (scripts/setup.sh --bench).
 #
-# usage: bench/cpu_family_sweep.sh        env: OUT=dir ROUNDS=3 STEPS="1 2 3 4 5 6 7 8"
+# usage: bench/cpu_family_sweep.sh        env: OUT=dir ROUNDS=3 STEPS="1 2 3 4 5 6 7 8" (9 on request)
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -90,7 +92,8 @@ for s in $steps; do
     6) step resnet50 "$py" bench/resnet50_vs_pytorch.py --threads 2 --steps 10 --rounds "$rounds" --write ;;
     7) step conv_filter_avx2 bench/conv_filter_avx2/run.sh --reps 7 ;;
     8) step conv_direct_avx2 bench/conv_direct_avx2/run.sh --reps 7 && step conv_census bench/conv_census/run.sh --reps 5 ;;
-    *) echo "cpu_family_sweep: no step $s (steps are 1-8)" >&2; exit 2 ;;
+    9) step finetune "$py" bench/finetune_vs_pytorch.py --threads 2 --steps 10 --rounds "$rounds" --write ;;
+    *) echo "cpu_family_sweep: no step $s (steps are 1-9)" >&2; exit 2 ;;
   esac
 done
 
