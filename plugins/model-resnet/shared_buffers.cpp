@@ -22,8 +22,10 @@ struct Slotted {
   Tensor* buffer;
 };
 
-void share(Backend& backend, const std::vector<std::vector<Slotted>>& lists, std::size_t slot_count,
-           const char* what) {
+/// Shares the buffers; returns {their bytes apart, the slots' bytes}.
+SharedBytes share(Backend& backend, const std::vector<std::vector<Slotted>>& lists, std::size_t slot_count,
+                  const char* what) {
+  SharedBytes total;
   std::vector<std::size_t> bytes(slot_count, 0);
   std::vector<DType> dtype(slot_count, DType::f32);
   std::vector<bool> used(slot_count, false);
@@ -36,6 +38,7 @@ void share(Backend& backend, const std::vector<std::vector<Slotted>>& lists, std
                                        "one dtype",
                                        what, g.buffer->describe(), i, dtype_name(dtype[i])));
       }
+      total.apart += g.buffer->bytes();
       bytes[i] = std::max(bytes[i], g.buffer->bytes());
       dtype[i] = g.buffer->dtype();
       used[i] = true;
@@ -45,6 +48,7 @@ void share(Backend& backend, const std::vector<std::vector<Slotted>>& lists, std
   for (std::size_t i = 0; i < slot_count; ++i) {
     if (!used[i]) continue;
     const std::size_t size = dtype_size(dtype[i]);
+    total.shared += bytes[i];
     slots[i] = backend.allocate({static_cast<std::int64_t>((bytes[i] + size - 1) / size)}, dtype[i], MemoryKind::device);
   }
   for (const auto& list : lists) {
@@ -55,6 +59,7 @@ void share(Backend& backend, const std::vector<std::vector<Slotted>>& lists, std
       t = Tensor(slot.storage(), t.shape(), t.dtype(), slot.offset_bytes(), t.layout());
     }
   }
+  return total;
 }
 
 template <class Buffer>
@@ -70,7 +75,7 @@ std::vector<std::vector<Slotted>> slotted(const std::vector<std::vector<Buffer>>
 }  // namespace
 
 void share_gradient_buffers(Backend& backend, const std::vector<std::vector<GradientBuffer>>& lists) {
-  share(backend, slotted(lists), kGradSlots, "share_gradient_buffers");
+  (void)share(backend, slotted(lists), kGradSlots, "share_gradient_buffers");
 }
 
 void share_gradient_buffers(Backend& backend, const std::vector<ResidualBlock*>& blocks) {
@@ -79,8 +84,8 @@ void share_gradient_buffers(Backend& backend, const std::vector<ResidualBlock*>&
   share_gradient_buffers(backend, lists);
 }
 
-void share_forward_buffers(Backend& backend, const std::vector<std::vector<ForwardBuffer>>& lists) {
-  share(backend, slotted(lists), kForwardSlots, "share_forward_buffers");
+SharedBytes share_forward_buffers(Backend& backend, const std::vector<std::vector<ForwardBuffer>>& lists) {
+  return share(backend, slotted(lists), kForwardSlots, "share_forward_buffers");
 }
 
 }  // namespace kiln::resnet

@@ -378,6 +378,9 @@ BOOST_AUTO_TEST_CASE(a_linear_probe_on_two_ranks_trains_only_the_head) {
   const std::string log = kiln::test::slurp(run / "logs" / "rank0.log");
   BOOST_TEST(contains(log, "freeze: 60 of 62 tensors (11176512 of 11179077 values) by model.freeze ("), log);
   BOOST_TEST(contains(log, "trainable: fc.weight, fc.bias; resnet skips their backward work"), log);
+  // The frozen backbone runs forward only, so its outputs share the resnet plugin's 4 buffers.
+  BOOST_TEST(contains(log, "frozen prefix: the stem and 8 of 8 blocks run forward only; their outputs share 4 buffers"),
+             log);
   // Only the head's gradients are all-reduced: 5 x 512 + 5 floats.
   BOOST_TEST(contains(log, "grad sync 1 bucket(s), 0.01 MB of gradients"), log);
 
