@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -86,15 +87,24 @@ std::vector<int> forward_backward(Model& model, Backend& backend, const Tensor& 
   return reported;
 }
 
-/// Where `got` differs from `want` by more than 1e-3 of want's largest entry (a
-/// kernel may sum in another order on another path), as "[k] is x, not y"; empty when it does not.
-std::string differs(const std::vector<double>& got, const std::vector<double>& want) {
-  double scale = 0;
-  for (double g : want) scale = std::max(scale, std::abs(g));
+/// How far apart two gradients may be, relative to the largest entry of the expected one: a
+/// kernel may sum in another order on another path (ResNet-50's 1x1 backward-filter adding into
+/// its output against writing it: 2e-5 of an entry apart).
+constexpr double kSummationTolerance = 1e-3;
+
+double largest_magnitude(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+
+/// The first index where `got` and `want` are more than `tolerance` apart, if any.
+std::optional<std::size_t> first_mismatch(const std::vector<double>& got, const std::vector<double>& want,
+                                          double tolerance) {
   for (std::size_t k = 0; k < got.size() && k < want.size(); ++k) {
-    if (std::abs(got[k] - want[k]) > 1e-3 * scale) return fmt::format("[{}] is {:.7g}, not {:.7g}", k, got[k], want[k]);
+    if (std::abs(got[k] - want[k]) > tolerance) return k;
   }
-  return {};
+  return std::nullopt;
 }
 
 class ModelChecks {
@@ -239,17 +249,13 @@ class ModelChecks {
     const auto second = gradients();
     const auto params = model_.parameters();
     for (std::size_t i = 0; i < params.size(); ++i) {
-      // A kernel that adds into its output may sum in another order than one that writes it
-      // (ResNet-50's 1x1 backward-filter: 2e-5 of an entry apart); overwriting is off by half.
-      double scale = 0;
-      for (double g : first_[i]) scale = std::max(scale, std::abs(g));
-      for (std::size_t k = 0; k < second[i].size(); ++k) {
-        const double want = 2 * first_[i][k];
-        if (std::abs(second[i][k] - want) > 1e-3 * scale) {
-          return {false, fmt::format("after two backward passes '{}'[{}] is {:.7g}, not twice {:.7g}: backward must "
-                                     "add into the gradients (+=), not overwrite them",
-                                     params[i].name, k, second[i][k], first_[i][k])};
-        }
+      // Overwriting instead of adding is off by half.
+      std::vector<double> twice = first_[i];
+      for (double& g : twice) g *= 2;
+      if (const auto k = first_mismatch(second[i], twice, kSummationTolerance * largest_magnitude(first_[i]))) {
+        return {false, fmt::format("after two backward passes '{}'[{}] is {:.7g}, not twice {:.7g}: backward must "
+                                   "add into the gradients (+=), not overwrite them",
+                                   params[i].name, *k, second[i][*k], first_[i][*k])};
       }
     }
     return {true, "a second backward added into every gradient (accumulation works)"};
@@ -353,11 +359,11 @@ class ModelChecks {
       if (reported[i] != 1) {
         return fmt::format("trainable '{}' reported {} times, not once", params[i].name, reported[i]);
       }
-      const std::string wrong = differs(read_back(backend_, params[i].grad), first_[i]);
-      if (!wrong.empty()) {
-        return fmt::format("trainable '{}'{} (its gradient without frozen parameters): frozen parameters must not "
-                           "change a trainable one's gradient",
-                           params[i].name, wrong);
+      const std::vector<double> got = read_back(backend_, params[i].grad);
+      if (const auto k = first_mismatch(got, first_[i], kSummationTolerance * largest_magnitude(first_[i]))) {
+        return fmt::format("trainable '{}'[{}] is {:.7g}, not {:.7g} (its gradient without frozen parameters): "
+                           "frozen parameters must not change a trainable one's gradient",
+                           params[i].name, *k, got[*k], first_[i][*k]);
       }
     }
     return {};
