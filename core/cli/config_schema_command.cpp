@@ -165,7 +165,7 @@ void write_schema(const plugin::Registry& registry, std::ostream& out) {
       {"optimizer", chosen_table("the optimizer", optimizers, "adam")},
       {"schedule", closed_table({train::schedule_schema()}, schedule_type)},
       {"backend", chosen_table("the compute backend plugin", plugins_of(registry, KILN_KIND_BACKEND), "cpu")},
-      {"model", chosen_table("the model plugin, and the keys Kiln reads itself (init, freeze, sync_bn)",
+      {"model", chosen_table("the model plugin, and the keys Kiln reads itself (init, freeze, frozen_bn, sync_bn)",
                              plugins_of(registry, KILN_KIND_MODEL), "", train::model_host_schema())},
       {"data", "{\"type\": \"object\", \"additionalProperties\": false, \"properties\": {\"train\": " + data_table +
                    ",\n    \"eval\": " + data_table + "}}"},

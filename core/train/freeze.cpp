@@ -20,7 +20,16 @@ std::string listed(const std::vector<std::string>& names) { return listed_names(
 }  // namespace
 
 std::optional<FreezeRequest> freeze_request(const ParamMap& model_host) {
+  const std::string& frozen_bn = model_host.get_string("frozen_bn");
+  // "train" or "eval": the schema's choices (model_table.cpp), checked when the table was validated.
+  const Mode batch_norm = frozen_bn == "eval" ? Mode::eval : Mode::train;
   const auto& patterns = model_host.get<std::vector<std::string>>("freeze");
+  if (patterns.empty() && batch_norm == Mode::eval) {
+    throw ConfigError(fmt::format("{} = \"eval\" acts on the batch-norm layers that model.freeze freezes, but freeze "
+                                  "is empty; list the frozen layers' parameters in freeze (e.g. [\"conv1.*\", "
+                                  "\"bn1.*\", \"layer[1-3].*\"])",
+                                  model_host.where("frozen_bn")));
+  }
   if (patterns.empty()) return std::nullopt;
   for (const std::string& pattern : patterns) {
     if (pattern.empty()) {
@@ -28,7 +37,10 @@ std::optional<FreezeRequest> freeze_request(const ParamMap& model_host) {
                                     model_host.where("freeze")));
     }
   }
-  return FreezeRequest{patterns, model_host.where("freeze")};
+  FreezeRequest request{patterns, model_host.where("freeze")};
+  request.batch_norm = batch_norm;
+  request.batch_norm_where = model_host.where("frozen_bn");
+  return request;
 }
 
 bool FreezeRequest::matches(std::string_view parameter) const {
@@ -116,6 +128,33 @@ std::string FrozenParameters::describe(std::span<const Parameter> params) const 
                         model_, marked, names_.size());
   return fmt::format("freeze: {} of {} tensors ({} of {} values) by {}; trainable: {}; {}", names_.size(),
                      params.size(), frozen_values, all_values, where_, listed(trainable), backward);
+}
+
+
+std::optional<std::string> check_frozen_buffers(std::span<const ModelBuffer> buffers, const FreezeRequest& request,
+                                                std::string_view model) {
+  std::vector<std::string> marked;
+  for (const ModelBuffer& b : buffers) {
+    if ((b.flags & kBufferFrozen) != 0) marked.push_back(b.name);
+  }
+  if (request.batch_norm == Mode::train) {
+    if (marked.empty()) return std::nullopt;
+    throw PluginError(fmt::format("model '{}' marks buffer '{}' frozen (kBufferFrozen), but model.frozen_bn is "
+                                  "\"train\"; its batch-norm layers would not update their running statistics "
+                                  "as asked (a bug in the model plugin: mark buffers only under "
+                                  "ModelBuildContext::frozen_bn = Mode::eval)",
+                                  model, marked.front()));
+  }
+  if (marked.empty()) {
+    throw ConfigError(fmt::format(
+        "{} = \"eval\", but model '{}' keeps no running statistics frozen: it has no batch-norm layer whose "
+        "weight and bias {} both freezes{}, or it does not read ModelBuildContext::frozen_bn; remove the key",
+        request.batch_norm_where, model, request.where,
+        buffers.empty() ? " (it has no buffers at all)" : ""));
+  }
+  return fmt::format("frozen_bn = \"eval\" by {}: {} of {} running statistics (model buffers) stay as they are; "
+                     "their batch-norm layers normalise with them in training too: {}",
+                     request.batch_norm_where, marked.size(), buffers.size(), listed(marked));
 }
 
 }  // namespace kiln::train

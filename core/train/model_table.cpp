@@ -25,6 +25,11 @@ constexpr kiln_param_spec_v1 kModelHostKeys[] = {
      "Glob patterns (*, ? and [...], as fnmatch) of parameter names that training leaves as they are: "
      "no gradient all-reduce, no optimizer update, e.g. [\"conv1.*\", \"bn1.*\", \"layer[1-3].*\"] to train "
      "only the last stage and the head; docs/fine-tuning.md."},
+    {"frozen_bn", KILN_PARAM_STRING, "\"train\"", "train|eval",
+     "With freeze: how a batch-norm layer whose weight and bias are frozen runs in training. \"train\": "
+     "with the batch's statistics, updating its running ones (PyTorch's requires_grad_(False) without "
+     ".eval()); \"eval\": with its running statistics, which then never change (Keras's trainable = False, "
+     "torchvision's FrozenBatchNorm2d); docs/fine-tuning.md."},
     {"sync_bn", KILN_PARAM_BOOL, "false", nullptr,
      "Synchronised batch-norm: training-mode batch-norm layers normalise with the statistics of the "
      "global batch (all ranks), as PyTorch's SyncBatchNorm; docs/distributed.md."},

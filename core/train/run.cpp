@@ -305,6 +305,7 @@ RunOutcome run_training(const TrainCommand& command) {
   if (sync_bn) identity["model.sync_bn"] = "true";  // changes the math; absent when off (older checkpoints)
   const std::optional<FreezeRequest> freeze = freeze_request(model_t.host);
   if (freeze) identity["model.freeze"] = fmt::format("{}", fmt::join(freeze->patterns, ", "));  // so does this
+  if (freeze && freeze->batch_norm == Mode::eval) identity["model.frozen_bn"] = "eval";  // and this (absent: train)
   identity["model.type"] = model_c.info->name;
   identity["seed"] = std::to_string(run.get_int("seed"));
   identity["loader.batch"] = std::to_string(batch);

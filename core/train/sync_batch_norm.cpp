@@ -36,8 +36,9 @@ void CommBatchNormSync::all_reduce_sum(std::span<double> values) {
 
 void CommBatchNormSync::require_layers(std::string_view model, const std::string& where) const {
   if (layers_ == 0) {
-    throw ConfigError(fmt::format("{}: sync_bn = true, but model '{}' has no batch-norm layer that synchronises; "
-                                  "remove the key (or set it to false)",
+    throw ConfigError(fmt::format("{}: sync_bn = true, but model '{}' has no batch-norm layer that synchronises "
+                                  "(those that frozen_bn = \"eval\" keeps use no batch statistics); remove the key "
+                                  "(or set it to false)",
                                   where, model));
   }
 }

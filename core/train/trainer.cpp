@@ -102,7 +102,10 @@ struct Trainer::Impl {
       sync_bn = std::make_unique<CommBatchNormSync>(backend(), *parts.comm);
       ctx.batch_norm_sync = sync_bn.get();
     }
-    if (opt.freeze) ctx.frozen = [&request = *opt.freeze](std::string_view name) { return request.matches(name); };
+    if (opt.freeze) {
+      ctx.frozen = [&request = *opt.freeze](std::string_view name) { return request.matches(name); };
+      ctx.frozen_bn = opt.freeze->batch_norm;
+    }
     parts.model->build(ctx);
     if (sync_bn) {
       sync_bn->require_layers(parts.model->name(), *opt.sync_bn);
@@ -113,7 +116,11 @@ struct Trainer::Impl {
                    std::string(parts.model->name()));
 
     auto params = parts.model->parameters();
-    if (opt.freeze) frozen = FrozenParameters(params, *opt.freeze, parts.model->name());
+    std::optional<std::string> frozen_bn_line;  // [model] frozen_bn = "eval": what the model keeps
+    if (opt.freeze) {
+      frozen = FrozenParameters(params, *opt.freeze, parts.model->name());
+      frozen_bn_line = check_frozen_buffers(parts.model->buffers(), *opt.freeze, parts.model->name());
+    }
     optimizer = make_optimizer(opt.optimizer_type, opt.optimizer_table);
     optimizer->exclude(frozen.names());  // before a resume reads the optimizer state
     data::ShardOptions shard = opt.train_loader.shard;
@@ -171,6 +178,7 @@ struct Trainer::Impl {
     }
     if (clipper) log->info("gradient clipping: global L2 norm at most {}", clipper->max_norm());
     if (!frozen.empty()) log->info("{}", frozen.describe(params));
+    if (frozen_bn_line) log->info("{}", *frozen_bn_line);
   }
 
   SplitTotals reduce(double loss_sum, double correct, double samples) {

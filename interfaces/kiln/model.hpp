@@ -59,10 +59,20 @@ struct Parameter {
   std::uint32_t flags = kParamNone;
 };
 
+/// Flags of a model buffer.
+enum BufferFlags : std::uint32_t {
+  kBufferNone = 0,
+  /// Set by a model that honours ModelBuildContext::frozen_bn = Mode::eval, on the running
+  /// statistics of each batch-norm layer that then normalises with them in training: training
+  /// never writes the buffer. The core refuses [model] frozen_bn = "eval" when no buffer has it.
+  kBufferFrozen = 1u << 0,
+};
+
 /// A non-trainable tensor that is part of the model state (batch-norm running statistics).
 struct ModelBuffer {
   std::string name;
   Tensor value;
+  std::uint32_t flags = kBufferNone;
 };
 
 enum class Mode : std::uint8_t { train = 0, eval = 1 };
@@ -99,6 +109,15 @@ struct ModelBuildContext {
   /// parameter before a layer trains, and marks the parameters it was told about kParamFrozen.
   /// The trainable parameters' gradients must stay exactly what they would be without it.
   std::function<bool(std::string_view parameter)> frozen;
+  /// With frozen: how a batch-norm layer whose weight and bias are both frozen runs in training
+  /// ([model] frozen_bn). Mode::train, the default: as any other, with the batch's statistics,
+  /// updating its running ones (PyTorch's requires_grad_(False) without .eval()). Mode::eval: with
+  /// its running statistics, which training then never writes, and backward through that fixed
+  /// affine map, dx = dy * gamma / sqrt(running_var + eps) (Keras's trainable = False,
+  /// torchvision's FrozenBatchNorm2d); the model marks those statistics kBufferFrozen. Unlike
+  /// frozen, this changes what training computes, so a model may not ignore it silently: the core
+  /// refuses Mode::eval when no buffer is marked.
+  Mode frozen_bn = Mode::train;
 };
 
 /// Called by backward() with the index (into parameters()) of each parameter whose gradient is

@@ -61,7 +61,7 @@ class MlpModel final : public Model {
   void build(const ModelBuildContext& ctx) override {
     Backend& backend = *ctx.backend;
     store_.allocate(backend, ctx.param_dtype, ctx.compute_dtype, ctx.seed);
-    store_.set_frozen(ctx.frozen);
+    store_.set_frozen(ctx);
     for (std::size_t i = 0; i < blocks_.size(); ++i) {
       blocks_[i].linear->build(backend, ctx.max_batch, ctx.compute_dtype);
       blocks_[i].activation->build(backend, ctx.max_batch, hidden_[i], ctx.compute_dtype);

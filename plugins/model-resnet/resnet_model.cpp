@@ -121,7 +121,7 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
   const DType dt = ctx.compute_dtype;
   if (input_kind_ == InputKind::u8) nn::require_op(backend, Op::normalize_image, dt, "resnet (input = \"u8\")");
   store_.allocate(backend, ctx.param_dtype, dt, ctx.seed);
-  store_.set_frozen(ctx.frozen);
+  store_.set_frozen(ctx);  // [model] freeze and frozen_bn: every layer built below
   store_.set_batch_norm_sync(ctx.batch_norm_sync);  // [model] sync_bn: every BatchNorm2d built below
 
   nn::ImageShape s = conv1_->build(backend, n, nn::ImageShape{in_channels_, image_size_, image_size_}, dt);

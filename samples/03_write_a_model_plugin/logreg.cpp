@@ -39,7 +39,7 @@ class LogisticRegression final : public kiln::Model {
 
   void build(const kiln::ModelBuildContext& ctx) override {
     store_.allocate(*ctx.backend, ctx.param_dtype, ctx.compute_dtype, ctx.seed);
-    store_.set_frozen(ctx.frozen);  // [model] freeze: the Linear skips a frozen weight's gradient
+    store_.set_frozen(ctx);  // [model] freeze: the Linear skips a frozen weight's gradient
     linear_->build(*ctx.backend, ctx.max_batch, ctx.compute_dtype);
   }
 

@@ -18,6 +18,14 @@ Files:
                          rather than with PyTorch's own f32 rounding.
   not-safetensors.pt     torch.save() of a small state dict (a zip of pickles): the file a user
                          might pass by mistake.
+  frozen_bn.safetensors  One training-mode step of the same model with FROZEN_BN_PATTERNS frozen and
+                         the batch norms they freeze in eval mode ([model] frozen_bn = "eval", as
+                         Keras's trainable = False), in float64: "dlogits" (4, 10), the "logits", the
+                         gradients of CHECKED_GRADIENTS after logits.backward(dlogits) as
+                         "grad.<name>", and three running statistics after the forward as
+                         "after.<name>" (a trainable layer's, updated; frozen layers', unchanged).
+                         layer3 is frozen between trainable layer2 and layer4, so layer2's gradients
+                         have come back through the frozen batch norms' backward.
 
 safetensors is written here by hand (the format: u64 little-endian header length, JSON header
 {"name": {"dtype", "shape", "data_offsets"}}, padded with spaces to a multiple of 8, then the
@@ -54,6 +62,31 @@ def write_safetensors(path, tensors, metadata=None):
             f.write(b)
 
 
+FROZEN_BN_PATTERNS = ("conv1.", "bn1.", "layer1.", "layer3.")  # name prefixes: conv1.*, bn1.*, layer1.*, layer3.*
+CHECKED_GRADIENTS = ("layer2.0.conv1.weight", "layer2.0.bn1.weight", "layer2.0.downsample.0.weight",
+                     "layer2.1.bn2.bias", "layer4.0.conv1.weight", "layer4.1.bn2.weight", "fc.weight", "fc.bias")
+CHECKED_STATISTICS = ("layer2.0.bn1.running_mean", "layer2.0.bn1.running_var", "layer3.0.bn1.running_var")
+
+
+def write_frozen_bn_step(out, state, x):
+    model = torchvision.models.resnet18(num_classes=10)
+    model.load_state_dict(state)
+    model.double().train()
+    for name, p in model.named_parameters():
+        p.requires_grad_(not name.startswith(FROZEN_BN_PATTERNS))
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.BatchNorm2d) and not m.weight.requires_grad and not m.bias.requires_grad:
+            m.eval()
+    dlogits = torch.randn(4, 10)
+    logits = model(x.double())
+    logits.backward(dlogits.double())
+    params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
+    tensors = {"dlogits": dlogits, "logits": logits.detach().float()}
+    tensors.update({f"grad.{n}": params[n].grad.float() for n in CHECKED_GRADIENTS})
+    tensors.update({f"after.{n}": buffers[n].float() for n in CHECKED_STATISTICS})
+    write_safetensors(out / "frozen_bn.safetensors", tensors)
+
+
 def main():
     out = pathlib.Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
@@ -72,6 +105,7 @@ def main():
     write_safetensors(out / "resnet18.safetensors", state, {"format": "pt"})
 
     x = torch.randn(4, 3, 64, 64)
+    write_frozen_bn_step(out, state, x)  # before model.double() below changes the state's tensors
     model.eval()
     with torch.no_grad():
         logits = model.double()(x.double()).float()

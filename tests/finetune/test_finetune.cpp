@@ -53,8 +53,9 @@ constexpr double kLogitTolerance = 1e-5;
 constexpr std::int64_t kBatch = 4;
 constexpr std::size_t kModelTensors = 102;  // 62 parameters + 40 running statistics
 
-/// Kiln's ResNet-18 for 64x64 inputs with `classes` outputs, built in f32 (seed 7).
-std::shared_ptr<Model> resnet18(int classes) {
+/// Kiln's ResNet-18 for 64x64 inputs with `classes` outputs, built in f32 (seed 7), with `edit`
+/// applied to its build context.
+std::shared_ptr<Model> resnet18(int classes, const std::function<void(kiln::ModelBuildContext&)>& edit = {}) {
   const kiln::ParamMap params = kiln::test::plugin_params(
       KILN_KIND_MODEL, "resnet", fmt::format("depth = 18\nnum_classes = {}\nimage_size = 64\n", classes));
   kiln::PluginArgs args;
@@ -65,6 +66,7 @@ std::shared_ptr<Model> resnet18(int classes) {
   ctx.backend = &cpu();
   ctx.max_batch = kBatch;
   ctx.seed = 7;
+  if (edit) edit(ctx);
   model->build(ctx);
   return model;
 }
@@ -255,6 +257,67 @@ BOOST_AUTO_TEST_CASE(init_exclude_without_init_is_an_error) {
       kiln::test::error_text<kiln::ConfigError>([&] { (void)kiln::train::init_request(table.host); });
   BOOST_TEST(contains(msg, "model.init_exclude (test.toml:3"), msg);
   BOOST_TEST(contains(msg, "names no file"), msg);
+}
+
+// ---- [model] frozen_bn = "eval": one step against torchvision with frozen batch norms in eval mode ----
+
+BOOST_AUTO_TEST_CASE(frozen_batch_norms_in_eval_mode_match_torchvision) {
+  // make_torchvision_resnet18.py: conv1, bn1, layer1 and layer3 frozen, their batch norms in
+  // eval mode, one train-mode forward and backward in float64. layer3 lies between trainable
+  // layer2 and layer4, so layer2's gradients come back through its frozen batch norms.
+  const std::vector<std::string> prefixes = {"conv1.", "bn1.", "layer1.", "layer3."};
+  auto model = resnet18(10, [&](kiln::ModelBuildContext& ctx) {
+    ctx.frozen = [&](std::string_view name) {
+      return std::any_of(prefixes.begin(), prefixes.end(), [&](const std::string& p) { return name.rfind(p, 0) == 0; });
+    };
+    ctx.frozen_bn = kiln::Mode::eval;
+  });
+  (void)load(init_line(kWeights), *model);
+  std::size_t marked = 0;
+  for (const auto& b : model->buffers()) {
+    const bool frozen_layer = std::any_of(prefixes.begin(), prefixes.end(),
+                                          [&](const std::string& p) { return b.name.rfind(p, 0) == 0; });
+    BOOST_TEST(((b.flags & kiln::kBufferFrozen) != 0) == frozen_layer, b.name);
+    marked += (b.flags & kiln::kBufferFrozen) != 0 ? 1 : 0;
+  }
+  BOOST_TEST(marked == 20u);  // bn1, layer1's 4 and layer3's 5 batch norms, two statistics each
+
+  const auto ref = kiln::io::read_safetensors(kData / "frozen_bn.safetensors").tensors;
+  const auto input = kiln::io::read_safetensors(kData / "reference.safetensors");
+  const Tensor& x = input.tensors.at("input");
+  const Tensor logits = model->forward(kiln::test::device_f32(x.shape(), values_of(x)), kiln::Mode::train, 0);
+  // Each comparison is relative to the reference tensor's largest entry; f32 against f64.
+  const auto close = [](const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+    BOOST_TEST_REQUIRE(got.size() == want.size(), what);
+    double scale = 0, worst = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      scale = std::max(scale, std::abs(want[i]));
+      worst = std::max(worst, std::abs(got[i] - want[i]));
+    }
+    BOOST_TEST_MESSAGE(what << ": max |Kiln - torchvision| " << worst << " of max |torchvision| " << scale);
+    BOOST_TEST(scale > 0, what << " is zero: the comparison would be vacuous");
+    BOOST_TEST(worst <= 1e-4 * scale, what << ": " << worst << " > 1e-4 x " << scale);
+  };
+  close(read(logits), values_of(ref.at("logits")), "train-mode logits");
+  const Tensor& dlogits = ref.at("dlogits");
+  model->backward(kiln::test::device_f32(dlogits.shape(), values_of(dlogits)), [](std::size_t) {});
+  std::size_t checked = 0;
+  for (const auto& [key, want] : ref) {
+    if (key.rfind("grad.", 0) == 0) {
+      const std::string name = key.substr(5);
+      for (const auto& p : model->parameters()) {
+        if (p.name == name) close(read(p.grad), values_of(want), "gradient of " + name), ++checked;
+      }
+    } else if (key.rfind("after.", 0) == 0) {
+      close(model_tensor(*model, key.substr(6)), values_of(want), key.substr(6) + " after the forward"), ++checked;
+    }
+  }
+  BOOST_TEST(checked == 11u);
+  // A frozen layer's statistics are the file's bits, a trainable one's moved.
+  BOOST_TEST(model_tensor(*model, "layer3.1.bn2.running_mean") ==
+             values_of(torchvision_file().tensors.at("layer3.1.bn2.running_mean")));
+  BOOST_TEST(model_tensor(*model, "layer2.1.bn2.running_mean") !=
+             values_of(torchvision_file().tensors.at("layer2.1.bn2.running_mean")));
 }
 
 // ---- through the real binary ----
@@ -478,4 +541,35 @@ BOOST_AUTO_TEST_CASE(a_resume_must_freeze_the_same_parameters) {
   const auto again = kiln_cmd({"train", "--config", config.string(), "--run-dir", run.string(), "--resume", "auto",
                                "--set", "run.epochs=2"});
   BOOST_TEST(again.status == 0, again.err);
+}
+
+BOOST_AUTO_TEST_CASE(frozen_bn_eval_keeps_the_frozen_statistics_through_a_run) {
+  // Stem, layer1 and layer3 frozen with their batch norms in eval mode: after two SGD steps the
+  // checkpoint holds the file's bits for their running statistics, while layer2's moved.
+  const fs::path config = probe_config(
+      "frozen-bn", "freeze = [\"conv1.*\", \"bn1.*\", \"layer1.*\", \"layer3.*\"]\nfrozen_bn = \"eval\"", 16);
+  const fs::path run = kiln::test::scratch_dir() / "run-frozen-bn";
+  const auto r = kiln_cmd({"train", "--config", config.string(), "--run-dir", run.string()});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  const std::string log = kiln::test::slurp(run / "logs" / "rank0.log");
+  BOOST_TEST(contains(log, "frozen_bn = \"eval\" by model.frozen_bn ("), log);
+  BOOST_TEST(contains(log, "20 of 40 running statistics (model buffers) stay as they are"), log);
+  const auto model = epoch1(run, "model");
+  const auto& file = torchvision_file().tensors;
+  for (const char* name : {"bn1.running_mean", "layer1.1.bn2.running_var", "layer3.0.downsample.1.running_mean"}) {
+    BOOST_TEST(same_bytes(model.tensors.at(name), file.at(name)), name << " changed although frozen_bn = \"eval\"");
+  }
+  BOOST_TEST(!same_bytes(model.tensors.at("layer2.0.bn1.running_mean"), file.at("layer2.0.bn1.running_mean")));
+
+  // Mistakes fail the start in one line naming the key: eval without freeze, and a value that
+  // is not a mode.
+  write_config(config, 5, init_line(kWeights) + "\ninit_exclude = [\"fc.*\"]\nfrozen_bn = \"eval\"");
+  const fs::path bad = kiln::test::scratch_dir() / "run-frozen-bn-error";
+  const std::string alone = kiln::test::one_line_error(kiln_cmd({"train", "--config", config.string(), "--run-dir", bad.string()}));
+  BOOST_TEST(contains(alone, fmt::format("model.frozen_bn ({}:", config.string())), alone);
+  BOOST_TEST(contains(alone, "acts on the batch-norm layers that model.freeze freezes, but freeze is empty"), alone);
+  const std::string typo = kiln::test::one_line_error(kiln_cmd(
+      {"train", "--config", config.string(), "--run-dir", bad.string(), "--set", "model.frozen_bn=evl"}));
+  BOOST_TEST(contains(typo, "frozen_bn = 'evl' is not one of train, eval"), typo);
+  BOOST_TEST(!fs::exists(bad), "a failed start left a run directory");
 }

@@ -166,7 +166,7 @@ BOOST_AUTO_TEST_CASE(show_model_lists_the_host_keys_of_its_table) {
   BOOST_REQUIRE(model != nullptr);
   std::vector<std::string> names;
   for (const auto& p : model->at("host_params").items) names.push_back(p.at("name").string);
-  BOOST_TEST((names == std::vector<std::string>{"init", "init_strict", "init_exclude", "freeze", "sync_bn"}));
+  BOOST_TEST((names == std::vector<std::string>{"init", "init_strict", "init_exclude", "freeze", "frozen_bn", "sync_bn"}));
   BOOST_TEST(model->at("host_params").items[1].at("type").string == "bool");
   BOOST_TEST(model->at("host_params").items[1].at("default").string == "true");
   for (const auto& p : model->at("params").items) BOOST_TEST(!p.at("name").string.starts_with("init"));

@@ -253,9 +253,35 @@ BOOST_AUTO_TEST_CASE(model_marks_must_match_the_patterns) {
              }) == "model 'test' marks parameter 'p1' frozen (kParamFrozen), but model.freeze (test) does not name "
                    "it; the model would leave out a gradient the run trains on (a bug in the model plugin: mark "
                    "exactly the parameters ModelBuildContext::frozen names)");
-  fp.store.set_frozen({});
+  fp.store.set_frozen(nullptr);  // no function: nothing frozen
   BOOST_TEST(!fp.store.frozen(0));
   BOOST_TEST(fp.store.trains_before(1));
+}
+
+BOOST_AUTO_TEST_CASE(frozen_bn_eval_needs_marked_buffers_and_train_refuses_them) {
+  kiln::train::FreezeRequest request{{"bn.*"}, "model.freeze (test)"};
+  request.batch_norm_where = "model.frozen_bn (test)";
+  const kiln::Tensor stat;  // only names and flags are read
+  const std::vector<kiln::ModelBuffer> unmarked = {{"bn.running_mean", stat}, {"bn.running_var", stat}};
+  std::vector<kiln::ModelBuffer> marked = unmarked;
+  marked[0].flags = marked[1].flags = kiln::kBufferFrozen;
+
+  BOOST_TEST(!kiln::train::check_frozen_buffers(unmarked, request, "m").has_value());  // train: nothing to say
+  BOOST_TEST(kiln::test::error_text<kiln::PluginError>([&] { (void)kiln::train::check_frozen_buffers(marked, request, "m"); }) ==
+             "model 'm' marks buffer 'bn.running_mean' frozen (kBufferFrozen), but model.frozen_bn is \"train\"; its "
+             "batch-norm layers would not update their running statistics as asked (a bug in the model plugin: mark "
+             "buffers only under ModelBuildContext::frozen_bn = Mode::eval)");
+
+  request.batch_norm = kiln::Mode::eval;
+  BOOST_TEST(*kiln::train::check_frozen_buffers(marked, request, "m") ==
+             "frozen_bn = \"eval\" by model.frozen_bn (test): 2 of 2 running statistics (model buffers) stay as they "
+             "are; their batch-norm layers normalise with them in training too: bn.running_mean, bn.running_var");
+  BOOST_TEST(kiln::test::error_text<kiln::ConfigError>([&] { (void)kiln::train::check_frozen_buffers(unmarked, request, "m"); }) ==
+             "model.frozen_bn (test) = \"eval\", but model 'm' keeps no running statistics frozen: it has no batch-norm "
+             "layer whose weight and bias model.freeze (test) both freezes, or it does not read "
+             "ModelBuildContext::frozen_bn; remove the key");
+  BOOST_TEST(kiln::test::error_text<kiln::ConfigError>([&] { (void)kiln::train::check_frozen_buffers({}, request, "m"); })
+                 .find("(it has no buffers at all)") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(gradients_in_two_arenas_are_refused) {

@@ -4,6 +4,12 @@
 // Parameter::value), as cuDNN and oneDNN want them; only x, y, dx, dy use the compute dtype.
 // The running statistics are model buffers (checkpointed, broadcast from rank 0), not
 // parameters: no gradient, no optimizer.
+//
+// Frozen statistics ([model] frozen_bn = "eval", ModelBuildContext::frozen_bn): a layer whose
+// gamma and beta are both frozen normalises with its running statistics in training as in eval,
+// y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta, and never updates them. Its
+// backward is that fixed affine map's: dx = gamma / sqrt(running_var + eps) * dy, which is the
+// inference forward applied to dy with a zero mean and a zero beta, so no backend needs a new op.
 #include <fmt/format.h>
 
 #include "kiln/sdk/nn/image_check.hpp"
@@ -56,9 +62,16 @@ void BatchNorm2d::build(Backend& backend, std::int64_t max_batch, ImageShape in,
   Tensor running_var = backend.allocate({channels_}, DType::f32, MemoryKind::device);
   backend.fill(running_mean, 0.0);
   backend.fill(running_var, 1.0);
-  buffers_ = {ModelBuffer{prefix_ + ".running_mean", running_mean},
-              ModelBuffer{prefix_ + ".running_var", running_var}};
-  if (store_.batch_norm_sync() != nullptr) build_sync(backend);
+  frozen_statistics_ = store_.frozen_bn() == Mode::eval && store_.frozen(gamma_) && store_.frozen(beta_);
+  const std::uint32_t flags = frozen_statistics_ ? kBufferFrozen : kBufferNone;
+  buffers_ = {ModelBuffer{prefix_ + ".running_mean", running_mean, flags},
+              ModelBuffer{prefix_ + ".running_var", running_var, flags}};
+  if (frozen_statistics_) {
+    zeros_ = backend.allocate({channels_}, DType::f32, MemoryKind::device);
+    backend.fill(zeros_, 0.0);
+  } else if (store_.batch_norm_sync() != nullptr) {
+    build_sync(backend);  // a layer with frozen statistics has no batch statistics to share
+  }
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x, Mode mode) {
@@ -71,14 +84,14 @@ Tensor BatchNorm2d::forward(const Tensor& x, Mode mode) {
   Tensor y = y_.rows(0, b).with_layout(x.layout());  // same bytes, the input's layout
   const Parameter& gamma = store_[gamma_];
   const Parameter& beta = store_[beta_];
-  if (mode == Mode::train && sync_ != nullptr) {
-    sync_train_forward(y, x);
-  } else if (mode == Mode::train) {
-    backend_->batchnorm_train_forward(*plan_, y, save_mean_, save_invstd_, x, gamma.value, beta.value,
-                                      buffers_[0].value, buffers_[1].value);
-  } else {
+  if (mode == Mode::eval || frozen_statistics_) {
     backend_->batchnorm_infer_forward(*plan_, y, x, gamma.value, beta.value, buffers_[0].value,
                                       buffers_[1].value);
+  } else if (sync_ != nullptr) {
+    sync_train_forward(y, x);
+  } else {
+    backend_->batchnorm_train_forward(*plan_, y, save_mean_, save_invstd_, x, gamma.value, beta.value,
+                                      buffers_[0].value, buffers_[1].value);
   }
   return y;
 }
@@ -92,6 +105,10 @@ Tensor BatchNorm2d::backward(const Tensor& dy) {
   const Parameter& gamma = store_[gamma_];
   const Parameter& beta = store_[beta_];
   Tensor dx = dx_.rows(0, dy.dim(0)).with_layout(x_saved_.layout());
+  if (frozen_statistics_) {  // no dgamma, dbeta: both are frozen
+    backend_->batchnorm_infer_forward(*plan_, dx, dy, gamma.value, zeros_, zeros_, buffers_[1].value);
+    return dx;
+  }
   if (sync_ != nullptr) {
     sync_backward(dx, dy);
     return dx;

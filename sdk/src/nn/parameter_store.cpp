@@ -120,6 +120,11 @@ void ParameterStore::set_frozen(const std::function<bool(std::string_view)>& fro
   }
 }
 
+void ParameterStore::set_frozen(const ModelBuildContext& ctx) {
+  set_frozen(ctx.frozen);
+  frozen_bn_ = ctx.frozen_bn;
+}
+
 void ParameterStore::zero_grads(Backend& backend) const {
   if (grad_arena_.defined()) backend.fill(grad_arena_, 0.0);
 }

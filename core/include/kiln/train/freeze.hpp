@@ -15,8 +15,12 @@
 // back-propagating where no parameter before a layer trains, as PyTorch's autograd does; one that
 // does not computes every gradient, which costs time but changes nothing. The log line says which.
 // What a frozen parameter still takes part in: forward, the broadcast of the initial values,
-// checkpoints and init. Batch-norm layers whose weights are frozen keep updating their running
-// statistics in training mode, as PyTorch's do without `.eval()`.
+// checkpoints and init. Batch-norm layers whose weight and bias are frozen keep updating their
+// running statistics in training mode, as PyTorch's do without `.eval()`, unless [model]
+// frozen_bn = "eval": they then normalise with their running statistics and never change them
+// (Keras's trainable = False; ModelBuildContext::frozen_bn). That changes what training computes,
+// so the model must honour it: it marks those statistics kBufferFrozen, and a model that marks
+// none is refused (check_frozen_buffers).
 //
 // Patterns use fnmatch (*, ?, [...]) against parameter names (PyTorch state-dict names:
 // "layer1.0.conv1.weight"). A pattern that matches no parameter is an error (a typo, or a
@@ -40,14 +44,25 @@ namespace kiln::train {
 struct FreezeRequest {
   std::vector<std::string> patterns;  ///< fnmatch globs, none empty
   std::string where;                  ///< "model.freeze (run.toml:7)", for messages
+  /// [model] frozen_bn: how batch-norm layers with a frozen weight and bias run in training.
+  Mode batch_norm = Mode::train;
+  std::string batch_norm_where;       ///< "model.frozen_bn (run.toml:8)"
 
   /// Whether some pattern matches `parameter`; ModelBuildContext::frozen.
   bool matches(std::string_view parameter) const;
 };
 
 /// The request in [model]'s host keys (model_table.hpp), or nullopt when freeze is empty.
-/// Throws ConfigError for an empty pattern.
+/// Throws ConfigError for an empty pattern, and for frozen_bn = "eval" without freeze.
 std::optional<FreezeRequest> freeze_request(const ParamMap& model_host);
+
+/// After the build, what the model did with request.batch_norm (ModelBuildContext::frozen_bn):
+/// the log line under "eval" ("frozen_bn = \"eval\": 40 of 40 running statistics (model
+/// buffers) stay as they are; ..."), nullopt under "train". Throws ConfigError under "eval" when
+/// `buffers` has no kBufferFrozen one (the model has no batch-norm layer that the patterns
+/// freeze whole, or ignores frozen_bn), and PluginError under "train" when it has one.
+std::optional<std::string> check_frozen_buffers(std::span<const ModelBuffer> buffers, const FreezeRequest& request,
+                                                std::string_view model);
 
 /// Which parameters of a built model a request freezes.
 class FrozenParameters {

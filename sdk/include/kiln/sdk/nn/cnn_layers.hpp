@@ -139,8 +139,14 @@ class BatchNorm2d {
   /// Allocates y, dx, the saved statistics and the running-stat buffers.
   void build(Backend& backend, std::int64_t max_batch, ImageShape in, DType dtype);
   Tensor forward(const Tensor& x, Mode mode);
-  /// dgamma, dbeta += ...; returns dx. Only after a Mode::train forward.
+  /// dgamma, dbeta += ...; returns dx. Only after a Mode::train forward. With frozen statistics
+  /// (below) only dx = dy * gamma / sqrt(running_var + eps).
   Tensor backward(const Tensor& dy);
+  /// Whether the layer normalises with its running statistics in training too and never writes
+  /// them: its weight and bias are both frozen and the store's frozen_bn is Mode::eval
+  /// (ParameterStore::set_frozen(ctx)). Its buffers are then marked kBufferFrozen, and it does
+  /// not synchronise under sync_bn. Decided by build().
+  bool frozen_statistics() const noexcept { return frozen_statistics_; }
 
   std::size_t weight_index() const noexcept { return gamma_; }
   std::size_t bias_index() const noexcept { return beta_; }
@@ -170,6 +176,8 @@ class BatchNorm2d {
   OpPlan* plan_ = nullptr;
   Mode last_mode_ = Mode::eval;
   Tensor y_, dx_, x_saved_, save_mean_, save_invstd_;
+  bool frozen_statistics_ = false;
+  Tensor zeros_;  // (C) f32 zeros: the mean and beta of the frozen-statistics backward
   std::vector<ModelBuffer> buffers_;
   // Synchronised batch-norm (sync_ non-null): per-channel f32 pairs on the device and their host
   // copies, the f64 values summed over ranks, and the global count of the last forward.

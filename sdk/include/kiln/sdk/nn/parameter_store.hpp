@@ -61,6 +61,11 @@ class ParameterStore {
   /// parameters (which the run never reads), and the model asks trains_before() where its
   /// backward may stop.
   void set_frozen(const std::function<bool(std::string_view)>& frozen);
+  /// Everything the context says about frozen parameters: set_frozen(ctx.frozen), and the mode
+  /// (ctx.frozen_bn) that every BatchNorm2d built afterwards runs in when its weight and bias are
+  /// both frozen.
+  void set_frozen(const ModelBuildContext& ctx);
+  Mode frozen_bn() const noexcept { return frozen_bn_; }
   bool frozen(std::size_t i) const { return (params_.at(i).flags & kParamFrozen) != 0; }
   /// Whether some parameter declared before index `i` trains. A model whose parameters are
   /// declared in the order its forward pass uses them (every model built from these layers is)
@@ -86,6 +91,7 @@ class ParameterStore {
   std::size_t first_trainable_ = 0;  // index of the first parameter not frozen (every one trains until set_frozen)
   Tensor value_arena_, compute_arena_, grad_arena_;
   BatchNormSync* batch_norm_sync_ = nullptr;
+  Mode frozen_bn_ = Mode::train;
 };
 
 }  // namespace kiln::nn
