@@ -130,7 +130,6 @@ std::string FrozenParameters::describe(std::span<const Parameter> params) const 
                      params.size(), frozen_values, all_values, where_, listed(trainable), backward);
 }
 
-
 std::optional<std::string> check_frozen_buffers(std::span<const ModelBuffer> buffers, const FreezeRequest& request,
                                                 std::string_view model) {
   std::vector<std::string> marked;
