@@ -58,20 +58,24 @@ echo "== gpu-labelled test executables: ${GPU_TESTS[*]:-none}"
 
 # Build only targets that exist (a plugin whose CMakeLists skips itself, e.g. without cuDNN, is
 # reported, not fatal: the check will say what is missing).
-mapfile -t KNOWN < <(ninja -C "$BUILD" -t targets all | sed -n 's/^\([^:]*\): .*/\1/p')
+# (A lookup table, not `printf | grep -q`: under pipefail grep's early exit fails the pipeline.)
+declare -A KNOWN=()
+while read -r t; do KNOWN[$t]=1; done < <(ninja -C "$BUILD" -t targets all | sed -n 's/^\([^:]*\): .*/\1/p')
 targets=()
 for t in kiln "${PLUGINS[@]}" "${GPU_TESTS[@]}"; do
-  if printf '%s\n' "${KNOWN[@]}" | grep -qx -- "$t"; then targets+=("$t"); else echo "   (no target $t: skipped)"; fi
+  if [[ -n ${KNOWN[$t]:-} ]]; then targets+=("$t"); else echo "   (no target $t: skipped)"; fi
 done
 echo "== build: ${targets[*]}"
 ninja -C "$BUILD" -j"$JOBS" "${targets[@]}" >"$STASH/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$STASH/build.log" | head -30; die "build failed (full log: $STASH/build.log)"; }
 
 # A plugin left over from an earlier configuration (the cpu one above all) must not travel.
+declare -A WANTED=()
+for p in "${PLUGINS[@]}"; do WANTED[$p]=1; done
 for so in "$BUILD"/lib/kiln/plugins/libkiln-*.so; do
   [[ -e $so ]] || continue
   name=$(basename "$so" .so); name=${name#libkiln-}
-  printf '%s\n' "${PLUGINS[@]}" | grep -qx -- "$name" || { echo "   removing stale plugin $so"; rm -f "$so"; }
+  [[ -n ${WANTED[$name]:-} ]] || { echo "   removing stale plugin $so"; rm -f "$so"; }
 done
 
 echo "== carry-libs (ldd, without glibc, libstdc++ and the CUDA libraries the GPU machine has)"
@@ -95,9 +99,11 @@ mkdir -p "$BUILD/fashion-mnist"
 dpkg -L dataset-fashion-mnist | grep -E 'ubyte(\.gz)?$' | while read -r f; do cp "$f" "$BUILD/fashion-mnist/"; done
 [[ -n $(ls "$BUILD/fashion-mnist") ]] || die "no Fashion-MNIST files (apt-get install dataset-fashion-mnist)"
 
-# Object files are not needed there: stash them outside the carried folder.
-(cd "$BUILD" && find . \( -name '*.o' -o -name '*.a' \) -print0 | tar --null -T - -cf "$STASH/objects.tar")
-find "$BUILD" \( -name '*.o' -o -name '*.a' \) -delete
+# Object files and precompiled headers (150 MB) are not needed there: stash them outside the
+# carried folder.
+intermediates=(\( -name '*.o' -o -name '*.a' -o -name '*.gch' \))
+(cd "$BUILD" && find . "${intermediates[@]}" -print0 | tar --null -T - -cf "$STASH/objects.tar")
+find "$BUILD" "${intermediates[@]}" -delete
 
 build_kib=$(du -sk "$BUILD" | cut -f1)
 tree_kib=$(cd "$ROOT" && git ls-files -co --exclude-standard -z | xargs -0 du -ck 2>/dev/null | tail -1 | cut -f1)
