@@ -146,14 +146,14 @@ BOOST_AUTO_TEST_CASE(batchnorm_matches_float64_reference) {
   }
 }
 
-// The Ex batch-norm path with a ResNet-like channel count: nhwc f16 must reach cuDNN's persistent
-// kernels (the backend's counters say which mode ran) and still match the reference; a backward
-// on another x than the plan's last training forward is refused (the reserve space would not
-// belong to it).
-BOOST_AUTO_TEST_CASE(batchnorm_nhwc_f16_reaches_the_persistent_ex_kernels) {
+// The Ex batch-norm path with a ResNet-like channel count: nhwc f16 and bf16 must reach cuDNN's
+// persistent kernels (the backend's counters say which mode ran) and still match the reference;
+// a backward on another x than the plan's last training forward is refused (the reserve space
+// would not belong to it).
+static void batchnorm_nhwc_reaches_the_persistent_ex_kernels(DType dtype) {
   std::mt19937 rng(17);
   BatchNormDesc d;
-  d.n = 8, d.c = 64, d.h = 7, d.w = 7, d.eps = 1e-5f, d.momentum = 0.1f, d.dtype = DType::f16;
+  d.n = 8, d.c = 64, d.h = 7, d.w = 7, d.eps = 1e-5f, d.momentum = 0.1f, d.dtype = dtype;
   const Shape xs{d.n, d.c, d.h, d.w}, cs{d.c};
   auto plan = gpu().plan_batchnorm(d);
   const Values x = random_values(count(xs), rng, d.dtype, -2.0, 3.0);
@@ -197,6 +197,14 @@ BOOST_AUTO_TEST_CASE(batchnorm_nhwc_f16_reaches_the_persistent_ex_kernels) {
   } catch (const BackendError& e) {
     BOOST_TEST(std::string(e.what()).find("reserve space") != std::string::npos, e.what());
   }
+}
+
+BOOST_AUTO_TEST_CASE(batchnorm_nhwc_f16_reaches_the_persistent_ex_kernels) {
+  batchnorm_nhwc_reaches_the_persistent_ex_kernels(DType::f16);
+}
+
+BOOST_AUTO_TEST_CASE(batchnorm_nhwc_bf16_reaches_the_persistent_ex_kernels) {
+  batchnorm_nhwc_reaches_the_persistent_ex_kernels(DType::bf16);
 }
 
 BOOST_AUTO_TEST_CASE(pooling_matches_float64_reference) {

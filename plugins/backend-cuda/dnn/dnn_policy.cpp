@@ -11,8 +11,7 @@ bool cudnn_not_supported(cudnnStatus_t s) noexcept {
 
 cudnnBatchNormMode_t batchnorm_start_mode(DType dtype, Layout layout) noexcept {
   if (layout != Layout::nhwc) return CUDNN_BATCHNORM_SPATIAL;
-  if (dtype == DType::f16) return CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
-  if (dtype == DType::bf16 && kBf16PersistentBatchNormVerified) return CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+  if (dtype == DType::f16 || dtype == DType::bf16) return CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
   return CUDNN_BATCHNORM_SPATIAL;
 }
 
