@@ -132,6 +132,15 @@ std::vector<std::uint8_t> random_bytes(kiln::DType dtype, std::int64_t n, std::m
   return bytes;
 }
 
+/// Copies `bytes` into device tensor `t` and waits for the copy to land: cudaMemcpy from pageable
+/// memory may return before its DMA is done, and the legacy default stream it runs on does not
+/// order the backend's and NCCL's non-blocking streams, so a collective could read `t` early (an
+/// all_gather on an H200 once returned stale bytes, 2026-12-04).
+void upload(kiln::Tensor& t, const std::vector<std::uint8_t>& bytes) {
+  check(cudaMemcpy(t.data(), bytes.data(), bytes.size(), cudaMemcpyDefault), "upload");
+  check(cudaDeviceSynchronize(), "synchronize after upload");
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(world_one_collectives_every_dtype_op_and_count) {
@@ -147,7 +156,7 @@ BOOST_AUTO_TEST_CASE(world_one_collectives_every_dtype_op_and_count) {
         for (std::int64_t count : {std::int64_t{0}, std::int64_t{1}, std::int64_t{1001}, std::int64_t{1} << 21}) {
           const auto want = random_bytes(dtype, count, rng);
           kiln::Tensor t = f.backend.allocate({count}, dtype, kiln::MemoryKind::device);
-          if (count > 0) check(cudaMemcpy(t.data(), want.data(), want.size(), cudaMemcpyDefault), "upload");
+          if (count > 0) upload(t, want);
           comm->all_reduce(t, op)->wait();
           std::vector<std::uint8_t> got(want.size());
           if (count > 0) check(cudaMemcpy(got.data(), t.data(), got.size(), cudaMemcpyDefault), "download");
@@ -160,13 +169,13 @@ BOOST_AUTO_TEST_CASE(world_one_collectives_every_dtype_op_and_count) {
     // broadcast from root 0 and all_gather are the identity too; barrier returns.
     const auto bytes = random_bytes(kiln::DType::f32, 4097, rng);
     kiln::Tensor b = f.backend.allocate({4097}, kiln::DType::f32, kiln::MemoryKind::device);
-    check(cudaMemcpy(b.data(), bytes.data(), bytes.size(), cudaMemcpyDefault), "upload");
+    upload(b, bytes);
     comm->broadcast(b, 0)->wait();
     kiln::Tensor g = f.backend.allocate({4097}, kiln::DType::f32, kiln::MemoryKind::device);
     comm->all_gather(g, b)->wait();
     std::vector<std::uint8_t> got(bytes.size());
     check(cudaMemcpy(got.data(), g.data(), got.size(), cudaMemcpyDefault), "download");
-    BOOST_TEST((got == bytes));
+    BOOST_TEST((got == bytes), name << " broadcast + all_gather");
     comm->barrier();
     BOOST_CHECK_THROW(comm->broadcast(b, 1), kiln::CommError);
   }
@@ -186,13 +195,14 @@ BOOST_AUTO_TEST_CASE(pooled_completion_events_in_flight_and_after_the_communicat
     want.push_back(random_bytes(kiln::DType::f32, count, rng));
     ins.push_back(f.backend.allocate({count}, kiln::DType::f32, kiln::MemoryKind::device));
     outs.push_back(f.backend.allocate({count}, kiln::DType::f32, kiln::MemoryKind::device));
-    check(cudaMemcpy(ins.back().data(), want.back().data(), want.back().size(), cudaMemcpyDefault), "upload");
+    upload(ins.back(), want.back());
   }
   for (int round = 0; round < 3; ++round) {
     std::vector<std::unique_ptr<kiln::Work>> in_flight;
     for (int i = 0; i < 8; ++i) {
       check(cudaMemset(outs[static_cast<std::size_t>(i)].data(), 0xff, outs[static_cast<std::size_t>(i)].bytes()),
             "poison");
+      check(cudaDeviceSynchronize(), "synchronize after poison");  // as upload(): the memset is async
       in_flight.push_back(comm->all_gather(outs[static_cast<std::size_t>(i)], ins[static_cast<std::size_t>(i)]));
     }
     for (int i = 7; i >= 0; --i) in_flight[static_cast<std::size_t>(i)]->wait();  // in reverse order
