@@ -18,13 +18,17 @@
 # appended to metrics.jsonl as soon as it finishes, so a check killed by the device tool's
 # timeout still returns everything that ran. At most 8 files go to $OUT (the device tool's
 # limit): summary.txt, env.txt, ctest-gpu.log, conformance-cuda.log,
-# conformance-cuda-benchmark.log, train.log, metrics.jsonl, pytorch-peer.log. CUDA, cuBLAS, cuDNN and NCCL come from the machine's Python nvidia-*
+# conformance-cuda-benchmark.log, train.log (the PyTorch peer's output at its end),
+# metrics.jsonl, profile.log. CUDA, cuBLAS, cuDNN and NCCL come from the machine's Python nvidia-*
 # packages; everything else from build-gpu/carry-libs. The build's absolute paths (CTest files,
 # KILN_TEST_PLUGIN_DIR) are made valid by a symlink when the repository sits elsewhere than where
 # build-gpu was configured.
 #   bash scripts/gpu-check.sh
-#   env: KILN_GPU_STAGES (comma list of ctest,conformance,train,peer; default all; the smoke
-#        stage always runs), KILN_GPU_STEPS (ResNet steps/epoch, 40), KILN_GPU_BUDGET_S (390)
+#   env: KILN_GPU_STAGES (comma list of ctest,conformance,train,profile,peer; default all; the
+#        smoke stage always runs), KILN_GPU_STEPS (ResNet steps/epoch, 40), KILN_GPU_BUDGET_S
+#        (390), KILN_GPU_CTEST (a ctest -R regex: only those gpu tests), KILN_GPU_PEER
+#        (the PyTorch peer's precisions, "fp32 bf16 fp16"), KILN_GPU_CTEST_REPEAT (run each
+#        test up to N times until it fails, for a flaky one; 1)
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,7 +36,10 @@ BUILD=$ROOT/build-gpu
 OUT=${OUT:-$ROOT/gpu-check-out}
 WORK=${TMPDIR:-/tmp}/kiln-gpu-check
 STEPS=${KILN_GPU_STEPS:-40}
-STAGES=${KILN_GPU_STAGES:-ctest,conformance,train,peer}
+STAGES=${KILN_GPU_STAGES:-ctest,conformance,train,profile,peer}
+CTEST_ONLY=${KILN_GPU_CTEST:-}
+PEER_PRECISIONS=${KILN_GPU_PEER:-fp32 bf16 fp16}
+CTEST_REPEAT=${KILN_GPU_CTEST_REPEAT:-1}
 BATCH=256
 START=$(date +%s)
 DEADLINE=$((START + ${KILN_GPU_BUDGET_S:-390}))
@@ -129,7 +136,8 @@ if want ctest; then
   say ""
   say "==== ctest -L gpu -j4 (without the conformance suite, run next on its own)"
   t0=$(date +%s)
-  timeout "$(budget 110)" ctest --test-dir "$BUILD" -L gpu -E '^test_backend_conformance_cuda$' -j4 \
+  timeout "$(budget 110)" ctest --test-dir "$BUILD" -L gpu -E '^test_backend_conformance_cuda$' ${CTEST_ONLY:+-R "$CTEST_ONLY"} -j4 \
+    --repeat until-fail:"$CTEST_REPEAT" \
     --output-on-failure --timeout 100 >"$OUT/ctest-gpu.log" 2>&1
   rc=$?
   grep -E 'tests passed|Failed|Not Run|Timeout|\*\*\*Skipped' "$OUT/ctest-gpu.log" | tail -n 8 | tee -a "$SUMMARY"
@@ -186,11 +194,39 @@ if want train; then
   for precision in fp32 bf16 fp16; do
     # Three epochs of STEPS steps: the first pays for cuDNN planning and warm-up, the last is the
     # steady-state figure. lr 0.1 is the batch-256 ImageNet recipe.
-    train "resnet50-b$BATCH-$precision" 40 "$WORK/resnet50.toml" \
+    train "resnet50-b$BATCH-$precision" 50 "$WORK/resnet50.toml" \
       --set precision.type="$precision" --set loader.batch=$BATCH --set data.train.count=$((BATCH * STEPS)) \
       --set run.epochs=3 --set loader.workers=12 --set loader.prefetch=4 --set optimizer.lr=0.1
   done
   train "mlp-fashion-mnist-fp32" 25 "$WORK/mlp.toml" --set run.epochs=2
+fi
+
+# ---- per-op profile ------------------------------------------------------------------------------
+# kiln train --profile (docs/profiling.md) on 8 steps of ResNet-50 per precision (bf16 also with
+# cudnn_benchmark), 2 unprofiled first: which ops each precision spends its step in. Every op is followed by a synchronize while
+# profiled, so the step is slower than in the train stage; the shares are what to read.
+if want profile; then
+  : >"$OUT/profile.log"
+  # name:precision:cudnn_benchmark; the second bf16 run says what timing-chosen algorithms change.
+  for variant in bf16:bf16:false bf16-cudnn-benchmark:bf16:true fp32:fp32:false fp16:fp16:false; do
+    IFS=: read -r name precision benchmark <<<"$variant"
+    say "==== kiln train --profile resnet50-b$BATCH-$name"
+    t0=$(date +%s)
+    dir=$WORK/runs-profile/$name
+    mkdir -p "$dir"
+    timeout --kill-after=5 "$(budget 40)" "$BUILD/bin/kiln" train --config "$WORK/resnet50.toml" --run-dir "$dir" \
+      --set checkpoint.every_epochs=0 --set precision.type="$precision" --set loader.batch=$BATCH \
+      --set data.train.count=$((BATCH * 10)) --set run.epochs=1 --set loader.workers=12 \
+      --set backend.cudnn_benchmark="$benchmark" --profile --profile-warmup 2 >"$dir/console.log" 2>&1
+    rc=$?
+    {
+      echo "===== resnet50-b$BATCH-$name (exit $rc)"
+      grep -E '\[cuda\]|error' "$dir/console.log"
+      find "$dir" -name profile.txt -exec cat {} + 2>/dev/null || tail -n 20 "$dir/console.log"
+    } >>"$OUT/profile.log"
+    find "$dir" -name profile.txt -exec head -n 1 {} + 2>/dev/null | tee -a "$SUMMARY"
+    stage_done "profile:$name" $rc "$t0"
+  done
 fi
 
 # ---- PyTorch peer -------------------------------------------------------------------------------
@@ -198,10 +234,14 @@ fi
 if want peer; then
   say "==== PyTorch peer (bench/gpu/pytorch_resnet50.py)"
   t0=$(date +%s)
-  LD_LIBRARY_PATH=$BASE_LD timeout "$(budget 35)" python3 "$ROOT/bench/gpu/pytorch_resnet50.py" --batch $BATCH --steps 30 --time-cap 10 \
-    >"$WORK/peer.jsonl" 2>"$OUT/pytorch-peer.log"
+  # Unbuffered, so a peer cut short by its cap still leaves the precisions it finished.
+  echo "===== PyTorch peer: bench/gpu/pytorch_resnet50.py --batch $BATCH" >>"$OUT/train.log"
+  # About 100 s for fp32 and bf16 on an H200 (import, cudnn.benchmark's search, warm-up).
+  # shellcheck disable=SC2086  # the precisions are words
+  LD_LIBRARY_PATH=$BASE_LD PYTHONUNBUFFERED=1 timeout "$(budget 150)" python3 "$ROOT/bench/gpu/pytorch_resnet50.py" \
+    --batch $BATCH --steps 30 --time-cap 10 --precisions $PEER_PRECISIONS >"$WORK/peer.jsonl" 2>>"$OUT/train.log"
   stage_done peer $? "$t0"
-  cat "$WORK/peer.jsonl" >>"$OUT/pytorch-peer.log"
+  cat "$WORK/peer.jsonl" >>"$OUT/train.log"
 fi
 
 # ---- table --------------------------------------------------------------------------------------

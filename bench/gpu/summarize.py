@@ -50,7 +50,9 @@ def conformance(path: Path) -> list:
     backend = named.group(1) if named else "?"
     total = sum(s["checks"] for s in suites.values())
     fails = sum(s["fails"] for s in suites.values())
-    verdict = "No errors detected" if "*** No errors detected" in text else "errors detected (see log)"
+    # --report_level=short prints "Test module ... has passed with:" and no "*** No errors" line.
+    passed = "*** No errors detected" in text or re.search(r'Test module "[^"]+" has passed', text)
+    verdict = "No errors detected" if passed else "errors detected (see log)"
     out = [f"conformance ({backend} backend vs float64 reference): {total} checks, {fails} FAIL, {len(skipped)} cases skipped; "
            f"Boost.Test: {verdict}",
            f"  {'suite':34} {'cases':>5} {'checks':>6} {'worst err/tol':>13} {'FAIL':>4}"]
@@ -73,7 +75,8 @@ def ctest(path: Path) -> list:
         return [f"ctest -L gpu: no log ({path.name} missing)"]
     text = path.read_text(errors="replace")
     out = []
-    m = re.search(r"(\d+)% tests passed, (\d+) tests failed out of (\d+)", text)
+    # "N% tests passed, F tests failed out of T", or "100% tests passed out of T" (ctest --repeat).
+    m = re.search(r"(\d+)% tests passed(, (\d+) tests failed)? out of (\d+)", text)
     out.append("ctest -L gpu: " + (m.group(0) if m else "no summary line (timed out or did not run?)"))
     for line in text.splitlines():
         if re.search(r"\*\*\*(Failed|Timeout|Exception|Not Run)|\(Failed\)|\(Timeout\)|\(Skipped\)|Not Run", line):
