@@ -6,7 +6,8 @@ Reads what the check left behind: the conformance suite's log (lines "conformanc
 folder per `kiln train` run under --runs (metrics.jsonl, and exit_code written by the check),
 and the PyTorch peer's JSON lines. Images/s is samples_per_s of the LAST training epoch
 recorded (the first epoch includes cuDNN planning and warm-up); GPU memory is the largest
-device_*memory_used* reading. Also writes every run's metrics into one JSON-lines file with a
+device_*memory_used* reading, and under each run the caching allocator's peak (what PyTorch's
+max_memory_allocated counts). Also writes every run's metrics into one JSON-lines file with a
 "run" field (--combined), so they come back as one file.
     python3 bench/gpu/summarize.py --runs /tmp/kiln-gpu --conformance c.log --ctest t.log \
         --peer peer.jsonl --combined metrics.jsonl
@@ -145,6 +146,14 @@ def runs(root: Path, peer: dict, combined) -> list:
             # Cumulative since the backend started; with f16/bf16 channels-last the fast Ex kernels
             # are the persistent ones (plugins/backend-cuda/ops/batchnorm_ops.cpp).
             out.append(f"{'':26} batch-norm (cuDNN Ex): {persistent:.0f} persistent, {spatial or 0:.0f} spatial calls")
+        alloc_peak = last.get("device_allocator_peak_mib")
+        if alloc_peak is not None:
+            # Like for like with the peer's torch.cuda.max_memory_allocated (live tensors at their
+            # peak); the GPU MiB column is NVML's "used", which adds the context and every cache.
+            peer_mem = peer.get(precision, {}).get("max_memory_mib") if peer_ips else None
+            versus = f" (PyTorch max allocated {peer_mem:.0f} MiB)" if peer_mem else ""
+            out.append(f"{'':26} memory: allocator peak {alloc_peak:.0f} MiB, cached at the end "
+                       f"{last.get('device_allocator_cached_mib', 0):.0f} MiB{versus}")
         if last.get("data_capacity_samples_per_s"):
             out.append(f"{'':26} input capacity {last['data_capacity_samples_per_s']:.0f} samples/s, "
                        f"data wait {last.get('data_wait_ms_per_step', 0):.1f} ms/step")
