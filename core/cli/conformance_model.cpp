@@ -121,6 +121,7 @@ class ModelChecks {
     step("accumulate", [&] { return accumulate(); });
     step("gradient", [&] { return gradient(); });
     step("frozen", [&] { return frozen(); });
+    step("frozen_bn", [&] { return frozen_bn(); });
     return lines_;
   }
 
@@ -393,6 +394,58 @@ class ModelChecks {
                                : "all but the last, the first half and every other parameter frozen in turn: "
                                  "trainable gradients unchanged; the model ignores ModelBuildContext::frozen "
                                  "(allowed, but frozen layers cost their full backward)"};
+  }
+
+  /// [model] frozen_bn = "eval" (ModelBuildContext::frozen_bn): with all but the last parameter
+  /// frozen, every buffer the model marks kBufferFrozen must come out of two training steps bit
+  /// for bit as it went in (the core trusts the mark: it stops synchronising nothing, but it tells
+  /// the user those statistics are kept). Under Mode::train no buffer may be marked.
+  Verdict frozen_bn() {
+    for (const ModelBuffer& b : model_.buffers()) {
+      if ((b.flags & kBufferFrozen) != 0) {
+        return {false, fmt::format("'{}' is marked kBufferFrozen although ModelBuildContext::frozen_bn is train; "
+                                   "mark only the statistics a Mode::eval build keeps",
+                                   b.name)};
+      }
+    }
+    const auto reference = model_.parameters();
+    std::set<std::string> names;
+    for (std::size_t i = 0; i + 1 < reference.size(); ++i) names.insert(reference[i].name);
+    const std::shared_ptr<Model> model = make_model_();
+    ModelBuildContext ctx = build_context();
+    ctx.frozen = [&names](std::string_view name) { return names.count(std::string(name)) > 0; };
+    ctx.frozen_bn = Mode::eval;
+    model->build(ctx);
+    const auto buffers = model->buffers();
+    std::vector<std::size_t> kept;
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      if ((buffers[i].flags & kBufferFrozen) != 0) kept.push_back(i);
+    }
+    if (kept.empty()) {
+      return {true, fmt::format("no buffer kept with all but the last parameter frozen under frozen_bn = \"eval\" "
+                                "({} buffers); the core refuses that setting for this model",
+                                buffers.size())};
+    }
+    std::vector<std::vector<double>> before;
+    for (std::size_t i : kept) before.push_back(read_back(backend_, buffers[i].value));
+    for (int step = 0; step < 2; ++step) (void)kiln::cli::forward_backward(*model, backend_, input_, dlogits_, true);
+    for (std::size_t k = 0; k < kept.size(); ++k) {
+      const std::vector<double> after = read_back(backend_, buffers[kept[k]].value);
+      // != rather than first_mismatch(): a NaN written into the buffer must count as a change.
+      const auto changed = [&](std::size_t i) { return after[i] != before[k][i]; };
+      std::size_t i = 0;
+      while (i < after.size() && !changed(i)) ++i;
+      if (i < after.size()) {
+        return {false, fmt::format("'{}'[{}] is marked kBufferFrozen but two training steps changed it from {:.7g} to "
+                                   "{:.7g}: a kept running statistic must not be written",
+                                   buffers[kept[k]].name, i, before[k][i], after[i])};
+      }
+    }
+    const auto trained = read_back(backend_, model->parameters().back().grad);
+    if (!all_finite(trained)) return {false, "under frozen_bn = \"eval\" the trainable parameter's gradient is not finite"};
+    return {true, fmt::format("{} of {} buffers kept with all but the last parameter frozen under frozen_bn = \"eval\": "
+                              "unchanged bit for bit by two training steps",
+                              kept.size(), buffers.size())};
   }
 
   std::function<std::shared_ptr<Model>()> make_model_;

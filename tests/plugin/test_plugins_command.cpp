@@ -281,23 +281,33 @@ std::vector<std::string> failed_checks(const std::string& report) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(test_passes_a_correct_model_and_data_source) {
-  for (const char* fixture : {"model-ok", "data-ok"}) {
+  for (const char* fixture : {"model-ok", "model-bn", "data-ok"}) {
     const auto [status, report] = plugin_test(fixture);
     BOOST_TEST(status == 0, report);
     BOOST_TEST(failed_checks(report).empty(), report);
     BOOST_TEST(contains(report, "\nall checks passed\n"), report);
   }
   const std::string model = plugin_test("model-ok").second;
-  for (const char* check : {"build", "parameters", "forward", "backward", "accumulate", "gradient", "frozen"}) {
+  for (const char* check :
+       {"build", "parameters", "forward", "backward", "accumulate", "gradient", "frozen", "frozen_bn"}) {
     BOOST_TEST(contains(model, std::string("  ok    ") + check), check << " missing from:\n" << model);
   }
+  BOOST_TEST(contains(model, "no buffer kept with all but the last parameter frozen under frozen_bn = \"eval\" (0 "
+                             "buffers); the core refuses that setting for this model"),
+             model);
+  // The SDK's BatchNorm2d keeps both running statistics of its frozen layer.
+  const std::string bn = plugin_test("model-bn").second;
+  BOOST_TEST(contains(bn, "2 of 2 buffers kept with all but the last parameter frozen under frozen_bn = \"eval\": "
+                          "unchanged bit for bit by two training steps"),
+             bn);
   BOOST_TEST(contains(plugin_test("data-ok").second, "  ok    threads   40 samples read by 4 threads at once"));
 }
 
 BOOST_AUTO_TEST_CASE(test_finds_each_planted_bug) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"model-grad-x2", "gradient"}, {"model-unreported", "backward"}, {"model-overwrites", "accumulate"},
-      {"model-frozen-stops", "frozen"}, {"data-half-written", "read"}, {"data-bad-label", "read"}};
+      {"model-frozen-stops", "frozen"}, {"model-bn-writes-kept", "frozen_bn"}, {"data-half-written", "read"},
+      {"data-bad-label", "read"}};
   for (const auto& [fixture, check] : cases) {
     const auto [status, report] = plugin_test(fixture);
     BOOST_TEST(status == 1, fixture << ":\n" << report);
@@ -311,6 +321,8 @@ BOOST_AUTO_TEST_CASE(test_finds_each_planted_bug) {
   BOOST_TEST(contains(plugin_test("model-frozen-stops").second,
                       "with all but the last frozen: trainable 'linear.bias' reported 0 times, not once"));
   BOOST_TEST(contains(plugin_test("model-ok").second, "the model marks and skips the frozen ones"));
+  BOOST_TEST(contains(plugin_test("model-bn-writes-kept").second,
+                      "'bn.running_mean'[0] is marked kBufferFrozen but two training steps changed it from 0 to 0.5"));
 }
 
 BOOST_AUTO_TEST_CASE(test_refuses_a_set_for_a_table_it_does_not_read) {
