@@ -38,6 +38,9 @@ threads, steps, precision, layout = int(sys.argv[1]), int(sys.argv[2]), sys.argv
 # Optional: comma-separated globs of parameter names to freeze (requires_grad_(False)), as Kiln's
 # [model] freeze; the optimizer then holds only the trainable ones, as a fine-tuning script does.
 freeze = [f for f in (sys.argv[5] if len(sys.argv) > 5 else "").split(",") if f]
+# Optional: "eval" puts every batch-norm whose weight and bias are both frozen into eval mode, so
+# it normalises with its running statistics and keeps them, as Kiln's [model] frozen_bn = "eval".
+bn_eval = len(sys.argv) > 6 and sys.argv[6] == "eval"
 torch.set_num_threads(threads)
 torch.manual_seed(0)
 fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
@@ -45,6 +48,10 @@ model = torchvision.models.resnet50().to(memory_format=fmt)
 for name, p in model.named_parameters():
     if any(fnmatch.fnmatchcase(name, f) for f in freeze):
         p.requires_grad_(False)
+if bn_eval:
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d) and not (m.weight.requires_grad or m.bias.requires_grad):
+            m.eval()
 opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.003125, momentum=0.9,
                       weight_decay=1e-4)
 x = torch.randn(8, 3, 224, 224).to(memory_format=fmt)
@@ -132,13 +139,14 @@ def run_peer(child, threads, steps, precision, *extra):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def run_torch(threads, steps, precision, layouts, freeze=()):
+def run_torch(threads, steps, precision, layouts, freeze=(), frozen_bn="train"):
     """PyTorch in each memory format of `layouts`; the fastest run, with its format. channels_last
     wins where oneDNN has fast nhwc kernels (AVX-512), contiguous NCHW on the AVX2-only EPYC.
-    `freeze`: globs of parameter names PyTorch trains without (requires_grad_(False))."""
+    `freeze`: globs of parameter names PyTorch trains without (requires_grad_(False));
+    `frozen_bn`: "eval" puts the batch norms they freeze entirely into .eval()."""
     runs = []
     for layout in layouts:
-        r = run_peer(TORCH_CHILD, threads, steps, precision, layout, ",".join(freeze))
+        r = run_peer(TORCH_CHILD, threads, steps, precision, layout, ",".join(freeze), frozen_bn)
         r["layout"] = layout
         runs.append(r)
     return max(runs, key=lambda r: r["images_per_s"])
