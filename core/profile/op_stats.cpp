@@ -55,6 +55,12 @@ std::string format_table(const Profile& p, const std::string& device) {
                        p.peaks.flops_what, peak_gbps);
   }
   if (p.steps == 0) return out + "no step was profiled: the run had no more steps than the warm-up\n";
+  if (p.memory.reported) {
+    out += fmt::format("memory (the backend's allocator): {:.0f} MiB live at step start, at most {:.0f} MiB after an "
+                       "op (after {}), peak {:.0f} MiB since the start\n",
+                       p.memory.at_step_start_mib, p.memory.most_after_op_mib,
+                       p.memory.most_after_op.empty() ? "-" : p.memory.most_after_op, p.memory.peak_mib);
+  }
   out += fmt::format("{:<26} {:<9} {:>7} {:>10} {:>10} {:>7} {:>16} {:>14}\n", "op", "dtype", "calls", "total ms",
                      "ms/step", "share", "GFLOP/s (peak)", "GB/s (peak)");
   for (const auto& [key, s] : by_time(p)) {
@@ -75,11 +81,18 @@ std::string format_table(const Profile& p, const std::string& device) {
 std::string to_json(const Profile& p, const std::string& device) {
   std::string out = fmt::format(
       "{{\"device\": {}, \"steps\": {}, \"warmup_steps\": {}, \"step_ms\": {}, \"peaks\": {{\"gflops\": {}, "
-      "\"gflops_what\": {}, \"gbps\": {}}}, \"ops\": [",
+      "\"gflops_what\": {}, \"gbps\": {}}}, ",
       io::json_quoted(device), p.steps, p.warmup,
       json_number_or_null(p.steps > 0 ? 1e3 * p.step_seconds / static_cast<double>(p.steps) : 0, p.steps > 0),
       json_number_or_null(p.peaks.flops_per_s / 1e9, p.peaks.flops_per_s > 0), io::json_quoted(p.peaks.flops_what),
       json_number_or_null(p.peaks.bytes_per_s / 1e9, p.peaks.bytes_per_s > 0));
+  if (p.memory.reported) {
+    out += fmt::format("\"memory_mib\": {{\"at_step_start\": {:.6g}, \"most_after_op\": {:.6g}, "
+                       "\"most_after_op_row\": {}, \"peak\": {:.6g}}}, ",
+                       p.memory.at_step_start_mib, p.memory.most_after_op_mib, io::json_quoted(p.memory.most_after_op),
+                       p.memory.peak_mib);
+  }
+  out += "\"ops\": [";
   bool first = true;
   for (const auto& [key, s] : by_time(p)) {
     const auto [op, dtype] = split_key(key);

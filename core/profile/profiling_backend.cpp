@@ -92,11 +92,28 @@ void ProfilingBackend::timed(std::string_view name, std::string_view dtype, cons
   call();
   inner_->synchronize();
   const auto end = Clock::now();
-  OpStats& s = profile_.ops[fmt::format("{} {}", name, dtype)];
+  const std::string key = fmt::format("{} {}", name, dtype);
+  OpStats& s = profile_.ops[key];
   ++s.calls;
   s.seconds += seconds_between(start, end);
   s.flops += work.flops;
   s.bytes += work.bytes;
+  read_memory(&key);
+}
+
+void ProfilingBackend::read_memory(const std::string* after_op) {
+  const std::map<std::string, double> c = inner_->counters();
+  const auto live = c.find("allocator_allocated_mib");
+  if (live == c.end()) return;  // a backend without a caching allocator (the cpu one)
+  MemoryReadings& m = profile_.memory;
+  m.reported = true;
+  if (const auto peak = c.find("allocator_peak_mib"); peak != c.end()) m.peak_mib = std::max(m.peak_mib, peak->second);
+  if (after_op == nullptr) {
+    m.at_step_start_mib = std::max(m.at_step_start_mib, live->second);
+  } else if (live->second > m.most_after_op_mib) {
+    m.most_after_op_mib = live->second;
+    m.most_after_op = *after_op;
+  }
 }
 
 void ProfilingBackend::measure_peaks(DType dtype) {
@@ -134,6 +151,7 @@ void ProfilingBackend::step_begin() {
   inner_->synchronize();  // work of the previous step is not this step's
   step_thread_.store(std::this_thread::get_id());
   counting_.store(true, std::memory_order_release);
+  read_memory(nullptr);
   step_start_ = Clock::now();
 }
 

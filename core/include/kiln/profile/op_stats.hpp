@@ -33,6 +33,19 @@ struct Peaks {
   double bytes_per_s = 0;     ///< best 64 MiB copy (bytes read + written per second)
 };
 
+/// Live device memory as the backend's caching allocator reports it (Backend::counters():
+/// "allocator_allocated_mib", "allocator_peak_mib"; the cuda backend has them, the cpu backend
+/// not). Read at each profiled step's start and after each op, when the op's own temporaries are
+/// already freed: a peak far above `most_after_op_mib` comes from temporaries inside an op
+/// (workspaces), one close to it from what a step keeps live between ops.
+struct MemoryReadings {
+  bool reported = false;
+  double at_step_start_mib = 0;   ///< the largest at a profiled step's start
+  double most_after_op_mib = 0;   ///< the largest after any op
+  std::string most_after_op;      ///< that op's row ("conv2d_forward bf16")
+  double peak_mib = 0;            ///< the allocator's own peak since the backend started
+};
+
 struct Profile {
   /// Rows keyed "op dtype" ("conv2d_forward f16", "copy f32").
   std::map<std::string, OpStats> ops;
@@ -40,6 +53,7 @@ struct Profile {
   std::int64_t warmup = 0;      ///< steps skipped first
   double step_seconds = 0;      ///< their wall time, summed
   Peaks peaks;
+  MemoryReadings memory;
 };
 
 /// The per-op table, rows by total time (largest first), with a last row for the step time the

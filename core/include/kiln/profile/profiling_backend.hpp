@@ -123,6 +123,9 @@ class ProfilingBackend final : public Backend {
   /// The same, for a row whose dtype column is not one dtype ("f32->f16" for cast).
   template <class Call>
   void timed(std::string_view name, std::string_view dtype, const Work& work, Call&& call);
+  /// Takes the inner backend's allocator readings into profile_.memory: at a step's start
+  /// (`after_op` null) or after the op of that row.
+  void read_memory(const std::string* after_op);
   /// Inside a profiled step, on the thread that runs it.
   bool counting() const noexcept {
     return counting_.load(std::memory_order_acquire) && std::this_thread::get_id() == step_thread_.load();
