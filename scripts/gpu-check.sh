@@ -24,10 +24,11 @@
 # KILN_TEST_PLUGIN_DIR) are made valid by a symlink when the repository sits elsewhere than where
 # build-gpu was configured.
 #   bash scripts/gpu-check.sh
-#   env: KILN_GPU_STAGES (comma list of ctest,conformance,train,profile,peer; default all; the
-#        smoke stage always runs), KILN_GPU_STEPS (ResNet steps/epoch, 40), KILN_GPU_BUDGET_S
+#   env: KILN_GPU_STAGES (comma list of ctest,conformance,train,variants,profile,peer; default
+#        all; the smoke stage always runs), KILN_GPU_STEPS (ResNet steps/epoch, 40),
+#        KILN_GPU_VARIANT_STEPS (steps/epoch of the fp32 variants, 20), KILN_GPU_BUDGET_S
 #        (390), KILN_GPU_CTEST (a ctest -R regex: only those gpu tests), KILN_GPU_PEER
-#        (the PyTorch peer's precisions, "fp32 bf16 fp16"), KILN_GPU_CTEST_REPEAT (run each
+#        (the PyTorch peer's precisions, "fp32 bf16 fp16 tf32"), KILN_GPU_CTEST_REPEAT (run each
 #        test up to N times until it fails, for a flaky one; 1)
 set -uo pipefail
 
@@ -36,9 +37,10 @@ BUILD=$ROOT/build-gpu
 OUT=${OUT:-$ROOT/gpu-check-out}
 WORK=${TMPDIR:-/tmp}/kiln-gpu-check
 STEPS=${KILN_GPU_STEPS:-40}
-STAGES=${KILN_GPU_STAGES:-ctest,conformance,train,profile,peer}
+VARIANT_STEPS=${KILN_GPU_VARIANT_STEPS:-20}
+STAGES=${KILN_GPU_STAGES:-ctest,conformance,train,variants,profile,peer}
 CTEST_ONLY=${KILN_GPU_CTEST:-}
-PEER_PRECISIONS=${KILN_GPU_PEER:-fp32 bf16 fp16}
+PEER_PRECISIONS=${KILN_GPU_PEER:-fp32 bf16 fp16 tf32}
 CTEST_REPEAT=${KILN_GPU_CTEST_REPEAT:-1}
 BATCH=256
 START=$(date +%s)
@@ -201,15 +203,35 @@ if want train; then
   train "mlp-fashion-mnist-fp32" 25 "$WORK/mlp.toml" --set run.epochs=2
 fi
 
+# ---- fp32 variants -------------------------------------------------------------------------------
+# Kiln's fp32 ResNet-50 trained at 0.74x PyTorch's on an H200 (2026-12-04): Kiln ran NCHW with
+# cuDNN's heuristics, PyTorch channels_last with cudnn.benchmark. Each variant changes one of
+# those (or lets TF32 in, as PyTorch's cuDNN default does), two epochs of VARIANT_STEPS steps, so
+# the table says which one closes the gap. Names end in the peer precision they compare with:
+# "fp32" (TF32 off on both sides) or "tf32" (allowed on both).
+if want variants; then
+  for variant in nhwc-fp32:nhwc:false:false bench-fp32:auto:true:false nhwc-bench-fp32:nhwc:true:false \
+                 tf32:auto:false:true nhwc-bench-tf32:nhwc:true:true; do
+    IFS=: read -r name layout benchmark tf32 <<<"$variant"
+    train "resnet50-b$BATCH-$name" 35 "$WORK/resnet50.toml" \
+      --set precision.type=fp32 --set loader.batch=$BATCH --set data.train.count=$((BATCH * VARIANT_STEPS)) \
+      --set run.epochs=2 --set loader.workers=12 --set loader.prefetch=4 --set optimizer.lr=0.1 \
+      --set backend.activation_layout="$layout" --set backend.cudnn_benchmark="$benchmark" \
+      --set backend.allow_tf32="$tf32"
+  done
+fi
+
 # ---- per-op profile ------------------------------------------------------------------------------
 # kiln train --profile (docs/profiling.md) on 8 steps of ResNet-50 per precision (bf16 also with
 # cudnn_benchmark), 2 unprofiled first: which ops each precision spends its step in. Every op is followed by a synchronize while
 # profiled, so the step is slower than in the train stage; the shares are what to read.
 if want profile; then
   : >"$OUT/profile.log"
-  # name:precision:cudnn_benchmark; the second bf16 run says what timing-chosen algorithms change.
-  for variant in bf16:bf16:false bf16-cudnn-benchmark:bf16:true fp32:fp32:false fp16:fp16:false; do
-    IFS=: read -r name precision benchmark <<<"$variant"
+  # name:precision:cudnn_benchmark:activation_layout; the second bf16 run says what timing-chosen
+  # algorithms change, fp32-nhwc where fp32's time goes channels-last.
+  for variant in bf16:bf16:false:auto bf16-cudnn-benchmark:bf16:true:auto fp32:fp32:false:auto \
+                 fp32-nhwc:fp32:false:nhwc fp16:fp16:false:auto; do
+    IFS=: read -r name precision benchmark layout <<<"$variant"
     say "==== kiln train --profile resnet50-b$BATCH-$name"
     t0=$(date +%s)
     dir=$WORK/runs-profile/$name
@@ -217,7 +239,8 @@ if want profile; then
     timeout --kill-after=5 "$(budget 40)" "$BUILD/bin/kiln" train --config "$WORK/resnet50.toml" --run-dir "$dir" \
       --set checkpoint.every_epochs=0 --set precision.type="$precision" --set loader.batch=$BATCH \
       --set data.train.count=$((BATCH * 10)) --set run.epochs=1 --set loader.workers=12 \
-      --set backend.cudnn_benchmark="$benchmark" --profile --profile-warmup 2 >"$dir/console.log" 2>&1
+      --set backend.cudnn_benchmark="$benchmark" --set backend.activation_layout="$layout" \
+      --profile --profile-warmup 2 >"$dir/console.log" 2>&1
     rc=$?
     {
       echo "===== resnet50-b$BATCH-$name (exit $rc)"
@@ -236,9 +259,10 @@ if want peer; then
   t0=$(date +%s)
   # Unbuffered, so a peer cut short by its cap still leaves the precisions it finished.
   echo "===== PyTorch peer: bench/gpu/pytorch_resnet50.py --batch $BATCH" >>"$OUT/train.log"
-  # About 100 s for fp32 and bf16 on an H200 (import, cudnn.benchmark's search, warm-up).
+  # About 100 s for fp32 and bf16 on an H200 (import, cudnn.benchmark's search, warm-up); tf32
+  # (fp32 with TF32 allowed) last, so a peer cut short has the three precisions first.
   # shellcheck disable=SC2086  # the precisions are words
-  LD_LIBRARY_PATH=$BASE_LD PYTHONUNBUFFERED=1 timeout "$(budget 150)" python3 "$ROOT/bench/gpu/pytorch_resnet50.py" \
+  LD_LIBRARY_PATH=$BASE_LD PYTHONUNBUFFERED=1 timeout "$(budget 200)" python3 "$ROOT/bench/gpu/pytorch_resnet50.py" \
     --batch $BATCH --steps 30 --time-cap 10 --precisions $PEER_PRECISIONS >"$WORK/peer.jsonl" 2>>"$OUT/train.log"
   stage_done peer $? "$t0"
   cat "$WORK/peer.jsonl" >>"$OUT/train.log"

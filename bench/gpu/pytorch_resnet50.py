@@ -4,7 +4,8 @@
 torchvision's resnet50 on synthetic data already on the GPU (so no input pipeline is timed;
 Kiln's figure includes its loader), SGD momentum, channels_last, and PyTorch's usual fast
 settings per precision: fp32 with TF32 off (Kiln's cuda backend defaults to allow_tf32 = false),
-bf16 through torch.autocast, fp16 through torch.autocast with a GradScaler. cudnn.benchmark is
+tf32 (fp32 with TF32 allowed in cuDNN and cuBLAS, PyTorch's cuDNN default; compare with Kiln's
+allow_tf32 = true), bf16 through torch.autocast, fp16 through torch.autocast with a GradScaler. cudnn.benchmark is
 on. Time: CUDA events around `--steps` steps after `--warmup` steps. One JSON line per
 precision on stdout: {"precision", "images_per_s", "max_memory_mib", "batch", "steps"}.
     python3 bench/gpu/pytorch_resnet50.py --batch 256 --steps 30 --precisions fp32 bf16 fp16
@@ -20,8 +21,8 @@ import torchvision
 
 def run(precision: str, batch: int, warmup: int, steps: int, time_cap_s: float) -> dict:
     torch.manual_seed(0)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
     torch.backends.cudnn.benchmark = True
     device = torch.device("cuda")
     model = torchvision.models.resnet50().to(device, memory_format=torch.channels_last)
@@ -72,7 +73,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=8)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--time-cap", type=float, default=20.0, help="seconds of timed steps per precision at most")
-    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16", "fp16"], choices=["fp32", "bf16", "fp16"])
+    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16", "fp16"], choices=["fp32", "bf16", "fp16", "tf32"])
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("pytorch_resnet50: no CUDA device visible to PyTorch", file=sys.stderr)

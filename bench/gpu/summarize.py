@@ -99,7 +99,7 @@ def read_jsonl(path: Path) -> list:
 
 
 def runs(root: Path, peer: dict, combined) -> list:
-    header = (f"{'run':26} {'status':8} {'epochs':>6} {'images/s':>10} {'GPU MiB':>8} {'util%':>6} "
+    header = (f"{'run':30} {'status':8} {'epochs':>6} {'images/s':>10} {'GPU MiB':>8} {'util%':>6} "
               f"{'loss first->last':>18} {'skip':>4} {'eval acc':>8} {'PyTorch':>9} {'ratio':>6}")
     out = [header]
     if not root.exists():
@@ -119,7 +119,7 @@ def runs(root: Path, peer: dict, combined) -> list:
         train = [r for r in records if r.get("split") == "train"]
         evals = [r for r in records if r.get("split") not in (None, "train")]  # the eval split's name
         if not train:
-            out.append(f"{run_dir.name:26} {status:8} {'0':>6}  (no training epoch recorded; see train.log)")
+            out.append(f"{run_dir.name:30} {status:8} {'0':>6}  (no training epoch recorded; see train.log)")
             continue
         last = train[-1]
         mem = max((v for r in records for k, v in r.items()
@@ -138,24 +138,24 @@ def runs(root: Path, peer: dict, combined) -> list:
         ratio_s = f"{ips / peer_ips:.2f}" if peer_ips else "-"
         skipped = int(sum(r.get("skipped_steps_epoch", 0) for r in train))
         loss_s = f"{train[0].get('loss', float('nan')):.3f}->{last.get('loss', float('nan')):.3f}"
-        out.append(f"{run_dir.name:26} {status:8} {len(train):6d} {ips:9.0f}{epoch_note:1} {mem_s:>8} {util_s:>6} "
+        out.append(f"{run_dir.name:30} {status:8} {len(train):6d} {ips:9.0f}{epoch_note:1} {mem_s:>8} {util_s:>6} "
                    f"{loss_s:>18} {skipped:4d} {acc_s:>8} {peer_s:>9} {ratio_s:>6}")
         persistent = last.get("device_cudnn_batchnorm_persistent_calls")
         spatial = last.get("device_cudnn_batchnorm_spatial_calls")
         if persistent is not None and (persistent or spatial):
             # Cumulative since the backend started; with f16/bf16 channels-last the fast Ex kernels
             # are the persistent ones (plugins/backend-cuda/ops/batchnorm_ops.cpp).
-            out.append(f"{'':26} batch-norm (cuDNN Ex): {persistent:.0f} persistent, {spatial or 0:.0f} spatial calls")
+            out.append(f"{'':30} batch-norm (cuDNN Ex): {persistent:.0f} persistent, {spatial or 0:.0f} spatial calls")
         alloc_peak = last.get("device_allocator_peak_mib")
         if alloc_peak is not None:
             # Like for like with the peer's torch.cuda.max_memory_allocated (live tensors at their
             # peak); the GPU MiB column is NVML's "used", which adds the context and every cache.
             peer_mem = peer.get(precision, {}).get("max_memory_mib") if peer_ips else None
             versus = f" (PyTorch max allocated {peer_mem:.0f} MiB)" if peer_mem else ""
-            out.append(f"{'':26} memory: allocator peak {alloc_peak:.0f} MiB, cached at the end "
+            out.append(f"{'':30} memory: allocator peak {alloc_peak:.0f} MiB, cached at the end "
                        f"{last.get('device_allocator_cached_mib', 0):.0f} MiB{versus}")
         if last.get("data_capacity_samples_per_s"):
-            out.append(f"{'':26} input capacity {last['data_capacity_samples_per_s']:.0f} samples/s, "
+            out.append(f"{'':30} input capacity {last['data_capacity_samples_per_s']:.0f} samples/s, "
                        f"data wait {last.get('data_wait_ms_per_step', 0):.1f} ms/step")
     if any_single:
         out.append("* only the first epoch (with warm-up) was recorded before the time cap")

@@ -32,6 +32,7 @@ struct CudaParams {
   bool cudnn_benchmark = false;
   bool conv_filter_reuse = true;
   bool nvml = true;
+  ActivationLayoutChoice activation_layout = ActivationLayoutChoice::automatic;
   std::size_t cache_limit_bytes = 0;
 };
 
@@ -52,6 +53,17 @@ CudaParams read_params(const PluginArgs& args) {
   if (m->contains("cudnn_benchmark")) p.cudnn_benchmark = m->get_bool("cudnn_benchmark");
   if (m->contains("conv_filter_reuse")) p.conv_filter_reuse = m->get_bool("conv_filter_reuse");
   if (m->contains("nvml")) p.nvml = m->get_bool("nvml");
+  if (m->contains("activation_layout")) {
+    const std::string layout = m->get_string("activation_layout");
+    if (layout == "nhwc") {
+      p.activation_layout = ActivationLayoutChoice::nhwc;
+    } else if (layout == "nchw") {
+      p.activation_layout = ActivationLayoutChoice::nchw;
+    } else if (layout != "auto") {  // the core checks the schema's choices first; this is the backstop
+      throw ConfigError(fmt::format("{} = \"{}\" is not an activation layout; use \"auto\", \"nhwc\" or \"nchw\"",
+                                    m->where("activation_layout"), layout));
+    }
+  }
   if (m->contains("cache_limit_mib")) {
     const std::int64_t mib = m->get_int("cache_limit_mib");
     if (mib < 0) {
@@ -96,6 +108,7 @@ CudaBackend::CudaBackend(const PluginArgs& args) {
   allow_tf32_ = params.allow_tf32;
   cudnn_benchmark_ = params.cudnn_benchmark;
   conv_filter_reuse_ = params.conv_filter_reuse;
+  activation_layout_ = params.activation_layout;
   device_ = choose_device(params.device, args.ranks.local_rank);
   try {
     info_ = describe_device(device_);
@@ -130,10 +143,13 @@ CudaBackend::CudaBackend(const PluginArgs& args) {
     release_resources();
     throw;
   }
-  log::get("cuda")->info("cuda:{} {} ({:.1f} GiB, {}); tf32 {}; convolution algorithms by {}", device_,
-                         info_.name, static_cast<double>(info_.total_memory) / (1024.0 * 1024.0 * 1024.0),
+  const auto layout_name = [this](DType dtype) { return activation_layout(dtype) == Layout::nhwc ? "nhwc" : "nchw"; };
+  log::get("cuda")->info("cuda:{} {} ({:.1f} GiB, {}); tf32 {}; convolution algorithms by {}; activations {} in f32, "
+                         "{} in f16/bf16",
+                         device_, info_.name, static_cast<double>(info_.total_memory) / (1024.0 * 1024.0 * 1024.0),
                          info_.detail, allow_tf32_ ? "allowed" : "off",
-                         cudnn_benchmark_ ? "timing (cudnn_benchmark)" : "cuDNN's heuristics");
+                         cudnn_benchmark_ ? "timing (cudnn_benchmark)" : "cuDNN's heuristics", layout_name(DType::f32),
+                         layout_name(DType::bf16));
 }
 
 CudaBackend::~CudaBackend() { release_resources(); }
@@ -162,9 +178,15 @@ DeviceInfo CudaBackend::device() const { return info_; }
 bool CudaBackend::supports(Op op, DType dtype) const { return cuda_supports(op, dtype); }
 
 Layout CudaBackend::activation_layout(DType dtype) const {
+  switch (activation_layout_) {
+    case ActivationLayoutChoice::nhwc: return Layout::nhwc;
+    case ActivationLayoutChoice::nchw: return Layout::row_major;
+    case ActivationLayoutChoice::automatic: break;
+  }
   // Tensor cores read f16/bf16 convolutions channels-last natively (NCHW would add two
-  // transposes per convolution). f32 keeps NCHW: cuDNN's f32 kernels are at least as fast there
-  // without TF32, and it is the layout of the CPU reference, so parity tests compare directly.
+  // transposes per convolution). f32 keeps NCHW until a GPU run says otherwise: it is the layout
+  // of the parity tests' reference, and whether cuDNN's f32 kernels (without TF32) are faster
+  // channels-last is what `activation_layout = "nhwc"` exists to measure (docs/gpu-check.md).
   return dtype == DType::f16 || dtype == DType::bf16 ? Layout::nhwc : Layout::row_major;
 }
 

@@ -29,6 +29,9 @@ namespace kiln::cuda {
 class DeviceAllocator;  // memory/device_allocator.hpp
 class NvmlSampler;      // nvml/nvml_sampler.hpp
 
+/// [backend] activation_layout: automatic (nhwc for f16/bf16, NCHW for f32) or one layout for all.
+enum class ActivationLayoutChoice { automatic, nhwc, nchw };
+
 class CudaBackend final : public Backend {
  public:
   /// Reads the [backend] parameters (device selection from args.ranks.local_rank, allow_tf32, ...).
@@ -151,6 +154,7 @@ class CudaBackend final : public Backend {
   bool allow_tf32_ = false;
   bool cudnn_benchmark_ = false;
   bool conv_filter_reuse_ = true;
+  ActivationLayoutChoice activation_layout_ = ActivationLayoutChoice::automatic;
   DeviceInfo info_;
   cudaStream_t compute_ = nullptr;
   cudaStream_t comm_ = nullptr;

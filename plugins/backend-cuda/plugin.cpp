@@ -22,6 +22,9 @@ constexpr kiln_param_spec_v1 kCudaParams[] = {
     {"conv_filter_reuse", KILN_PARAM_BOOL, "true", nullptr,
      "Let a channels-last convolution's backward-data call read the KRSC filter copy its forward made instead "
      "of laying the OIHW weights out again (one filter copy per layer and batch size; false = convert each call)."},
+    {"activation_layout", KILN_PARAM_STRING, "\"auto\"", "auto|nhwc|nchw",
+     "Layout of image activations: auto = channels-last (nhwc) for f16/bf16 and NCHW for f32; nhwc = channels-last "
+     "for every precision (f32 too, like PyTorch's channels_last); nchw = NCHW for every precision."},
 };
 
 }  // namespace

@@ -207,6 +207,11 @@ BOOST_AUTO_TEST_CASE(batchnorm_nhwc_bf16_reaches_the_persistent_ex_kernels) {
   batchnorm_nhwc_reaches_the_persistent_ex_kernels(DType::bf16);
 }
 
+// fp32 NHWC: what `activation_layout = "nhwc"` runs in fp32 (not yet run on a GPU when written).
+BOOST_AUTO_TEST_CASE(batchnorm_nhwc_f32_reaches_the_persistent_ex_kernels) {
+  batchnorm_nhwc_reaches_the_persistent_ex_kernels(DType::f32);
+}
+
 BOOST_AUTO_TEST_CASE(pooling_matches_float64_reference) {
   std::mt19937 rng(13);
   for (const auto kind : {Pool2dDesc::Kind::max, Pool2dDesc::Kind::average}) {

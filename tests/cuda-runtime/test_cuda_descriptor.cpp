@@ -55,7 +55,7 @@ BOOST_AUTO_TEST_CASE(the_library_exports_cuda_with_its_parameters) {
   BOOST_REQUIRE(info != nullptr);
   BOOST_TEST(info->library.filename().string() == "libkiln-backend-cuda.so");
   BOOST_TEST(info->version == "0.1.0");
-  BOOST_REQUIRE(info->params.size() == 6u);
+  BOOST_REQUIRE(info->params.size() == 7u);
   BOOST_TEST(std::string(info->params[0].name) == "device");
   BOOST_TEST(std::string(info->params[0].default_value) == "-1");
   BOOST_TEST(std::string(info->params[1].name) == "allow_tf32");
@@ -71,6 +71,10 @@ BOOST_AUTO_TEST_CASE(the_library_exports_cuda_with_its_parameters) {
   BOOST_TEST(std::string(info->params[5].name) == "conv_filter_reuse");
   BOOST_TEST(info->params[5].type == static_cast<std::uint32_t>(KILN_PARAM_BOOL));
   BOOST_TEST(std::string(info->params[5].default_value) == "true");
+  BOOST_TEST(std::string(info->params[6].name) == "activation_layout");
+  BOOST_TEST(info->params[6].type == static_cast<std::uint32_t>(KILN_PARAM_STRING));
+  BOOST_TEST(std::string(info->params[6].default_value) == "\"auto\"");
+  BOOST_TEST(std::string(info->params[6].choices) == "auto|nhwc|nchw");
 }
 
 BOOST_AUTO_TEST_CASE(bad_parameters_are_config_errors_before_any_device_work) {
@@ -85,6 +89,18 @@ BOOST_AUTO_TEST_CASE(bad_parameters_are_config_errors_before_any_device_work) {
     BOOST_FAIL("expected a ConfigError");
   } catch (const kiln::ConfigError& e) {
     BOOST_TEST(contains(e.what(), "backend.cache_limit_mib (run.toml:5) = -5 is negative"), e.what());
+  }
+  // The config's schema check refuses an unknown choice first; the backend's own check is the
+  // backstop for a ParamMap built another way.
+  kiln::ParamMap bad_layout = params();
+  bad_layout.set("activation_layout", std::string("nchwc"), "run.toml:6");
+  try {
+    make(bad_layout);
+    BOOST_FAIL("expected a ConfigError");
+  } catch (const kiln::ConfigError& e) {
+    BOOST_TEST(contains(e.what(), "backend.activation_layout (run.toml:6) = \"nchwc\" is not an activation layout; "
+                                  "use \"auto\", \"nhwc\" or \"nchw\""),
+               e.what());
   }
 }
 

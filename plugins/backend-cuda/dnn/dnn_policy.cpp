@@ -10,9 +10,8 @@ bool cudnn_not_supported(cudnnStatus_t s) noexcept {
 }
 
 cudnnBatchNormMode_t batchnorm_start_mode(DType dtype, Layout layout) noexcept {
-  if (layout != Layout::nhwc) return CUDNN_BATCHNORM_SPATIAL;
-  if (dtype == DType::f16 || dtype == DType::bf16) return CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
-  return CUDNN_BATCHNORM_SPATIAL;
+  (void)dtype;  // the same rule for f32, f16 and bf16 (see dnn_policy.hpp)
+  return layout == Layout::nhwc ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
 }
 
 bool batchnorm_falls_back(cudnnStatus_t status, cudnnBatchNormMode_t mode) noexcept {

@@ -7,10 +7,12 @@
 // - cuDNN 9 returns sub-codes (CUDNN_STATUS_NOT_SUPPORTED_SHAPE = 3002, ..._SHARED_MEMORY_
 //   INSUFFICIENT = 3010, ...), so "not supported" is a category test (CUDNN_STATUS_CATEGORY),
 //   never `== CUDNN_STATUS_NOT_SUPPORTED`.
-// - Batch-norm starts SPATIAL_PERSISTENT for nhwc f16 and bf16 and falls back to SPATIAL for
-//   good when cuDNN says not supported. bf16 started SPATIAL until a GPU run (H200, cuDNN 9.19,
-//   2026-12-04) measured what that costs: cuDNN's SPATIAL NHWC bf16 kernels ran at 33 GB/s, 93%
-//   of a ResNet-50 step (279 images/s against fp16's 6000).
+// - Batch-norm starts SPATIAL_PERSISTENT for nhwc data of every dtype (as PyTorch's cuDNN path
+//   does for channels_last training) and falls back to SPATIAL for good when cuDNN says not
+//   supported. bf16 started SPATIAL until a GPU run (H200, cuDNN 9.19, 2026-12-04) measured what
+//   that costs: cuDNN's SPATIAL NHWC bf16 kernels ran at 33 GB/s, 93% of a ResNet-50 step (279
+//   images/s against fp16's 6000). nhwc f32 (the cuda backend's `activation_layout = "nhwc"`)
+//   follows the same rule; it has not yet run on a GPU.
 // - fp32 plans (MathMode::fp32, the strict-f32 promise: ~1e-5 relative error) never use the FFT
 //   or Winograd convolution algorithms, whose transforms lose more precision than direct/GEMM
 //   ones. tf32 and tensor-op plans may (their own tolerance is 1e-3 or more).

@@ -12,7 +12,7 @@
 // 1/sqrt(biased var + eps), which is the contract's save_invstd; the backward's param-diff blend
 // (betaParamDiff = 1) makes dgamma/dbeta accumulate as the contract says. bnOps is plain BN (no
 // fused add or activation: z, the activation and the backward's y/dz are null). Mode
-// (dnn/dnn_policy.hpp): SPATIAL_PERSISTENT (the fast NHWC kernels) for nhwc f16 and bf16, and
+// (dnn/dnn_policy.hpp): SPATIAL_PERSISTENT (the fast NHWC kernels) for nhwc data of every dtype, and
 // SPATIAL otherwise (and wherever cuDNN reports a not-supported status, any cuDNN 9 sub-code,
 // for persistent: from the size queries or the call). Workspace sizes are queried once per plan, layout and mode; the workspace comes from the
 // caching allocator per call, the reserve space is kept in the plan (the contract has no slot for
