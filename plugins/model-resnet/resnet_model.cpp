@@ -124,22 +124,48 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
   store_.set_frozen(ctx);  // [model] freeze and frozen_bn: every layer built below
   store_.set_batch_norm_sync(ctx.batch_norm_sync);  // [model] sync_bn: every BatchNorm2d built below
 
-  nn::ImageShape s = conv1_->build(backend, n, nn::ImageShape{in_channels_, image_size_, image_size_}, dt);
-  bn1_->build(backend, n, s, dt);
-  relu_.build(backend, n, s, dt);
-  s = maxpool_.build(backend, n, s, dt);
-  for (auto& block : blocks_) s = block->build(backend, n, s, dt);
+  // Buffers that end up sharing a few slots are taken from their layers as each block is built
+  // (SharedSlots), so the build never holds them all at once and their slots besides.
   // Blocks run backward one after another, so one set of activation-gradient buffers serves all,
   // and the stem's after them: maxpool's backward reads the first block's input slot into its own
   // buffer, the ReLU writes ping from it, the batch norm the sum slot (dead once the blocks are
   // done; pong is smaller than the stem's gradient) from ping; conv1 has no input gradient.
-  std::vector<std::vector<GradientBuffer>> lists;
-  for (auto& block : blocks_) lists.push_back(block->gradient_buffers());
-  lists.push_back({{GradSlot::ping, &relu_.input_grad_buffer()}, {GradSlot::sum, &bn1_->input_grad_buffer()}});
-  share_gradient_buffers(backend, lists);
+  SharedSlots gradients(kGradSlots, "resnet: activation-gradient buffers");
+  // The stem and the blocks no backward reaches keep nothing for backward: their outputs share
+  // four buffers (ForwardSlot). The prefix's last output, which the first trained layer's
+  // backward reads, is left alone by everything after it.
+  SharedSlots prefix_outputs(kForwardSlots, "resnet: frozen-prefix outputs");
+  const std::optional<std::size_t> prefix = frozen_prefix_length();
+
+  nn::ImageShape s = conv1_->build(backend, n, nn::ImageShape{in_channels_, image_size_, image_size_}, dt);
+  bn1_->build(backend, n, s, dt);
+  relu_.build(backend, n, s, dt);
+  s = maxpool_.build(backend, n, s, dt);
+  gradients.take(static_cast<std::size_t>(GradSlot::ping), relu_.input_grad_buffer());
+  gradients.take(static_cast<std::size_t>(GradSlot::sum), bn1_->input_grad_buffer());
+  if (prefix) {
+    prefix_outputs.take_all(std::vector<ForwardBuffer>{{ForwardSlot::temp_a, &conv1_->output_buffer()},
+                                                       {ForwardSlot::temp_b, &bn1_->output_buffer()},
+                                                       {ForwardSlot::out_odd, &maxpool_.output_buffer()}});
+  }
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    s = blocks_[i]->build(backend, n, s, dt);
+    gradients.take_all(blocks_[i]->gradient_buffers());
+    if (prefix && i < *prefix) {
+      prefix_outputs.take_all(blocks_[i]->forward_buffers(i % 2 == 0 ? ForwardSlot::out_even : ForwardSlot::out_odd));
+    }
+  }
+  gradients.bind(backend);
   avgpool_.build(backend, n, s, dt);
   fc_->build(backend, n, dt);
-  share_frozen_prefix_outputs(backend);
+  if (prefix) {
+    const SharedBytes bytes = prefix_outputs.bind(backend);
+    frozen_prefix_blocks_ = *prefix;
+    log::get("resnet")->info("frozen prefix: the stem and {} of {} blocks run forward only; their outputs share 4 "
+                             "buffers, {:.1f} MB instead of {:.1f} MB",
+                             frozen_prefix_blocks_, blocks_.size(), static_cast<double>(bytes.shared) / 1e6,
+                             static_cast<double>(bytes.apart) / 1e6);
+  }
 
   buffers_.clear();
   buffers_.insert(buffers_.end(), bn1_->buffers().begin(), bn1_->buffers().end());
@@ -162,26 +188,15 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
   backend_ = &backend;
 }
 
-void ResnetModel::share_frozen_prefix_outputs(Backend& backend) {
-  // The stem and the blocks that no backward reaches (ParameterStore::trains_before: nothing in
-  // them or before them trains, [model] freeze) keep nothing for backward, so their outputs share
-  // four buffers (share_forward_buffers) instead of one each. The prefix's last output, which the
-  // first trained layer's backward reads, is left alone by everything after it.
-  if (store_.trains_before(blocks_.front()->first_parameter())) return;  // the stem trains
-  std::vector<std::vector<ForwardBuffer>> lists = {{{ForwardSlot::temp_a, &conv1_->output_buffer()},
-                                                    {ForwardSlot::temp_b, &bn1_->output_buffer()},
-                                                    {ForwardSlot::out_odd, &maxpool_.output_buffer()}}};
-  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+std::optional<std::size_t> ResnetModel::frozen_prefix_length() const {
+  // ParameterStore::trains_before: nothing in them or before them trains ([model] freeze).
+  if (store_.trains_before(blocks_.front()->first_parameter())) return std::nullopt;  // the stem trains
+  std::size_t i = 0;
+  for (; i < blocks_.size(); ++i) {
     const std::size_t end = i + 1 < blocks_.size() ? blocks_[i + 1]->first_parameter() : fc_->weight_index();
     if (store_.trains_before(end)) break;
-    lists.push_back(blocks_[i]->forward_buffers(i % 2 == 0 ? ForwardSlot::out_even : ForwardSlot::out_odd));
   }
-  const SharedBytes bytes = share_forward_buffers(backend, lists);
-  frozen_prefix_blocks_ = lists.size() - 1;
-  log::get("resnet")->info("frozen prefix: the stem and {} of {} blocks run forward only; their outputs share 4 "
-                           "buffers, {:.1f} MB instead of {:.1f} MB",
-                           frozen_prefix_blocks_, blocks_.size(), static_cast<double>(bytes.shared) / 1e6,
-                           static_cast<double>(bytes.apart) / 1e6);
+  return i;
 }
 
 Tensor ResnetModel::forward(const Tensor& x, Mode mode, std::uint64_t /*step_seed: no dropout*/) {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <kiln/sdk/nn/cnn_layers.hpp>
@@ -66,9 +67,9 @@ class ResnetModel final : public Model {
  private:
   /// Stem to logits (compute dtype) for `h`, the input in the compute dtype (N, C, H, W).
   Tensor run_network(Tensor h, Mode mode);
-  /// share_forward_buffers() over the stem and the blocks no backward reaches (none when the
-  /// stem trains).
-  void share_frozen_prefix_outputs(Backend& backend);
+  /// How many blocks after the stem no backward reaches (their outputs share forward buffers,
+  /// with the stem's); nullopt when the stem trains. Valid once the store knows what is frozen.
+  std::optional<std::size_t> frozen_prefix_length() const;
 
   std::int64_t depth_, classes_, in_channels_, image_size_;
   double width_;

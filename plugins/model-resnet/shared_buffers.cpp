@@ -1,81 +1,66 @@
-// share_gradient_buffers and share_forward_buffers (blocks.hpp): one allocation per slot for the
-// whole model.
+// SharedSlots, share_gradient_buffers and share_forward_buffers (blocks.hpp): one allocation per
+// slot for the whole model.
 //
 // Every layer lists its buffers with the slot each may live in; a slot gets one allocation of
 // the largest byte size any buffer in it asks for, and every buffer in it becomes a view of that
-// allocation with its own shape, dtype and layout tag. The layers' own buffers are dropped; they
-// were allocated in build() but never touched, so they never became resident memory.
+// allocation with its own shape, dtype and layout tag. A layer's own buffer is released as soon
+// as it is taken, so the model's build never holds it and the slot it moves into at once.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "kiln/errors.hpp"
 #include "blocks.hpp"
 
 namespace kiln::resnet {
-namespace {
 
-struct Slotted {
-  std::size_t slot;
-  Tensor* buffer;
-};
+SharedSlots::SharedSlots(std::size_t slot_count, std::string what)
+    : what_(std::move(what)), bytes_(slot_count, 0), dtype_(slot_count, DType::f32), used_(slot_count, false) {}
 
-/// Shares the buffers; returns {their bytes apart, the slots' bytes}.
-SharedBytes share(Backend& backend, const std::vector<std::vector<Slotted>>& lists, std::size_t slot_count,
-                  const char* what) {
-  SharedBytes total;
-  std::vector<std::size_t> bytes(slot_count, 0);
-  std::vector<DType> dtype(slot_count, DType::f32);
-  std::vector<bool> used(slot_count, false);
-  for (const auto& list : lists) {
-    for (const Slotted& g : list) {
-      if (g.buffer == nullptr || !g.buffer->defined()) continue;
-      const std::size_t i = g.slot;
-      if (used[i] && g.buffer->dtype() != dtype[i]) {
-        throw BackendError(fmt::format("{}: buffer {} of slot {} is not {}; layers sharing buffers must compute in "
-                                       "one dtype",
-                                       what, g.buffer->describe(), i, dtype_name(dtype[i])));
-      }
-      total.apart += g.buffer->bytes();
-      bytes[i] = std::max(bytes[i], g.buffer->bytes());
-      dtype[i] = g.buffer->dtype();
-      used[i] = true;
-    }
+void SharedSlots::take(std::size_t slot, Tensor& buffer) {
+  if (bound_) throw BackendError(fmt::format("{}: take() after bind() (a bug in the model)", what_));
+  if (slot >= bytes_.size()) throw BackendError(fmt::format("{}: slot {} does not exist", what_, slot));
+  if (!buffer.defined()) return;
+  if (used_[slot] && buffer.dtype() != dtype_[slot]) {
+    throw BackendError(fmt::format("{}: buffer {} of slot {} is not {}; layers sharing buffers must compute in one "
+                                   "dtype",
+                                   what_, buffer.describe(), slot, dtype_name(dtype_[slot])));
   }
-  std::vector<Tensor> slots(slot_count);
-  for (std::size_t i = 0; i < slot_count; ++i) {
-    if (!used[i]) continue;
-    const std::size_t size = dtype_size(dtype[i]);
-    total.shared += bytes[i];
-    slots[i] = backend.allocate({static_cast<std::int64_t>((bytes[i] + size - 1) / size)}, dtype[i], MemoryKind::device);
+  for (const Taken& t : taken_) {
+    if (t.buffer == &buffer) throw BackendError(fmt::format("{}: a buffer was taken twice (a bug in the model)", what_));
   }
-  for (const auto& list : lists) {
-    for (const Slotted& g : list) {
-      if (g.buffer == nullptr || !g.buffer->defined()) continue;
-      const Tensor& slot = slots[g.slot];
-      Tensor& t = *g.buffer;
-      t = Tensor(slot.storage(), t.shape(), t.dtype(), slot.offset_bytes(), t.layout());
-    }
-  }
-  return total;
+  total_.apart += buffer.bytes();
+  bytes_[slot] = std::max(bytes_[slot], buffer.bytes());
+  dtype_[slot] = buffer.dtype();
+  used_[slot] = true;
+  taken_.push_back({slot, &buffer, buffer.shape(), buffer.dtype(), buffer.layout()});
+  buffer = Tensor();  // its memory goes back now, not when bind() replaces it
 }
 
-template <class Buffer>
-std::vector<std::vector<Slotted>> slotted(const std::vector<std::vector<Buffer>>& lists) {
-  std::vector<std::vector<Slotted>> out;
-  for (const auto& list : lists) {
-    out.emplace_back();
-    for (const Buffer& b : list) out.back().push_back({static_cast<std::size_t>(b.slot), b.buffer});
+SharedBytes SharedSlots::bind(Backend& backend) {
+  if (bound_) throw BackendError(fmt::format("{}: bind() called twice (a bug in the model)", what_));
+  bound_ = true;
+  std::vector<Tensor> slots(bytes_.size());
+  for (std::size_t i = 0; i < bytes_.size(); ++i) {
+    if (!used_[i]) continue;
+    const std::size_t size = dtype_size(dtype_[i]);
+    total_.shared += bytes_[i];
+    slots[i] = backend.allocate({static_cast<std::int64_t>((bytes_[i] + size - 1) / size)}, dtype_[i], MemoryKind::device);
   }
-  return out;
+  for (const Taken& t : taken_) {
+    const Tensor& slot = slots[t.slot];
+    *t.buffer = Tensor(slot.storage(), t.shape, t.dtype, slot.offset_bytes(), t.layout);
+  }
+  return total_;
 }
-
-}  // namespace
 
 void share_gradient_buffers(Backend& backend, const std::vector<std::vector<GradientBuffer>>& lists) {
-  (void)share(backend, slotted(lists), kGradSlots, "share_gradient_buffers");
+  SharedSlots slots(kGradSlots, "share_gradient_buffers");
+  for (const auto& list : lists) slots.take_all(list);
+  (void)slots.bind(backend);
 }
 
 void share_gradient_buffers(Backend& backend, const std::vector<ResidualBlock*>& blocks) {
@@ -85,7 +70,9 @@ void share_gradient_buffers(Backend& backend, const std::vector<ResidualBlock*>&
 }
 
 SharedBytes share_forward_buffers(Backend& backend, const std::vector<std::vector<ForwardBuffer>>& lists) {
-  return share(backend, slotted(lists), kForwardSlots, "share_forward_buffers");
+  SharedSlots slots(kForwardSlots, "share_forward_buffers");
+  for (const auto& list : lists) slots.take_all(list);
+  return slots.bind(backend);
 }
 
 }  // namespace kiln::resnet
