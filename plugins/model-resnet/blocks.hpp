@@ -23,7 +23,9 @@ inline constexpr nn::ConvInit kConvInit = nn::ConvInit::kaiming_normal_fan_out_r
 /// gradient, so two alternating slots (ping, pong) hold every intermediate gradient of a branch;
 /// the three others hold what lives longer than one op:
 ///   sum:      dsum, read by the branch's last op and, for an identity shortcut, by the final add;
-///   shortcut: the downsample's input gradient, added into dx at the end of the block;
+///   shortcut: the downsample's input gradient, added into dx at the end of the block (and,
+///             while forward runs, when no slot holds a gradient, the downsample batch norm's
+///             output, dead once the block's add has read it);
 ///   input:    the block's input gradient, which the block before reads as its dy.
 enum class GradSlot : std::uint8_t { sum, ping, pong, shortcut, input };
 inline constexpr std::size_t kGradSlots = 5;
@@ -70,7 +72,8 @@ class ResidualBlock {
   /// Output channels (planes x expansion).
   virtual std::int64_t out_channels() const noexcept = 0;
   /// Every activation-gradient buffer of the block with its slot, in backward order (the parts
-  /// the block lacks, e.g. no downsample, are left out), for share_gradient_buffers(). No op of
+  /// the block lacks, e.g. no downsample, are left out), and last the downsample batch norm's
+  /// output (see GradSlot::shortcut), for share_gradient_buffers(). No op of
   /// the block reads a buffer in the slot it writes, and none writes a slot another buffer still
   /// needs (the comments in residual.cpp walk through the order).
   virtual std::vector<GradientBuffer> gradient_buffers() = 0;

@@ -163,6 +163,12 @@ void ResidualJoin::append_gradient_buffers(std::vector<GradientBuffer>& out) {
   if (!downsample_) return;
   out.push_back({GradSlot::ping, &downsample_->bn.input_grad_buffer()});
   out.push_back({GradSlot::shortcut, &downsample_->conv.input_grad_buffer()});
+  // Not a gradient: the downsample batch norm's output, dead once forward's add has read it (the
+  // batch norm's backward reads its input, not its output). Gradient slots hold nothing while
+  // forward runs, so it lives in the shortcut slot, which this block's backward fills only later,
+  // and no full-size tensor is kept per downsample for it (ResNet-50 at batch 256: 736 MiB in
+  // bf16, 1,470 in fp32).
+  out.push_back({GradSlot::shortcut, &downsample_->bn.output_buffer()});
 }
 
 // ---- Bottleneck -----------------------------------------------------------------------------
