@@ -152,8 +152,10 @@ def runs(root: Path, peer: dict, combined) -> list:
             # peak); the GPU MiB column is NVML's "used", which adds the context and every cache.
             peer_mem = peer.get(precision, {}).get("max_memory_mib") if peer_ips else None
             versus = f" (PyTorch max allocated {peer_mem:.0f} MiB)" if peer_mem else ""
+            workspace = last.get("device_workspace_largest_mib")
+            workspace_s = f", largest op workspace {workspace:.0f} MiB" if workspace is not None else ""
             out.append(f"{'':30} memory: allocator peak {alloc_peak:.0f} MiB, cached at the end "
-                       f"{last.get('device_allocator_cached_mib', 0):.0f} MiB{versus}")
+                       f"{last.get('device_allocator_cached_mib', 0):.0f} MiB{workspace_s}{versus}")
         if last.get("data_capacity_samples_per_s"):
             out.append(f"{'':30} input capacity {last['data_capacity_samples_per_s']:.0f} samples/s, "
                        f"data wait {last.get('data_wait_ms_per_step', 0):.1f} ms/step")

@@ -200,6 +200,7 @@ std::map<std::string, double> CudaBackend::counters() const {
     out["allocator_cached_mib"] = static_cast<double>(s.device.cached()) / kMiB;
     out["allocator_peak_mib"] = static_cast<double>(s.device.peak_allocated) / kMiB;
     out["allocator_cuda_mallocs"] = static_cast<double>(s.device.raw_allocs);
+    out["workspace_largest_mib"] = static_cast<double>(largest_workspace_.load(std::memory_order_relaxed)) / kMiB;
   }
   out["cudnn_batchnorm_persistent_calls"] = static_cast<double>(bn_persistent_calls_.load(std::memory_order_relaxed));
   out["cudnn_batchnorm_spatial_calls"] = static_cast<double>(bn_spatial_calls_.load(std::memory_order_relaxed));
@@ -227,6 +228,11 @@ Tensor CudaBackend::allocate(const Shape& shape, DType dtype, MemoryKind where) 
 }
 
 Tensor CudaBackend::workspace(std::size_t bytes) {
+  // The largest one so far, for counters(): the one temporary within a step that may be large
+  // (a convolution's, capped at 1 GiB), which no between-op memory reading sees.
+  std::size_t largest = largest_workspace_.load(std::memory_order_relaxed);
+  while (bytes > largest && !largest_workspace_.compare_exchange_weak(largest, bytes, std::memory_order_relaxed)) {
+  }
   const AllocationLabel what = AllocationLabel::bytes("backend 'cuda', workspace", bytes);
   return Tensor(allocator_->device(bytes, compute_, what), {static_cast<std::int64_t>(bytes)}, DType::u8);
 }

@@ -171,6 +171,7 @@ class CudaBackend final : public Backend {
   std::atomic<std::uint64_t> bn_persistent_calls_{0};
   std::atomic<std::uint64_t> bn_spatial_calls_{0};
   std::atomic<std::uint64_t> conv_filter_reuses_{0};
+  std::atomic<std::size_t> largest_workspace_{0};  // bytes of the largest workspace() request
 };
 
 }  // namespace kiln::cuda
