@@ -11,6 +11,8 @@
 
 #include <kiln/sdk/nn/cnn_layers.hpp>
 
+#include "shared_buffers.hpp"
+
 namespace kiln::resnet {
 
 /// Every ResNet convolution starts as torchvision's ResNet does (kaiming normal, fan_out, ReLU
@@ -95,55 +97,10 @@ void share_gradient_buffers(Backend& backend, const std::vector<std::vector<Grad
 /// share_gradient_buffers() over the lists of `blocks`.
 void share_gradient_buffers(Backend& backend, const std::vector<ResidualBlock*>& blocks);
 
-/// What sharing saved: the buffers' bytes apart, and the slots' bytes.
-struct SharedBytes {
-  std::size_t apart = 0;
-  std::size_t shared = 0;
-};
-
 /// Makes the forward outputs of the layers no backward reaches share memory, one allocation per
 /// ForwardSlot (see there). Call after build(). For a ResNet-50 linear probe at batch 8 (the
 /// stem's and 16 blocks' outputs in 4 allocations) peak RSS went from 1088 to 500 MB.
 SharedBytes share_forward_buffers(Backend& backend, const std::vector<std::vector<ForwardBuffer>>& lists);
-
-/// Buffers that end up as views of a few shared slots (GradSlot, ForwardSlot), collected while a
-/// model is built: take() records a layer's buffer (shape, dtype, layout, slot) and gives its
-/// memory back at once; bind() then allocates each slot once, for the largest byte size taken
-/// into it, and makes every taken buffer a view of it. A model takes each block's buffers right
-/// after building that block, so it never holds more than one block's own buffers on top of what
-/// it keeps. That matters on a GPU, where an allocated buffer counts whether or not it is ever
-/// touched: holding all of them until the end made ResNet-50's build peak at twice its steady
-/// state (28,820 against 13,743 MiB in bf16 at batch 256 on an H200), the run's peak.
-class SharedSlots {
- public:
-  /// `slot_count` slots (kGradSlots, kForwardSlots); `what` names them in errors.
-  SharedSlots(std::size_t slot_count, std::string what);
-  /// Records `buffer` for `slot` and releases it (an undefined buffer, e.g. a gradient the layer
-  /// does not compute, is skipped). Every buffer of a slot must have one dtype.
-  void take(std::size_t slot, Tensor& buffer);
-  template <class Buffer>
-  void take_all(const std::vector<Buffer>& buffers) {
-    for (const Buffer& b : buffers) take(static_cast<std::size_t>(b.slot), *b.buffer);
-  }
-  /// Allocates the used slots and makes every taken buffer a view of its slot. Once.
-  SharedBytes bind(Backend& backend);
-
- private:
-  struct Taken {
-    std::size_t slot;
-    Tensor* buffer;
-    Shape shape;
-    DType dtype;
-    Layout layout;
-  };
-  std::string what_;
-  std::vector<std::size_t> bytes_;  // per slot: the largest buffer taken into it
-  std::vector<DType> dtype_;
-  std::vector<bool> used_;
-  std::vector<Taken> taken_;
-  SharedBytes total_;
-  bool bound_ = false;
-};
 
 /// The shortcut of a block whose shape changes: 1x1 conv (stride) + BN, named
 /// "<prefix>.downsample.0" and "<prefix>.downsample.1" as in torchvision.

@@ -101,6 +101,7 @@ ResnetModel::ResnetModel(const PluginArgs& args) {
         blocks_.push_back(std::make_unique<BasicBlock>(store_, prefix, channels, planes, stride, last_gamma));
       }
       channels = blocks_.back()->out_channels();
+      block_stage_.push_back(static_cast<std::size_t>(stage));
     }
   }
   fc_ = std::make_unique<nn::Linear>(store_, "fc", channels, classes_);
@@ -124,25 +125,37 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
   store_.set_frozen(ctx);  // [model] freeze and frozen_bn: every layer built below
   store_.set_batch_norm_sync(ctx.batch_norm_sync);  // [model] sync_bn: every BatchNorm2d built below
 
-  // Buffers that end up sharing a few slots are taken from their layers as each block is built
-  // (SharedSlots), so the build never holds them all at once and their slots besides.
-  // Blocks run backward one after another, so one set of activation-gradient buffers serves all,
-  // and the stem's after them: maxpool's backward reads the first block's input slot into its own
-  // buffer, the ReLU writes ping from it, the batch norm the sum slot (dead once the blocks are
-  // done; pong is smaller than the stem's gradient) from ping; conv1 has no input gradient.
-  SharedSlots gradients(kGradSlots, "resnet: activation-gradient buffers");
-  // The stem and the blocks no backward reaches keep nothing for backward: their outputs share
-  // four buffers (ForwardSlot). The prefix's last output, which the first trained layer's
-  // backward reads, is left alone by everything after it.
-  SharedSlots prefix_outputs(kForwardSlots, "resnet: frozen-prefix outputs");
+  // Device memory (shared_buffers.hpp). Buffers are taken from their layers as each block is
+  // built, so the build never holds them all at once and their final home besides.
+  // - Each stage's forward outputs (what its blocks keep for backward) are packed into one
+  //   allocation (StageArena).
+  // - Activation gradients: a stage's blocks run backward one after another, so one set of slots
+  //   (GradSlot) serves all of them. Each stage's set lives in the next stage's arena, whose
+  //   outputs are dead once that stage's backward has run, i.e. before this stage's starts; the
+  //   last stage's set, and slots that do not fit, are allocated. The stem's gradients join the
+  //   first stage's set: maxpool's backward reads the first block's input slot into its own
+  //   buffer, the ReLU writes ping from it, the batch norm the sum slot (dead once the blocks are
+  //   done; pong is smaller than the stem's gradient) from ping; conv1 has no input gradient.
+  // - With a frozen prefix (the stem and the blocks no backward reaches, which keep nothing for
+  //   backward) the prefix's outputs share four buffers (ForwardSlot) instead, and one set of
+  //   gradient slots, allocated, serves every stage. The prefix's last output, which the first
+  //   trained layer's backward reads, is left alone by everything after it.
   const std::optional<std::size_t> prefix = frozen_prefix_length();
+  const std::size_t stages = prefix ? 1 : block_stage_.back() + 1;
+  std::vector<SharedSlots> gradients;
+  std::vector<StageArena> arenas;
+  for (std::size_t stage = 0; stage < stages; ++stage) {
+    gradients.emplace_back(kGradSlots, fmt::format("resnet: activation gradients of layer{}", stage + 1));
+    arenas.emplace_back(fmt::format("resnet: forward outputs of layer{}", stage + 1));
+  }
+  SharedSlots prefix_outputs(kForwardSlots, "resnet: frozen-prefix outputs");
 
   nn::ImageShape s = conv1_->build(backend, n, nn::ImageShape{in_channels_, image_size_, image_size_}, dt);
   bn1_->build(backend, n, s, dt);
   relu_.build(backend, n, s, dt);
   s = maxpool_.build(backend, n, s, dt);
-  gradients.take(static_cast<std::size_t>(GradSlot::ping), relu_.input_grad_buffer());
-  gradients.take(static_cast<std::size_t>(GradSlot::sum), bn1_->input_grad_buffer());
+  gradients[0].take(static_cast<std::size_t>(GradSlot::ping), relu_.input_grad_buffer());
+  gradients[0].take(static_cast<std::size_t>(GradSlot::sum), bn1_->input_grad_buffer());
   if (prefix) {
     prefix_outputs.take_all(std::vector<ForwardBuffer>{{ForwardSlot::temp_a, &conv1_->output_buffer()},
                                                        {ForwardSlot::temp_b, &bn1_->output_buffer()},
@@ -150,12 +163,19 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
   }
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     s = blocks_[i]->build(backend, n, s, dt);
-    gradients.take_all(blocks_[i]->gradient_buffers());
-    if (prefix && i < *prefix) {
+    // Gradients first: the downsample batch norm's output is listed in both, and it belongs in
+    // the gradient set (GradSlot::shortcut); the arena then skips it.
+    gradients[prefix ? 0 : block_stage_[i]].take_all(blocks_[i]->gradient_buffers());
+    if (!prefix) {
+      arenas[block_stage_[i]].take_all(blocks_[i]->forward_buffers(ForwardSlot::out_even));  // the slots are unused
+    } else if (i < *prefix) {
       prefix_outputs.take_all(blocks_[i]->forward_buffers(i % 2 == 0 ? ForwardSlot::out_even : ForwardSlot::out_odd));
     }
   }
-  gradients.bind(backend);
+  for (StageArena& arena : arenas) arena.bind(backend);
+  for (std::size_t stage = 0; stage < stages; ++stage) {
+    gradients[stage].bind(backend, stage + 1 < stages ? arenas[stage + 1].spare() : SpareMemory{});
+  }
   avgpool_.build(backend, n, s, dt);
   fc_->build(backend, n, dt);
   if (prefix) {

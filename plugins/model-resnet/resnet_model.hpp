@@ -81,6 +81,7 @@ class ResnetModel final : public Model {
   nn::ReluInPlace relu_;
   nn::MaxPool2d maxpool_{nn::Window{3, 2, 1}};
   std::vector<std::unique_ptr<ResidualBlock>> blocks_;
+  std::vector<std::size_t> block_stage_;  // per block: its stage, 0 for layer1 to 3 for layer4
   nn::GlobalAvgPool avgpool_;
   std::unique_ptr<nn::Linear> fc_;
   std::vector<ModelBuffer> buffers_;
