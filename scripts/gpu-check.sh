@@ -152,10 +152,15 @@ if want conformance; then
   (cd "$BUILD/tests" && timeout "$(budget 60)" ./test_backend_conformance --log_level=test_suite \
     --report_level=short --color_output=no -- cuda) >"$OUT/conformance-cuda.log" 2>&1
   rc=$?
-  # The convolution cases again with algorithms chosen by timing ([backend] cudnn_benchmark).
-  (cd "$BUILD/tests" && KILN_CONFORMANCE_CUDNN_BENCHMARK=1 timeout "$(budget 30)" ./test_backend_conformance \
-    --run_test='conv2d*' --log_level=test_suite --report_level=short --color_output=no -- cuda) \
-    >"$OUT/conformance-cuda-benchmark.log" 2>&1 || rc=$?
+  # The convolution cases again with algorithms chosen by timing ([backend] cudnn_benchmark), then
+  # also with f32 Winograd/FFT allowed (conv_transforms): both logs in one file.
+  : >"$OUT/conformance-cuda-benchmark.log"
+  for params in "cudnn_benchmark=true" "cudnn_benchmark=true conv_transforms=true"; do
+    echo "===== KILN_CONFORMANCE_PARAMS=\"$params\"" >>"$OUT/conformance-cuda-benchmark.log"
+    (cd "$BUILD/tests" && KILN_CONFORMANCE_PARAMS="$params" timeout "$(budget 30)" ./test_backend_conformance \
+      --run_test='conv2d*' --log_level=test_suite --report_level=short --color_output=no -- cuda) \
+      >>"$OUT/conformance-cuda-benchmark.log" 2>&1 || rc=$?
+  done
   stage_done conformance $rc "$t0"
 fi
 
@@ -205,19 +210,22 @@ fi
 
 # ---- fp32 variants -------------------------------------------------------------------------------
 # Kiln's fp32 ResNet-50 trained at 0.74x PyTorch's on an H200 (2026-12-04): Kiln ran NCHW with
-# cuDNN's heuristics, PyTorch channels_last with cudnn.benchmark. Each variant changes one of
-# those (or lets TF32 in, as PyTorch's cuDNN default does), two epochs of VARIANT_STEPS steps, so
-# the table says which one closes the gap. Names end in the peer precision they compare with:
-# "fp32" (TF32 off on both sides) or "tf32" (allowed on both).
+# cuDNN's heuristics and no Winograd/FFT, PyTorch channels_last with cudnn.benchmark (which may
+# pick them). Each variant changes some of those (or lets TF32 in, as PyTorch's cuDNN default
+# does), two epochs of VARIANT_STEPS steps, so the table says which closes the gap. Names end in
+# the peer precision they compare with: "fp32" (TF32 off on both sides) or "tf32" (on both).
 if want variants; then
-  for variant in nhwc-fp32:nhwc:false:false bench-fp32:auto:true:false nhwc-bench-fp32:nhwc:true:false \
-                 tf32:auto:false:true nhwc-bench-tf32:nhwc:true:true; do
-    IFS=: read -r name layout benchmark tf32 <<<"$variant"
+  # name:activation_layout:cudnn_benchmark:allow_tf32:conv_transforms
+  for variant in nhwc-fp32:nhwc:false:false:false bench-fp32:auto:true:false:false \
+                 nhwc-bench-fp32:nhwc:true:false:false wino-bench-fp32:auto:true:false:true \
+                 nhwc-wino-bench-fp32:nhwc:true:false:true tf32:auto:false:true:false \
+                 nhwc-bench-tf32:nhwc:true:true:false; do
+    IFS=: read -r name layout benchmark tf32 transforms <<<"$variant"
     train "resnet50-b$BATCH-$name" 35 "$WORK/resnet50.toml" \
       --set precision.type=fp32 --set loader.batch=$BATCH --set data.train.count=$((BATCH * VARIANT_STEPS)) \
       --set run.epochs=2 --set loader.workers=12 --set loader.prefetch=4 --set optimizer.lr=0.1 \
       --set backend.activation_layout="$layout" --set backend.cudnn_benchmark="$benchmark" \
-      --set backend.allow_tf32="$tf32"
+      --set backend.allow_tf32="$tf32" --set backend.conv_transforms="$transforms"
   done
 fi
 

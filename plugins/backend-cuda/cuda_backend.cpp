@@ -33,6 +33,7 @@ struct CudaParams {
   bool conv_filter_reuse = true;
   bool nvml = true;
   ActivationLayoutChoice activation_layout = ActivationLayoutChoice::automatic;
+  bool conv_transforms = false;
   std::size_t cache_limit_bytes = 0;
 };
 
@@ -53,6 +54,7 @@ CudaParams read_params(const PluginArgs& args) {
   if (m->contains("cudnn_benchmark")) p.cudnn_benchmark = m->get_bool("cudnn_benchmark");
   if (m->contains("conv_filter_reuse")) p.conv_filter_reuse = m->get_bool("conv_filter_reuse");
   if (m->contains("nvml")) p.nvml = m->get_bool("nvml");
+  if (m->contains("conv_transforms")) p.conv_transforms = m->get_bool("conv_transforms");
   if (m->contains("activation_layout")) {
     const std::string layout = m->get_string("activation_layout");
     if (layout == "nhwc") {
@@ -109,6 +111,7 @@ CudaBackend::CudaBackend(const PluginArgs& args) {
   cudnn_benchmark_ = params.cudnn_benchmark;
   conv_filter_reuse_ = params.conv_filter_reuse;
   activation_layout_ = params.activation_layout;
+  conv_transforms_ = params.conv_transforms;
   device_ = choose_device(params.device, args.ranks.local_rank);
   try {
     info_ = describe_device(device_);
@@ -144,11 +147,12 @@ CudaBackend::CudaBackend(const PluginArgs& args) {
     throw;
   }
   const auto layout_name = [this](DType dtype) { return activation_layout(dtype) == Layout::nhwc ? "nhwc" : "nchw"; };
-  log::get("cuda")->info("cuda:{} {} ({:.1f} GiB, {}); tf32 {}; convolution algorithms by {}; activations {} in f32, "
-                         "{} in f16/bf16",
+  log::get("cuda")->info("cuda:{} {} ({:.1f} GiB, {}); tf32 {}; convolution algorithms by {}{}; activations {} in "
+                         "f32, {} in f16/bf16",
                          device_, info_.name, static_cast<double>(info_.total_memory) / (1024.0 * 1024.0 * 1024.0),
                          info_.detail, allow_tf32_ ? "allowed" : "off",
-                         cudnn_benchmark_ ? "timing (cudnn_benchmark)" : "cuDNN's heuristics", layout_name(DType::f32),
+                         cudnn_benchmark_ ? "timing (cudnn_benchmark)" : "cuDNN's heuristics",
+                         conv_transforms_ ? ", Winograd/FFT allowed in f32" : "", layout_name(DType::f32),
                          layout_name(DType::bf16));
 }
 

@@ -130,6 +130,9 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t cublaslt() const noexcept { return cublaslt_; }
   /// Whether fp32 GEMMs/convolutions may use TF32 tensor-core math ([backend] allow_tf32).
   bool allow_tf32() const noexcept { return allow_tf32_; }
+  /// Whether f32 convolutions without TF32 may use cuDNN's Winograd and FFT algorithms
+  /// ([backend] conv_transforms; MathMode::fp32_transforms).
+  bool conv_transforms() const noexcept { return conv_transforms_; }
   /// Whether convolution algorithms are chosen by timing them ([backend] cudnn_benchmark).
   bool cudnn_benchmark() const noexcept { return cudnn_benchmark_; }
   /// Whether a convolution's backward-data call may read the filter its forward laid out
@@ -155,6 +158,7 @@ class CudaBackend final : public Backend {
   bool cudnn_benchmark_ = false;
   bool conv_filter_reuse_ = true;
   ActivationLayoutChoice activation_layout_ = ActivationLayoutChoice::automatic;
+  bool conv_transforms_ = false;
   DeviceInfo info_;
   cudaStream_t compute_ = nullptr;
   cudaStream_t comm_ = nullptr;

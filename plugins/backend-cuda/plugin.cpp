@@ -25,6 +25,9 @@ constexpr kiln_param_spec_v1 kCudaParams[] = {
     {"activation_layout", KILN_PARAM_STRING, "\"auto\"", "auto|nhwc|nchw",
      "Layout of image activations: auto = channels-last (nhwc) for f16/bf16 and NCHW for f32; nhwc = channels-last "
      "for every precision (f32 too, like PyTorch's channels_last); nchw = NCHW for every precision."},
+    {"conv_transforms", KILN_PARAM_BOOL, "false", nullptr,
+     "Let f32 convolutions (TF32 off) use cuDNN's Winograd and FFT algorithms, as PyTorch's cudnn.benchmark does: "
+     "faster 3x3 layers, f32 rounding of the transforms on top (the cpu backend's Winograd makes the same trade)."},
 };
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <string>
+#include <variant>
 
 #include "../nn/nn_fixture.hpp"
 #include "kiln/errors.hpp"
@@ -52,6 +54,37 @@ void report(const std::string& what, double err, double tol, bool ok) {
             << (ok ? " ok" : " FAIL") << '\n';
 }
 
+/// KILN_CONFORMANCE_PARAMS="key=value ...": backend parameters to run the suite under. Each key
+/// must be one of the backend's parameters; its value is read as the type of that parameter.
+void set_from_environment(ParamMap& params, const std::string& backend_name) {
+  const char* env = std::getenv("KILN_CONFORMANCE_PARAMS");
+  if (env == nullptr) return;
+  std::istringstream words(env);
+  std::string word;
+  while (words >> word) {
+    const std::size_t eq = word.find('=');
+    const std::string key = word.substr(0, eq), text = eq == std::string::npos ? "" : word.substr(eq + 1);
+    const auto found = params.entries().find(key);
+    if (eq == std::string::npos || found == params.entries().end()) {
+      throw Error("conformance: KILN_CONFORMANCE_PARAMS: '" + word + "' is not key=value with a parameter of backend '" +
+                  backend_name + "'");
+    }
+    const ParamValue& current = found->second.value;
+    ParamValue value;
+    if (std::holds_alternative<bool>(current) && (text == "true" || text == "false")) {
+      value = text == "true";
+    } else if (std::holds_alternative<std::int64_t>(current) && !text.empty()) {
+      value = static_cast<std::int64_t>(std::stoll(text));
+    } else if (std::holds_alternative<std::string>(current)) {
+      value = text;
+    } else {
+      throw Error("conformance: KILN_CONFORMANCE_PARAMS: " + word + " does not fit the type of backend '" +
+                  backend_name + "''s parameter " + key);
+    }
+    params.set(key, value, "KILN_CONFORMANCE_PARAMS");
+  }
+}
+
 }  // namespace
 
 Backend& backend() {
@@ -63,14 +96,9 @@ void make_backend(const std::string& name) {
   ParamMap params = test::plugin_params(KILN_KIND_BACKEND, name, "");
   if (params.contains("allow_tf32")) params.set("allow_tf32", false, "conformance suite (f32 accuracy)");
   // scripts/gpu-check.sh reruns the convolution cases with algorithms chosen by timing
-  // (cudnnFind*), which may pick algorithms the heuristics never rank first.
-  if (const char* e = std::getenv("KILN_CONFORMANCE_CUDNN_BENCHMARK"); e != nullptr && std::string(e) == "1") {
-    if (!params.contains("cudnn_benchmark")) {
-      throw Error("conformance: KILN_CONFORMANCE_CUDNN_BENCHMARK=1 but backend '" + name +
-                  "' has no cudnn_benchmark parameter");
-    }
-    params.set("cudnn_benchmark", true, "KILN_CONFORMANCE_CUDNN_BENCHMARK=1");
-  }
+  // (cudnn_benchmark: cudnnFind* may pick algorithms the heuristics never rank first) and with
+  // f32 Winograd/FFT allowed (conv_transforms), which must still meet the f32 tolerance.
+  set_from_environment(params, name);
   static ParamMap kept("backend");  // PluginArgs holds a pointer: keep the map for the backend's life
   kept = params;
   PluginArgs args;

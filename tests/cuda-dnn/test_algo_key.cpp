@@ -192,7 +192,16 @@ BOOST_AUTO_TEST_CASE(math_mode_follows_dtype_and_tf32_option) {
   BOOST_TEST((math_mode_for(DType::bf16, true) == MathMode::tensor_op));
   BOOST_TEST((math_mode_for(DType::f32, false) == MathMode::fp32));
   BOOST_TEST((math_mode_for(DType::f32, true) == MathMode::tf32));
+  // conv_transforms: f32 without TF32 only; TF32 (which allows transforms anyway) wins.
+  BOOST_TEST((math_mode_for(DType::f32, false, true) == MathMode::fp32_transforms));
+  BOOST_TEST((math_mode_for(DType::f32, true, true) == MathMode::tf32));
+  BOOST_TEST((math_mode_for(DType::bf16, false, true) == MathMode::tensor_op));
+  BOOST_TEST(fma_math(MathMode::fp32));
+  BOOST_TEST(fma_math(MathMode::fp32_transforms));
+  BOOST_TEST(!fma_math(MathMode::tf32));
+  BOOST_TEST(!fma_math(MathMode::tensor_op));
   BOOST_TEST(math_mode_name(MathMode::tf32) == "tf32");
+  BOOST_TEST(math_mode_name(MathMode::fp32_transforms) == "fp32_transforms");
   BOOST_TEST(conv_direction_name(ConvDirection::backward_data) == "backward-data");
 }
 

@@ -47,7 +47,7 @@ BOOST_AUTO_TEST_CASE(batchnorm_falls_back_on_any_not_supported_sub_code) {
   BOOST_TEST(!batchnorm_falls_back(CUDNN_STATUS_NOT_SUPPORTED_SHAPE, CUDNN_BATCHNORM_SPATIAL));
 }
 
-BOOST_AUTO_TEST_CASE(fp32_plans_never_use_fft_or_winograd) {
+BOOST_AUTO_TEST_CASE(fp32_plans_never_use_fft_or_winograd_unless_transforms_are_allowed) {
   const auto fwd = ConvDirection::forward, bwd_data = ConvDirection::backward_data,
              bwd_filter = ConvDirection::backward_filter;
   for (int a : {CUDNN_CONVOLUTION_FWD_ALGO_FFT, CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING, CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD,
@@ -55,6 +55,7 @@ BOOST_AUTO_TEST_CASE(fp32_plans_never_use_fft_or_winograd) {
     BOOST_TEST(!conv_algo_allowed(fwd, a, MathMode::fp32), "fwd algo " << a);
     BOOST_TEST(conv_algo_allowed(fwd, a, MathMode::tf32), "fwd algo " << a);
     BOOST_TEST(conv_algo_allowed(fwd, a, MathMode::tensor_op), "fwd algo " << a);
+    BOOST_TEST(conv_algo_allowed(fwd, a, MathMode::fp32_transforms), "fwd algo " << a);
   }
   for (int a : {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
                 CUDNN_CONVOLUTION_FWD_ALGO_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_DIRECT}) {
@@ -63,12 +64,14 @@ BOOST_AUTO_TEST_CASE(fp32_plans_never_use_fft_or_winograd) {
   for (int a : {CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT, CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING,
                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD, CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED}) {
     BOOST_TEST(!conv_algo_allowed(bwd_data, a, MathMode::fp32), "bwd data algo " << a);
+    BOOST_TEST(conv_algo_allowed(bwd_data, a, MathMode::fp32_transforms), "bwd data algo " << a);
   }
   BOOST_TEST(conv_algo_allowed(bwd_data, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, MathMode::fp32));
   BOOST_TEST(conv_algo_allowed(bwd_data, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, MathMode::fp32));
   for (int a : {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING,
                 CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED}) {
     BOOST_TEST(!conv_algo_allowed(bwd_filter, a, MathMode::fp32), "bwd filter algo " << a);
+    BOOST_TEST(conv_algo_allowed(bwd_filter, a, MathMode::fp32_transforms), "bwd filter algo " << a);
   }
   for (int a : {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
                 CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3}) {

@@ -55,7 +55,7 @@ BOOST_AUTO_TEST_CASE(the_library_exports_cuda_with_its_parameters) {
   BOOST_REQUIRE(info != nullptr);
   BOOST_TEST(info->library.filename().string() == "libkiln-backend-cuda.so");
   BOOST_TEST(info->version == "0.1.0");
-  BOOST_REQUIRE(info->params.size() == 7u);
+  BOOST_REQUIRE(info->params.size() == 8u);
   BOOST_TEST(std::string(info->params[0].name) == "device");
   BOOST_TEST(std::string(info->params[0].default_value) == "-1");
   BOOST_TEST(std::string(info->params[1].name) == "allow_tf32");
@@ -75,6 +75,9 @@ BOOST_AUTO_TEST_CASE(the_library_exports_cuda_with_its_parameters) {
   BOOST_TEST(info->params[6].type == static_cast<std::uint32_t>(KILN_PARAM_STRING));
   BOOST_TEST(std::string(info->params[6].default_value) == "\"auto\"");
   BOOST_TEST(std::string(info->params[6].choices) == "auto|nhwc|nchw");
+  BOOST_TEST(std::string(info->params[7].name) == "conv_transforms");
+  BOOST_TEST(info->params[7].type == static_cast<std::uint32_t>(KILN_PARAM_BOOL));
+  BOOST_TEST(std::string(info->params[7].default_value) == "false");
 }
 
 BOOST_AUTO_TEST_CASE(bad_parameters_are_config_errors_before_any_device_work) {

@@ -39,13 +39,17 @@ std::string_view math_mode_name(MathMode m) noexcept {
     case MathMode::fp32: return "fp32";
     case MathMode::tf32: return "tf32";
     case MathMode::tensor_op: return "tensor_op";
+    case MathMode::fp32_transforms: return "fp32_transforms";
   }
   return "?";
 }
 
-MathMode math_mode_for(DType dtype, bool allow_tf32) noexcept {
+bool fma_math(MathMode m) noexcept { return m == MathMode::fp32 || m == MathMode::fp32_transforms; }
+
+MathMode math_mode_for(DType dtype, bool allow_tf32, bool conv_transforms) noexcept {
   if (dtype == DType::f16 || dtype == DType::bf16) return MathMode::tensor_op;
-  return allow_tf32 ? MathMode::tf32 : MathMode::fp32;
+  if (allow_tf32) return MathMode::tf32;
+  return conv_transforms ? MathMode::fp32_transforms : MathMode::fp32;
 }
 
 ConvAlgoKey conv_algo_key(const Conv2dDesc& d, ConvDirection direction, int device, Layout layout,

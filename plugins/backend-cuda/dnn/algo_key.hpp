@@ -32,10 +32,16 @@ enum class MathMode : std::uint8_t {
   fp32 = 0,       ///< strict f32 FMA (no tensor cores)
   tf32 = 1,       ///< f32 data, TF32 tensor cores allowed ([backend] allow_tf32)
   tensor_op = 2,  ///< f16/bf16 data on tensor cores, f32 accumulation
+  /// strict f32 FMA like fp32, but convolutions may use cuDNN's Winograd and FFT algorithms, whose
+  /// transforms add f32 rounding ([backend] conv_transforms; the cpu backend's Winograd does the same)
+  fp32_transforms = 3,
 };
 std::string_view math_mode_name(MathMode m) noexcept;
-/// The math mode for data of `dtype`: tensor_op for f16/bf16, tf32 or fp32 for f32.
-MathMode math_mode_for(DType dtype, bool allow_tf32) noexcept;
+/// Whether `m` keeps f32 data on the FMA units (no tensor cores): fp32 and fp32_transforms.
+bool fma_math(MathMode m) noexcept;
+/// The math mode for data of `dtype`: tensor_op for f16/bf16; for f32 tf32 where allowed, else
+/// fp32_transforms where convolution transforms are allowed, else fp32.
+MathMode math_mode_for(DType dtype, bool allow_tf32, bool conv_transforms = false) noexcept;
 
 /// How a convolution algorithm is chosen: cuDNN's heuristics (instant) or by timing (cudnnFind).
 enum class AlgoSearch : std::uint8_t { heuristic = 0, exhaustive = 1 };

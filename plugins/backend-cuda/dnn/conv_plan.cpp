@@ -12,19 +12,20 @@ namespace kiln::cuda {
 namespace {
 
 cudnnMathType_t requested_math(MathMode m) {
-  return m == MathMode::fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+  return fma_math(m) ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
 }
 
 /// Whether a heuristic result's math type keeps the numerics the plan promises.
 bool math_acceptable(cudnnMathType_t t, MathMode mode, DType dtype) {
   if (t == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return dtype == DType::f16;
-  if (mode == MathMode::fp32) return t == CUDNN_FMA_MATH || t == CUDNN_DEFAULT_MATH;
+  if (fma_math(mode)) return t == CUDNN_FMA_MATH || t == CUDNN_DEFAULT_MATH;
   return true;
 }
 
-/// The math type to run a chosen result with: strict FMA for fp32 plans whatever cuDNN listed.
+/// The math type to run a chosen result with: strict FMA for f32 plans without TF32 whatever cuDNN
+/// listed.
 cudnnMathType_t run_math(cudnnMathType_t listed, MathMode mode) {
-  return mode == MathMode::fp32 ? CUDNN_FMA_MATH : listed;
+  return fma_math(mode) ? CUDNN_FMA_MATH : listed;
 }
 
 /// Every usable heuristic result, in cuDNN's order (the first is the plan's choice, the rest are

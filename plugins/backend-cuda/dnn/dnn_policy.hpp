@@ -15,7 +15,9 @@
 //   follows the same rule; it has not yet run on a GPU.
 // - fp32 plans (MathMode::fp32, the strict-f32 promise: ~1e-5 relative error) never use the FFT
 //   or Winograd convolution algorithms, whose transforms lose more precision than direct/GEMM
-//   ones. tf32 and tensor-op plans may (their own tolerance is 1e-3 or more).
+//   ones. tf32 and tensor-op plans may (their own tolerance is 1e-3 or more), and so may
+//   fp32_transforms plans ([backend] conv_transforms: PyTorch's cudnn.benchmark picks them for
+//   fp32, and the cpu backend's Winograd makes the same trade).
 // - A convolution algorithm refused when it runs (a not-supported or internal-error status
 //   returned by the cuDNN call, both reported before any kernel runs) is retried with the next
 //   usable candidate in heuristic order; other statuses (bad parameters, execution failures, which
