@@ -24,7 +24,7 @@
 # KILN_TEST_PLUGIN_DIR) are made valid by a symlink when the repository sits elsewhere than where
 # build-gpu was configured.
 #   bash scripts/gpu-check.sh
-#   env: KILN_GPU_STAGES (comma list of ctest,conformance,train,variants,profile,peer; default
+#   env: KILN_GPU_STAGES (comma list of ctest,conformance,train,profile,peer,variants; default
 #        all; the smoke stage always runs), KILN_GPU_STEPS (ResNet steps/epoch, 40),
 #        KILN_GPU_VARIANT_STEPS (steps/epoch of the fp32 variants, 20), KILN_GPU_BUDGET_S
 #        (390), KILN_GPU_CTEST (a ctest -R regex: only those gpu tests), KILN_GPU_PEER
@@ -38,7 +38,7 @@ OUT=${OUT:-$ROOT/gpu-check-out}
 WORK=${TMPDIR:-/tmp}/kiln-gpu-check
 STEPS=${KILN_GPU_STEPS:-40}
 VARIANT_STEPS=${KILN_GPU_VARIANT_STEPS:-20}
-STAGES=${KILN_GPU_STAGES:-ctest,conformance,train,variants,profile,peer}
+STAGES=${KILN_GPU_STAGES:-ctest,conformance,train,profile,peer,variants}
 CTEST_ONLY=${KILN_GPU_CTEST:-}
 PEER_PRECISIONS=${KILN_GPU_PEER:-fp32 bf16 fp16 tf32}
 CTEST_REPEAT=${KILN_GPU_CTEST_REPEAT:-1}
@@ -208,27 +208,6 @@ if want train; then
   train "mlp-fashion-mnist-fp32" 25 "$WORK/mlp.toml" --set run.epochs=2
 fi
 
-# ---- fp32 variants -------------------------------------------------------------------------------
-# Kiln's fp32 ResNet-50 trained at 0.74x PyTorch's on an H200 (2026-12-04): Kiln ran NCHW with
-# cuDNN's heuristics and no Winograd/FFT, PyTorch channels_last with cudnn.benchmark (which may
-# pick them). Each variant changes some of those (or lets TF32 in, as PyTorch's cuDNN default
-# does), two epochs of VARIANT_STEPS steps, so the table says which closes the gap. Names end in
-# the peer precision they compare with: "fp32" (TF32 off on both sides) or "tf32" (on both).
-if want variants; then
-  # name:activation_layout:cudnn_benchmark:allow_tf32:conv_transforms
-  for variant in nhwc-fp32:nhwc:false:false:false bench-fp32:auto:true:false:false \
-                 nhwc-bench-fp32:nhwc:true:false:false wino-bench-fp32:auto:true:false:true \
-                 nhwc-wino-bench-fp32:nhwc:true:false:true tf32:auto:false:true:false \
-                 nhwc-bench-tf32:nhwc:true:true:false; do
-    IFS=: read -r name layout benchmark tf32 transforms <<<"$variant"
-    train "resnet50-b$BATCH-$name" 35 "$WORK/resnet50.toml" \
-      --set precision.type=fp32 --set loader.batch=$BATCH --set data.train.count=$((BATCH * VARIANT_STEPS)) \
-      --set run.epochs=2 --set loader.workers=12 --set loader.prefetch=4 --set optimizer.lr=0.1 \
-      --set backend.activation_layout="$layout" --set backend.cudnn_benchmark="$benchmark" \
-      --set backend.allow_tf32="$tf32" --set backend.conv_transforms="$transforms"
-  done
-fi
-
 # ---- per-op profile ------------------------------------------------------------------------------
 # kiln train --profile (docs/profiling.md) on 8 steps of ResNet-50 per precision (bf16 also with
 # cudnn_benchmark), 2 unprofiled first: which ops each precision spends its step in. Every op is followed by a synchronize while
@@ -274,6 +253,29 @@ if want peer; then
     --batch $BATCH --steps 30 --time-cap 10 --precisions $PEER_PRECISIONS >"$WORK/peer.jsonl" 2>>"$OUT/train.log"
   stage_done peer $? "$t0"
   cat "$WORK/peer.jsonl" >>"$OUT/train.log"
+fi
+
+# ---- fp32 variants -------------------------------------------------------------------------------
+# Kiln's fp32 ResNet-50 trained at 0.74x PyTorch's on an H200 (2026-12-04): Kiln ran NCHW with
+# cuDNN's heuristics and no Winograd/FFT, PyTorch channels_last with cudnn.benchmark (which may
+# pick them). Each variant changes some of those (or lets TF32 in, as PyTorch's cuDNN default
+# does), two epochs of VARIANT_STEPS steps, so the table says which closes the gap. Names end in
+# the peer precision they compare with: "fp32" (TF32 off on both sides) or "tf32" (on both).
+# Last of the stages: cudnn_benchmark's search makes these the slowest runs, and a check that
+# runs out of time should lose them rather than the tests, the profiles or the peer.
+if want variants; then
+  # name:activation_layout:cudnn_benchmark:allow_tf32:conv_transforms
+  for variant in nhwc-fp32:nhwc:false:false:false bench-fp32:auto:true:false:false \
+                 nhwc-bench-fp32:nhwc:true:false:false wino-bench-fp32:auto:true:false:true \
+                 nhwc-wino-bench-fp32:nhwc:true:false:true tf32:auto:false:true:false \
+                 nhwc-bench-tf32:nhwc:true:true:false; do
+    IFS=: read -r name layout benchmark tf32 transforms <<<"$variant"
+    train "resnet50-b$BATCH-$name" 45 "$WORK/resnet50.toml" \
+      --set precision.type=fp32 --set loader.batch=$BATCH --set data.train.count=$((BATCH * VARIANT_STEPS)) \
+      --set run.epochs=2 --set loader.workers=12 --set loader.prefetch=4 --set optimizer.lr=0.1 \
+      --set backend.activation_layout="$layout" --set backend.cudnn_benchmark="$benchmark" \
+      --set backend.allow_tf32="$tf32" --set backend.conv_transforms="$transforms"
+  done
 fi
 
 # ---- table --------------------------------------------------------------------------------------
