@@ -33,14 +33,11 @@ SharedSlots::SharedSlots(std::size_t slot_count, std::string what)
 void SharedSlots::take(std::size_t slot, Tensor& buffer) {
   if (bound_) throw BackendError(fmt::format("{}: take() after bind() (a bug in the model)", what_));
   if (slot >= bytes_.size()) throw BackendError(fmt::format("{}: slot {} does not exist", what_, slot));
-  if (!buffer.defined()) return;
+  if (!buffer.defined()) return;  // not computed, or already taken by another list
   if (used_[slot] && buffer.dtype() != dtype_[slot]) {
     throw BackendError(fmt::format("{}: buffer {} of slot {} is not {}; layers sharing buffers must compute in one "
                                    "dtype",
                                    what_, buffer.describe(), slot, dtype_name(dtype_[slot])));
-  }
-  for (const Taken& t : taken_) {
-    if (t.buffer == &buffer) throw BackendError(fmt::format("{}: a buffer was taken twice (a bug in the model)", what_));
   }
   total_.apart += buffer.bytes();
   bytes_[slot] = std::max(bytes_[slot], buffer.bytes());
@@ -84,10 +81,7 @@ StageArena::StageArena(std::string what) : what_(std::move(what)) {}
 
 void StageArena::take(Tensor& buffer) {
   if (bound_) throw BackendError(fmt::format("{}: take() after bind() (a bug in the model)", what_));
-  if (!buffer.defined()) return;
-  for (const Taken& t : taken_) {
-    if (t.buffer == &buffer) throw BackendError(fmt::format("{}: a buffer was taken twice (a bug in the model)", what_));
-  }
+  if (!buffer.defined()) return;  // already taken by another list
   taken_.push_back({&buffer, buffer.shape(), buffer.dtype(), buffer.layout(), bytes_});
   bytes_ += round_up(buffer.bytes(), kBufferAlignment);
   buffer = Tensor();  // its memory goes back now

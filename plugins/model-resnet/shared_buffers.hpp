@@ -39,8 +39,9 @@ class SharedSlots {
  public:
   /// `slot_count` slots (kGradSlots, kForwardSlots); `what` names them in errors.
   SharedSlots(std::size_t slot_count, std::string what);
-  /// Records `buffer` for `slot` and releases it (an undefined buffer, e.g. a gradient the layer
-  /// does not compute, is skipped). Every buffer of a slot must have one dtype.
+  /// Records `buffer` for `slot` and releases it. An undefined buffer (a gradient the layer does
+  /// not compute, or one another list took first) is skipped. Every buffer of a slot must have
+  /// one dtype.
   void take(std::size_t slot, Tensor& buffer);
   template <class Buffer>
   void take_all(const std::vector<Buffer>& buffers) {
@@ -78,6 +79,7 @@ class SharedSlots {
 class StageArena {
  public:
   explicit StageArena(std::string what);
+  /// Records `buffer` and releases it; an undefined one (taken first by another list) is skipped.
   void take(Tensor& buffer);
   template <class Buffer>
   void take_all(const std::vector<Buffer>& buffers) {
