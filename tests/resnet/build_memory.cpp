@@ -8,7 +8,8 @@
 //     buffers are never resident;
 //   - a training step (forward, backward) and an eval forward allocate nothing that outlives them.
 // ResNet-50 at 64x64 keeps the sizes small while every block kind (downsample, stride, identity)
-// is there; the buffers' proportions do not depend on the image size.
+// is there; the buffers' proportions do not depend on the image size. ResNet-18 (basic blocks)
+// and ResNet-101 (a longer layer3) are checked too.
 #include <boost/test/unit_test.hpp>
 
 #include <cstddef>
@@ -34,9 +35,9 @@ struct Figures {
   std::size_t frozen_prefix_blocks = 0;
 };
 
-Figures measure(const std::vector<std::string>& frozen_prefixes) {
+Figures measure(const std::vector<std::string>& frozen_prefixes, int depth = 50) {
   kiln::test::LiveBytesBackend backend(cpu());
-  auto model = kiln::test::make_resnet("depth = 50\nimage_size = 64\nnum_classes = 10");
+  auto model = kiln::test::make_resnet("depth = " + std::to_string(depth) + "\nimage_size = 64\nnum_classes = 10");
   kiln::ModelBuildContext ctx;
   ctx.backend = &backend;
   ctx.max_batch = 2;
@@ -66,7 +67,7 @@ Figures measure(const std::vector<std::string>& frozen_prefixes) {
   (void)model->forward(x, kiln::Mode::eval, 1);
   backend.synchronize();
   f.after_eval = backend.live();
-  BOOST_TEST_MESSAGE("resnet50 64x64 batch 2, f32, " << f.frozen_prefix_blocks << " frozen-prefix blocks: build peak "
+  BOOST_TEST_MESSAGE("resnet" << depth << " 64x64 batch 2, f32, " << f.frozen_prefix_blocks << " frozen-prefix blocks: build peak "
                      << f.build_peak / kMiB << " MiB, alive after build " << f.after_build / kMiB
                      << " MiB, after a step " << f.after_step / kMiB << " MiB");
   return f;
@@ -91,6 +92,12 @@ BOOST_AUTO_TEST_CASE(resnet50_build_never_holds_more_than_it_keeps) {
   const Figures f = measure({});
   BOOST_TEST(f.frozen_prefix_blocks == 0u);
   check(f);
+}
+
+// The basic blocks of ResNet-18 and the deeper stages of ResNet-101 lay out the same way.
+BOOST_AUTO_TEST_CASE(resnet18_and_resnet101_too) {
+  check(measure({}, 18));
+  check(measure({}, 101));
 }
 
 BOOST_AUTO_TEST_CASE(resnet50_with_a_frozen_prefix_too) {
