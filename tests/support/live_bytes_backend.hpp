@@ -7,6 +7,7 @@
 //
 // Each tensor it returns owns a Storage of its own over the inner tensor's bytes; that storage
 // holds the inner one and takes its bytes off the count when the last view of it goes away.
+// to_device() makes a counted device copy, as a GPU backend does.
 //
 // Header-only, for any test area: #include "../support/live_bytes_backend.hpp".
 #pragma once
@@ -29,6 +30,14 @@ class LiveBytesBackend final : public ForwardingBackend {
   std::size_t peak() const noexcept { return count_->peak; }
   /// Starts a new peak from what is alive now.
   void reset_peak() noexcept { count_->peak = count_->live; }
+
+  /// As a GPU backend does it: a device copy, counted (the cpu backend would hand the host
+  /// tensor itself back, so a run's uploads would not count).
+  Tensor to_device(const Tensor& host) override {
+    Tensor t = allocate(host.shape(), host.dtype(), MemoryKind::device).with_layout(host.layout());
+    copy(host, t);
+    return t;
+  }
 
   Tensor allocate(const Shape& shape, DType dtype, MemoryKind where) override {
     Tensor t = inner().allocate(shape, dtype, where);
