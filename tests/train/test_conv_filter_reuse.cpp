@@ -111,7 +111,6 @@ Watch train_resnet(const Scenario& s, int epochs, const fs::path& ckpt, const fs
   std::shared_ptr<Backend> cpu = run.make(KILN_KIND_BACKEND, "cpu", "threads = 1", &R::create_backend);
   auto watch = std::make_shared<FilterWatchBackend>(cpu);
   run.parts.backend = watch;
-  run.parts.comm = run.make(KILN_KIND_COMMUNICATOR, "local", "", &R::create_communicator);
   // The filter reuse, not the speed, is under test: a CPU without native bf16 runs it too.
   run.parts.precision = run.make(KILN_KIND_PRECISION, s.precision, s.precision == "bf16" ? "allow_emulated = true" : "",
                                  &R::create_precision);
@@ -121,23 +120,8 @@ Watch train_resnet(const Scenario& s, int epochs, const fs::path& ckpt, const fs
   const std::string data = "shape = [3, 32, 32]\nclasses = 4\noutput = \"" + s.input + "\"\n";
   run.parts.train_data = run.make(KILN_KIND_DATA, "synthetic", data + "count = 32", &R::create_data);
   run.parts.eval_data = run.make(KILN_KIND_DATA, "synthetic", data + "count = 8\nseed = 5", &R::create_data);
-  CommContext cc;
-  cc.backend = run.parts.backend.get();
-  run.parts.comm->connect(cc);
-
-  train::TrainerOptions o;
-  o.epochs = epochs;
-  o.seed = 3;
-  o.train_loader.shard.batch = 4;
-  o.train_loader.shard.seed = 3;
-  o.train_loader.workers = 1;
-  o.eval_loader = o.train_loader;
-  o.eval_loader.shard.shuffle = data::Shuffle::no;
-  o.optimizer_type = "sgd";
-  o.optimizer_table = test::core_table("optimizer", "lr = 0.1\nmomentum = 0.9", train::optimizer_schema("sgd"));
-  o.schedule_type = "constant";
-  o.schedule_table = test::core_table("schedule", "", train::schedule_schema());
-  o.progress = io::Progress::Mode::never;
+  test::connect_local_comm(run);
+  train::TrainerOptions o = test::sgd_trainer_options(epochs, 4, 0.1);
   o.accumulate_steps = s.accumulate_steps;
   if (!ckpt.empty()) {
     o.checkpoint_dir = ckpt;

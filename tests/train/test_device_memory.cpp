@@ -36,29 +36,14 @@ std::size_t peak_over(const Setup& s, int epochs) {
   std::shared_ptr<Backend> cpu = run.make(KILN_KIND_BACKEND, "cpu", "threads = 1", &R::create_backend);
   auto counted = std::make_shared<test::LiveBytesBackend>(cpu);
   run.parts.backend = counted;
-  run.parts.comm = run.make(KILN_KIND_COMMUNICATOR, "local", "", &R::create_communicator);
   run.parts.precision = run.make(KILN_KIND_PRECISION, s.precision, s.precision_body, &R::create_precision);
   run.parts.model = run.make(KILN_KIND_MODEL, s.model, s.model_body, &R::create_model);
   run.parts.train_data = run.make(KILN_KIND_DATA, s.data, s.train_body, &R::create_data);
   run.parts.eval_data = run.make(KILN_KIND_DATA, s.data, s.eval_body, &R::create_data);
-  CommContext cc;
-  cc.backend = run.parts.backend.get();
-  run.parts.comm->connect(cc);
-
-  train::TrainerOptions o;
-  o.epochs = epochs;
-  o.seed = 3;
-  o.train_loader.shard.batch = 16;
-  o.train_loader.shard.seed = 3;
-  o.train_loader.workers = 1;
+  test::connect_local_comm(run);
+  train::TrainerOptions o = test::sgd_trainer_options(epochs, 16, 0.01);
   o.train_loader.prefetch = 1;
-  o.eval_loader = o.train_loader;
-  o.eval_loader.shard.shuffle = data::Shuffle::no;
-  o.optimizer_type = "sgd";
-  o.optimizer_table = test::core_table("optimizer", "lr = 0.01\nmomentum = 0.9", train::optimizer_schema("sgd"));
-  o.schedule_type = "constant";
-  o.schedule_table = test::core_table("schedule", "", train::schedule_schema());
-  o.progress = io::Progress::Mode::never;
+  o.eval_loader.prefetch = 1;
   {
     train::Trainer trainer(run.parts, o, RankInfo{}, nullptr);
     (void)trainer.run();

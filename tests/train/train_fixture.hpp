@@ -50,4 +50,33 @@ struct PluginRun {
   }
 };
 
+/// Makes the `local` communicator for `run` and connects it to the run's backend (set that first).
+inline void connect_local_comm(PluginRun& run) {
+  run.parts.comm = run.make(KILN_KIND_COMMUNICATOR, "local", "", &plugin::Registry::create_communicator);
+  CommContext cc;
+  cc.backend = run.parts.backend.get();
+  run.parts.comm->connect(cc);
+}
+
+/// The options trainer tests with real plugins share: `epochs` epochs of SGD with momentum 0.9
+/// at a constant learning rate `lr`, batches of `batch` from one loader worker, seed 3, the eval
+/// split unshuffled, no progress line. Tests adjust the rest.
+inline train::TrainerOptions sgd_trainer_options(int epochs, std::int64_t batch, double lr) {
+  train::TrainerOptions o;
+  o.epochs = epochs;
+  o.seed = 3;
+  o.train_loader.shard.batch = batch;
+  o.train_loader.shard.seed = 3;
+  o.train_loader.workers = 1;
+  o.eval_loader = o.train_loader;
+  o.eval_loader.shard.shuffle = data::Shuffle::no;
+  o.optimizer_type = "sgd";
+  o.optimizer_table = core_table("optimizer", "lr = " + std::to_string(lr) + "\nmomentum = 0.9",
+                                 train::optimizer_schema("sgd"));
+  o.schedule_type = "constant";
+  o.schedule_table = core_table("schedule", "", train::schedule_schema());
+  o.progress = io::Progress::Mode::never;
+  return o;
+}
+
 }  // namespace kiln::test
