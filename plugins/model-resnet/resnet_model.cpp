@@ -125,6 +125,32 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
   store_.set_frozen(ctx);  // [model] freeze and frozen_bn: every layer built below
   store_.set_batch_norm_sync(ctx.batch_norm_sync);  // [model] sync_bn: every BatchNorm2d built below
 
+  const nn::ImageShape s = build_layers(backend, n, dt);
+  avgpool_.build(backend, n, s, dt);
+  fc_->build(backend, n, dt);
+
+  buffers_.clear();
+  buffers_.insert(buffers_.end(), bn1_->buffers().begin(), bn1_->buffers().end());
+  for (const auto& block : blocks_) block->append_buffers(buffers_);
+
+  compute_dtype_ = dt;
+  if (input_kind_ == InputKind::u8) {
+    // The stem conv accepts either layout; the activation layout spares it a reorder.
+    x_compute_ = backend.allocate({n, 3, image_size_, image_size_}, dt, MemoryKind::device)
+                     .with_layout(backend.activation_layout(dt));
+  } else if (backend.activation_layout(dt) != Layout::row_major) {
+    // Floating input arrives NCHW. Reordering its few channels here lets the stem run in the
+    // activation layout; left NCHW, the cuda stem would run NCHW and reorder its 64-channel output
+    // every forward and that output's gradient every backward (the cpu backend reorders the
+    // input at its primitive's edge either way, so its results do not change).
+    nn::require_op(backend, Op::convert_layout, dt, "resnet (stem input in the activation layout)");
+    x_compute_ = backend.allocate({n, in_channels_, image_size_, image_size_}, dt, MemoryKind::device)
+                     .with_layout(backend.activation_layout(dt));
+  }
+  backend_ = &backend;
+}
+
+nn::ImageShape ResnetModel::build_layers(Backend& backend, std::int64_t n, DType dt) {
   // Device memory (shared_buffers.hpp). Buffers are taken from their layers as each block is
   // built, so the build never holds them all at once and their final home besides.
   // - Each stage's forward outputs (what its blocks keep for backward) are packed into one
@@ -176,8 +202,6 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
   for (std::size_t stage = 0; stage < stages; ++stage) {
     gradients[stage].bind(backend, stage + 1 < stages ? arenas[stage + 1].spare() : SpareMemory{});
   }
-  avgpool_.build(backend, n, s, dt);
-  fc_->build(backend, n, dt);
   if (prefix) {
     const SharedBytes bytes = prefix_outputs.bind(backend);
     frozen_prefix_blocks_ = *prefix;
@@ -186,26 +210,7 @@ void ResnetModel::build(const ModelBuildContext& ctx) {
                              frozen_prefix_blocks_, blocks_.size(), static_cast<double>(bytes.shared) / 1e6,
                              static_cast<double>(bytes.apart) / 1e6);
   }
-
-  buffers_.clear();
-  buffers_.insert(buffers_.end(), bn1_->buffers().begin(), bn1_->buffers().end());
-  for (const auto& block : blocks_) block->append_buffers(buffers_);
-
-  compute_dtype_ = dt;
-  if (input_kind_ == InputKind::u8) {
-    // The stem conv accepts either layout; the activation layout spares it a reorder.
-    x_compute_ = backend.allocate({n, 3, image_size_, image_size_}, dt, MemoryKind::device)
-                     .with_layout(backend.activation_layout(dt));
-  } else if (backend.activation_layout(dt) != Layout::row_major) {
-    // Floating input arrives NCHW. Reordering its few channels here lets the stem run in the
-    // activation layout; left NCHW, the cuda stem would run NCHW and reorder its 64-channel output
-    // every forward and that output's gradient every backward (the cpu backend reorders the
-    // input at its primitive's edge either way, so its results do not change).
-    nn::require_op(backend, Op::convert_layout, dt, "resnet (stem input in the activation layout)");
-    x_compute_ = backend.allocate({n, in_channels_, image_size_, image_size_}, dt, MemoryKind::device)
-                     .with_layout(backend.activation_layout(dt));
-  }
-  backend_ = &backend;
+  return s;
 }
 
 std::optional<std::size_t> ResnetModel::frozen_prefix_length() const {

@@ -67,6 +67,9 @@ class ResnetModel final : public Model {
  private:
   /// Stem to logits (compute dtype) for `h`, the input in the compute dtype (N, C, H, W).
   Tensor run_network(Tensor h, Mode mode);
+  /// Builds the stem and the blocks and lays out their device memory; returns the last block's
+  /// output shape.
+  nn::ImageShape build_layers(Backend& backend, std::int64_t max_batch, DType dtype);
   /// How many blocks after the stem no backward reaches (their outputs share forward buffers,
   /// with the stem's); nullopt when the stem trains. Valid once the store knows what is frozen.
   std::optional<std::size_t> frozen_prefix_length() const;
