@@ -210,8 +210,9 @@ fi
 
 # ---- per-op profile ------------------------------------------------------------------------------
 # kiln train --profile (docs/profiling.md) on 8 steps of ResNet-50 per precision (bf16 also with
-# cudnn_benchmark), 2 unprofiled first: which ops each precision spends its step in. Every op is followed by a synchronize while
-# profiled, so the step is slower than in the train stage; the shares are what to read.
+# cudnn_benchmark, fp32 also channels-last), 2 unprofiled first: which ops each precision spends
+# its step in. Every op is followed by a synchronize while profiled, so the step is slower than
+# in the train stage; the shares are what to read.
 if want profile; then
   : >"$OUT/profile.log"
   # name:precision:cudnn_benchmark:activation_layout; the second bf16 run says what timing-chosen

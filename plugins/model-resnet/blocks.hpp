@@ -38,7 +38,7 @@ struct GradientBuffer {
   Tensor* buffer;
 };
 
-/// Where a forward output lives when share_forward_buffers() lays out the layers no backward
+/// Where a forward output lives when the model shares the outputs of the layers no backward
 /// reaches (a frozen prefix: no parameter in them or before them trains). Nothing reads such an
 /// output after the next layers have consumed it, except the prefix's last output, which the
 /// first trained layer's backward reads and which nothing after it overwrites. Within a block the
@@ -80,27 +80,20 @@ class ResidualBlock {
   /// needs (the comments in residual.cpp walk through the order).
   virtual std::vector<GradientBuffer> gradient_buffers() = 0;
   /// Every forward output buffer of the block with its slot, the block output (the last batch
-  /// norm's, which the join writes over) in `output`, for share_forward_buffers(). Only for a
-  /// block whose backward never runs.
+  /// norm's, which the join writes over) in `output`. The slots matter only where the model lets
+  /// the outputs share memory, i.e. for a block whose backward never runs; a StageArena packs
+  /// them apart and ignores the slots.
   virtual std::vector<ForwardBuffer> forward_buffers(ForwardSlot output) = 0;
 };
 
-/// Makes the activation-gradient buffers of a model share memory: every buffer in one GradSlot,
-/// in any of `lists` (one per block, plus the stem's), becomes a view of one allocation sized for
-/// the largest of them. Safe because a model runs block backwards one after another, a block
+/// Makes the activation-gradient buffers of `blocks` share memory: every buffer in one GradSlot
+/// becomes a view of one allocation sized for the largest of them (SharedSlots; the model itself
+/// uses SharedSlots per stage, resnet_model.cpp). Safe because a model runs block backwards one after another, a block
 /// reads its output gradient (the next block's `input` slot) only in its first op, before it
 /// writes any slot, and within a block a slot is rewritten only once its previous content is
 /// dead. Forward outputs are never shared (backward needs them). For ResNet-50 at batch 8 this
 /// turns 16 blocks' 11 buffers each, and the stem's 2, into 5 allocations. Call after build().
-void share_gradient_buffers(Backend& backend, const std::vector<std::vector<GradientBuffer>>& lists);
-
-/// share_gradient_buffers() over the lists of `blocks`.
 void share_gradient_buffers(Backend& backend, const std::vector<ResidualBlock*>& blocks);
-
-/// Makes the forward outputs of the layers no backward reaches share memory, one allocation per
-/// ForwardSlot (see there). Call after build(). For a ResNet-50 linear probe at batch 8 (the
-/// stem's and 16 blocks' outputs in 4 allocations) peak RSS went from 1088 to 500 MB.
-SharedBytes share_forward_buffers(Backend& backend, const std::vector<std::vector<ForwardBuffer>>& lists);
 
 /// The shortcut of a block whose shape changes: 1x1 conv (stride) + BN, named
 /// "<prefix>.downsample.0" and "<prefix>.downsample.1" as in torchvision.

@@ -1,5 +1,4 @@
-// SharedSlots and StageArena (shared_buffers.hpp), share_gradient_buffers and
-// share_forward_buffers (blocks.hpp).
+// SharedSlots and StageArena (shared_buffers.hpp), share_gradient_buffers (blocks.hpp).
 //
 // Every layer lists its buffers with the slot each may live in; a slot gets one piece of memory
 // of the largest byte size any buffer in it asks for, and every buffer in it becomes a view of
@@ -97,22 +96,10 @@ void StageArena::bind(Backend& backend) {
   }
 }
 
-void share_gradient_buffers(Backend& backend, const std::vector<std::vector<GradientBuffer>>& lists) {
-  SharedSlots slots(kGradSlots, "share_gradient_buffers");
-  for (const auto& list : lists) slots.take_all(list);
-  (void)slots.bind(backend);
-}
-
 void share_gradient_buffers(Backend& backend, const std::vector<ResidualBlock*>& blocks) {
-  std::vector<std::vector<GradientBuffer>> lists;
-  for (ResidualBlock* block : blocks) lists.push_back(block->gradient_buffers());
-  share_gradient_buffers(backend, lists);
-}
-
-SharedBytes share_forward_buffers(Backend& backend, const std::vector<std::vector<ForwardBuffer>>& lists) {
-  SharedSlots slots(kForwardSlots, "share_forward_buffers");
-  for (const auto& list : lists) slots.take_all(list);
-  return slots.bind(backend);
+  SharedSlots slots(kGradSlots, "share_gradient_buffers");
+  for (ResidualBlock* block : blocks) slots.take_all(block->gradient_buffers());
+  (void)slots.bind(backend);
 }
 
 }  // namespace kiln::resnet

@@ -3,6 +3,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -71,10 +72,13 @@ void set_from_environment(ParamMap& params, const std::string& backend_name) {
     }
     const ParamValue& current = found->second.value;
     ParamValue value;
+    std::int64_t number = 0;
+    const auto [end, parse] = std::from_chars(text.data(), text.data() + text.size(), number);
     if (std::holds_alternative<bool>(current) && (text == "true" || text == "false")) {
       value = text == "true";
-    } else if (std::holds_alternative<std::int64_t>(current) && !text.empty()) {
-      value = static_cast<std::int64_t>(std::stoll(text));
+    } else if (std::holds_alternative<std::int64_t>(current) && !text.empty() && parse == std::errc() &&
+               end == text.data() + text.size()) {
+      value = number;
     } else if (std::holds_alternative<std::string>(current)) {
       value = text;
     } else {

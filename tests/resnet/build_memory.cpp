@@ -48,8 +48,7 @@ Figures measure(const std::vector<std::string>& frozen_prefixes, int depth = 50)
     }
     return false;
   };
-  backend.reset_peak();
-  model->build(ctx);
+  model->build(ctx);  // the backend is new: its peak is the build's
   Figures f;
   f.build_peak = backend.peak();
   f.after_build = backend.live();

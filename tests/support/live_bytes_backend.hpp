@@ -26,10 +26,8 @@ class LiveBytesBackend final : public ForwardingBackend {
 
   /// Bytes of device tensors allocated here and not yet released.
   std::size_t live() const noexcept { return count_->live; }
-  /// The most `live()` has been since construction or the last reset_peak().
+  /// The most `live()` has been since construction.
   std::size_t peak() const noexcept { return count_->peak; }
-  /// Starts a new peak from what is alive now.
-  void reset_peak() noexcept { count_->peak = count_->live; }
 
   /// As a GPU backend does it: a device copy, counted (the cpu backend would hand the host
   /// tensor itself back, so a run's uploads would not count).

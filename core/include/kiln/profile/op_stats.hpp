@@ -37,7 +37,8 @@ struct Peaks {
 /// "allocator_allocated_mib", "allocator_peak_mib"; the cuda backend has them, the cpu backend
 /// not). Read at each profiled step's start and after each op, when the op's own temporaries are
 /// already freed: a peak far above `most_after_op_mib` comes from temporaries inside an op
-/// (workspaces), one close to it from what a step keeps live between ops.
+/// (workspaces) or from before the first step (the allocator's peak counts from its start, the
+/// model's build included), one close to it from what a step keeps live between ops.
 struct MemoryReadings {
   bool reported = false;
   double at_step_start_mib = 0;   ///< the largest at a profiled step's start
