@@ -29,7 +29,9 @@
 #        KILN_GPU_VARIANT_STEPS (steps/epoch of the fp32 variants, 20), KILN_GPU_BUDGET_S
 #        (390), KILN_GPU_CTEST (a ctest -R regex: only those gpu tests), KILN_GPU_PEER
 #        (the PyTorch peer's precisions, "fp32 bf16 fp16 tf32"), KILN_GPU_CTEST_REPEAT (run each
-#        test up to N times until it fails, for a flaky one; 1)
+#        test up to N times until it fails, for a flaky one; 1), KILN_GPU_PROFILES and
+#        KILN_GPU_VARIANTS (replace the profile and fp32-variant lists, in the formats their
+#        stages document, for a targeted rerun)
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -152,10 +154,11 @@ if want conformance; then
   (cd "$BUILD/tests" && timeout "$(budget 60)" ./test_backend_conformance --log_level=test_suite \
     --report_level=short --color_output=no -- cuda) >"$OUT/conformance-cuda.log" 2>&1
   rc=$?
-  # The convolution cases again with algorithms chosen by timing ([backend] cudnn_benchmark), then
-  # also with f32 Winograd/FFT allowed (conv_transforms): both logs in one file.
+  # The convolution cases again with algorithms chosen by timing ([backend] cudnn_benchmark, which
+  # may pick algorithms the heuristics never rank first), then with f32 Winograd/FFT refused
+  # (conv_transforms = false, the strict direct/GEMM path): both logs in one file.
   : >"$OUT/conformance-cuda-benchmark.log"
-  for params in "cudnn_benchmark=true" "cudnn_benchmark=true conv_transforms=true"; do
+  for params in "cudnn_benchmark=true" "cudnn_benchmark=true conv_transforms=false"; do
     echo "===== KILN_CONFORMANCE_PARAMS=\"$params\"" >>"$OUT/conformance-cuda-benchmark.log"
     (cd "$BUILD/tests" && KILN_CONFORMANCE_PARAMS="$params" timeout "$(budget 30)" ./test_backend_conformance \
       --run_test='conv2d*' --log_level=test_suite --report_level=short --color_output=no -- cuda) \
@@ -210,16 +213,16 @@ fi
 
 # ---- per-op profile ------------------------------------------------------------------------------
 # kiln train --profile (docs/profiling.md) on 8 steps of ResNet-50 per precision (bf16 also with
-# cudnn_benchmark, fp32 also channels-last), 2 unprofiled first: which ops each precision spends
+# cudnn_benchmark, fp32 also strict), 2 unprofiled first: which ops each precision spends
 # its step in. Every op is followed by a synchronize while profiled, so the step is slower than
 # in the train stage; the shares are what to read.
 if want profile; then
   : >"$OUT/profile.log"
-  # name:precision:cudnn_benchmark:activation_layout; the second bf16 run says what timing-chosen
-  # algorithms change, fp32-nhwc where fp32's time goes channels-last.
-  for variant in bf16:bf16:false:auto bf16-cudnn-benchmark:bf16:true:auto fp32:fp32:false:auto \
-                 fp32-nhwc:fp32:false:nhwc fp16:fp16:false:auto; do
-    IFS=: read -r name precision benchmark layout <<<"$variant"
+  # name:precision:cudnn_benchmark:activation_layout[:conv_transforms, default true]; the second
+  # bf16 run says what timing-chosen algorithms change, fp32-strict what Winograd/FFT save in f32.
+  for variant in ${KILN_GPU_PROFILES:-bf16:bf16:false:auto bf16-cudnn-benchmark:bf16:true:auto \
+                 fp32:fp32:false:auto fp32-strict:fp32:false:auto:false fp16:fp16:false:auto}; do
+    IFS=: read -r name precision benchmark layout transforms <<<"$variant"
     say "==== kiln train --profile resnet50-b$BATCH-$name"
     t0=$(date +%s)
     dir=$WORK/runs-profile/$name
@@ -228,7 +231,7 @@ if want profile; then
       --set checkpoint.every_epochs=0 --set precision.type="$precision" --set loader.batch=$BATCH \
       --set data.train.count=$((BATCH * 10)) --set run.epochs=1 --set loader.workers=12 \
       --set backend.cudnn_benchmark="$benchmark" --set backend.activation_layout="$layout" \
-      --profile --profile-warmup 2 >"$dir/console.log" 2>&1
+      --set backend.conv_transforms="${transforms:-true}" --profile --profile-warmup 2 >"$dir/console.log" 2>&1
     rc=$?
     {
       echo "===== resnet50-b$BATCH-$name (exit $rc)"
@@ -257,19 +260,17 @@ if want peer; then
 fi
 
 # ---- fp32 variants -------------------------------------------------------------------------------
-# Kiln's fp32 ResNet-50 trained at 0.74x PyTorch's on an H200 (2026-12-04): Kiln ran NCHW with
-# cuDNN's heuristics and no Winograd/FFT, PyTorch channels_last with cudnn.benchmark (which may
-# pick them). Each variant changes some of those (or lets TF32 in, as PyTorch's cuDNN default
-# does), two epochs of VARIANT_STEPS steps, so the table says which closes the gap. Names end in
-# the peer precision they compare with: "fp32" (TF32 off on both sides) or "tf32" (on both).
+# ResNet-50 in f32 under the settings that decided its defaults on an H200 (2026-12-04; the full
+# sweep is in docs/benchmarks.md): the strict path (NCHW, heuristics, no Winograd/FFT: 0.74x
+# PyTorch), the fastest TF32-off path (Winograd allowed and cudnn_benchmark: 0.96x) and TF32
+# under the auto layout (channels-last: 1.00x). Two epochs of VARIANT_STEPS steps each; names end
+# in the peer precision they compare with: "fp32" (TF32 off on both sides) or "tf32" (on both).
 # Last of the stages: cudnn_benchmark's search makes these the slowest runs, and a check that
 # runs out of time should lose them rather than the tests, the profiles or the peer.
 if want variants; then
   # name:activation_layout:cudnn_benchmark:allow_tf32:conv_transforms
-  for variant in nhwc-fp32:nhwc:false:false:false bench-fp32:auto:true:false:false \
-                 nhwc-bench-fp32:nhwc:true:false:false wino-bench-fp32:auto:true:false:true \
-                 nhwc-wino-bench-fp32:nhwc:true:false:true tf32:auto:false:true:false \
-                 nhwc-bench-tf32:nhwc:true:true:false; do
+  for variant in ${KILN_GPU_VARIANTS:-strict-fp32:auto:false:false:false bench-fp32:auto:true:false:true \
+                 tf32:auto:false:true:true}; do
     IFS=: read -r name layout benchmark tf32 transforms <<<"$variant"
     train "resnet50-b$BATCH-$name" 45 "$WORK/resnet50.toml" \
       --set precision.type=fp32 --set loader.batch=$BATCH --set data.train.count=$((BATCH * VARIANT_STEPS)) \

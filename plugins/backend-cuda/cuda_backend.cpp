@@ -15,6 +15,7 @@
 #include "cuda_check.hpp"
 #include "device/cuda_event.hpp"
 #include "device/device_select.hpp"
+#include "dnn/dnn_policy.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/sdk/log.hpp"
 #include "op_table.hpp"
@@ -33,7 +34,7 @@ struct CudaParams {
   bool conv_filter_reuse = true;
   bool nvml = true;
   ActivationLayoutChoice activation_layout = ActivationLayoutChoice::automatic;
-  bool conv_transforms = false;
+  bool conv_transforms = true;
   std::size_t cache_limit_bytes = 0;
 };
 
@@ -187,11 +188,9 @@ Layout CudaBackend::activation_layout(DType dtype) const {
     case ActivationLayoutChoice::nchw: return Layout::row_major;
     case ActivationLayoutChoice::automatic: break;
   }
-  // Tensor cores read f16/bf16 convolutions channels-last natively (NCHW would add two
-  // transposes per convolution). f32 keeps NCHW until a GPU run says otherwise: it is the layout
-  // of the parity tests' reference, and whether cuDNN's f32 kernels (without TF32) are faster
-  // channels-last is what `activation_layout = "nhwc"` exists to measure (docs/gpu-check.md).
-  return dtype == DType::f16 || dtype == DType::bf16 ? Layout::nhwc : Layout::row_major;
+  // Tensor cores read convolutions channels-last natively (NCHW would add two transposes per
+  // convolution); strict f32 has no tensor cores and measured faster NCHW (dnn_policy.hpp).
+  return automatic_activation_layout(dtype, allow_tf32_);
 }
 
 std::map<std::string, double> CudaBackend::counters() const {

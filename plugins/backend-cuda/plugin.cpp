@@ -23,11 +23,13 @@ constexpr kiln_param_spec_v1 kCudaParams[] = {
      "Let a channels-last convolution's backward-data call read the KRSC filter copy its forward made instead "
      "of laying the OIHW weights out again (one filter copy per layer and batch size; false = convert each call)."},
     {"activation_layout", KILN_PARAM_STRING, "\"auto\"", "auto|nhwc|nchw",
-     "Layout of image activations: auto = channels-last (nhwc) for f16/bf16 and NCHW for f32; nhwc = channels-last "
-     "for every precision (f32 too, like PyTorch's channels_last); nchw = NCHW for every precision."},
-    {"conv_transforms", KILN_PARAM_BOOL, "false", nullptr,
-     "Let f32 convolutions (TF32 off) use cuDNN's Winograd and FFT algorithms, as PyTorch's cudnn.benchmark does: "
-     "faster 3x3 layers, f32 rounding of the transforms on top (the cpu backend's Winograd makes the same trade)."},
+     "Layout of image activations: auto = channels-last (nhwc) where tensor cores run the convolutions (f16, bf16, "
+     "f32 with allow_tf32) and NCHW for strict f32; nhwc = channels-last for every precision (like PyTorch's "
+     "channels_last); nchw = NCHW for every precision."},
+    {"conv_transforms", KILN_PARAM_BOOL, "true", nullptr,
+     "Let f32 convolutions (TF32 off) use cuDNN's Winograd and FFT algorithms, as PyTorch does: faster 3x3 layers, "
+     "f32 rounding of the transforms on top (the cpu backend's Winograd makes the same trade); false = direct and "
+     "GEMM algorithms only."},
 };
 
 }  // namespace

@@ -101,7 +101,8 @@ void make_backend(const std::string& name) {
   if (params.contains("allow_tf32")) params.set("allow_tf32", false, "conformance suite (f32 accuracy)");
   // scripts/gpu-check.sh reruns the convolution cases with algorithms chosen by timing
   // (cudnn_benchmark: cudnnFind* may pick algorithms the heuristics never rank first) and with
-  // f32 Winograd/FFT allowed (conv_transforms), which must still meet the f32 tolerance.
+  // f32 Winograd/FFT refused (conv_transforms = false); the default allows them, and they must
+  // meet the f32 tolerance either way.
   set_from_environment(params, name);
   static ParamMap kept("backend");  // PluginArgs holds a pointer: keep the map for the backend's life
   kept = params;

@@ -27,6 +27,15 @@ BOOST_AUTO_TEST_CASE(not_supported_is_a_category_in_cudnn_9) {
   BOOST_TEST(!cudnn_not_supported(CUDNN_STATUS_EXECUTION_FAILED));
 }
 
+BOOST_AUTO_TEST_CASE(auto_layout_is_channels_last_wherever_tensor_cores_run_the_convolutions) {
+  BOOST_TEST((automatic_activation_layout(DType::f16, false) == Layout::nhwc));
+  BOOST_TEST((automatic_activation_layout(DType::bf16, false) == Layout::nhwc));
+  BOOST_TEST((automatic_activation_layout(DType::f32, true) == Layout::nhwc));  // TF32: tensor cores
+  BOOST_TEST((automatic_activation_layout(DType::f32, false) == Layout::row_major));
+  // allow_tf32 changes only f32 (f16/bf16 always run on tensor cores).
+  BOOST_TEST((automatic_activation_layout(DType::bf16, true) == Layout::nhwc));
+}
+
 BOOST_AUTO_TEST_CASE(batchnorm_starts_persistent_for_nhwc_of_every_dtype) {
   for (DType d : {DType::f32, DType::f16, DType::bf16}) {
     BOOST_TEST(batchnorm_start_mode(d, Layout::nhwc) == CUDNN_BATCHNORM_SPATIAL_PERSISTENT);

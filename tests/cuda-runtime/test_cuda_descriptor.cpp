@@ -77,7 +77,7 @@ BOOST_AUTO_TEST_CASE(the_library_exports_cuda_with_its_parameters) {
   BOOST_TEST(std::string(info->params[6].choices) == "auto|nhwc|nchw");
   BOOST_TEST(std::string(info->params[7].name) == "conv_transforms");
   BOOST_TEST(info->params[7].type == static_cast<std::uint32_t>(KILN_PARAM_BOOL));
-  BOOST_TEST(std::string(info->params[7].default_value) == "false");
+  BOOST_TEST(std::string(info->params[7].default_value) == "true");
 }
 
 BOOST_AUTO_TEST_CASE(bad_parameters_are_config_errors_before_any_device_work) {

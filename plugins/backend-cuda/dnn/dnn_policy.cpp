@@ -9,6 +9,11 @@ bool cudnn_not_supported(cudnnStatus_t s) noexcept {
   return CUDNN_STATUS_CATEGORY(static_cast<int>(s)) == CUDNN_STATUS_NOT_SUPPORTED;
 }
 
+Layout automatic_activation_layout(DType dtype, bool allow_tf32) noexcept {
+  const bool tensor_cores = dtype == DType::f16 || dtype == DType::bf16 || (dtype == DType::f32 && allow_tf32);
+  return tensor_cores ? Layout::nhwc : Layout::row_major;
+}
+
 cudnnBatchNormMode_t batchnorm_start_mode(DType dtype, Layout layout) noexcept {
   (void)dtype;  // the same rule for f32, f16 and bf16 (see dnn_policy.hpp)
   return layout == Layout::nhwc ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;

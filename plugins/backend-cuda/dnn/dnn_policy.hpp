@@ -1,9 +1,14 @@
 // Plain-C++ decisions of the cuDNN ops, kept apart from the calls so CI tests them without a GPU:
-// how a cuDNN 9 status is classified, which batch-norm mode a plan starts in, which convolution
+// how a cuDNN 9 status is classified, which activation layout "auto" means, which batch-norm mode
+// a plan starts in, which convolution
 // algorithms an fp32 plan may use, and which candidate a convolution falls back to when the one
 // cuDNN's heuristics ranked first is refused at run time.
 //
 // Decisions:
+// - activation_layout = "auto" is channels-last wherever tensor cores run the convolutions: f16,
+//   bf16, and f32 with allow_tf32 (an H200 on 2026-12-04, ResNet-50 b256 with TF32: 3,162 img/s
+//   channels-last against 2,125 NCHW; PyTorch channels_last 3,164). Strict f32 stays NCHW: its
+//   channels-last backward-data kernels ran 4x slower (459 img/s against 787).
 // - cuDNN 9 returns sub-codes (CUDNN_STATUS_NOT_SUPPORTED_SHAPE = 3002, ..._SHARED_MEMORY_
 //   INSUFFICIENT = 3010, ...), so "not supported" is a category test (CUDNN_STATUS_CATEGORY),
 //   never `== CUDNN_STATUS_NOT_SUPPORTED`.
@@ -13,11 +18,13 @@
 //   that costs: cuDNN's SPATIAL NHWC bf16 kernels ran at 33 GB/s, 93% of a ResNet-50 step (279
 //   images/s against fp16's 6000). nhwc f32 (the cuda backend's `activation_layout = "nhwc"`)
 //   follows the same rule; it has not yet run on a GPU.
-// - fp32 plans (MathMode::fp32, the strict-f32 promise: ~1e-5 relative error) never use the FFT
-//   or Winograd convolution algorithms, whose transforms lose more precision than direct/GEMM
-//   ones. tf32 and tensor-op plans may (their own tolerance is 1e-3 or more), and so may
-//   fp32_transforms plans ([backend] conv_transforms: PyTorch's cudnn.benchmark picks them for
-//   fp32, and the cpu backend's Winograd makes the same trade).
+// - f32 plans may use the FFT and Winograd convolution algorithms (MathMode::fp32_transforms, the
+//   default `[backend] conv_transforms = true`), as PyTorch does and as the cpu backend's Winograd
+//   does: on the H200 that took ResNet-50 fp32 from 787 to 905 img/s (1,015 with cudnn_benchmark,
+//   PyTorch 1,057), and the conformance suite holds them to the f32 tolerance. conv_transforms =
+//   false gives MathMode::fp32, which never uses them: direct/GEMM algorithms only, for results
+//   that do not carry the transforms' extra rounding. tf32 and tensor-op plans may always use them
+//   (their own tolerance is 1e-3 or more).
 // - A convolution algorithm refused when it runs (a not-supported or internal-error status
 //   returned by the cuDNN call, both reported before any kernel runs) is retried with the next
 //   usable candidate in heuristic order; other statuses (bad parameters, execution failures, which
@@ -34,6 +41,11 @@
 #include "kiln/tensor.hpp"
 
 namespace kiln::cuda {
+
+/// The activation layout of `[backend] activation_layout = "auto"` for `dtype`: channels-last
+/// wherever tensor cores do the convolutions (f16, bf16, and f32 with TF32 allowed), NCHW for
+/// strict f32.
+Layout automatic_activation_layout(DType dtype, bool allow_tf32) noexcept;
 
 /// Whether `s` is CUDNN_STATUS_NOT_SUPPORTED or one of its cuDNN 9 sub-codes (3001..3999).
 bool cudnn_not_supported(cudnnStatus_t s) noexcept;
