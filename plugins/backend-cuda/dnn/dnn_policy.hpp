@@ -16,8 +16,8 @@
 //   does for channels_last training) and falls back to SPATIAL for good when cuDNN says not
 //   supported. bf16 started SPATIAL until a GPU run (H200, cuDNN 9.19, 2026-12-04) measured what
 //   that costs: cuDNN's SPATIAL NHWC bf16 kernels ran at 33 GB/s, 93% of a ResNet-50 step (279
-//   images/s against fp16's 6000). nhwc f32 (the cuda backend's `activation_layout = "nhwc"`)
-//   follows the same rule; it has not yet run on a GPU.
+//   images/s against fp16's 6000). nhwc f32 (TF32 under the auto layout, or `activation_layout =
+//   "nhwc"`) follows the same rule, which cuDNN 9.19 accepts on an H200.
 // - f32 plans may use the FFT and Winograd convolution algorithms (MathMode::fp32_transforms, the
 //   default `[backend] conv_transforms = true`), as PyTorch does and as the cpu backend's Winograd
 //   does: on the H200 that took ResNet-50 fp32 from 787 to 905 img/s (1,015 with cudnn_benchmark,
