@@ -2,8 +2,9 @@
 # The GPU check, run ON the lent GPU machine from the repository root with build-gpu carried
 # (made here by scripts/pack-gpu-carry.sh; docs/gpu-check.md): a smoke stage, the gpu-labelled
 # tests, the cuda backend's op conformance against float64 references, ResNet-50 training on
-# synthetic data at batch 256 in fp32/bf16/fp16 (plus a PyTorch peer for the ratio) and the MLP on
-# Fashion-MNIST, then a short table (bench/gpu/summarize.py). Everything lands in $OUT.
+# synthetic data at batch 256 in fp32/bf16/fp16 (plus a PyTorch peer for the ratio), the MLP on
+# Fashion-MNIST, the ImageNet GPU sample on generated JPEGs, then a short table
+# (bench/gpu/summarize.py). Everything lands in $OUT.
 # ResNet-50 is samples/resnet50-gpu.toml: u8 images normalised on the device, batch-norm through
 # cuDNN's Ex calls (the table's `batch-norm` line says how many ran in the persistent mode).
 #
@@ -24,9 +25,10 @@
 # KILN_TEST_PLUGIN_DIR) are made valid by a symlink when the repository sits elsewhere than where
 # build-gpu was configured.
 #   bash scripts/gpu-check.sh
-#   env: KILN_GPU_STAGES (comma list of ctest,conformance,train,profile,peer,variants; default
+#   env: KILN_GPU_STAGES (comma list of ctest,conformance,train,profile,peer,imagenet,variants; default
 #        all; the smoke stage always runs), KILN_GPU_STEPS (ResNet steps/epoch, 40),
-#        KILN_GPU_VARIANT_STEPS (steps/epoch of the fp32 variants, 20), KILN_GPU_BUDGET_S
+#        KILN_GPU_VARIANT_STEPS (steps/epoch of the fp32 variants, 20), KILN_GPU_IMAGENET_STEPS
+#        (steps/epoch of the JPEG run, 24: that many batches of JPEGs are generated), KILN_GPU_BUDGET_S
 #        (390), KILN_GPU_CTEST (a ctest -R regex: only those gpu tests), KILN_GPU_PEER
 #        (the PyTorch peer's precisions, "fp32 bf16 fp16 tf32"), KILN_GPU_CTEST_REPEAT (run each
 #        test up to N times until it fails, for a flaky one; 1), KILN_GPU_PROFILES and
@@ -40,7 +42,8 @@ OUT=${OUT:-$ROOT/gpu-check-out}
 WORK=${TMPDIR:-/tmp}/kiln-gpu-check
 STEPS=${KILN_GPU_STEPS:-40}
 VARIANT_STEPS=${KILN_GPU_VARIANT_STEPS:-20}
-STAGES=${KILN_GPU_STAGES:-ctest,conformance,train,profile,peer,variants}
+IMAGENET_STEPS=${KILN_GPU_IMAGENET_STEPS:-24}
+STAGES=${KILN_GPU_STAGES:-ctest,conformance,train,profile,peer,imagenet,variants}
 CTEST_ONLY=${KILN_GPU_CTEST:-}
 PEER_PRECISIONS=${KILN_GPU_PEER:-fp32 bf16 fp16 tf32}
 CTEST_REPEAT=${KILN_GPU_CTEST_REPEAT:-1}
@@ -257,6 +260,39 @@ if want peer; then
     --batch $BATCH --steps 30 --time-cap 10 --precisions $PEER_PRECISIONS >"$WORK/peer.jsonl" 2>>"$OUT/train.log"
   stage_done peer $? "$t0"
   cat "$WORK/peer.jsonl" >>"$OUT/train.log"
+fi
+
+# ---- ImageNet JPEG pipeline ----------------------------------------------------------------------
+# samples/imagenet-resnet50-gpu.toml as users run it (JPEG decode, RandomResizedCrop and flip on
+# the host's decode threads into u8, normalised on the device; fp16; NCCL with one rank) on
+# ImageNet-like JPEGs generated here (bench/jpeg_dataset.py; about ImageNet's bytes per pixel):
+# whether the host keeps one GPU fed. The input pipeline alone first (`kiln bench-data`, the
+# sample's 12 decode threads), then two epochs of IMAGENET_STEPS steps with a val split. The run
+# is named without a precision, so the table gives it no PyTorch ratio (the peer reads no JPEGs).
+if want imagenet; then
+  say ""
+  say "==== ImageNet JPEG pipeline (samples/imagenet-resnet50-gpu.toml on generated JPEGs)"
+  t0=$(date +%s)
+  data=$WORK/imagenet
+  # The machine's Python (PyTorch's numpy and Pillow); our carried libraries must not shadow its.
+  LD_LIBRARY_PATH=$BASE_LD timeout "$(budget 60)" python3 "$ROOT/bench/jpeg_dataset.py" --root "$data" \
+    --train $((BATCH * IMAGENET_STEPS)) --val $((BATCH * 2)) --workers "$(nproc)" >>"$OUT/train.log" 2>&1
+  rc=$?
+  if ((rc == 0)); then
+    tail -n 1 "$OUT/train.log" | tee -a "$SUMMARY"
+    imagenet_sets=(--set data.train.root="$data" --set data.eval.root="$data")
+    echo "===== kiln bench-data --config samples/imagenet-resnet50-gpu.toml" >>"$OUT/train.log"
+    timeout "$(budget 40)" "$BUILD/bin/kiln" bench-data --config "$ROOT/samples/imagenet-resnet50-gpu.toml" \
+      "${imagenet_sets[@]}" -n 20 -w 3 >"$WORK/bench-data.log" 2>&1
+    rc=$?
+    tee -a "$SUMMARY" <"$WORK/bench-data.log" >>"$OUT/train.log"
+    stage_done imagenet:bench-data $rc "$t0"
+    train "imagenet-jpeg-resnet50-b$BATCH" 60 "$ROOT/samples/imagenet-resnet50-gpu.toml" "${imagenet_sets[@]}" \
+      --set run.epochs=2
+  else
+    say "imagenet: generating the JPEGs failed (exit $rc; python3 with numpy and Pillow?); train.log has its output"
+    stage_done imagenet $rc "$t0"
+  fi
 fi
 
 # ---- fp32 variants -------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 # scripts/gpu-check.sh runs it (docs/gpu-check.md). Run here, from anywhere in the repository.
 #
 # Decisions: only what the GPU check runs is built (kiln, the cuda backend, the resnet/mlp/
-# synthetic/mnist/fp32/bf16/fp16/local/nccl plugins and the gpu-labelled tests, sm_90 only); the
+# synthetic/mnist/imagenet/fp32/bf16/fp16/local/nccl plugins and the gpu-labelled tests, sm_90 only); the
 # cpu plugin and oneDNN stay behind (40 MiB). The GPU machine has no Debian libraries, so the
 # non-CUDA shared libraries the binaries need (ldd) go into build-gpu/carry-libs; CUDA, cuBLAS,
 # cuDNN and NCCL come from that machine's Python packages instead. Fashion-MNIST is copied into
@@ -18,7 +18,7 @@ BUILD=${KILN_GPU_BUILD:-$ROOT/build-gpu}
 STASH=$BUILD-stash
 JOBS=${JOBS:-2}
 LIMIT_MIB=64
-PLUGINS=(backend-cuda model-resnet model-mlp data-synthetic data-mnist precision-fp32 precision-bf16
+PLUGINS=(backend-cuda model-resnet model-mlp data-synthetic data-mnist data-imagenet precision-fp32 precision-bf16
          precision-fp16 comm-local comm-nccl)
 
 die() { echo "pack-gpu-carry: $*" >&2; exit 1; }

@@ -24,36 +24,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-from PIL import Image, ImageDraw, ImageFilter
-
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+import jpeg_dataset  # noqa: E402
 import peers  # noqa: E402
-
-
-def make_dataset(root, count, rng):
-    """count JPEGs in root/train/nXXX/ (10 classes); returns mean bytes per pixel."""
-    total_bytes = total_pixels = 0
-    for i in range(count):
-        w, h = int(rng.integers(300, 641)), int(rng.integers(300, 641))
-        base = Image.fromarray(rng.integers(0, 256, (h // 16 + 2, w // 16 + 2, 3), dtype=np.uint8))
-        img = base.resize((w, h), Image.BICUBIC)
-        draw = ImageDraw.Draw(img)
-        for _ in range(12):
-            x0, y0 = int(rng.integers(0, w)), int(rng.integers(0, h))
-            x1, y1 = x0 + int(rng.integers(20, 200)), y0 + int(rng.integers(20, 200))
-            draw.ellipse([x0, y0, x1, y1], fill=tuple(int(v) for v in rng.integers(0, 256, 3)))
-        img = img.filter(ImageFilter.GaussianBlur(1.0))
-        noise = rng.normal(0, 10, (h, w, 3))
-        arr = np.clip(np.asarray(img, dtype=np.float32) + noise, 0, 255).astype(np.uint8)
-        path = root / "train" / f"n{i % 10:03d}" / f"img_{i:04d}.JPEG"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(arr).save(path, quality=90)
-        total_bytes += path.stat().st_size
-        total_pixels += w * h
-    return total_bytes / total_pixels
 
 
 def build_driver(build, out):
@@ -97,7 +72,7 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS="1")
     with tempfile.TemporaryDirectory(prefix="kiln-imagenet-bench-") as tmp:
         tmp = Path(tmp)
-        bpp = make_dataset(tmp / "data", args.count, np.random.default_rng(0))
+        bpp = jpeg_dataset.write_split(tmp / "data" / "train", args.count)  # 10 classes, seed 0, one process
         driver = tmp / "kiln_driver"
         build_driver(build, driver)
         kiln = rate([str(driver), str(build / "lib/kiln/plugins"), str(tmp / "data"), str(args.images)])
