@@ -240,6 +240,11 @@ if want profile; then
       echo "===== resnet50-b$BATCH-$name (exit $rc)"
       grep -E '\[cuda\]|error' "$dir/console.log"
       find "$dir" -name profile.txt -exec cat {} + 2>/dev/null || tail -n 20 "$dir/console.log"
+      # Which algorithm each convolution shape runs (the cuda backend's debug lines, always in the
+      # run's log file), and with cudnn_benchmark what cuDNN measured for it: the comparison
+      # between two runs' tables says whether a slower run chose differently.
+      echo "--- convolution algorithms (logs/rank0.log)"
+      grep -ho 'conv algo: .*' "$dir/logs/rank0.log" 2>/dev/null
     } >>"$OUT/profile.log"
     find "$dir" -name profile.txt -exec head -n 1 {} + 2>/dev/null | tee -a "$SUMMARY"
     stage_done "profile:$name" $rc "$t0"

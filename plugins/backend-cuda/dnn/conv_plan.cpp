@@ -28,14 +28,30 @@ cudnnMathType_t run_math(cudnnMathType_t listed, MathMode mode) {
   return fma_math(mode) ? CUDNN_FMA_MATH : listed;
 }
 
+/// "algo 1 (tensor-op, 12 MiB, 0.530 ms)": one candidate for the debug line below; the time only
+/// where cuDNN measured it (cudnn_benchmark).
+template <class Perf>
+std::string candidate_text(const Perf& r, cudnnMathType_t math, std::size_t bytes, bool timed) {
+  const char* math_name = math == CUDNN_FMA_MATH                            ? "fma"
+                          : math == CUDNN_DEFAULT_MATH                      ? "default"
+                          : math == CUDNN_TENSOR_OP_MATH                    ? "tensor-op"
+                                                                            : "tensor-op-conversion";
+  return timed ? fmt::format("algo {} ({}, {} MiB, {:.3f} ms)", static_cast<int>(r.algo), math_name, bytes >> 20, r.time)
+               : fmt::format("algo {} ({}, {} MiB)", static_cast<int>(r.algo), math_name, bytes >> 20);
+}
+
 /// Every usable heuristic result, in cuDNN's order (the first is the plan's choice, the rest are
-/// the fallbacks when one is refused at run time).
+/// the fallbacks when one is refused at run time). Logs the choice at debug level (the run's log
+/// file always has it): which algorithm each shape runs, and with cudnn_benchmark what cuDNN
+/// measured, is what tells a slow choice from a slow kernel (docs/gpu-check.md).
 template <class Perf, class Workspace>
 std::vector<AlgoChoice> pick(const DnnCheck& check, const ConvPlan& p, cudnnConvolutionDescriptor_t conv,
                              const std::vector<Perf>& perf, int returned, ConvDirection dir, Layout layout,
                              Workspace&& workspace_size) {
   std::string rejected;
+  std::string listed;
   std::vector<AlgoChoice> usable;
+  const bool timed = p.search == AlgoSearch::exhaustive;
   for (int i = 0; i < returned; ++i) {
     const Perf& r = perf[static_cast<std::size_t>(i)];
     if (r.status != CUDNN_STATUS_SUCCESS) continue;
@@ -49,9 +65,16 @@ std::vector<AlgoChoice> pick(const DnnCheck& check, const ConvPlan& p, cudnnConv
       rejected += fmt::format(" algo {} needs {} MiB;", static_cast<int>(r.algo), bytes >> 20);
       continue;
     }
+    if (usable.size() < 4) listed += (usable.empty() ? "" : ", ") + candidate_text(r, m, bytes, timed);
     usable.push_back(AlgoChoice{static_cast<int>(r.algo), static_cast<int>(m), bytes});
   }
-  if (!usable.empty()) return usable;
+  if (!usable.empty()) {
+    log::get("cuda")->debug("conv algo: {} {} in {}, {} math, by {}: {}{}{}", conv_direction_name(dir), describe(p.desc),
+                            layout_word(layout), math_mode_name(p.math), timed ? "timing" : "heuristics", listed,
+                            usable.size() > 4 ? fmt::format(" (+{} more usable)", usable.size() - 4) : "",
+                            rejected.empty() ? "" : "; over the workspace limit:" + rejected);
+    return usable;
+  }
   check.fail_library(fmt::format(
       "cuDNN offers no usable {} algorithm for {} in {} ({} math; {} candidates{}); try another "
       "dtype or layout",
