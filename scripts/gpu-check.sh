@@ -19,8 +19,8 @@
 # appended to metrics.jsonl as soon as it finishes, so a check killed by the device tool's
 # timeout still returns everything that ran. At most 8 files go to $OUT (the device tool's
 # limit): summary.txt, env.txt, ctest-gpu.log, conformance-cuda.log,
-# conformance-cuda-benchmark.log, train.log (the PyTorch peer's output at its end),
-# metrics.jsonl, profile.log. CUDA, cuBLAS, cuDNN and NCCL come from the machine's Python nvidia-*
+# conformance-cuda-benchmark.log, train.log (every run's console output, the PyTorch peer's and
+# the imagenet stage's), metrics.jsonl, profile.log. CUDA, cuBLAS, cuDNN and NCCL come from the machine's Python nvidia-*
 # packages; everything else from build-gpu/carry-libs. The build's absolute paths (CTest files,
 # KILN_TEST_PLUGIN_DIR) are made valid by a symlink when the repository sits elsewhere than where
 # build-gpu was configured.
