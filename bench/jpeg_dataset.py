@@ -4,13 +4,16 @@
 
 Each image is 300-640 px per side, quality 90, smooth shapes plus noise, so it compresses to
 about ImageNet's bytes per pixel and decodes at a realistic cost; random pixels would be far
-larger and slower to decode, flat ones far faster. Used by bench/imagenet_transform/run.py (the
+larger and slower to decode, flat ones far faster. Each class has its own colour cast (a 30% blend
+towards one hue per class), so a model can learn the labels: a training run whose accuracy stays
+at chance has lost them somewhere in the pipeline. Used by bench/imagenet_transform/run.py (the
 transform benchmark, one core) and scripts/gpu-check.sh's `imagenet` stage (the GPU sample's JPEG
 pipeline on a lent machine, where processes make thousands quickly). Needs numpy and Pillow.
 
     python3 bench/jpeg_dataset.py --root DIR --train 4096 --val 512 [--classes 10] [--workers 16]
 """
 import argparse
+import colorsys
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -20,8 +23,13 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 
-def make_image(rng):
-    """One ImageNet-like RGB image as a PIL Image, its size drawn from rng."""
+def class_colour(label, classes):
+    """The RGB colour class `label` of `classes` is cast towards: hues evenly spaced."""
+    return np.array(colorsys.hsv_to_rgb(label / classes, 0.8, 0.9), dtype=np.float32) * 255
+
+
+def make_image(rng, colour):
+    """One ImageNet-like RGB image as a PIL Image, its size drawn from rng, cast towards colour."""
     w, h = int(rng.integers(300, 641)), int(rng.integers(300, 641))
     base = Image.fromarray(rng.integers(0, 256, (h // 16 + 2, w // 16 + 2, 3), dtype=np.uint8))
     img = base.resize((w, h), Image.BICUBIC)
@@ -32,7 +40,8 @@ def make_image(rng):
         draw.ellipse([x0, y0, x1, y1], fill=tuple(int(v) for v in rng.integers(0, 256, 3)))
     img = img.filter(ImageFilter.GaussianBlur(1.0))
     noise = rng.normal(0, 10, (h, w, 3))
-    return Image.fromarray(np.clip(np.asarray(img, dtype=np.float32) + noise, 0, 255).astype(np.uint8))
+    pixels = 0.7 * np.asarray(img, dtype=np.float32) + 0.3 * colour + noise
+    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
 
 
 def write_images(split_dir, first, count, classes, seed):
@@ -42,7 +51,7 @@ def write_images(split_dir, first, count, classes, seed):
     for i in range(first, first + count):
         path = Path(split_dir) / f"n{i % classes:03d}" / f"img_{i:05d}.JPEG"
         path.parent.mkdir(parents=True, exist_ok=True)
-        img = make_image(rng)
+        img = make_image(rng, class_colour(i % classes, classes))
         img.save(path, quality=90)
         total_bytes += path.stat().st_size
         total_pixels += img.width * img.height

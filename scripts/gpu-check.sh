@@ -33,7 +33,9 @@
 #        (the PyTorch peer's precisions, "fp32 bf16 fp16 tf32"), KILN_GPU_CTEST_REPEAT (run each
 #        test up to N times until it fails, for a flaky one; 1), KILN_GPU_PROFILES and
 #        KILN_GPU_VARIANTS (replace the profile and fp32-variant lists, in the formats their
-#        stages document, for a targeted rerun)
+#        stages document, for a targeted rerun), KILN_GPU_TRAIN_RUNS (the same for the train
+#        stage's ResNet-50 runs), KILN_GPU_IMAGENET_PRECISIONS (the JPEG runs' precisions, "fp16")
+#        and KILN_GPU_IMAGENET_EPOCHS (4)
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,6 +45,7 @@ WORK=${TMPDIR:-/tmp}/kiln-gpu-check
 STEPS=${KILN_GPU_STEPS:-40}
 VARIANT_STEPS=${KILN_GPU_VARIANT_STEPS:-20}
 IMAGENET_STEPS=${KILN_GPU_IMAGENET_STEPS:-24}
+IMAGENET_EPOCHS=${KILN_GPU_IMAGENET_EPOCHS:-4}
 STAGES=${KILN_GPU_STAGES:-ctest,conformance,train,profile,peer,imagenet,variants}
 CTEST_ONLY=${KILN_GPU_CTEST:-}
 PEER_PRECISIONS=${KILN_GPU_PEER:-fp32 bf16 fp16 tf32}
@@ -204,12 +207,19 @@ cp "$ROOT/samples/resnet50-gpu.toml" "$WORK/resnet50.toml"
 cuda_config "$ROOT/samples/fashion-mnist-mlp.toml" >"$WORK/mlp.toml"
 : >"$OUT/metrics.jsonl"
 if want train; then
-  for precision in fp32 bf16 fp16; do
+  # name:precision[:key=value,...] (extra --set options, e.g. bf16-checked:bf16:precision.check_finite=true);
+  # a name ending in fp32/bf16/fp16 gets the PyTorch peer's ratio in the table.
+  for run in ${KILN_GPU_TRAIN_RUNS:-fp32:fp32 bf16:bf16 fp16:fp16}; do
+    IFS=: read -r name precision extra <<<"$run"
+    extra_sets=()
+    IFS=, read -ra pairs <<<"$extra"
+    for pair in "${pairs[@]}"; do extra_sets+=(--set "$pair"); done
     # Three epochs of STEPS steps: the first pays for cuDNN planning and warm-up, the last is the
     # steady-state figure. lr 0.1 is the batch-256 ImageNet recipe.
-    train "resnet50-b$BATCH-$precision" 50 "$WORK/resnet50.toml" \
+    train "resnet50-b$BATCH-$name" 50 "$WORK/resnet50.toml" \
       --set precision.type="$precision" --set loader.batch=$BATCH --set data.train.count=$((BATCH * STEPS)) \
-      --set run.epochs=3 --set loader.workers=12 --set loader.prefetch=4 --set optimizer.lr=0.1
+      --set run.epochs=3 --set loader.workers=12 --set loader.prefetch=4 --set optimizer.lr=0.1 \
+      "${extra_sets[@]}"
   done
   train "mlp-fashion-mnist-fp32" 25 "$WORK/mlp.toml" --set run.epochs=2
 fi
@@ -221,11 +231,15 @@ fi
 # in the train stage; the shares are what to read.
 if want profile; then
   : >"$OUT/profile.log"
-  # name:precision:cudnn_benchmark:activation_layout[:conv_transforms, default true]; the second
+  # name:precision:cudnn_benchmark:activation_layout[:conv_transforms, default true[:key=value,...,
+  # extra --set options]]; the second
   # bf16 run says what timing-chosen algorithms change, fp32-strict what Winograd/FFT save in f32.
   for variant in ${KILN_GPU_PROFILES:-bf16:bf16:false:auto bf16-cudnn-benchmark:bf16:true:auto \
                  fp32:fp32:false:auto fp32-strict:fp32:false:auto:false fp16:fp16:false:auto}; do
-    IFS=: read -r name precision benchmark layout transforms <<<"$variant"
+    IFS=: read -r name precision benchmark layout transforms extra <<<"$variant"
+    extra_sets=()
+    IFS=, read -ra pairs <<<"$extra"
+    for pair in "${pairs[@]}"; do extra_sets+=(--set "$pair"); done
     say "==== kiln train --profile resnet50-b$BATCH-$name"
     t0=$(date +%s)
     dir=$WORK/runs-profile/$name
@@ -234,7 +248,8 @@ if want profile; then
       --set checkpoint.every_epochs=0 --set precision.type="$precision" --set loader.batch=$BATCH \
       --set data.train.count=$((BATCH * 10)) --set run.epochs=1 --set loader.workers=12 \
       --set backend.cudnn_benchmark="$benchmark" --set backend.activation_layout="$layout" \
-      --set backend.conv_transforms="${transforms:-true}" --profile --profile-warmup 2 >"$dir/console.log" 2>&1
+      --set backend.conv_transforms="${transforms:-true}" "${extra_sets[@]}" --profile --profile-warmup 2 \
+      >"$dir/console.log" 2>&1
     rc=$?
     {
       echo "===== resnet50-b$BATCH-$name (exit $rc)"
@@ -271,9 +286,12 @@ fi
 # samples/imagenet-resnet50-gpu.toml as users run it (JPEG decode, RandomResizedCrop and flip on
 # the host's decode threads into u8, normalised on the device; fp16; NCCL with one rank) on
 # ImageNet-like JPEGs generated here (bench/jpeg_dataset.py; about ImageNet's bytes per pixel):
-# whether the host keeps one GPU fed. The input pipeline alone first (`kiln bench-data`, the
-# sample's 12 decode threads), then two epochs of IMAGENET_STEPS steps with a val split. The run
-# is named without a precision, so the table gives it no PyTorch ratio (the peer reads no JPEGs).
+# whether the host keeps one GPU fed. Each class has its own colour cast, so the training
+# accuracy climbing above chance (0.1) says the labels reach the loss through the pipeline. The
+# input pipeline alone first (`kiln bench-data`, the sample's 12 decode threads), then
+# IMAGENET_EPOCHS epochs of IMAGENET_STEPS steps with a val split, in the sample's fp16 (and any
+# other KILN_GPU_IMAGENET_PRECISIONS). The runs' names do not end in a precision, so the table
+# gives them no PyTorch ratio (the peer reads no JPEGs).
 if want imagenet; then
   say ""
   say "==== ImageNet JPEG pipeline (samples/imagenet-resnet50-gpu.toml on generated JPEGs)"
@@ -292,8 +310,12 @@ if want imagenet; then
     rc=$?
     tee -a "$SUMMARY" <"$WORK/bench-data.log" >>"$OUT/train.log"
     stage_done imagenet:bench-data $rc "$t0"
-    train "imagenet-jpeg-resnet50-b$BATCH" 60 "$ROOT/samples/imagenet-resnet50-gpu.toml" "${imagenet_sets[@]}" \
-      --set run.epochs=2
+    for precision in ${KILN_GPU_IMAGENET_PRECISIONS:-fp16}; do
+      name=imagenet-jpeg-resnet50-b$BATCH
+      [[ $precision == fp16 ]] || name=imagenet-jpeg-$precision-resnet50-b$BATCH
+      train "$name" 60 "$ROOT/samples/imagenet-resnet50-gpu.toml" "${imagenet_sets[@]}" \
+        --set precision.type="$precision" --set run.epochs="$IMAGENET_EPOCHS"
+    done
   else
     say "imagenet: generating the JPEGs failed (exit $rc; python3 with numpy and Pillow?); train.log has its output"
     stage_done imagenet $rc "$t0"
