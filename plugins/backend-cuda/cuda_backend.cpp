@@ -35,6 +35,7 @@ struct CudaParams {
   bool nvml = true;
   ActivationLayoutChoice activation_layout = ActivationLayoutChoice::automatic;
   bool conv_transforms = true;
+  std::int64_t conv_workspace_mib = kDefaultConvWorkspaceMib;
   std::size_t cache_limit_bytes = 0;
 };
 
@@ -66,6 +67,14 @@ CudaParams read_params(const PluginArgs& args) {
       throw ConfigError(fmt::format("{} = \"{}\" is not an activation layout; use \"auto\", \"nhwc\" or \"nchw\"",
                                     m->where("activation_layout"), layout));
     }
+  }
+  if (m->contains("conv_workspace_mib")) {
+    const std::int64_t mib = m->get_int("conv_workspace_mib");
+    if (mib < 0) {  // the schema's minimum checks first; this is the backstop
+      throw ConfigError(fmt::format("{} = {} is negative; use a size in MiB (0: only algorithms without workspace)",
+                                    m->where("conv_workspace_mib"), mib));
+    }
+    p.conv_workspace_mib = mib;
   }
   if (m->contains("cache_limit_mib")) {
     const std::int64_t mib = m->get_int("cache_limit_mib");
@@ -113,6 +122,7 @@ CudaBackend::CudaBackend(const PluginArgs& args) {
   conv_filter_reuse_ = params.conv_filter_reuse;
   activation_layout_ = params.activation_layout;
   conv_transforms_ = params.conv_transforms;
+  conv_workspace_mib_ = params.conv_workspace_mib;
   device_ = choose_device(params.device, args.ranks.local_rank);
   try {
     info_ = describe_device(device_);

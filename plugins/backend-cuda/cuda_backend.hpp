@@ -23,6 +23,7 @@
 
 #include "kiln/backend.hpp"
 #include "kiln/plugin_args.hpp"
+#include "dnn/algo_key.hpp"  // kDefaultConvWorkspaceMib (CUDA-free)
 
 namespace kiln::cuda {
 
@@ -135,6 +136,8 @@ class CudaBackend final : public Backend {
   bool conv_transforms() const noexcept { return conv_transforms_; }
   /// Whether convolution algorithms are chosen by timing them ([backend] cudnn_benchmark).
   bool cudnn_benchmark() const noexcept { return cudnn_benchmark_; }
+  /// The most workspace one convolution algorithm may use, in MiB ([backend] conv_workspace_mib).
+  std::int64_t conv_workspace_mib() const noexcept { return conv_workspace_mib_; }
   /// Whether a convolution's backward-data call may read the filter its forward laid out
   /// ([backend] conv_filter_reuse; dnn/filter_copy.hpp).
   bool conv_filter_reuse() const noexcept { return conv_filter_reuse_; }
@@ -156,6 +159,7 @@ class CudaBackend final : public Backend {
   int cc_ = 0;
   bool allow_tf32_ = false;
   bool cudnn_benchmark_ = false;
+  std::int64_t conv_workspace_mib_ = kDefaultConvWorkspaceMib;
   bool conv_filter_reuse_ = true;
   ActivationLayoutChoice activation_layout_ = ActivationLayoutChoice::automatic;
   bool conv_transforms_ = false;

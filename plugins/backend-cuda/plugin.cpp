@@ -30,6 +30,9 @@ constexpr kiln_param_spec_v1 kCudaParams[] = {
      "Let f32 convolutions (TF32 off) use cuDNN's Winograd and FFT algorithms, as PyTorch does: faster 3x3 layers, "
      "f32 rounding of the transforms on top (the cpu backend's Winograd makes the same trade); false = direct and "
      "GEMM algorithms only."},
+    {"conv_workspace_mib", KILN_PARAM_INT, "1024", nullptr,
+     "The most device memory one convolution algorithm may use as workspace, in MiB; faster algorithms that need "
+     "more are skipped (the debug log names them). 0 = only algorithms without workspace.", "0", nullptr},
 };
 
 }  // namespace

@@ -60,6 +60,7 @@ std::vector<ConvAlgoKey> one_field_variants() {
       [](ConvAlgoKey& k) { k.layout = Layout::row_major; },
       [](ConvAlgoKey& k) { k.math = MathMode::fp32; },
       [](ConvAlgoKey& k) { k.search = AlgoSearch::exhaustive; },
+      [](ConvAlgoKey& k) { k.workspace_mib = 4096; },
   };
   for (const auto& edit : edits) {
     ConvAlgoKey k = base_key();
@@ -81,7 +82,7 @@ BOOST_AUTO_TEST_CASE(conv_key_copies_every_descriptor_field) {
   d.dilation_w = 7;
   d.groups = 8;
   const ConvAlgoKey k = conv_algo_key(d, ConvDirection::backward_filter, 3, Layout::row_major,
-                                      MathMode::tf32, AlgoSearch::exhaustive);
+                                      MathMode::tf32, AlgoSearch::exhaustive, 4096);
   BOOST_TEST(k.device == 3);
   BOOST_TEST((k.direction == ConvDirection::backward_filter));
   BOOST_TEST(k.n == 256);
@@ -102,6 +103,8 @@ BOOST_AUTO_TEST_CASE(conv_key_copies_every_descriptor_field) {
   BOOST_TEST((k.layout == Layout::row_major));
   BOOST_TEST((k.math == MathMode::tf32));
   BOOST_TEST((k.search == AlgoSearch::exhaustive));
+  BOOST_TEST(k.workspace_mib == 4096);
+  BOOST_TEST(base_key().workspace_mib == kDefaultConvWorkspaceMib);
 }
 
 BOOST_AUTO_TEST_CASE(equal_problems_give_equal_keys_and_hashes) {
@@ -124,16 +127,17 @@ BOOST_AUTO_TEST_CASE(every_field_changes_the_key_and_its_hash) {
 BOOST_AUTO_TEST_CASE(conv_key_describes_the_problem) {
   BOOST_TEST(base_key().describe() ==
              "forward f16 nhwc tensor_op x(256, 64, 56, 56) k=64 3x3 stride 1x1 pad 1x1 dilation "
-             "1x1 groups 1 on device 0 (heuristic)");
+             "1x1 groups 1 on device 0 (heuristic, workspace <= 1024 MiB)");
   ConvAlgoKey k = base_key();
   k.direction = ConvDirection::backward_filter;
   k.layout = Layout::row_major;
   k.dtype = DType::f32;
   k.math = MathMode::tf32;
   k.search = AlgoSearch::exhaustive;
+  k.workspace_mib = 4096;
   BOOST_TEST(k.describe() ==
              "backward-filter f32 nchw tf32 x(256, 64, 56, 56) k=64 3x3 stride 1x1 pad 1x1 "
-             "dilation 1x1 groups 1 on device 0 (exhaustive)");
+             "dilation 1x1 groups 1 on device 0 (exhaustive, workspace <= 4096 MiB)");
 }
 
 BOOST_AUTO_TEST_CASE(cache_selects_once_per_key) {

@@ -55,7 +55,7 @@ BOOST_AUTO_TEST_CASE(the_library_exports_cuda_with_its_parameters) {
   BOOST_REQUIRE(info != nullptr);
   BOOST_TEST(info->library.filename().string() == "libkiln-backend-cuda.so");
   BOOST_TEST(info->version == "0.1.0");
-  BOOST_REQUIRE(info->params.size() == 8u);
+  BOOST_REQUIRE(info->params.size() == 9u);
   BOOST_TEST(std::string(info->params[0].name) == "device");
   BOOST_TEST(std::string(info->params[0].default_value) == "-1");
   BOOST_TEST(std::string(info->params[1].name) == "allow_tf32");
@@ -78,6 +78,10 @@ BOOST_AUTO_TEST_CASE(the_library_exports_cuda_with_its_parameters) {
   BOOST_TEST(std::string(info->params[7].name) == "conv_transforms");
   BOOST_TEST(info->params[7].type == static_cast<std::uint32_t>(KILN_PARAM_BOOL));
   BOOST_TEST(std::string(info->params[7].default_value) == "true");
+  BOOST_TEST(std::string(info->params[8].name) == "conv_workspace_mib");
+  BOOST_TEST(info->params[8].type == static_cast<std::uint32_t>(KILN_PARAM_INT));
+  BOOST_TEST(std::string(info->params[8].default_value) == "1024");
+  BOOST_TEST(std::string(info->params[8].min) == "0");
 }
 
 BOOST_AUTO_TEST_CASE(bad_parameters_are_config_errors_before_any_device_work) {

@@ -53,7 +53,7 @@ MathMode math_mode_for(DType dtype, bool allow_tf32, bool conv_transforms) noexc
 }
 
 ConvAlgoKey conv_algo_key(const Conv2dDesc& d, ConvDirection direction, int device, Layout layout,
-                          MathMode math, AlgoSearch search) {
+                          MathMode math, AlgoSearch search, std::int64_t workspace_mib) {
   ConvAlgoKey k;
   k.device = device;
   k.direction = direction;
@@ -75,16 +75,17 @@ ConvAlgoKey conv_algo_key(const Conv2dDesc& d, ConvDirection direction, int devi
   k.layout = layout;
   k.math = math;
   k.search = search;
+  k.workspace_mib = workspace_mib;
   return k;
 }
 
 std::string ConvAlgoKey::describe() const {
   return fmt::format("{} {} {} {} x({}, {}, {}, {}) k={} {}x{} stride {}x{} pad {}x{} dilation "
-                     "{}x{} groups {} on device {} ({})",
+                     "{}x{} groups {} on device {} ({}, workspace <= {} MiB)",
                      conv_direction_name(direction), dtype_name(dtype), layout_tag(layout),
                      math_mode_name(math), n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w,
                      dilation_h, dilation_w, groups, device,
-                     search == AlgoSearch::heuristic ? "heuristic" : "exhaustive");
+                     search == AlgoSearch::heuristic ? "heuristic" : "exhaustive", workspace_mib);
 }
 
 std::size_t ConvAlgoKeyHash::operator()(const ConvAlgoKey& k) const noexcept {
@@ -93,7 +94,7 @@ std::size_t ConvAlgoKeyHash::operator()(const ConvAlgoKey& k) const noexcept {
              static_cast<std::uint64_t>(k.layout) << 16 | static_cast<std::uint64_t>(k.math) << 24 |
              static_cast<std::uint64_t>(k.search) << 32);
   for (std::int64_t v : {k.n, k.c, k.h, k.w, k.k, k.r, k.s, k.stride_h, k.stride_w, k.pad_h,
-                         k.pad_w, k.dilation_h, k.dilation_w, k.groups}) {
+                         k.pad_w, k.dilation_h, k.dilation_w, k.groups, k.workspace_mib}) {
     mix(h, u(v));
   }
   return h;

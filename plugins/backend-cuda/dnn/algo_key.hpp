@@ -46,6 +46,9 @@ MathMode math_mode_for(DType dtype, bool allow_tf32, bool conv_transforms = fals
 /// How a convolution algorithm is chosen: cuDNN's heuristics (instant) or by timing (cudnnFind).
 enum class AlgoSearch : std::uint8_t { heuristic = 0, exhaustive = 1 };
 
+/// Default of [backend] conv_workspace_mib: the most workspace one convolution algorithm may use.
+inline constexpr std::int64_t kDefaultConvWorkspaceMib = 1024;
+
 /// One convolution problem as cuDNN sees it.
 struct ConvAlgoKey {
   int device = 0;
@@ -57,16 +60,18 @@ struct ConvAlgoKey {
   Layout layout = Layout::row_major;  ///< working layout (row_major = NCHW/OIHW, nhwc = NHWC/KRSC)
   MathMode math = MathMode::fp32;
   AlgoSearch search = AlgoSearch::heuristic;
+  std::int64_t workspace_mib = kDefaultConvWorkspaceMib;  ///< the largest workspace a choice may use
 
   bool operator==(const ConvAlgoKey&) const = default;
   /// "forward f16 nhwc tensor_op x(256, 64, 56, 56) k=64 3x3 stride 1x1 pad 1x1 dilation 1x1
-  /// groups 1 on device 0 (heuristic)", for messages and logs.
+  /// groups 1 on device 0 (heuristic, workspace <= 1024 MiB)", for messages and logs.
   std::string describe() const;
 };
 
 /// The key of `d` for `direction` on `device` in `layout` with `math`.
 ConvAlgoKey conv_algo_key(const Conv2dDesc& d, ConvDirection direction, int device, Layout layout,
-                          MathMode math, AlgoSearch search = AlgoSearch::heuristic);
+                          MathMode math, AlgoSearch search = AlgoSearch::heuristic,
+                          std::int64_t workspace_mib = kDefaultConvWorkspaceMib);
 
 struct ConvAlgoKeyHash {
   std::size_t operator()(const ConvAlgoKey& k) const noexcept;

@@ -61,8 +61,10 @@ std::vector<AlgoChoice> pick(const DnnCheck& check, const ConvPlan& p, cudnnConv
     check.cudnn(cudnnSetConvolutionMathType(conv, m), [&] { return "cudnnSetConvolutionMathType"; });
     std::size_t bytes = 0;
     if (workspace_size(static_cast<int>(r.algo), &bytes) != CUDNN_STATUS_SUCCESS) continue;
-    if (bytes > kMaxConvWorkspace) {
-      rejected += fmt::format(" algo {} needs {} MiB;", static_cast<int>(r.algo), bytes >> 20);
+    if (bytes > static_cast<std::size_t>(p.workspace_mib) << 20) {
+      // With timing, the measured time says whether the limit cost speed (conv_workspace_mib).
+      rejected += timed ? fmt::format(" algo {} needs {} MiB ({:.3f} ms);", static_cast<int>(r.algo), bytes >> 20, r.time)
+                        : fmt::format(" algo {} needs {} MiB;", static_cast<int>(r.algo), bytes >> 20);
       continue;
     }
     if (usable.size() < 4) listed += (usable.empty() ? "" : ", ") + candidate_text(r, m, bytes, timed);
@@ -72,14 +74,17 @@ std::vector<AlgoChoice> pick(const DnnCheck& check, const ConvPlan& p, cudnnConv
     log::get("cuda")->debug("conv algo: {} {} in {}, {} math, by {}: {}{}{}", conv_direction_name(dir), describe(p.desc),
                             layout_word(layout), math_mode_name(p.math), timed ? "timing" : "heuristics", listed,
                             usable.size() > 4 ? fmt::format(" (+{} more usable)", usable.size() - 4) : "",
-                            rejected.empty() ? "" : "; over the workspace limit:" + rejected);
+                            rejected.empty() ? "" : fmt::format("; over the {} MiB workspace limit:{}", p.workspace_mib, rejected));
     return usable;
   }
   check.fail_library(fmt::format(
       "cuDNN offers no usable {} algorithm for {} in {} ({} math; {} candidates{}); try another "
       "dtype or layout",
       conv_direction_name(dir), describe(p.desc), layout_word(layout), math_mode_name(p.math),
-      returned, rejected.empty() ? std::string() : ", over the workspace limit:" + rejected));
+      returned,
+      rejected.empty() ? std::string()
+                       : fmt::format(", over the {} MiB workspace limit ([backend] conv_workspace_mib):{}",
+                                     p.workspace_mib, rejected)));
 }
 
 std::vector<AlgoChoice> select(const DnnCheck& check, cudnnHandle_t handle, const ConvPlan& p,
@@ -154,8 +159,8 @@ std::vector<AlgoChoice> select(const DnnCheck& check, cudnnHandle_t handle, cons
 }  // namespace
 
 
-ConvPlan::ConvPlan(const Conv2dDesc& d, int dev, MathMode m, AlgoSearch search_method)
-    : desc(d), device(dev), math(m), search(search_method),
+ConvPlan::ConvPlan(const Conv2dDesc& d, int dev, MathMode m, AlgoSearch search_method, std::int64_t workspace)
+    : desc(d), device(dev), math(m), search(search_method), workspace_mib(workspace),
       x_dims{d.n, d.c, d.h, d.w}, y_dims{d.n, d.k, d.out_h(), d.out_w()},
       w_dims{d.k, d.c / d.groups, d.r, d.s} {}
 
@@ -196,7 +201,7 @@ AlgoChoice ConvPlan::algo(const DnnCheck& check, cudnnHandle_t handle, Setup& s,
                           ConvDirection direction) {
   auto& cached = s.algos[static_cast<std::size_t>(direction)];
   if (!cached) {
-    const ConvAlgoKey key = conv_algo_key(desc, direction, device, layout, math, search);
+    const ConvAlgoKey key = conv_algo_key(desc, direction, device, layout, math, search, workspace_mib);
     cached = conv_algo_cache().get_or_select(
         key, [&] { return select(check, handle, *this, s, layout, direction).front(); });
   }
@@ -221,7 +226,7 @@ void ConvPlan::retry(const DnnCheck& check, cudnnHandle_t handle, Setup& s, Layo
     status = call(*next);
     if (status == CUDNN_STATUS_SUCCESS) {
       s.algos[static_cast<std::size_t>(direction)] = *next;
-      conv_algo_cache().store(conv_algo_key(desc, direction, device, layout, math, search), *next);
+      conv_algo_cache().store(conv_algo_key(desc, direction, device, layout, math, search, workspace_mib), *next);
       log::get("cuda")->warn("{} for {} in {}: cuDNN refused the heuristic's algorithm at run time ({}); using algo {} "
                              "instead",
                              conv_direction_name(direction), describe(desc), layout_word(layout), attempts,

@@ -7,7 +7,7 @@
 // Conv2dDesc::out_h/out_w do, so the cpu backend's "far padding" (the smallest that gives that
 // output) needs no special handling: the extra far rows are never read; the plan checks that
 // cuDNN's output size agrees. Algorithms come from cuDNN's _v7 heuristics (first result that
-// succeeds, fits kMaxConvWorkspace and keeps the math mode: no TF32 unless allowed, never f32 data
+// succeeds, fits the workspace limit ([backend] conv_workspace_mib) and keeps the math mode: no TF32 unless allowed, never f32 data
 // converted to f16, no FFT or Winograd in a strict-fp32 plan: dnn/dnn_policy.hpp), cached
 // process-wide per problem (algo_key.hpp). With [backend] cudnn_benchmark the candidates come from
 // cudnnFind* instead, which runs every algorithm once on scratch buffers cuDNN allocates itself and
@@ -33,12 +33,10 @@
 
 namespace kiln::cuda {
 
-/// Largest workspace an algorithm may ask for; faster ones above it are skipped.
-inline constexpr std::size_t kMaxConvWorkspace = std::size_t{1} << 30;
-
 class ConvPlan final : public OpPlan {
  public:
-  ConvPlan(const Conv2dDesc& d, int device, MathMode math, AlgoSearch search = AlgoSearch::heuristic);
+  ConvPlan(const Conv2dDesc& d, int device, MathMode math, AlgoSearch search = AlgoSearch::heuristic,
+           std::int64_t workspace_mib = kDefaultConvWorkspaceMib);
 
   /// cuDNN's view of the problem in one working layout.
   struct Setup {
@@ -75,6 +73,8 @@ class ConvPlan final : public OpPlan {
   const int device;
   const MathMode math;
   const AlgoSearch search;  ///< heuristic: cuDNN's _v7 ranking; exhaustive: cudnnFind* timing
+  /// Largest workspace a chosen algorithm may use; faster ones above it are skipped (and logged).
+  const std::int64_t workspace_mib;
   Dims4 x_dims, y_dims, w_dims;
   /// The weights as the last forward's cuDNN call read them when that needed a conversion (KRSC
   /// and/or the plan's dtype), kept for the backward-data call that follows (dnn/filter_copy.hpp).

@@ -95,7 +95,8 @@ std::shared_ptr<OpPlan> CudaBackend::plan_conv2d(const Conv2dDesc& d) {
   const DnnCheck check(Op::conv2d_forward);
   sdk::check_conv2d_desc(check, d);
   auto plan = std::make_shared<ConvPlan>(d, device().index, math_mode_for(d.dtype, allow_tf32(), conv_transforms()),
-                                         cudnn_benchmark() ? AlgoSearch::exhaustive : AlgoSearch::heuristic);
+                                         cudnn_benchmark() ? AlgoSearch::exhaustive : AlgoSearch::heuristic,
+                                         conv_workspace_mib());
   // Descriptors for the layout layers will use are made now, so shape errors surface at build().
   plan->setup(check, activation_layout(d.dtype));
   return plan;
