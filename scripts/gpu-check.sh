@@ -81,6 +81,9 @@ budget() {
 {
   echo "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) in $ROOT"
   git -C "$ROOT" log -1 --format='commit %H %s' 2>/dev/null || echo "commit: (no git metadata)"
+  # The host CPU decodes the imagenet stage's JPEGs: its model and core count explain that rate.
+  echo "host CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(nproc) logical CPUs," \
+    "$(lscpu 2>/dev/null | sed -n 's/^Thread(s) per core:[[:space:]]*//p') thread(s) per core"
 } | tee -a "$SUMMARY" >"$OUT/env.txt"
 
 # Configured elsewhere? Make that path lead here, so CTest files and compiled-in paths hold.
@@ -181,6 +184,13 @@ cuda_config() {
   sed -e 's/^type = "cpu"/type = "cuda"/' -e '/^threads = /d' \
       -e "s|/usr/share/datasets/fashion-mnist|$BUILD/fashion-mnist|g" "$1"
 }
+# "key=value,key=value" (a list entry's last field) -> extra_sets=(--set key=value --set key=value).
+extra_set_options() {
+  local pairs pair
+  extra_sets=()
+  IFS=, read -ra pairs <<<"$1"
+  for pair in "${pairs[@]}"; do extra_sets+=(--set "$pair"); done
+}
 train() {  # train NAME CAP CONFIG [--set ...]
   local name=$1 cap=$2 config=$3
   shift 3
@@ -211,9 +221,7 @@ if want train; then
   # a name ending in fp32/bf16/fp16 gets the PyTorch peer's ratio in the table.
   for run in ${KILN_GPU_TRAIN_RUNS:-fp32:fp32 bf16:bf16 fp16:fp16}; do
     IFS=: read -r name precision extra <<<"$run"
-    extra_sets=()
-    IFS=, read -ra pairs <<<"$extra"
-    for pair in "${pairs[@]}"; do extra_sets+=(--set "$pair"); done
+    extra_set_options "$extra"
     # Three epochs of STEPS steps: the first pays for cuDNN planning and warm-up, the last is the
     # steady-state figure. lr 0.1 is the batch-256 ImageNet recipe.
     train "resnet50-b$BATCH-$name" 50 "$WORK/resnet50.toml" \
@@ -237,9 +245,7 @@ if want profile; then
   for variant in ${KILN_GPU_PROFILES:-bf16:bf16:false:auto bf16-cudnn-benchmark:bf16:true:auto \
                  fp32:fp32:false:auto fp32-strict:fp32:false:auto:false fp16:fp16:false:auto}; do
     IFS=: read -r name precision benchmark layout transforms extra <<<"$variant"
-    extra_sets=()
-    IFS=, read -ra pairs <<<"$extra"
-    for pair in "${pairs[@]}"; do extra_sets+=(--set "$pair"); done
+    extra_set_options "$extra"
     say "==== kiln train --profile resnet50-b$BATCH-$name"
     t0=$(date +%s)
     dir=$WORK/runs-profile/$name
