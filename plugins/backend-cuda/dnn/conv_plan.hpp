@@ -7,7 +7,8 @@
 // Conv2dDesc::out_h/out_w do, so the cpu backend's "far padding" (the smallest that gives that
 // output) needs no special handling: the extra far rows are never read; the plan checks that
 // cuDNN's output size agrees. Algorithms come from cuDNN's _v7 heuristics (first result that
-// succeeds, fits the workspace limit ([backend] conv_workspace_mib) and keeps the math mode: no TF32 unless allowed, never f32 data
+// succeeds, fits the workspace limit ([backend] conv_workspace_mib, part of the cache key) and
+// keeps the math mode: no TF32 unless allowed, never f32 data
 // converted to f16, no FFT or Winograd in a strict-fp32 plan: dnn/dnn_policy.hpp), cached
 // process-wide per problem (algo_key.hpp). With [backend] cudnn_benchmark the candidates come from
 // cudnnFind* instead, which runs every algorithm once on scratch buffers cuDNN allocates itself and
