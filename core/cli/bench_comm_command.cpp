@@ -4,9 +4,9 @@
 //   The header says so.
 // - Each collective is waited for (Work::wait) before the next is issued, like nccl-tests -z 1;
 //   ranks meet at a barrier before each timed loop; the time is the mean over ranks (-a 1).
-// - Checking fills the input with small rank-dependent integers (1 + (rank + i) % 4), exact in
-//   every dtype for the sums of up to 512 ranks, and counts elements that differ (#wrong).
+// - Checking (#wrong) uses the values of bench_comm_check.hpp.
 #include "bench_comm_command.hpp"
+#include "bench_comm_check.hpp"
 #include "bench_comm_json.hpp"
 
 #include <boost/program_options.hpp>
@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cerrno>
@@ -105,82 +104,6 @@ std::vector<std::int64_t> sizes_of(const BenchOptions& o) {
   return sizes;
 }
 
-// ---- host values in every dtype (the check only stores small integers) ----------------------
-
-std::uint16_t to_half(float f) {
-  // Round to nearest even for normal numbers; the check's integers are always exact.
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
-  const std::uint32_t sign = (u >> 16) & 0x8000u;
-  const std::uint32_t a = u & 0x7fffffffu;
-  if (a == 0) return static_cast<std::uint16_t>(sign);
-  if (a >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);
-  std::uint32_t r = a + (static_cast<std::uint32_t>(15 - 127) << 23) + 0xfffu + ((a >> 13) & 1u);
-  return static_cast<std::uint16_t>(sign | (r >> 13));
-}
-
-double from_half(std::uint16_t h) {
-  const int exponent = (h >> 10) & 0x1f;
-  const int mantissa = h & 0x3ff;
-  double v;
-  if (exponent == 0) v = std::ldexp(mantissa, -24);
-  else if (exponent == 31) v = mantissa ? NAN : INFINITY;
-  else v = std::ldexp(1024 + mantissa, exponent - 25);
-  return (h & 0x8000) ? -v : v;
-}
-
-void store_value(const Tensor& t, std::int64_t i, double v) {
-  switch (t.dtype()) {
-    case DType::f32: static_cast<float*>(t.data())[i] = static_cast<float>(v); break;
-    case DType::f64: static_cast<double*>(t.data())[i] = v; break;
-    case DType::f16: static_cast<std::uint16_t*>(t.data())[i] = to_half(static_cast<float>(v)); break;
-    case DType::bf16: {
-      const std::uint32_t u = std::bit_cast<std::uint32_t>(static_cast<float>(v));
-      static_cast<std::uint16_t*>(t.data())[i] = static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-      break;
-    }
-    default: throw ConfigError("bench-comm: unsupported dtype");
-  }
-}
-
-double load_value(const Tensor& t, std::int64_t i) {
-  switch (t.dtype()) {
-    case DType::f32: return static_cast<const float*>(t.data())[i];
-    case DType::f64: return static_cast<const double*>(t.data())[i];
-    case DType::f16: return from_half(static_cast<const std::uint16_t*>(t.data())[i]);
-    case DType::bf16:
-      return std::bit_cast<float>(static_cast<std::uint32_t>(static_cast<const std::uint16_t*>(t.data())[i]) << 16);
-    default: throw ConfigError("bench-comm: unsupported dtype");
-  }
-}
-
-double pattern(int rank, std::int64_t i) { return 1.0 + static_cast<double>((rank + i) % 4); }
-
-double expected(ReduceOp op, int world, std::int64_t i) {
-  double sum = 0, hi = -1e300, lo = 1e300;
-  for (int r = 0; r < world; ++r) {
-    const double v = pattern(r, i);
-    sum += v;
-    hi = std::max(hi, v);
-    lo = std::min(lo, v);
-  }
-  switch (op) {
-    case ReduceOp::sum: return sum;
-    case ReduceOp::avg: return sum / world;
-    case ReduceOp::max: return hi;
-    case ReduceOp::min: return lo;
-  }
-  return sum;
-}
-
-double tolerance(DType d) {
-  switch (d) {
-    case DType::f16: return 1e-3;
-    case DType::bf16: return 8e-3;
-    case DType::f32: return 1e-6;
-    default: return 1e-12;
-  }
-}
-
 /// The parts of one benchmark run. Declaration order makes destruction order: buffers, then
 /// the communicator, then the store and backend it was connected with (they must outlive it).
 struct Bench {
@@ -194,7 +117,7 @@ struct Bench {
 
   void fill_pattern(const Tensor& dst, std::int64_t count) {
     const Tensor h = host.view(0, {count});
-    for (std::int64_t i = 0; i < count; ++i) store_value(h, i, pattern(ranks.rank, i));
+    for (std::int64_t i = 0; i < count; ++i) store_host_value(h, i, check_input_value(ranks.rank, i));
     backend->copy(h, dst);
   }
 
@@ -228,10 +151,10 @@ struct Bench {
       const Tensor result = (in_place ? input : output).view(0, {count});
       const Tensor h = host.view(0, {count});
       backend->copy(result, h);
-      const double tol = tolerance(o.dtype);
+      const double tol = check_tolerance(o.dtype);
       for (std::int64_t i = 0; i < count; ++i) {
-        const double want = expected(o.op, ranks.world_size, i);
-        const double got = load_value(h, i);
+        const double want = check_expected_value(o.op, ranks.world_size, i);
+        const double got = load_host_value(h, i);
         if (!(std::fabs(got - want) <= tol * std::fabs(want))) ++wrong;
       }
     }
