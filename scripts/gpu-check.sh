@@ -239,9 +239,9 @@ fi
 # in the train stage; the shares are what to read.
 if want profile; then
   : >"$OUT/profile.log"
-  # name:precision:cudnn_benchmark:activation_layout[:conv_transforms, default true[:key=value,...,
-  # extra --set options]]; the second
-  # bf16 run says what timing-chosen algorithms change, fp32-strict what Winograd/FFT save in f32.
+  # name:precision:cudnn_benchmark:activation_layout[:conv_transforms (default true)[:key=value,...
+  # (extra --set options)]]. The second bf16 run says what timing-chosen algorithms change,
+  # fp32-strict what Winograd/FFT save in f32.
   for variant in ${KILN_GPU_PROFILES:-bf16:bf16:false:auto bf16-cudnn-benchmark:bf16:true:auto \
                  fp32:fp32:false:auto fp32-strict:fp32:false:auto:false fp16:fp16:false:auto}; do
     IFS=: read -r name precision benchmark layout transforms extra <<<"$variant"

@@ -70,9 +70,10 @@ CudaParams read_params(const PluginArgs& args) {
   }
   if (m->contains("conv_workspace_mib")) {
     const std::int64_t mib = m->get_int("conv_workspace_mib");
-    if (mib < 0) {  // the schema's minimum checks first; this is the backstop
-      throw ConfigError(fmt::format("{} = {} is negative; use a size in MiB (0: only algorithms without workspace)",
-                                    m->where("conv_workspace_mib"), mib));
+    if (mib < 0 || mib > kMaxConvWorkspaceMib) {  // the schema's bounds check first; this is the backstop
+      throw ConfigError(fmt::format("{} = {} is not a workspace size; use 0 to {} MiB (0: only algorithms without "
+                                    "workspace)",
+                                    m->where("conv_workspace_mib"), mib, kMaxConvWorkspaceMib));
     }
     p.conv_workspace_mib = mib;
   }
@@ -158,12 +159,16 @@ CudaBackend::CudaBackend(const PluginArgs& args) {
     throw;
   }
   const auto layout_name = [this](DType dtype) { return activation_layout(dtype) == Layout::nhwc ? "nhwc" : "nchw"; };
-  log::get("cuda")->info("cuda:{} {} ({:.1f} GiB, {}); tf32 {}; convolution algorithms by {}{}; activations {} in "
-                         "f32, {} in f16/bf16",
+  log::get("cuda")->info("cuda:{} {} ({:.1f} GiB, {}); tf32 {}; convolution algorithms by {}{}{}; activations {} "
+                         "in f32, {} in f16/bf16",
                          device_, info_.name, static_cast<double>(info_.total_memory) / (1024.0 * 1024.0 * 1024.0),
                          info_.detail, allow_tf32_ ? "allowed" : "off",
                          cudnn_benchmark_ ? "timing (cudnn_benchmark)" : "cuDNN's heuristics",
-                         conv_transforms_ ? ", Winograd/FFT allowed in f32" : "", layout_name(DType::f32),
+                         conv_transforms_ ? ", Winograd/FFT allowed in f32" : "",
+                         conv_workspace_mib_ != kDefaultConvWorkspaceMib
+                             ? fmt::format(", workspace up to {} MiB", conv_workspace_mib_)
+                             : std::string(),
+                         layout_name(DType::f32),
                          layout_name(DType::bf16));
 }
 

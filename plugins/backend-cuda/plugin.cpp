@@ -32,7 +32,7 @@ constexpr kiln_param_spec_v1 kCudaParams[] = {
      "GEMM algorithms only."},
     {"conv_workspace_mib", KILN_PARAM_INT, "1024", nullptr,
      "The most device memory one convolution algorithm may use as workspace, in MiB; faster algorithms that need "
-     "more are skipped (the debug log names them). 0 = only algorithms without workspace.", "0", nullptr},
+     "more are skipped (the debug log names them). 0 = only algorithms without workspace.", "0", "1048576"},
 };
 
 }  // namespace

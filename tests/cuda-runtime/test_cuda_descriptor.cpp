@@ -82,6 +82,7 @@ BOOST_AUTO_TEST_CASE(the_library_exports_cuda_with_its_parameters) {
   BOOST_TEST(info->params[8].type == static_cast<std::uint32_t>(KILN_PARAM_INT));
   BOOST_TEST(std::string(info->params[8].default_value) == "1024");
   BOOST_TEST(std::string(info->params[8].min) == "0");
+  BOOST_TEST(std::string(info->params[8].max) == "1048576");
 }
 
 BOOST_AUTO_TEST_CASE(bad_parameters_are_config_errors_before_any_device_work) {
@@ -97,8 +98,20 @@ BOOST_AUTO_TEST_CASE(bad_parameters_are_config_errors_before_any_device_work) {
   } catch (const kiln::ConfigError& e) {
     BOOST_TEST(contains(e.what(), "backend.cache_limit_mib (run.toml:5) = -5 is negative"), e.what());
   }
-  // The config's schema check refuses an unknown choice first; the backend's own check is the
-  // backstop for a ParamMap built another way.
+  // The config's schema check refuses an unknown choice or an out-of-range size first; the
+  // backend's own check is the backstop for a ParamMap built another way.
+  for (const std::int64_t mib : {std::int64_t{-1}, std::int64_t{1048577}}) {
+    kiln::ParamMap bad_workspace = params();
+    bad_workspace.set("conv_workspace_mib", mib, "run.toml:7");
+    try {
+      make(bad_workspace);
+      BOOST_FAIL("expected a ConfigError");
+    } catch (const kiln::ConfigError& e) {
+      BOOST_TEST(contains(e.what(), "backend.conv_workspace_mib (run.toml:7) = " + std::to_string(mib) +
+                                        " is not a workspace size; use 0 to 1048576 MiB"),
+                 e.what());
+    }
+  }
   kiln::ParamMap bad_layout = params();
   bad_layout.set("activation_layout", std::string("nchwc"), "run.toml:6");
   try {

@@ -48,6 +48,9 @@ enum class AlgoSearch : std::uint8_t { heuristic = 0, exhaustive = 1 };
 
 /// Default of [backend] conv_workspace_mib: the most workspace one convolution algorithm may use.
 inline constexpr std::int64_t kDefaultConvWorkspaceMib = 1024;
+/// Its largest accepted value (1 TiB, beyond any GPU's memory; the byte count stays far inside
+/// size_t). The schema's bound in plugin.cpp says the same.
+inline constexpr std::int64_t kMaxConvWorkspaceMib = std::int64_t{1} << 20;
 
 /// One convolution problem as cuDNN sees it.
 struct ConvAlgoKey {
