@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "ops/onednn_compat.hpp"
+
 namespace kiln::cpu {
 namespace {
 
@@ -85,11 +87,9 @@ bool onednn_has_bf16(const dnnl::engine& engine) {
   const auto bf16 = dnnl::memory::data_type::bf16;
   const auto any = dnnl::memory::format_tag::any;
   try {
-    const dnnl::convolution_forward::desc probe(
-        dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-        md({1, 16, 4, 4}, bf16, any), md({16, 16, 1, 1}, bf16, any), md({1, 16, 4, 4}, bf16, any),
-        {1, 1}, {0, 0}, {0, 0});
-    const dnnl::convolution_forward::primitive_desc pd(probe, engine);
+    onednn::convolution_forward(engine, dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                md({1, 16, 4, 4}, bf16, any), md({16, 16, 1, 1}, bf16, any),
+                                md({1, 16, 4, 4}, bf16, any), {1, 1}, {0, 0}, {0, 0}, {0, 0});
     return true;
   } catch (const dnnl::error&) {
     return false;

@@ -26,13 +26,23 @@ def main() -> int:
     configs = sorted(samples.glob("*.toml"))
     if not configs:
         failures.append(f"no sample configs in {samples}")
+    # The schema lists the plugins this kiln found: a build without CUDA has no `cuda` backend and
+    # no `nccl-*` communicator, and refuses the GPU samples rightly. Those are skipped, by name.
+    built = {kind: set(schema["properties"][kind]["properties"]["type"]["enum"]) for kind in ("backend", "comm")}
+    checked = 0
     for path in configs:
         with open(path, "rb") as f:
             config = tomllib.load(f)
+        missing = [f"{kind} '{config[kind]['type']}'" for kind in built
+                   if "type" in config.get(kind, {}) and config[kind]["type"] not in built[kind]]
+        if missing:
+            print(f"skipped {path.name}: needs {', '.join(missing)}, not built here")
+            continue
+        checked += 1
         errors = [e.message for e in validator.iter_errors(config)]
         if errors:
             failures.append(f"{path.name} is a valid config but the schema refuses it: {errors[:3]}")
-    print(f"{len(configs)} sample configs valid against the schema")
+    print(f"{checked} sample configs valid against the schema")
 
     with open(samples / "fashion-mnist-mlp.toml", "rb") as f:
         base = tomllib.load(f)

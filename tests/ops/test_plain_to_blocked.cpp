@@ -111,9 +111,9 @@ bool onednn_bf16_reorder_is_exact() {
 /// reorders are exact (or no bf16 is involved); elsewhere oneDNN's f32 reorder of the widened
 /// source (the layout and the zeroed padding, which f32 reorders keep exact on every ISA),
 /// narrowed by the documented rule -- or bit for bit for a bf16 -> bf16 copy.
-dnnl::memory expected_blocked(dnnl::memory src, const dnnl::memory::desc& user,
-                              const dnnl::memory::desc& blocked, dt src_type, dt dst_type,
+dnnl::memory expected_blocked(dnnl::memory src, const dims& d, tag blocked_tag, dt src_type, dt dst_type,
                               const dnnl::engine& engine, dnnl::stream& stream) {
+  const dnnl::memory::desc user = plain(d, src_type), blocked(d, dst_type, blocked_tag);
   dnnl::memory expected(blocked, engine);
   std::memset(expected.get_data_handle(), 0x5c, blocked.get_size());
   if ((src_type == dt::f32 && dst_type == dt::f32) || onednn_bf16_reorder_is_exact()) {
@@ -121,7 +121,6 @@ dnnl::memory expected_blocked(dnnl::memory src, const dnnl::memory::desc& user,
     stream.wait();
     return expected;
   }
-  const dims d = user.dims();
   const dnnl::memory::desc wide_user(d, dt::f32, d.size() == 4 ? tag::abcd : tag::abcde);
   dnnl::memory wide(wide_user, engine);
   const std::size_t n = user.get_size() / dnnl::memory::data_type_size(src_type);
@@ -135,8 +134,7 @@ dnnl::memory expected_blocked(dnnl::memory src, const dnnl::memory::desc& user,
       std::memcpy(&w[i], &u, sizeof u);
     }
   }
-  dnnl::memory::desc wide_blocked = blocked;
-  wide_blocked.data.data_type = dnnl_f32;
+  const dnnl::memory::desc wide_blocked(d, dt::f32, blocked_tag);
   dnnl::memory wide_out(wide_blocked, engine);
   std::memset(wide_out.get_data_handle(), 0x5c, wide_blocked.get_size());
   dnnl::reorder(dnnl::reorder::primitive_desc(engine, wide_user, engine, wide_blocked)).execute(stream, wide, wide_out);
@@ -175,7 +173,7 @@ void check_against_reorder(const dims& d, tag blocked_tag, dt src_type, dt dst_t
     fill_source(src.get_data_handle(), src_elems, src_type, rng);
 
     const std::size_t bytes = blocked.get_size();
-    const dnnl::memory expected = expected_blocked(src, user, blocked, src_type, dst_type, engine, stream);
+    const dnnl::memory expected = expected_blocked(src, d, blocked_tag, src_type, dst_type, engine, stream);
 
     const auto* want = static_cast<const unsigned char*>(expected.get_data_handle());
     const std::size_t esize = dnnl::memory::data_type_size(dst_type);

@@ -23,6 +23,7 @@
 #include "cpu_backend.hpp"
 #include "ops/batchnorm_loops.hpp"
 #include "ops/dnnl_edge.hpp"
+#include "ops/onednn_compat.hpp"
 #include "ops/plans.hpp"
 #include "kiln/sdk/op_descs.hpp"
 #include "validate.hpp"
@@ -73,19 +74,14 @@ class BatchNormPlan final : public OpPlan {
     BnVariant& v = *variant_;
     if (kernels != BnKernels::onednn) return v;
     const auto inner = user;  // NCHW f32: the primitive reads and writes the caller's memory
-    const dnnl::batch_normalization_forward::desc train_desc(
-        dnnl::prop_kind::forward_training, inner, d.eps, flags::use_scale | flags::use_shift);
-    const dnnl::batch_normalization_forward::primitive_desc train_pd(train_desc, engine_);
-    const dnnl::batch_normalization_forward::desc infer_desc(
-        dnnl::prop_kind::forward_inference, inner, d.eps,
-        flags::use_scale | flags::use_shift | flags::use_global_stats);
-    const dnnl::batch_normalization_backward::desc back_desc(
-        dnnl::prop_kind::backward, inner, inner, d.eps, flags::use_scale | flags::use_shift);
+    const auto affine = flags::use_scale | flags::use_shift;
+    const auto train_pd =
+        onednn::batch_normalization_forward(engine_, dnnl::prop_kind::forward_training, inner, d.eps, affine);
     v.train = dnnl::batch_normalization_forward(train_pd);
-    v.infer = dnnl::batch_normalization_forward(
-        dnnl::batch_normalization_forward::primitive_desc(infer_desc, engine_));
+    v.infer = dnnl::batch_normalization_forward(onednn::batch_normalization_forward(
+        engine_, dnnl::prop_kind::forward_inference, inner, d.eps, affine | flags::use_global_stats));
     v.back = dnnl::batch_normalization_backward(
-        dnnl::batch_normalization_backward::primitive_desc(back_desc, engine_, train_pd));
+        onednn::batch_normalization_backward(engine_, inner, d.eps, affine, train_pd));
     v.x = Edge(engine_, user, inner, scratch_, 0);
     v.y = Edge(engine_, user, inner, scratch_, 1);
     v.dx = Edge(engine_, user, inner, scratch_, 2);
@@ -99,8 +95,8 @@ class BatchNormPlan final : public OpPlan {
     v.back_args = {{DNNL_ARG_SRC, v.x.inner()},      {DNNL_ARG_DIFF_DST, v.dy.inner()},
                    {DNNL_ARG_MEAN, mean},            {DNNL_ARG_VARIANCE, variance},
                    {DNNL_ARG_SCALE, scale},          {DNNL_ARG_DIFF_SRC, v.dx.inner()},
-                   {DNNL_ARG_SHIFT, zero_shift},     {DNNL_ARG_DIFF_SCALE, dscale},
-                   {DNNL_ARG_DIFF_SHIFT, dshift}};
+                   {DNNL_ARG_DIFF_SCALE, dscale},    {DNNL_ARG_DIFF_SHIFT, dshift}};
+    if (onednn::kBatchNormBackwardTakesShift) v.back_args.emplace(DNNL_ARG_SHIFT, zero_shift);
     return v;
   }
 
@@ -110,7 +106,8 @@ class BatchNormPlan final : public OpPlan {
   dnnl::memory mean, scale, shift, running_var;
   dnnl::memory variance, dscale, dshift;
   // oneDNN 2.6 refuses to execute the backward without a shift argument although the gradient
-  // does not depend on it (the backward signature has no beta): a zero vector stands in.
+  // does not depend on it (the backward signature has no beta): a zero vector stands in. 3.x
+  // refuses it (onednn::kBatchNormBackwardTakesShift).
   dnnl::memory zero_shift;
 
  private:

@@ -16,47 +16,47 @@
 
 namespace kiln::cpu {
 
+using dt = dnnl::memory::data_type;
+
 bool BlockedToPlain::handles(const dnnl::memory::desc& blocked, const dnnl::memory::desc& plain) {
-  const dnnl_memory_desc_t& b = blocked.data;
-  const dnnl_memory_desc_t& p = plain.data;
-  if (b.data_type != dnnl_f32 || p.data_type != dnnl_f32) return false;
+  const onednn::Blocking b = onednn::blocking(blocked), p = onednn::blocking(plain);
+  if (b.data_type != dt::f32 || p.data_type != dt::f32) return false;
   if (b.ndims != p.ndims || (b.ndims != 4 && b.ndims != 5)) return false;
   if (!std::equal(b.dims, b.dims + b.ndims, p.dims)) return false;
-  if (b.format_kind != dnnl_blocked || b.format_desc.blocking.inner_nblks == 0) return false;
+  if (!b.blocked || b.inner_nblks == 0) return false;
   return dense_row_major(p);
 }
 
 BlockedToPlain::BlockedToPlain(const dnnl::memory::desc& blocked) {
-  const dnnl_memory_desc_t& b = blocked.data;
-  if (b.format_kind != dnnl_blocked || b.data_type != dnnl_f32 || (b.ndims != 4 && b.ndims != 5)) {
+  const onednn::Blocking b = onednn::blocking(blocked);
+  if (!b.blocked || b.data_type != dt::f32 || (b.ndims != 4 && b.ndims != 5)) {
     throw std::invalid_argument("BlockedToPlain: needs a 4-D or 5-D f32 blocked descriptor");
   }
-  const dnnl_blocking_desc_t& blk = b.format_desc.blocking;
-  const int nd = b.ndims, nblks = blk.inner_nblks;
+  const int nd = b.ndims, nblks = b.inner_nblks;
   dims_.assign(b.dims, b.dims + nd);
   // block_stride[k]: the stride of inner block k inside the innermost tile.
   std::vector<std::int64_t> block_stride(static_cast<std::size_t>(nblks));
   std::int64_t s = 1;
   for (int k = nblks - 1; k >= 0; --k) {
     block_stride[static_cast<std::size_t>(k)] = s;
-    s *= blk.inner_blks[k];
+    s *= b.inner_blks[k];
   }
   offset_.resize(static_cast<std::size_t>(nd));
   for (int d = 0; d < nd; ++d) {
     std::int64_t outer_block = 1;  // B_d
     for (int k = 0; k < nblks; ++k) {
-      if (blk.inner_idxs[k] == d) outer_block *= blk.inner_blks[k];
+      if (b.inner_idxs[k] == d) outer_block *= b.inner_blks[k];
     }
     std::vector<std::int64_t>& table = offset_[static_cast<std::size_t>(d)];
     table.resize(static_cast<std::size_t>(dims_[static_cast<std::size_t>(d)]));
     for (std::int64_t x = 0; x < dims_[static_cast<std::size_t>(d)]; ++x) {
-      std::int64_t off = (x / outer_block) * blk.strides[d];
+      std::int64_t off = (x / outer_block) * b.strides[d];
       // Digits of x within its block, least significant (the last of d's blocks) first.
       std::int64_t rest = x % outer_block;
       for (int k = nblks - 1; k >= 0; --k) {
-        if (blk.inner_idxs[k] != d) continue;
-        off += (rest % blk.inner_blks[k]) * block_stride[static_cast<std::size_t>(k)];
-        rest /= blk.inner_blks[k];
+        if (b.inner_idxs[k] != d) continue;
+        off += (rest % b.inner_blks[k]) * block_stride[static_cast<std::size_t>(k)];
+        rest /= b.inner_blks[k];
       }
       table[static_cast<std::size_t>(x)] = off;
     }

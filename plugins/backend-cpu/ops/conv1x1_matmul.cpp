@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "ops/onednn_compat.hpp"
+
 namespace kiln::cpu {
 
 using dims = dnnl::memory::dims;
@@ -40,7 +42,6 @@ Conv1x1Matmul::Stage& Conv1x1Matmul::stage(std::optional<Stage>& slot, const Ten
   const DType out_compute = compute_dtype(out.dtype(), bf16_primitives_);
   const dnnl::memory::desc a_in = view(a_shape, a_strides, compute_), b_in = view(b_shape, b_strides, compute_);
   const dnnl::memory::desc o_user = view(o_shape, o_strides, out.dtype()), o_in = view(o_shape, o_strides, out_compute);
-  const dnnl::matmul::desc md(a_in, b_in, o_in);
   // Accumulating straight into the caller's memory needs the same dtype there; otherwise the
   // output edge adds (widen, add, narrow), as it does for the convolution's f16 gradients.
   const bool direct_sum = accumulates && o_user == o_in;
@@ -50,10 +51,10 @@ Conv1x1Matmul::Stage& Conv1x1Matmul::stage(std::optional<Stage>& slot, const Ten
     ops.append_sum(1.0f);
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
-    with_sum.emplace(dnnl::matmul(dnnl::matmul::primitive_desc(md, attr, engine_)));
+    with_sum.emplace(dnnl::matmul(onednn::matmul(engine_, a_in, b_in, {}, o_in, attr)));
   }
   const EdgeSum edge_sum = accumulates && !direct_sum ? EdgeSum::yes : EdgeSum::no;
-  slot.emplace(Stage{{dnnl::matmul(dnnl::matmul::primitive_desc(md, engine_)), std::move(with_sum),
+  slot.emplace(Stage{{dnnl::matmul(onednn::matmul(engine_, a_in, b_in, {}, o_in)), std::move(with_sum),
                       Edge(engine_, view(a_shape, a_strides, a.dtype()), a_in, scratch_, 0, EdgeSum::no, round(a.dtype())),
                       Edge(engine_, view(b_shape, b_strides, b.dtype()), b_in, scratch_, 1, EdgeSum::no, round(b.dtype())),
                       Edge(engine_, o_user, o_in, scratch_, 2, edge_sum), {}},
@@ -97,7 +98,7 @@ dnnl::matmul::primitive_desc dense_matmul(const Conv2dDesc& d, const dnnl::engin
   const dnnl::memory::desc src(tag_dims{m, d.k}, f32, tag_dims{d.k, 1});
   const dnnl::memory::desc wei(tag_dims{d.k, d.c}, f32, tag_dims{d.c, 1});
   const dnnl::memory::desc dst(tag_dims{m, d.c}, f32, tag_dims{d.c, 1});
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), engine);
+  return onednn::matmul(engine, src, wei, {}, dst);
 }
 
 }  // namespace

@@ -41,6 +41,7 @@
 #include "ops/conv_direct_avx2.hpp"
 #include "ops/conv_filter_avx2.hpp"
 #include "ops/dnnl_edge.hpp"
+#include "ops/onednn_compat.hpp"
 #include "ops/plans.hpp"
 #include "ops/winograd3x3.hpp"
 #include "kiln/sdk/op_descs.hpp"
@@ -216,10 +217,9 @@ class ConvPlan final : public OpPlan {
   Stage& backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx) {
     const Operand ody = operand(dy), ow = operand(w), odx = operand(dx);
     if (bwd_data_ && bwd_data_->built_for(ody, ow, odx)) return *bwd_data_;
-    const dnnl::convolution_backward_data::desc cd(
-        algorithm_, activation(src_, compute_dtype(dx.dtype(), bf16_primitives_)),
-        any(wei_, compute), activation(dst_, compute), strides_, dilates_, pad_l_, pad_r_);
-    const dnnl::convolution_backward_data::primitive_desc pd(cd, engine_, hint_);
+    const auto pd = onednn::convolution_backward_data(
+        engine_, algorithm_, activation(src_, compute_dtype(dx.dtype(), bf16_primitives_)), any(wei_, compute),
+        activation(dst_, compute), strides_, dilates_, pad_l_, pad_r_, hint_);
     bwd_data_.emplace(Stage{{dnnl::convolution_backward_data(pd), {},
                              Edge(engine_, user(dst_, ody), pd.diff_dst_desc(), scratch_, 0, EdgeSum::no, round(ody)),
                              Edge(engine_, user(wei_, ow), pd.weights_desc(), scratch_, 1, EdgeSum::no, round(ow)),
@@ -234,11 +234,9 @@ class ConvPlan final : public OpPlan {
   Stage& backward_filter(const Tensor& x, const Tensor& dy, const Tensor& dw) {
     const Operand ox = operand(x), ody = operand(dy), odw = operand(dw);
     if (bwd_filter_ && bwd_filter_->built_for(ox, ody, odw)) return *bwd_filter_;
-    const dnnl::convolution_backward_weights::desc cd(
-        algorithm_, activation(src_, compute),
-        any(wei_, compute_dtype(dw.dtype(), bf16_primitives_)), activation(dst_, compute), strides_, dilates_,
-        pad_l_, pad_r_);
-    const dnnl::convolution_backward_weights::primitive_desc pd(cd, engine_, hint_);
+    const auto pd = onednn::convolution_backward_weights(
+        engine_, algorithm_, activation(src_, compute), any(wei_, compute_dtype(dw.dtype(), bf16_primitives_)),
+        activation(dst_, compute), strides_, dilates_, pad_l_, pad_r_, hint_);
     bwd_filter_.emplace(
         Stage{{dnnl::convolution_backward_weights(pd), {},
                Edge(engine_, user(src_, ox), pd.src_desc(), scratch_, 0, EdgeSum::no, round(ox)),
@@ -269,11 +267,8 @@ class ConvPlan final : public OpPlan {
     return user_desc(shape, o.dtype, o.layout);
   }
   dnnl::convolution_forward::primitive_desc forward_pd(DType y) const {
-    const dnnl::convolution_forward::desc cd(
-        dnnl::prop_kind::forward_training, algorithm_,
-        activation(src_, compute), any(wei_, compute), activation(dst_, y), strides_,
-        dilates_, pad_l_, pad_r_);
-    return dnnl::convolution_forward::primitive_desc(cd, engine_);
+    return onednn::convolution_forward(engine_, dnnl::prop_kind::forward_training, algorithm_, activation(src_, compute),
+                                       any(wei_, compute), activation(dst_, y), strides_, dilates_, pad_l_, pad_r_);
   }
 
   /// Whether this plan runs by Winograd: f32 compute, a 3x3 kernel, a shape where it was measured
@@ -285,14 +280,12 @@ class ConvPlan final : public OpPlan {
     const auto act = [](const dims& shape) { return dnnl::memory::desc(shape, dnnl::memory::data_type::f32, tag::any); };
     const auto alg = dnnl::algorithm::convolution_winograd;
     try {
-      const dnnl::convolution_forward::primitive_desc fwd(
-          {dnnl::prop_kind::forward_training, alg, act(src_), any(wei_, DType::f32), act(dst_), strides_,
-           dilates_, pad_l_, pad_r_},
-          engine_);
-      dnnl::convolution_backward_data::primitive_desc(
-          {alg, act(src_), any(wei_, DType::f32), act(dst_), strides_, dilates_, pad_l_, pad_r_}, engine_, fwd);
-      dnnl::convolution_backward_weights::primitive_desc(
-          {alg, act(src_), any(wei_, DType::f32), act(dst_), strides_, dilates_, pad_l_, pad_r_}, engine_, fwd);
+      const auto fwd = onednn::convolution_forward(engine_, dnnl::prop_kind::forward_training, alg, act(src_),
+                                                   any(wei_, DType::f32), act(dst_), strides_, dilates_, pad_l_, pad_r_);
+      onednn::convolution_backward_data(engine_, alg, act(src_), any(wei_, DType::f32), act(dst_), strides_, dilates_,
+                                        pad_l_, pad_r_, fwd);
+      onednn::convolution_backward_weights(engine_, alg, act(src_), any(wei_, DType::f32), act(dst_), strides_,
+                                           dilates_, pad_l_, pad_r_, fwd);
       return true;
     } catch (const dnnl::error& e) {
       if (e.status == dnnl_unimplemented) return false;

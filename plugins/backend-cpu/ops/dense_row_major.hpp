@@ -5,15 +5,15 @@
 
 #include <cstdint>
 
-#include <oneapi/dnnl/dnnl.hpp>
+#include "ops/onednn_compat.hpp"
 
 namespace kiln::cpu {
 
-inline bool dense_row_major(const dnnl_memory_desc_t& d) {
-  if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0 || d.offset0 != 0) return false;
+inline bool dense_row_major(const onednn::Blocking& d) {
+  if (!d.blocked || d.inner_nblks != 0 || d.offset0 != 0) return false;
   std::int64_t stride = 1;
   for (int i = d.ndims - 1; i >= 0; --i) {
-    if (d.padded_dims[i] != d.dims[i] || d.format_desc.blocking.strides[i] != stride) return false;
+    if (d.padded_dims[i] != d.dims[i] || d.strides[i] != stride) return false;
     stride *= d.dims[i];
   }
   return true;

@@ -4,6 +4,7 @@
 
 #include "ops/bf16_convert.hpp"
 #include "ops/f16_convert.hpp"
+#include "ops/onednn_compat.hpp"
 
 #include <cstdlib>
 #include <new>
@@ -63,10 +64,11 @@ Edge::Edge(const dnnl::engine& engine, const dnnl::memory::desc& user,
            EdgeSum sum, EdgeRound round)
     : direct_(user == inner && sum == EdgeSum::no), user_(user, engine, nullptr),
       scratch_(std::move(scratch)), slot_(slot) {
-  if (inner.data_type() == dt::f32) {
-    if (user.data_type() == dt::f16) wide_ = EdgeWide::f16;
-    if (user.data_type() == dt::bf16) wide_ = EdgeWide::bf16;
-    if (user.data_type() == dt::f32 && round == EdgeRound::bf16) wide_ = EdgeWide::f32_as_bf16;
+  const dt user_type = onednn::data_type(user);
+  if (onednn::data_type(inner) == dt::f32) {
+    if (user_type == dt::f16) wide_ = EdgeWide::f16;
+    if (user_type == dt::bf16) wide_ = EdgeWide::bf16;
+    if (user_type == dt::f32 && round == EdgeRound::bf16) wide_ = EdgeWide::f32_as_bf16;
   }
   if (round == EdgeRound::bf16 && (wide_ != EdgeWide::f32_as_bf16 || sum == EdgeSum::yes)) {
     throw std::logic_error("Edge: EdgeRound::bf16 needs an f32 input edge into an f32 primitive");
@@ -99,10 +101,9 @@ void Edge::init_widening(const dnnl::engine& engine, const dnnl::memory::desc& u
                          const dnnl::memory::desc& inner, EdgeSum sum) {
   direct_ = false;
   // The caller's descriptor with f32 elements: the same dims and strides (plain or nhwc, dense).
-  const int ndims = user.data.ndims;
-  const dnnl::memory::dims strides(user.data.format_desc.blocking.strides,
-                                   user.data.format_desc.blocking.strides + ndims);
-  const dnnl::memory::desc wide(user.dims(), dt::f32, strides);
+  const onednn::Blocking layout = onednn::blocking(user);
+  const dnnl::memory::dims strides(layout.strides, layout.strides + layout.ndims);
+  const dnnl::memory::desc wide(onednn::shape(user), dt::f32, strides);
   inner_ = dnnl::memory(inner, engine, nullptr);
   wide_is_inner_ = wide == inner && sum == EdgeSum::no;
   if (wide_is_inner_) return;
@@ -121,7 +122,8 @@ void Edge::init_widening(const dnnl::engine& engine, const dnnl::memory::desc& u
 }
 
 void Edge::init_to_inner(const dnnl::engine& engine, const dnnl::memory::desc& plain, const dnnl::memory::desc& inner) {
-  inner_blocked_ = inner.data.format_kind == dnnl_blocked && inner.data.format_desc.blocking.inner_nblks > 0;
+  const onednn::Blocking layout = onednn::blocking(inner);
+  inner_blocked_ = layout.blocked && layout.inner_nblks > 0;
   if (PlainToBlocked::handles(plain, inner)) {
     PlainToBlocked loop(plain, inner);
     if (loop.vectorised()) {
@@ -154,7 +156,7 @@ void Edge::bind(void* data) {
 namespace {
 
 std::size_t elements(const dnnl::memory& m) {
-  return m.get_desc().get_size() / (m.get_desc().data_type() == dt::f32 ? sizeof(float) : sizeof(std::uint16_t));
+  return m.get_desc().get_size() / (onednn::data_type(m.get_desc()) == dt::f32 ? sizeof(float) : sizeof(std::uint16_t));
 }
 
 /// The caller's data (f16, bf16, or f32 to round) into f32 (Kiln's vector loops).

@@ -14,6 +14,7 @@
 #include "kiln/errors.hpp"
 #include "ops/bf16_convert.hpp"
 #include "ops/dnnl_edge.hpp"
+#include "ops/onednn_compat.hpp"
 #include "ops/f16_convert.hpp"
 #include "ops/half.hpp"
 #include "parallel.hpp"
@@ -70,16 +71,15 @@ MatmulCache::Entry MatmulCache::build(const MatmulKey& key) const {
   dnnl::primitive_attr attr;
   const float alpha = std::bit_cast<float>(key.alpha_bits);
   const float beta = std::bit_cast<float>(key.beta_bits);
-  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
   dnnl::post_ops ops;
+  if (alpha != 1.0f) onednn::scale_output(attr, ops, alpha);
   if (beta != 0.0f) ops.append_sum(beta);
   const int bias_post_op_index = ops.len();
   if (key.bias == MatmulBias::post_op) ops.append_binary(dnnl::algorithm::binary_add, bias_md);
   attr.set_post_ops(ops);
 
-  const auto desc = key.bias == MatmulBias::argument ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md)
-                                                     : dnnl::matmul::desc(a_md, b_md, c_md);
-  const dnnl::matmul::primitive_desc pd(desc, attr, engine_);
+  const auto pd = onednn::matmul(engine_, a_md, b_md, key.bias == MatmulBias::argument ? bias_md : dnnl::memory::desc(),
+                                 c_md, attr);
 
   // The memories start without data; run() points them at the caller's tensors each call.
   Entry e{dnnl::matmul(pd), dnnl::memory(a_md, engine_, nullptr),

@@ -30,7 +30,7 @@ namespace avx512 = plain_to_blocked_avx512;  // the vector kernels (plain_to_blo
 using dt = dnnl::memory::data_type;
 constexpr std::size_t kMaxDims = 5;
 
-bool f32_or_bf16(dnnl_data_type_t t) { return t == dnnl_f32 || t == dnnl_bf16; }
+bool f32_or_bf16(dt t) { return t == dt::f32 || t == dt::bf16; }
 
 // bf16 is carried as its 16 bits.
 using bf16_bits = std::uint16_t;
@@ -74,12 +74,11 @@ WeightReorderCounts& weight_reorder_counts() {
 }
 
 bool PlainToBlocked::handles(const dnnl::memory::desc& plain, const dnnl::memory::desc& blocked) {
-  const dnnl_memory_desc_t& p = plain.data;
-  const dnnl_memory_desc_t& b = blocked.data;
+  const onednn::Blocking p = onednn::blocking(plain), b = onednn::blocking(blocked);
   if (!f32_or_bf16(p.data_type) || !f32_or_bf16(b.data_type)) return false;
   if (p.ndims != b.ndims || (b.ndims != 4 && b.ndims != 5)) return false;
   if (!std::equal(b.dims, b.dims + b.ndims, p.dims)) return false;
-  if (b.format_kind != dnnl_blocked || b.format_desc.blocking.inner_nblks == 0 || b.extra.flags != 0 || b.offset0 != 0) {
+  if (!b.blocked || b.inner_nblks == 0 || b.extra || b.offset0 != 0) {
     return false;
   }
   // Source offsets inside a block are 32-bit (the gathers' index width).
@@ -90,15 +89,14 @@ bool PlainToBlocked::handles(const dnnl::memory::desc& plain, const dnnl::memory
 }
 
 PlainToBlocked::PlainToBlocked(const dnnl::memory::desc& plain, const dnnl::memory::desc& blocked, bool simd)
-    : src_type_(plain.data_type()), dst_type_(blocked.data_type()), simd_(simd && avx512::has_avx512()) {
+    : src_type_(onednn::data_type(plain)), dst_type_(onednn::data_type(blocked)), simd_(simd && avx512::has_avx512()) {
   if (!handles(plain, blocked)) {
     throw std::invalid_argument(
         "PlainToBlocked: needs a dense row-major 4-D/5-D f32 or bf16 source and a blocked "
         "destination of the same dims");
   }
-  const dnnl_memory_desc_t& b = blocked.data;
-  const dnnl_blocking_desc_t& blk = b.format_desc.blocking;
-  const int nd = b.ndims, nblks = blk.inner_nblks;
+  const onednn::Blocking b = onednn::blocking(blocked);
+  const int nd = b.ndims, nblks = b.inner_nblks;
   const auto ud = static_cast<std::size_t>(nd);
   dims_.assign(b.dims, b.dims + nd);
   std::vector<std::int64_t> plain_stride(ud);
@@ -112,11 +110,11 @@ PlainToBlocked::PlainToBlocked(const dnnl::memory::desc& plain, const dnnl::memo
   for (int d = 0; d < nd; ++d) {
     std::int64_t block = 1;  // B_d
     for (int k = 0; k < nblks; ++k) {
-      if (blk.inner_idxs[k] == d) block *= blk.inner_blks[k];
+      if (b.inner_idxs[k] == d) block *= b.inner_blks[k];
     }
     const std::int64_t extent = b.padded_dims[d] / block;
     if (extent > 1) {
-      levels_.push_back({extent, blk.strides[d], block * plain_stride[static_cast<std::size_t>(d)], block, d});
+      levels_.push_back({extent, b.strides[d], block * plain_stride[static_cast<std::size_t>(d)], block, d});
     }
   }
   // Walked in the source's order: each block is contiguous in the destination wherever it
@@ -128,7 +126,7 @@ PlainToBlocked::PlainToBlocked(const dnnl::memory::desc& plain, const dnnl::memo
   // The inner block: element k's digits, block 0 most significant; digit j of block k adds
   // j * (product of the later blocks of the same dim) to that dim's index.
   std::int64_t k_total = 1;
-  for (int k = 0; k < nblks; ++k) k_total *= blk.inner_blks[k];
+  for (int k = 0; k < nblks; ++k) k_total *= b.inner_blks[k];
   offset_.resize(static_cast<std::size_t>(k_total));
   inner_index_.assign(static_cast<std::size_t>(k_total) * ud, 0);
   inner_span_.assign(ud, 0);
@@ -137,10 +135,10 @@ PlainToBlocked::PlainToBlocked(const dnnl::memory::desc& plain, const dnnl::memo
     std::int64_t* index = &inner_index_[static_cast<std::size_t>(e) * ud];
     std::vector<std::int64_t> step(ud, 1);
     for (int k = nblks - 1; k >= 0; --k) {
-      const auto d = static_cast<std::size_t>(blk.inner_idxs[k]);
-      index[d] += (rest % blk.inner_blks[k]) * step[d];
-      step[d] *= blk.inner_blks[k];
-      rest /= blk.inner_blks[k];
+      const auto d = static_cast<std::size_t>(b.inner_idxs[k]);
+      index[d] += (rest % b.inner_blks[k]) * step[d];
+      step[d] *= b.inner_blks[k];
+      rest /= b.inner_blks[k];
     }
     std::int64_t off = 0;
     for (std::size_t d = 0; d < ud; ++d) {
@@ -170,9 +168,8 @@ PlainToBlocked::PlainToBlocked(const dnnl::memory::desc& plain, const dnnl::memo
 // Blocks on the edge of the padded area use the scalar gather (runs, row_pairs) or zero rows
 // (columns).
 void PlainToBlocked::choose_kernel(const dnnl::memory::desc& blocked) {
-  const dnnl_memory_desc_t& b = blocked.data;
-  const dnnl_blocking_desc_t& blk = b.format_desc.blocking;
-  const int nblks = blk.inner_nblks;
+  const onednn::Blocking b = onednn::blocking(blocked);
+  const int nblks = b.inner_nblks;
   if (src_type_ != dst_type_) return;  // the conversions (not on ResNet-50's path) gather
   const bool f32 = dst_type_ == dt::f32;
   const auto k_total = static_cast<std::int64_t>(offset_.size());
@@ -180,18 +177,18 @@ void PlainToBlocked::choose_kernel(const dnnl::memory::desc& blocked) {
   const std::int64_t hw = b.ndims == 4 ? b.dims[2] * b.dims[3] : 0;
   const bool unpadded = b.ndims == 4 && std::equal(b.dims, b.dims + 4, b.padded_dims);
   if (simd_ && b.ndims == 4 && b.padded_dims[1] == b.dims[1]) {
-    const std::int64_t x = blk.inner_blks[0];
-    const bool o_block = blk.inner_idxs[0] == 0 && x % 16 == 0;
+    const std::int64_t x = b.inner_blks[0];
+    const bool o_block = b.inner_idxs[0] == 0 && x % 16 == 0;
     const bool f32_columns = f32 && nblks == 1 && o_block;
-    const bool bf16_columns = !f32 && (one_by_one || hw <= 16) && nblks == 2 && o_block && blk.inner_idxs[1] == 1 &&
-                              blk.inner_blks[1] == 2 && b.dims[1] % 2 == 0;
+    const bool bf16_columns = !f32 && (one_by_one || hw <= 16) && nblks == 2 && o_block && b.inner_idxs[1] == 1 &&
+                              b.inner_blks[1] == 2 && b.dims[1] % 2 == 0;
     if (f32_columns || bf16_columns) {
       kernel_ = Kernel::columns;
       const std::int64_t unit = f32 ? 1 : 2;  // elements per 32-bit unit
       hw_ = hw;
       row_stride_ = b.dims[1] * hw / unit;
       o_block_ = x;
-      o_stride_ = blk.strides[0] / unit;
+      o_stride_ = b.strides[0] / unit;
       o_padded_ = b.padded_dims[0];
       column_dst_.resize(static_cast<std::size_t>(row_stride_));
       for (std::int64_t u = 0; u < row_stride_; ++u) {
@@ -199,25 +196,25 @@ void PlainToBlocked::choose_kernel(const dnnl::memory::desc& blocked) {
         // pair of I indices 2 * (u / HW) and the next one at spatial u % HW (I's outer index
         // is u / HW: I is blocked by its pairs).
         const std::int64_t i_outer = u / hw, h = u % hw / b.dims[3], w = u % b.dims[3];
-        column_dst_[static_cast<std::size_t>(u)] = (i_outer * blk.strides[1] + h * blk.strides[2] + w * blk.strides[3]) / unit;
+        column_dst_[static_cast<std::size_t>(u)] = (i_outer * b.strides[1] + h * b.strides[2] + w * b.strides[3]) / unit;
       }
       return;
     }
   }
-  const bool f32_i_rows = f32 && nblks == 2 && blk.inner_idxs[0] == 0 && blk.inner_blks[0] == 16 &&
-                          blk.inner_idxs[1] == 1 && blk.inner_blks[1] == 16;
-  const bool o_pairs = !f32 && nblks == 3 && blk.inner_idxs[0] == 0 && blk.inner_blks[0] == 8 &&
-                       blk.inner_idxs[1] == 1 && blk.inner_blks[1] == 16 && blk.inner_idxs[2] == 0 && blk.inner_blks[2] == 2;
+  const bool f32_i_rows = f32 && nblks == 2 && b.inner_idxs[0] == 0 && b.inner_blks[0] == 16 &&
+                          b.inner_idxs[1] == 1 && b.inner_blks[1] == 16;
+  const bool o_pairs = !f32 && nblks == 3 && b.inner_idxs[0] == 0 && b.inner_blks[0] == 8 &&
+                       b.inner_idxs[1] == 1 && b.inner_blks[1] == 16 && b.inner_idxs[2] == 0 && b.inner_blks[2] == 2;
   if (simd_ && unpadded && hw >= 2 && hw <= 16 && (f32_i_rows || o_pairs)) {
     kernel_ = Kernel::i_rows;
     const std::int64_t unit = f32 ? 1 : 2;
     hw_ = hw;
     row_stride_ = b.dims[1] * hw;  // elements between O rows
-    o_stride_ = blk.strides[0];
-    i_stride_ = blk.strides[1];
+    o_stride_ = b.strides[0];
+    i_stride_ = b.strides[1];
     column_dst_.resize(static_cast<std::size_t>(hw));
     for (std::int64_t u = 0; u < hw; ++u) {
-      column_dst_[static_cast<std::size_t>(u)] = (u / b.dims[3] * blk.strides[2] + u % b.dims[3] * blk.strides[3]) / unit;
+      column_dst_[static_cast<std::size_t>(u)] = (u / b.dims[3] * b.strides[2] + u % b.dims[3] * b.strides[3]) / unit;
     }
     return;
   }
@@ -226,7 +223,7 @@ void PlainToBlocked::choose_kernel(const dnnl::memory::desc& blocked) {
     row_stride_ = b.dims[1];
     return;
   }
-  run_ = blk.inner_blks[nblks - 1];
+  run_ = b.inner_blks[nblks - 1];
   bool runs = run_ >= 8;
   for (std::int64_t k = 0; runs && k < k_total; ++k) {
     runs = offset_[static_cast<std::size_t>(k)] == offset_[static_cast<std::size_t>(k - k % run_)] + k % run_;

@@ -21,6 +21,7 @@
 
 #include "cpu_backend.hpp"
 #include "ops/dnnl_edge.hpp"
+#include "ops/onednn_compat.hpp"
 #include "ops/maxpool_nhwc.hpp"
 #include "ops/plans.hpp"
 #include "kiln/sdk/op_descs.hpp"
@@ -85,12 +86,11 @@ class PoolPlan final : public OpPlan {
                      std::max<std::int64_t>(0, (q - 1) * d.stride_w + d.kernel_w - d.w - d.pad_w)};
     const auto algo = d.kind == Pool2dDesc::Kind::max ? dnnl::algorithm::pooling_max
                                                       : dnnl::algorithm::pooling_avg_include_padding;
-    const dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training, algo, src, dst,
-                                         strides, kernel, pad_l, pad_r);
-    const dnnl::pooling_forward::primitive_desc fpd(fd, engine_);
-    const dnnl::pooling_backward::desc bd(algo, src, dst, strides, kernel, pad_l, pad_r);
+    const auto fpd = onednn::pooling_forward(engine_, dnnl::prop_kind::forward_training, algo, src, dst, strides,
+                                             kernel, pad_l, pad_r);
     forward = dnnl::pooling_forward(fpd);
-    backward = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(bd, engine_, fpd));
+    backward = dnnl::pooling_backward(
+        onednn::pooling_backward(engine_, algo, src, dst, strides, kernel, pad_l, pad_r, fpd));
     x = Edge(engine_, user_desc(src_dims, d.dtype, layout), src, scratch_, 0);
     y = Edge(engine_, user_desc(dst_dims, d.dtype, layout), dst, scratch_, 1);
     dx = Edge(engine_, user_desc(src_dims, d.dtype, layout), src, scratch_, 2);

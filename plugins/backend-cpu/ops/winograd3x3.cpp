@@ -6,6 +6,7 @@
 
 #include "ops/bf16_convert.hpp"
 #include "ops/f16_convert.hpp"
+#include "ops/onednn_compat.hpp"
 
 namespace kiln::cpu {
 
@@ -71,7 +72,7 @@ Winograd3x3::Matmul Winograd3x3::make_matmul(std::int64_t m, std::int64_t kk, st
   const dnnl::memory::desc a(dims{wg::kPoints, m, kk}, f32, a_strides);
   const dnnl::memory::desc b(dims{wg::kPoints, kk, n}, f32, dims{kk * n, n, 1});
   const dnnl::memory::desc out(dims{wg::kPoints, m, n}, f32, dims{m * n, n, 1});
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, out), engine_);
+  const auto pd = onednn::matmul(engine_, a, b, {}, out);
   return {dnnl::matmul(pd), dnnl::memory(a, engine_, nullptr), dnnl::memory(b, engine_, nullptr),
           dnnl::memory(out, engine_, nullptr)};
 }
