@@ -30,19 +30,11 @@ fail() { echo "test-container: FAILED after $SECONDS s: $*" >&2; exit 1; }
 [[ $(id -u) -eq 0 ]] || fail "run as root: podman builds with runc and debootstrap need it"
 [[ -r /etc/debian_version ]] || fail "needs a Debian host (apt, debootstrap)"
 
+# shellcheck source=scripts/podman-debian.sh
+source scripts/podman-debian.sh
+
 step "packages"
-packages=(podman runc conmon netavark aardvark-dns containernetworking-plugins uidmap
-          fuse-overlayfs slirp4netns catatonit debootstrap debian-archive-keyring
-          openssh-client curl ca-certificates python3)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "installing ${missing[*]}"
-  apt-get update
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
-fi
+podman_debian_packages
 python=/usr/bin/python3
 
 work=$(mktemp -d /var/tmp/kiln-container-test-XXXXXX)
@@ -58,44 +50,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# runc (crun is not installed), and no default ulimits: the ones podman would set by default are
-# refused on these VMs. Only this file is read while CONTAINERS_CONF names it.
-cat > "$work/containers.conf" << 'EOF'
-[containers]
-default_ulimits = []
-[engine]
-runtime = "runc"
-EOF
-export CONTAINERS_CONF=$work/containers.conf
-podman info > "$work/podman-info.txt" 2>&1 || { cat "$work/podman-info.txt"; fail "podman does not run here"; }
+podman_debian_config "$work"
 
 step "base image $base_image"
-if podman image exists "$base_image"; then
-  echo "reusing $base_image (podman rmi it to make it again)"
-else
-  # The mirror and suites apt uses on this host, so the image gets the same packages.
-  sources=/etc/apt/sources.list.d/debian.sources
-  mirror=http://deb.debian.org/debian
-  if [[ -r $sources ]]; then
-    mirror=$(awk '/^URIs:/ { print $2; exit }' "$sources")
-  elif [[ -r /etc/apt/sources.list ]]; then
-    mirror=$(awk '$1 == "deb" && $3 ~ /^bookworm$/ { print $2; exit }' /etc/apt/sources.list)
-  fi
-  [[ -n $mirror ]] || fail "no Debian mirror found in the apt configuration"
-  echo "debootstrap --variant=minbase bookworm from $mirror"
-  rootfs=$work/rootfs
-  debootstrap --variant=minbase --cache-dir=/var/cache/apt/archives bookworm "$rootfs" "$mirror" \
-    > "$work/debootstrap.log" 2>&1 || { tail -n 30 "$work/debootstrap.log"; fail "debootstrap failed"; }
-  if [[ -r $sources ]]; then
-    # Only the Debian entries (the keyring they name is in the image); no third-party ones.
-    awk -v RS= -v ORS='\n\n' '/debian-archive-keyring/' "$sources" > "$rootfs/etc/apt/sources.list.d/debian.sources"
-    [[ -s $rootfs/etc/apt/sources.list.d/debian.sources ]] && rm -f "$rootfs/etc/apt/sources.list"
-  fi
-  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
-  tar -C "$rootfs" -c . | podman import -q --change 'CMD ["/bin/bash"]' - "$base_image" > /dev/null
-  rm -rf "$rootfs"
-  echo "imported $base_image"
-fi
+debian_base_image bookworm "$base_image" "$work"
 
 step "podman build (CPU-only image) $image"
 # --jobs 2: the runtime stage's pip install runs beside the builder's compile.

@@ -1,0 +1,76 @@
+# shellcheck shell=bash
+# Sourced by scripts/test-container.sh and scripts/test-debian-release.sh: podman on a Debian
+# host, and Debian minbase images made with debootstrap. The caller defines step() and fail().
+
+# podman and debootstrap from Debian packages (only those missing).
+podman_debian_packages() {
+  local packages=(podman runc conmon netavark aardvark-dns containernetworking-plugins uidmap
+                  fuse-overlayfs slirp4netns catatonit debootstrap debian-archive-keyring
+                  openssh-client curl ca-certificates python3)
+  local missing=() p
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "installing ${missing[*]}"
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+  fi
+}
+
+# podman_debian_config <scratch dir>: runc (crun is not installed), and no default ulimits: the
+# ones podman would set by default are refused on these VMs. Only this file is read while
+# CONTAINERS_CONF names it.
+podman_debian_config() {
+  cat > "$1/containers.conf" << 'EOF'
+[containers]
+default_ulimits = []
+[engine]
+runtime = "runc"
+EOF
+  export CONTAINERS_CONF=$1/containers.conf
+  podman info > "$1/podman-info.txt" 2>&1 || { cat "$1/podman-info.txt"; fail "podman does not run here"; }
+}
+
+# debian_base_image <suite> <image> <scratch dir>: a Debian <suite> minbase image, made with
+# debootstrap from the mirror apt uses on this host and imported as <image>; kept and reused
+# (podman rmi it to make it again). Its apt sources are that mirror's <suite>, <suite>-updates
+# and <suite>-security, main only: the Debian entries, whose keyring is in the image.
+debian_base_image() {
+  local suite=$1 image=$2 work=$3
+  if podman image exists "$image"; then
+    echo "reusing $image (podman rmi it to make it again)"
+    return
+  fi
+  local sources=/etc/apt/sources.list.d/debian.sources mirror=http://deb.debian.org/debian
+  if [[ -r $sources ]]; then
+    mirror=$(awk '/^URIs:/ { print $2; exit }' "$sources")
+  elif [[ -r /etc/apt/sources.list ]]; then
+    mirror=$(awk '$1 == "deb" && $2 ~ /debian\/?$/ { print $2; exit }' /etc/apt/sources.list)
+  fi
+  [[ -n $mirror ]] || fail "no Debian mirror found in the apt configuration"
+  echo "debootstrap --variant=minbase $suite from $mirror"
+  local rootfs=$work/rootfs-$suite
+  debootstrap --variant=minbase --cache-dir=/var/cache/apt/archives "$suite" "$rootfs" "$mirror" \
+    > "$work/debootstrap-$suite.log" 2>&1 || { tail -n 30 "$work/debootstrap-$suite.log"; fail "debootstrap $suite failed"; }
+  local security=${mirror%/debian}/debian-security
+  [[ $mirror == */debian ]] || security=http://deb.debian.org/debian-security
+  cat > "$rootfs/etc/apt/sources.list.d/debian.sources" << EOF
+Types: deb
+URIs: $mirror
+Suites: $suite $suite-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: $security
+Suites: $suite-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+  rm -f "$rootfs/etc/apt/sources.list"
+  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
+  tar -C "$rootfs" -c . | podman import -q --change 'CMD ["/bin/bash"]' - "$image" > /dev/null
+  rm -rf "$rootfs"
+  echo "imported $image"
+}

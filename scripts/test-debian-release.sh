@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds Kiln and runs its test suite inside a Debian <suite> container, for a release other than
+# the one CI runs on (bookworm): trixie by default, whose packages are newer (GCC 14, Boost 1.83,
+# oneDNN 3.7, OpenMPI 5, Python 3.13 with PyTorch 2.6 for the golden data). From a copy of this
+# checkout's committed tree (HEAD, as CI's clean clone), in a debootstrap minbase image of <suite>
+# (scripts/podman-debian.sh; kept as localhost/kiln-debian-base:<suite>): `scripts/setup.sh
+# --tests`, a build without CUDA (the image has no toolkit), then `ctest`.
+# Usage: scripts/test-debian-release.sh [suite]      (as root on a Debian host: podman, debootstrap)
+# Environment: KILN_DEBIAN_KEEP=1 keeps the scratch folder (source copy, logs).
+# The container runs --privileged: tests/rendezvous makes network namespaces (`ip netns`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+suite=${1:-trixie}
+image=localhost/kiln-debian-base:$suite
+step() { printf '\n== [%4d s] %s\n' "$SECONDS" "$*"; }
+fail() { echo "test-debian-release: FAILED after $SECONDS s: $*" >&2; exit 1; }
+
+[[ $(id -u) -eq 0 ]] || fail "run as root: podman and debootstrap need it"
+[[ -r /etc/debian_version ]] || fail "needs a Debian host (apt, debootstrap)"
+
+# shellcheck source=scripts/podman-debian.sh
+source scripts/podman-debian.sh
+
+step "packages"
+podman_debian_packages
+
+work=$(mktemp -d "/var/tmp/kiln-debian-$suite-XXXXXX")
+cleanup() {
+  if [[ ${KILN_DEBIAN_KEEP:-0} == 1 ]]; then echo "kept: $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+podman_debian_config "$work"
+
+step "base image $image"
+debian_base_image "$suite" "$image" "$work"
+
+step "source: HEAD $(git rev-parse --short HEAD)"
+mkdir "$work/src"
+git archive HEAD | tar -x -C "$work/src"
+
+step "setup, build and test in Debian $suite (log: $work/run.log)"
+# shellcheck disable=SC2016  # expanded inside the container
+podman run --rm --privileged --network host -v "$work/src:/src" -w /src "$image" bash -c '
+  set -euo pipefail
+  . /etc/os-release && echo "$PRETTY_NAME"
+  scripts/setup.sh --tests
+  echo "gcc $(gcc -dumpfullversion), cmake $(cmake --version | head -1 | cut -d" " -f3)"
+  start=$SECONDS
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WITH_CUDA=OFF
+  cmake --build build -j "$(nproc)"
+  echo "built in $((SECONDS - start)) s"
+  ctest --test-dir build -j "$(nproc)" --output-on-failure
+' > "$work/run.log" 2>&1 || { tail -n 80 "$work/run.log"; fail "the build or the tests failed in Debian $suite (log above)"; }
+grep -E '^(Debian|gcc |-- oneDNN|built in)|tests passed|\(Skipped\)' "$work/run.log"
+step "Debian $suite: built and passed"
