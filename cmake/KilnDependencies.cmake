@@ -1,7 +1,7 @@
 # Every dependency comes from a Debian package (scripts/setup.sh installs them); nothing is
 # vendored or downloaded at build time. A missing package fails here with its package name.
 find_package(Threads REQUIRED)
-find_package(Boost 1.74 REQUIRED COMPONENTS program_options unit_test_framework filesystem)
+find_package(Boost 1.74 CONFIG REQUIRED COMPONENTS program_options unit_test_framework filesystem)
 find_package(spdlog REQUIRED)         # libspdlog-dev (compiled, shared)
 find_package(fmt REQUIRED)            # libfmt-dev (spdlog's formatter)
 find_package(tomlplusplus REQUIRED)   # libtomlplusplus-dev

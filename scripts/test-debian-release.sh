@@ -48,7 +48,7 @@ podman run --rm --privileged --network host -v "$work/src:/src" -w /src "$image"
   echo "gcc $(gcc -dumpfullversion), cmake $(cmake --version | head -1 | cut -d" " -f3)"
   start=$SECONDS
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WITH_CUDA=OFF
-  cmake --build build -j "$(nproc)"
+  cmake --build build -j "$(nproc)" -- -k 0   # every compile error in one go
   echo "built in $((SECONDS - start)) s"
   ctest --test-dir build -j "$(nproc)" --output-on-failure
 ' > "$work/run.log" 2>&1 || { tail -n 80 "$work/run.log"; fail "the build or the tests failed in Debian $suite (log above)"; }

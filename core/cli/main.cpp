@@ -116,6 +116,13 @@ int main(int argc, char** argv) {
   // A crash in plugin code (or ours) says what was running and where the last checkpoint is,
   // instead of the shell's bare "Segmentation fault" (kiln/crash/fatal_signal_report.hpp).
   kiln::crash::install_fatal_signal_report();
+  // UCX, which Open MPI 5 links (and with it Debian 13's Gloo, hence the gloo and mpi plugins),
+  // installs its own SIGSEGV/SIGBUS/SIGILL/SIGFPE handler as soon as it is loaded -- when those
+  // plugins are, after this line. It printed its backtrace before Kiln's report and re-raised the
+  // signal with a siginfo of its own, so the report named a wrong address and missed stack
+  // overflows (tests/integration/test_crash_report.cpp on Debian 13). UCX reads this when it is
+  // loaded; its 1.20 release makes "none" the default for the same reason. A user's setting wins.
+  ::setenv("UCX_HANDLE_ERRORS", "none", /*overwrite=*/0);
   // Past a file-size limit (ulimit -f) a write raises SIGXFSZ, whose default action ends the
   // process without a word; ignored, the write fails with EFBIG instead, and the writer's error
   // names the file (kiln/io/atomic_file.hpp) while what was written before stays whole.

@@ -75,7 +75,8 @@ void CpuBackend::activation_forward(const Tensor& y, const Tensor& x, Activation
 
 void CpuBackend::activation_backward(const Tensor& dx, const Tensor& dy, const Tensor& x,
                                      const Tensor& y, Activation act, Accumulate acc) {
-  const Tensor& saved = sdk::check_activation_backward(OpCheck(Op::activation_backward), dx, dy, x, y, act);
+  const OpCheck check(Op::activation_backward);
+  const Tensor& saved = sdk::check_activation_backward(check, dx, dy, x, y, act);  // x or y
   const std::int64_t n = dy.numel();
   use_our_threads();
   with_float_dtype(dy.dtype(), [&](auto e) {
