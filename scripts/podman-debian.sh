@@ -2,8 +2,10 @@
 # Sourced by scripts/test-container.sh and scripts/test-debian-release.sh: podman on a Debian
 # host, and Debian minbase images made with debootstrap. The caller defines step() and fail().
 
-# podman and debootstrap from Debian packages (only those missing).
+# podman and debootstrap from Debian packages (only those missing), on a Debian host as root.
 podman_debian_packages() {
+  [[ $(id -u) -eq 0 ]] || fail "run as root: podman, its image builds with runc, and debootstrap need it"
+  [[ -r /etc/debian_version ]] || fail "needs a Debian host (apt, debootstrap)"
   local packages=(podman runc conmon netavark aardvark-dns containernetworking-plugins uidmap
                   fuse-overlayfs slirp4netns catatonit debootstrap debian-archive-keyring
                   openssh-client curl ca-certificates python3)

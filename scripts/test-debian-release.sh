@@ -16,9 +16,6 @@ image=localhost/kiln-debian-base:$suite
 step() { printf '\n== [%4d s] %s\n' "$SECONDS" "$*"; }
 fail() { echo "test-debian-release: FAILED after $SECONDS s: $*" >&2; exit 1; }
 
-[[ $(id -u) -eq 0 ]] || fail "run as root: podman and debootstrap need it"
-[[ -r /etc/debian_version ]] || fail "needs a Debian host (apt, debootstrap)"
-
 # shellcheck source=scripts/podman-debian.sh
 source scripts/podman-debian.sh
 
