@@ -13,7 +13,9 @@ find_package(tomlplusplus REQUIRED)   # libtomlplusplus-dev
 set(KILN_ONEDNN_ROOT "" CACHE PATH "a oneDNN prefix (include/, lib/) instead of the system's libdnnl-dev")
 if(KILN_ONEDNN_ROOT)
   # A root set or changed after the first configure must not keep the old root's cached paths.
-  if(NOT "${KILN_DNNL_INCLUDE_DIR}" MATCHES "^${KILN_ONEDNN_ROOT}")
+  # (A prefix test, not MATCHES: a path may hold regex characters, /opt/c++/onednn.)
+  string(FIND "${KILN_DNNL_INCLUDE_DIR}" "${KILN_ONEDNN_ROOT}" _kiln_dnnl_at)
+  if(NOT _kiln_dnnl_at EQUAL 0)
     unset(KILN_DNNL_INCLUDE_DIR CACHE)
     unset(KILN_DNNL_LIBRARY CACHE)
   endif()

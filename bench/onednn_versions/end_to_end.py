@@ -30,8 +30,11 @@ def train(build, config, threads, sets):
                "--set", "checkpoint.every_epochs=0"]
         for kv in sets:
             cmd += ["--set", kv]
-        subprocess.run(cmd, check=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)),
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        done = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS=str(threads)),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            sys.exit(f"end_to_end: `kiln train` of {build} on {config} failed (status {done.returncode}):\n"
+                     f"{done.stderr.strip()}")
         rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
         detail = peers.kiln_device(run_dir)
     last = [r for r in rows if r["split"] == "train"][-1]
@@ -58,6 +61,10 @@ def main():
     ap.add_argument("--steps", type=int, default=10, help="ResNet-50 steps per epoch (2 epochs, the second timed)")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
+    for build in (args.old, args.new):
+        if not (ROOT / build / "bin/kiln").is_file():
+            sys.exit(f"end_to_end: no {ROOT / build / 'bin/kiln'}: build that tree first (docs/building.md, "
+                     f"\"Another oneDNN\")")
 
     results, details = {}, {}
     for r in range(args.rounds):

@@ -103,7 +103,7 @@ void Edge::init_widening(const dnnl::engine& engine, const dnnl::memory::desc& u
   // The caller's descriptor with f32 elements: the same dims and strides (plain or nhwc, dense).
   const onednn::Blocking layout = onednn::blocking(user);
   const dnnl::memory::dims strides(layout.strides, layout.strides + layout.ndims);
-  const dnnl::memory::desc wide(onednn::shape(user), dt::f32, strides);
+  const dnnl::memory::desc wide(dnnl::memory::dims(layout.dims, layout.dims + layout.ndims), dt::f32, strides);
   inner_ = dnnl::memory(inner, engine, nullptr);
   wide_is_inner_ = wide == inner && sum == EdgeSum::no;
   if (wide_is_inner_) return;

@@ -27,14 +27,6 @@ inline dnnl::memory::data_type data_type(const dnnl::memory::desc& md) {
 #endif
 }
 
-inline dims shape(const dnnl::memory::desc& md) {
-#if DNNL_VERSION_MAJOR >= 3
-  return md.get_dims();
-#else
-  return md.dims();
-#endif
-}
-
 /// A descriptor's layout as oneDNN's blocked format describes it (2.x's dnnl_blocking_desc_t and
 /// the fields around it): element (x_0..x_{n-1}) lies at offset0 + sum_d (x_d / B_d) * strides[d]
 /// + its offset inside the innermost tile, B_d being the product of dim d's inner blocks.
