@@ -18,6 +18,7 @@
 
 #include "kiln/backend.hpp"
 #include "kiln/plugin_args.hpp"
+#include "ops/conv_paths.hpp"
 #include "ops/dnnl_edge.hpp"
 #include "ops/matmul.hpp"
 
@@ -132,6 +133,9 @@ class CpuBackend final : public Backend {
 
   void normalize_image(const Tensor& dst, const Tensor& src, const ImageNormalize& norm) override;
 
+  /// How many convolution calls each path computed on this backend (ops/conv_paths.hpp).
+  const ConvPathCounts& conv_paths() const { return conv_paths_; }
+
  private:
   /// oneDNN and `omp parallel` use the calling thread's OpenMP thread count; the trainer thread
   /// may not be the one that built the backend, so each op makes sure it is ours.
@@ -150,6 +154,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<MatmulCache> matmuls_;
   std::shared_ptr<EdgeScratch> edge_scratch_ = std::make_shared<EdgeScratch>();  // ops/dnnl_edge.hpp
   std::shared_ptr<Event> done_;  // the one always-complete event record_event returns
+  ConvPathCounts conv_paths_;
 };
 
 }  // namespace kiln::cpu

@@ -2,6 +2,9 @@
 // The core validates [backend] against kCpuParams before CpuBackend sees it.
 #include <kiln/sdk/plugin.hpp>
 
+#include <cstddef>
+#include <cstdint>
+
 #include "cpu_backend.hpp"
 
 namespace {
@@ -46,3 +49,22 @@ constexpr kiln_param_spec_v1 kCpuParams[] = {
 KILN_PLUGIN_LIBRARY(kiln::sdk::plugin<kiln::Backend, kiln::cpu::CpuBackend>(
     "cpu", "0.1.0", "CPU compute backend: oneDNN matmul/conv2d/batch-norm/pooling (f32, bf16), OpenMP/SIMD element-wise ops (f32, bf16, f16).",
     kCpuParams));
+
+// Which path computed each convolution call on one cpu backend (ops/conv_paths.hpp), for the op
+// tests and the layer benchmarks: calls `each` once per direction and path with its count, in a
+// fixed order. Not part of the plugin contract: a caller finds it with dlsym on this library
+// and passes a Backend this library made. Returns 0 (and calls nothing) for any other backend.
+extern "C" __attribute__((visibility("default"))) int kiln_cpu_conv_paths(
+    const kiln::Backend* backend, void (*each)(const char* direction, const char* path, std::uint64_t calls, void* context),
+    void* context) {
+  const auto* cpu = dynamic_cast<const kiln::cpu::CpuBackend*>(backend);
+  if (cpu == nullptr || each == nullptr) return 0;
+  using kiln::cpu::ConvDirection, kiln::cpu::ConvPath;
+  for (std::size_t d = 0; d < kiln::cpu::kConvDirectionNames.size(); ++d) {
+    for (std::size_t p = 0; p < kiln::cpu::kConvPathNames.size(); ++p) {
+      each(kiln::cpu::kConvDirectionNames[d], kiln::cpu::kConvPathNames[p],
+           cpu->conv_paths().calls(static_cast<ConvDirection>(d), static_cast<ConvPath>(p)), context);
+    }
+  }
+  return 1;
+}

@@ -1,6 +1,8 @@
 // Runs one convolution plan in all three directions on random operands, for the suites that
 // compare two ways of computing the same convolution (test_conv3x3_winograd.cpp,
-// test_conv3x3_kiln_winograd.cpp): the same seed gives both backends the same operands.
+// test_conv3x3_kiln_winograd.cpp, ...): the same seed gives both backends the same operands, and
+// the results say which path each call ran (the backend's own counters: two paths may give the
+// same bits, so bits cannot tell).
 #pragma once
 
 #include <boost/test/unit_test.hpp>
@@ -9,6 +11,7 @@
 #include <cstring>
 #include <optional>
 #include <random>
+#include <string>
 
 #include "cpu_fixture.hpp"
 #include "kiln/backend.hpp"
@@ -17,7 +20,22 @@ namespace kiln::test {
 
 struct ConvResults {
   Tensor y, dx, dw, dw_added;
+  /// The paths the four calls ran, "direction/path" -> calls (cpu_fixture.hpp).
+  ConvPathCounts paths;
 };
+
+/// The path every call of `direction` ("forward", "backward_data", "backward_filter") in `paths`
+/// ran ("onednn", "kiln_avx2", ...: plugins/backend-cpu/ops/conv_paths.hpp); several joined by
+/// "+" where its calls took different paths, "" where none ran.
+inline std::string path_of(const ConvPathCounts& paths, const std::string& direction) {
+  std::string ran;
+  for (const auto& [name, calls] : paths) {
+    if (calls == 0 || name.compare(0, direction.size() + 1, direction + "/") != 0) continue;
+    ran += (ran.empty() ? "" : "+") + name.substr(direction.size() + 1);
+  }
+  return ran;
+}
+inline std::string path_of(const ConvResults& r, const std::string& direction) { return path_of(r.paths, direction); }
 
 /// The dtypes the operands are stored in, where not the plan's own: a bf16 plan of a
 /// mixed-precision model reads f32 master weights and writes f32 weight gradients; a 16-bit plan
@@ -44,12 +62,14 @@ inline ConvResults run_directions(Backend& backend, const Conv2dDesc& d, std::mt
   const DType grads = dt.gradients.value_or(dt.weights);
   ConvResults r{poisoned(dy.shape(), dt.activations).with_layout(layout),
                 poisoned(x.shape(), dt.activations).with_layout(layout), poisoned(w.shape(), grads),
-                to_dtype(random_f32(w.shape(), rng), grads)};
+                to_dtype(random_f32(w.shape(), rng), grads), {}};
+  const ConvPathCounts before = conv_path_counts(backend);
   auto plan = backend.plan_conv2d(d);
   backend.conv2d_forward(*plan, r.y, x, w);
   backend.conv2d_backward_data(*plan, r.dx, dy, w);
   backend.conv2d_backward_filter(*plan, r.dw, dy, x, Accumulate::no);
   backend.conv2d_backward_filter(*plan, r.dw_added, dy, x, Accumulate::yes);
+  r.paths = conv_paths_since(before, conv_path_counts(backend));
   return r;
 }
 

@@ -66,6 +66,27 @@ BackendPtr make_cpu_backend_with(std::initializer_list<std::pair<std::string, st
   return make_cpu_backend(params);
 }
 
+ConvPathCounts conv_path_counts(const Backend& backend) {
+  using Each = void (*)(const char*, const char*, std::uint64_t, void*);
+  const auto paths = loaded().library.get<int(const Backend*, Each, void*)>("kiln_cpu_conv_paths");
+  ConvPathCounts counts;
+  const Each each = [](const char* direction, const char* path, std::uint64_t calls, void* context) {
+    (*static_cast<ConvPathCounts*>(context))[std::string(direction) + "/" + path] = calls;
+  };
+  BOOST_TEST_REQUIRE(paths(&backend, each, &counts) == 1, "kiln_cpu_conv_paths: not a cpu backend");
+  return counts;
+}
+
+ConvPathCounts conv_paths_since(const ConvPathCounts& before, const ConvPathCounts& after) {
+  ConvPathCounts grown;
+  for (const auto& [name, calls] : after) {
+    const auto was = before.find(name);
+    const std::uint64_t previous = was == before.end() ? 0 : was->second;
+    if (calls > previous) grown[name] = calls - previous;
+  }
+  return grown;
+}
+
 Backend& cpu() {
   static Backend* backend = [] {
     ParamMap params("backend");

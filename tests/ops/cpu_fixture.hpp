@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -72,5 +73,13 @@ std::size_t heap_in_use();
 /// or f16 (compared after an exact widening).
 void check_close(const Tensor& got, const std::vector<double>& want, double rtol, double atol,
                  const std::string& what, const std::vector<double>* scale = nullptr);
+
+/// Convolution calls per "direction/path" ("forward/onednn", "backward_filter/kiln_avx2", ...) that
+/// a backend made by this fixture has run so far, every pair listed (the plugin's exported
+/// kiln_cpu_conv_paths; the names are plugins/backend-cpu/ops/conv_paths.hpp's).
+using ConvPathCounts = std::map<std::string, std::uint64_t>;
+ConvPathCounts conv_path_counts(const Backend& backend);
+/// The pairs whose count grew from `before` to `after`, by how much.
+ConvPathCounts conv_paths_since(const ConvPathCounts& before, const ConvPathCounts& after);
 
 }  // namespace kiln::test

@@ -31,16 +31,24 @@ BackendPtr cpu_with(const std::string& conv_direct) {
                                 {"conv_layout", "channels_last"}});
 }
 
-/// y and dx within f32 rounding, the backward-filter the same bits; returns whether y's or dx's
-/// bits differ from oneDNN's, the sign that the kernel ran.
-bool check(const ConvResults& got, const ConvResults& want) {
+/// y and dx within f32 rounding, the backward-filter the same bits; forward and backward-data ran
+/// the kernel exactly where it takes the shape (the backend's path counters: the kernel and
+/// oneDNN may sum in the same order and give the same bits, so bits cannot tell), and elsewhere
+/// the oneDNN backend's path, with its bits.
+void check(const ConvResults& got, const ConvResults& want, bool taken) {
   BOOST_TEST_MESSAGE("difference relative to the largest |value|: y " << relative_difference(got.y, want.y) << ", dx "
                                                                       << relative_difference(got.dx, want.dx));
   BOOST_TEST(relative_difference(got.y, want.y) <= 2e-5);
   BOOST_TEST(relative_difference(got.dx, want.dx) <= 2e-5);
   BOOST_TEST(same_bits(got.dw, want.dw), "backward-filter changed");
   BOOST_TEST(same_bits(got.dw_added, want.dw_added), "accumulated backward-filter changed");
-  return !same_bits(got.y, want.y) || !same_bits(got.dx, want.dx);
+  for (const char* direction : {"forward", "backward_data"}) {
+    BOOST_TEST_CONTEXT(direction) {
+      BOOST_TEST(path_of(want, direction) != "kiln_avx2", "conv_direct = onednn ran the kernel");
+      BOOST_TEST(path_of(got, direction) == (taken ? std::string("kiln_avx2") : path_of(want, direction)));
+    }
+  }
+  if (!taken) BOOST_TEST((same_bits(got.y, want.y) && same_bits(got.dx, want.dx)), "the same path gave other bits");
 }
 
 /// Nothing square: a 13x9 input, a 3x5 kernel, stride 2 down and 1 across, padding 1 and 2.
@@ -84,23 +92,12 @@ BOOST_AUTO_TEST_CASE(kernel_and_onednn_agree) {
       {conv(2, 32, 28, 64, 1, 2, 0), false},  // strided 1x1: does not pay
       {conv(2, 24, 24, 32, 3, 2, 1), false},  // 24 channels: not a multiple of 16
   };
-  // Which path ran shows only in the bits, where the kernel's sums run in another order than
-  // oneDNN's. A shape it does not take must come out bit for bit oneDNN's. One it takes may too:
-  // the order is oneDNN's choice and changes between versions (3.2's forward over 16 input
-  // channels sums as the kernel does, and 3.7's backward-data too, for the first shape). So each
-  // such match is reported, and at least one taken shape must differ, which shows the plans reach
-  // the kernel at all.
-  int differing = 0;
   for (const Case& c : cases) {
     BOOST_TEST_CONTEXT("n " << c.d.n << " c " << c.d.c << " k " << c.d.k << " input " << c.d.h << "x" << c.d.w
                             << " kernel " << c.d.r << "x" << c.d.s << " stride " << c.d.stride_h << "," << c.d.stride_w) {
-      const bool differs = check(run_directions(*kiln, c.d, 51), run_directions(*onednn, c.d, 51));
-      if (!c.taken) BOOST_TEST(!differs, "the plan ran the kernel on a shape it does not take");
-      if (c.taken && !differs) BOOST_TEST_MESSAGE("the kernel and oneDNN sum in the same order here: identical bits");
-      differing += c.taken && differs;
+      check(run_directions(*kiln, c.d, 51), run_directions(*onednn, c.d, 51), c.taken);
     }
   }
-  BOOST_TEST(differing >= 1, "no shape the kernel takes came out differently from oneDNN's: the plans never ran it");
 }
 
 BOOST_AUTO_TEST_CASE(sixteen_bit_plans_computed_in_f32_take_it) {
@@ -114,16 +111,15 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_plans_computed_in_f32_take_it) {
   for (const DType plan : {DType::f16, DType::bf16}) {
     BOOST_TEST_CONTEXT("plan " << dtype_name(plan)) {
       // 262144 outputs: a sum order's ~1e-7 changes a bf16 rounding rarely (39 values here, 661
-      // for f16), so the bits show which path ran only on a tensor this large.
+      // for f16), so the message's counts of differing values mean something only this large.
       const Conv2dDesc d = conv(4, 64, 63, 64, 3, 2, 1, plan);
       const ConvResults got = run_directions(*kiln, d, 52), want = run_directions(*onednn, d, 52);
       const double bound = plan == DType::bf16 ? 1.0 / 128 : 1.0 / 1024;
       BOOST_TEST(relative_difference(got.y, want.y) <= bound);
       BOOST_TEST(relative_difference(got.dx, want.dx) <= bound);
       BOOST_TEST_MESSAGE("differing y " << differing(got.y, want.y) << " of " << got.y.numel() << ", dx " << differing(got.dx, want.dx));
-      // The plan takes the kernel for both directions or neither; oneDNN 3.7's backward-data sums
-      // in the kernel's order here, so either direction's bits show it ran.
-      BOOST_TEST((!same_bits(got.y, want.y) || !same_bits(got.dx, want.dx)), "the plan did not run the kernel");
+      BOOST_TEST(path_of(got, "forward") == "kiln_avx2");
+      BOOST_TEST(path_of(got, "backward_data") == "kiln_avx2");
       BOOST_TEST(same_bits(got.dw, want.dw), "backward-filter changed");
     }
   }
@@ -131,7 +127,10 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_plans_computed_in_f32_take_it) {
   auto native = cpu_with("kiln_avx2"), native_onednn = cpu_with("onednn");
   if (native->device().detail.find("bf16: storage only") == std::string::npos) {
     const Conv2dDesc d = conv(2, 32, 15, 48, 3, 2, 1, DType::bf16);
-    BOOST_TEST(same_bits(run_directions(*native, d, 55), run_directions(*native_onednn, d, 55)));
+    const ConvResults got = run_directions(*native, d, 55);
+    BOOST_TEST(same_bits(got, run_directions(*native_onednn, d, 55)));
+    BOOST_TEST(path_of(got, "forward") == "onednn");
+    BOOST_TEST(path_of(got, "backward_data") == "onednn");
   }
 }
 
@@ -142,7 +141,10 @@ BOOST_AUTO_TEST_CASE(auto_takes_it_where_the_banner_says) {
   const bool on = automatic->device().detail.find(kBanner) != std::string::npos;
   BOOST_TEST_MESSAGE("conv_direct = auto runs Kiln's AVX2 direct convolution here: " << on);
   const Conv2dDesc d = conv(2, 16, 33, 32, 3, 2, 1);
-  BOOST_TEST(same_bits(run_directions(*automatic, d, 54), run_directions(on ? *kiln : *onednn, d, 54)));
+  const ConvResults a = run_directions(*automatic, d, 54);
+  BOOST_TEST(same_bits(a, run_directions(on ? *kiln : *onednn, d, 54)));
+  BOOST_TEST((path_of(a, "forward") == "kiln_avx2") == on, path_of(a, "forward"));
+  BOOST_TEST((path_of(a, "backward_data") == "kiln_avx2") == on, path_of(a, "backward_data"));
 }
 
 BOOST_AUTO_TEST_CASE(an_unknown_mode_is_a_config_error) {

@@ -27,15 +27,22 @@ BackendPtr cpu_with(const std::string& conv_filter, const std::string& bf16_comp
                                 {"bf16_compute", bf16_compute}});
 }
 
-/// Forward and backward-data the same bits; dw within f32 rounding, and its bits differ exactly
-/// where the kernel took the shape.
+/// Forward and backward-data the same bits; dw within f32 rounding; the backward-filter ran the
+/// kernel exactly where it takes the shape (the backend's path counters), and elsewhere the same
+/// path as the oneDNN backend, with the same bits.
 void check(const ConvResults& got, const ConvResults& want, bool taken, double bound = 2e-5) {
   BOOST_TEST(same_bits(got.y, want.y), "forward changed");
   BOOST_TEST(same_bits(got.dx, want.dx), "backward-data changed");
   BOOST_TEST(relative_difference(got.dw, want.dw) <= bound);
   BOOST_TEST(relative_difference(got.dw_added, want.dw_added) <= bound);
-  BOOST_TEST(same_bits(got.dw, want.dw) == !taken, "the backward-filter did not run the expected path");
-  BOOST_TEST(same_bits(got.dw_added, want.dw_added) == !taken, "the accumulated backward-filter did not run the expected path");
+  BOOST_TEST(path_of(want, "backward_filter") != "kiln_avx2", "conv_filter = onednn ran the kernel");
+  if (taken) {
+    BOOST_TEST(path_of(got, "backward_filter") == "kiln_avx2");
+  } else {
+    BOOST_TEST(path_of(got, "backward_filter") == path_of(want, "backward_filter"));
+    BOOST_TEST(same_bits(got.dw, want.dw), "the same path gave other bits");
+    BOOST_TEST(same_bits(got.dw_added, want.dw_added), "the same path gave other bits");
+  }
 }
 
 }  // namespace
@@ -60,8 +67,6 @@ BOOST_AUTO_TEST_CASE(kernel_and_onednn_agree) {
       {conv(2, 3, 32, 16, 7, 2, 3), false},    // 3 input channels (the stem): not a multiple of 16
       {conv(2, 24, 24, 32, 1, 1, 0), false},   // 24 channels
   };
-  // Every shape has more than 256 output pixels: the kernel sums them in blocks of at most 256,
-  // so its bits differ from oneDNN's running sum (with one block they may be the same).
   for (const Case& c : cases) {
     BOOST_TEST_CONTEXT("c " << c.d.c << " k " << c.d.k << " side " << c.d.h << " kernel " << c.d.r << " stride "
                             << c.d.stride_h) {
@@ -103,6 +108,7 @@ BOOST_AUTO_TEST_CASE(auto_takes_it_where_the_banner_says) {
   const Conv2dDesc d = conv(2, 16, 33, 32, 3, 2, 1);
   const ConvResults a = run_directions(*automatic, d, 45);
   BOOST_TEST(same_bits(a, run_directions(on ? *kiln : *onednn, d, 45)));
+  BOOST_TEST((path_of(a, "backward_filter") == "kiln_avx2") == on, path_of(a, "backward_filter"));
 }
 
 BOOST_AUTO_TEST_CASE(an_unknown_mode_is_a_config_error) {

@@ -198,6 +198,11 @@ class ConvPlan final : public OpPlan {
     }
   };
 
+  /// Which path the plan's own primitives count as (ops/conv_paths.hpp).
+  ConvPath primitive_path() const {
+    return algorithm_ == dnnl::algorithm::convolution_winograd ? ConvPath::onednn_winograd : ConvPath::onednn;
+  }
+
   Stage& forward(const Tensor& x, const Tensor& w, const Tensor& y) {
     const Operand ox = operand(x), ow = operand(w), oy = operand(y);
     if (fwd_ && fwd_->built_for(ox, ow, oy)) return *fwd_;
@@ -327,14 +332,19 @@ void CpuBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, 
   sdk::check_conv2d_forward(check, p.desc, y, x, w);
   use_our_threads();
   try {
+    const auto ran = [&](ConvPath path) { conv_paths_.add(ConvDirection::forward, path); };
     if (p.pointwise && p.route.forward && Conv1x1Matmul::takes(x, y, w)) {
       p.pointwise->forward(stream_, y, x, w);
+      ran(ConvPath::matmul);
     } else if (p.winograd && Winograd3x3::takes(x, y, w)) {
       p.winograd->forward(stream_, y, x, w);
+      ran(ConvPath::kiln_winograd);
     } else if (p.direct && p.direct->takes(y, x, w)) {
       p.direct->forward(y, x, w);
+      ran(ConvPath::kiln_avx2);
     } else {
       p.forward(x, w, y).run(stream_, x.data(), w.data(), y.data());
+      ran(p.primitive_path());
     }
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN failed for {} with y {}, x {}, w {}: {}", describe(p.desc),
@@ -349,16 +359,22 @@ void CpuBackend::conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Tens
   sdk::check_conv2d_backward_data(check, p.desc, dx, dy, w);
   use_our_threads();
   try {
+    const auto ran = [&](ConvPath path) { conv_paths_.add(ConvDirection::backward_data, path); };
     if (p.pointwise && p.route.backward_data && Conv1x1Matmul::takes(dy, dx, w)) {
       p.pointwise->backward_data(stream_, dx, dy, w);
+      ran(ConvPath::matmul);
     } else if (p.strided_backward_data && StridedPointwiseBackwardData::takes(dx, dy, w)) {
       p.strided_backward_data->run(stream_, dx, dy, w);
+      ran(ConvPath::strided_matmul);
     } else if (p.winograd && Winograd3x3::takes(dy, dx, w)) {
       p.winograd->backward_data(stream_, dx, dy, w);
+      ran(ConvPath::kiln_winograd);
     } else if (p.direct && p.direct->takes(dx, dy, w)) {
       p.direct->backward_data(dx, dy, w);
+      ran(ConvPath::kiln_avx2);
     } else {
       p.backward_data(dy, w, dx).run(stream_, dy.data(), w.data(), dx.data());
+      ran(p.primitive_path());
     }
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN failed for {} with dx {}, dy {}, w {}: {}", describe(p.desc),
@@ -373,14 +389,19 @@ void CpuBackend::conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const Te
   sdk::check_conv2d_backward_filter(check, p.desc, dw, dy, x);
   use_our_threads();
   try {
+    const auto ran = [&](ConvPath path) { conv_paths_.add(ConvDirection::backward_filter, path); };
     if (p.filter && p.filter->takes(dw, dy, x)) {
       p.filter->run(dw, dy, x, acc);
+      ran(ConvPath::kiln_avx2);
     } else if (p.pointwise && p.route.filter && Conv1x1Matmul::takes(x, dy, dw)) {
       p.pointwise->backward_filter(stream_, dw, dy, x, acc);
+      ran(ConvPath::matmul);
     } else if (p.winograd && Winograd3x3::takes(x, dy, dw)) {
       p.winograd->backward_filter(stream_, dw, dy, x, acc);
+      ran(ConvPath::kiln_winograd);
     } else {
       p.backward_filter(x, dy, dw).run(stream_, x.data(), dy.data(), dw.data(), acc);
+      ran(p.primitive_path());
     }
   } catch (const dnnl::error& e) {
     check.fail(fmt::format("oneDNN failed for {} with dw {}, dy {}, x {}: {}", describe(p.desc),
