@@ -112,16 +112,17 @@ std::string choice(const PluginArgs& args, const char* key, std::initializer_lis
 /// From AVX-512 up oneDNN's Winograd F(4x4, 3x3) kernels (on its blocked activation layout):
 /// ResNet-50's 13 stride-1 3x3 layers, batch 8, 2 threads, took 207-236 ms per step in all three
 /// directions against 369 direct (Zen 4; docs/benchmarks.md, "3x3 convolutions by Winograd").
-/// oneDNN has no Winograd below AVX-512, so with AVX2 (and FMA, F16C) "auto" and "winograd" run Kiln's
-/// own (ops/winograd3x3.hpp); "kiln_winograd" asks for Kiln's on any CPU that has AVX2, FMA and F16C,
+/// oneDNN has no Winograd below AVX-512, and oneDNN 3.x none at all, so there (given AVX2, FMA and F16C)
+/// "auto" and "winograd" run Kiln's own (ops/winograd3x3.hpp: on a Zen 4 with oneDNN 2.6, 221 ms
+/// for those layers against oneDNN's Winograd 203 and its direct 325); "kiln_winograd" asks for Kiln's on any CPU that has AVX2, FMA and F16C,
 /// AVX-512 ones included (to compare the two, and so that every CI machine tests it). The results
 /// differ from the direct ones by f32 rounding of the transforms (tests/ops/test_conv3x3_winograd.cpp
 /// bounds it). oneDNN's bf16 primitives have no Winograd, so bf16 plans are unchanged.
-Conv3x3Mode conv3x3_mode(const PluginArgs& args) {
+Conv3x3Mode conv3x3_mode(const PluginArgs& args, const dnnl::engine& engine) {
   const std::string mode =
       choice(args, "conv3x3", {"auto", "winograd", "kiln_winograd", "direct"}, "a 3x3 convolution algorithm");
   if (mode == "direct") return Conv3x3Mode::direct;
-  const bool onednn_kernels = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+  const bool onednn_kernels = onednn_has_f32_winograd(engine);
   const bool kiln_kernels = cpu_runs_kiln_winograd();
   if (mode == "kiln_winograd") {
     if (!kiln_kernels) {
@@ -135,7 +136,8 @@ Conv3x3Mode conv3x3_mode(const PluginArgs& args) {
   if (kiln_kernels) return Conv3x3Mode::kiln_winograd;
   if (mode == "winograd") {
     throw ConfigError(fmt::format("{} = \"winograd\": Winograd convolutions need AVX2, FMA and F16C (Kiln's) or "
-                                  "AVX-512 (oneDNN's), and this CPU's oneDNN ISA is {}; use \"auto\" or \"direct\"",
+                                  "AVX-512 and oneDNN 2.x (oneDNN's), and this CPU's oneDNN ISA is {}; use \"auto\" or "
+                                  "\"direct\"",
                                   args.params->where("conv3x3"), isa_name(dnnl::get_effective_cpu_isa())));
   }
   return Conv3x3Mode::direct;
@@ -227,7 +229,7 @@ CpuBackend::CpuBackend(const PluginArgs& args)
       info_(describe_host_cpu(threads_)),
       engine_(dnnl::engine::kind::cpu, 0),
       bf16_primitives_(use_bf16_primitives(args, engine_)),
-      conv3x3_(conv3x3_mode(args)),
+      conv3x3_(conv3x3_mode(args, engine_)),
       blocked_conv_layout_(use_blocked_conv_layout(args, conv3x3_)),
       conv1x1_(conv1x1_mode(args, blocked_conv_layout_)),
       conv_filter_(conv_filter_mode(args, blocked_conv_layout_)),

@@ -96,4 +96,18 @@ bool onednn_has_bf16(const dnnl::engine& engine) {
   }
 }
 
+bool onednn_has_f32_winograd(const dnnl::engine& engine) {
+  using md = dnnl::memory::desc;
+  const auto f32 = dnnl::memory::data_type::f32;
+  const auto any = dnnl::memory::format_tag::any;
+  try {
+    onednn::convolution_forward(engine, dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_winograd,
+                                md({8, 64, 56, 56}, f32, any), md({64, 64, 3, 3}, f32, any),
+                                md({8, 64, 56, 56}, f32, any), {1, 1}, {0, 0}, {1, 1}, {1, 1});
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
 }  // namespace kiln::cpu

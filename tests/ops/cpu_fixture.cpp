@@ -183,6 +183,17 @@ double relative_difference(const Tensor& a, const Tensor& b) {
 
 std::size_t heap_in_use() { return mallinfo2().uordblks; }
 
+void check_heap_steady(const std::function<void()>& step) {
+  constexpr int kWarmUp = 20, kMeasured = 20;
+  for (int i = 0; i < kWarmUp; ++i) step();
+  const std::size_t before = heap_in_use();
+  for (int i = 0; i < kMeasured; ++i) step();
+  const std::size_t after = heap_in_use();
+  BOOST_TEST(after == before, "the heap grew by " << static_cast<long long>(after) - static_cast<long long>(before)
+                                                  << " bytes over " << kMeasured << " calls after " << kWarmUp
+                                                  << " to warm up");
+}
+
 Tensor rounded(const Tensor& t, DType dtype) { return to_f32(to_dtype(t, dtype)); }
 
 void check_close(const Tensor& got_any, const std::vector<double>& want, double rtol, double atol,

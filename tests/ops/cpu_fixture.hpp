@@ -68,6 +68,12 @@ double relative_difference(const Tensor& a, const Tensor& b);
 /// op's steady state keeps nothing new (temporaries freed again are not seen).
 std::size_t heap_in_use();
 
+/// Checks that `step` (a plan's ops, called again and again) reaches a steady state that keeps no
+/// new heap memory: 20 calls to warm up, then 20 more with the heap in use exactly as before.
+/// The warm-up is long because the OpenMP runtime and oneDNN grow per-thread state over the first
+/// calls (oneDNN 3.2 on a Zen 4: 768 bytes, once, between the 6th and 11th call).
+void check_heap_steady(const std::function<void()>& step);
+
 /// Checks |got - want| <= atol + rtol * |scale| element-wise (scale defaults to |want|); reports
 /// the first mismatches with index and values. NaN in `got` always fails. `got` may be f32, bf16
 /// or f16 (compared after an exact widening).

@@ -244,10 +244,7 @@ BOOST_AUTO_TEST_CASE(plan_reuse_and_errors) {
     cpu().batchnorm_infer_forward(*plan, y2, x, gamma, beta, rm, rv);
     cpu().batchnorm_backward(*plan, dx, dgamma, dbeta, y1, x, gamma, mean, invstd);
   };
-  for (int i = 0; i < 5; ++i) step();  // warm up the OpenMP/oneDNN per-thread state
-  const std::size_t before = test::heap_in_use();
-  for (int i = 0; i < 5; ++i) step();
-  BOOST_TEST(test::heap_in_use() == before);  // steady state keeps no new heap memory
+  test::check_heap_steady(step);
 
   Tensor bf_gamma = host_tensor({4}, DType::bf16);
   std::string msg = test::error_text<BackendError>(

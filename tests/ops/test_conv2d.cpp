@@ -175,18 +175,14 @@ BOOST_AUTO_TEST_CASE(plan_reuse_gives_identical_results) {
   BOOST_TEST(std::memcmp(y1.data(), y2.data(), y1.bytes()) == 0);
   BOOST_TEST(std::memcmp(dw1.data(), dw2.data(), dw1.bytes()) == 0);
 
-  // Steady state: a full forward/backward keeps no new heap memory. The first few calls may
-  // still grow the OpenMP runtime's and oneDNN's per-thread state (~100 bytes), so warm up.
+  // Steady state: a full forward/backward keeps no new heap memory.
   Tensor dx = test::poisoned({2, 16, 9, 9});
   const auto step = [&] {
     cpu().conv2d_forward(*plan, y2, x, w);
     cpu().conv2d_backward_data(*plan, dx, dy, w);
     cpu().conv2d_backward_filter(*plan, dw2, dy, x, Accumulate::yes);
   };
-  for (int i = 0; i < 5; ++i) step();
-  const std::size_t before = test::heap_in_use();
-  for (int i = 0; i < 5; ++i) step();
-  BOOST_TEST(test::heap_in_use() == before);
+  test::check_heap_steady(step);
 }
 
 BOOST_AUTO_TEST_CASE(argument_errors) {
