@@ -112,7 +112,7 @@ std::string choice(const PluginArgs& args, const char* key, std::initializer_lis
 /// From AVX-512 up oneDNN's Winograd F(4x4, 3x3) kernels (on its blocked activation layout):
 /// ResNet-50's 13 stride-1 3x3 layers, batch 8, 2 threads, took 207-236 ms per step in all three
 /// directions against 369 direct (Zen 4; docs/benchmarks.md, "3x3 convolutions by Winograd").
-/// oneDNN has no Winograd below AVX-512, and oneDNN 3.x none at all, so there (given AVX2, FMA and F16C)
+/// oneDNN has no Winograd below AVX-512, and 3.2 none on AVX-512 either (asked, not assumed), so there (given AVX2, FMA and F16C)
 /// "auto" and "winograd" run Kiln's own (ops/winograd3x3.hpp: on a Zen 4 with oneDNN 2.6, 221 ms
 /// for those layers against oneDNN's Winograd 203 and its direct 325); "kiln_winograd" asks for Kiln's on any CPU that has AVX2, FMA and F16C,
 /// AVX-512 ones included (to compare the two, and so that every CI machine tests it). The results

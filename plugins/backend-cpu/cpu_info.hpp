@@ -21,9 +21,9 @@ const char* isa_name(dnnl::cpu_isa isa);
 /// a tiny bf16 convolution descriptor, so it answers for the oneDNN actually loaded.
 bool onednn_has_bf16(const dnnl::engine& engine);
 
-/// Whether the oneDNN loaded has f32 Winograd convolutions on this CPU: 2.x from AVX-512 up, 3.x
-/// builds not at all (3.2 and 3.7 refuse the algorithm on a Zen 4). Probed the same way, with
-/// one of ResNet-50's stride-1 3x3 layers.
+/// Whether the oneDNN loaded has f32 Winograd convolutions on this CPU: 2.6 from AVX-512 up, 3.2
+/// not even there (it refuses the algorithm on a Zen 4; other 3.x versions were not tried on
+/// AVX-512). Probed the same way, with one of ResNet-50's stride-1 3x3 layers.
 bool onednn_has_f32_winograd(const dnnl::engine& engine);
 
 }  // namespace kiln::cpu

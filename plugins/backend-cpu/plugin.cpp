@@ -27,7 +27,7 @@ constexpr kiln_param_spec_v1 kCpuParams[] = {
      "auto also run strided 1x1s' f32 backward-data with at most 2048 output pixels as one dense matmul."},
     {"conv3x3", KILN_PARAM_STRING, "\"auto\"", "auto|winograd|kiln_winograd|direct",
      "3x3 convolutions of plans that compute in f32: winograd (Winograd F(4x4,3x3) where it was measured faster: "
-     "oneDNN's kernels from AVX-512 up where the oneDNN has them (2.x), else Kiln's own; stride 1, no dilation, one group; others run "
+     "oneDNN's kernels from AVX-512 up where the oneDNN loaded has them (2.6 does, 3.2 does not), else Kiln's own; stride 1, no dilation, one group; others run "
      "direct), kiln_winograd (Kiln's own on any CPU with AVX2, FMA and F16C), direct (oneDNN's direct convolution), "
      "auto: winograd where the CPU has AVX2, FMA and F16C, else direct."},
     {"conv_filter", KILN_PARAM_STRING, "\"auto\"", "auto|onednn|kiln_avx2",

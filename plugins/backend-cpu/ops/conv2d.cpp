@@ -24,9 +24,9 @@
 // Winograd path takes the call. 3x3 convolutions of plans that compute in f32 run oneDNN's
 // Winograd kernels where the backend's `conv3x3` option says so, the shape is one where they were
 // measured faster (winograd_pays: channels in blocks of 16, enough output positions in the batch)
-// and oneDNN takes it in all three directions (oneDNN 2.x from AVX-512 up only; it refuses strides and dilations); those kernels work on
+// and oneDNN takes it in all three directions (2.6 from AVX-512 up, 3.2 nowhere; it refuses strides and dilations); those kernels work on
 // oneDNN's blocked activation layout only, so such a plan's activations are reordered at the
-// edges like `conv_layout = "blocked"` ones. On AVX2 CPUs and with oneDNN 3.x (no Winograd there) the
+// edges like `conv_layout = "blocked"` ones. On AVX2 CPUs and with a oneDNN without Winograd the
 // `conv3x3` option runs Kiln's own Winograd instead (winograd3x3.hpp) for the calls whose tensors
 // it takes (f32, f16 or bf16, channels-last), where kiln_winograd_pays; the plan keeps the primitives
 // for the other calls.
