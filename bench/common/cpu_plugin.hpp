@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/backend.hpp"
@@ -38,6 +39,33 @@ struct Made {
   kiln::Backend* backend;
   ~Made() { plugin->destroy(KILN_KIND_BACKEND, backend); }
 };
+
+/// The paths a backend made by `p` has run its convolution calls on so far, one count per
+/// "direction/path" (the plugin's exported kiln_cpu_conv_paths, plugins/backend-cpu/ops/conv_paths.hpp).
+inline std::vector<std::pair<std::string, std::uint64_t>> conv_paths(const Plugin& p, const kiln::Backend& backend) {
+  using Each = void (*)(const char*, const char*, std::uint64_t, void*);
+  using Paths = std::vector<std::pair<std::string, std::uint64_t>>;
+  const auto read = p.library.get<int(const kiln::Backend*, Each, void*)>("kiln_cpu_conv_paths");
+  Paths paths;
+  const Each each = [](const char* direction, const char* path, std::uint64_t calls, void* context) {
+    static_cast<Paths*>(context)->emplace_back(std::string(direction) + "/" + path, calls);
+  };
+  if (read(&backend, each, &paths) != 1) throw std::runtime_error("kiln_cpu_conv_paths: not a cpu backend");
+  return paths;
+}
+
+/// The path (or paths, joined by "+") whose count grew from `before` to `after` in `direction`.
+inline std::string grown_path(const std::vector<std::pair<std::string, std::uint64_t>>& before,
+                              const std::vector<std::pair<std::string, std::uint64_t>>& after,
+                              const std::string& direction) {
+  std::string grown;
+  for (std::size_t i = 0; i < after.size() && i < before.size(); ++i) {
+    const std::string& name = after[i].first;
+    if (after[i].second == before[i].second || name.compare(0, direction.size() + 1, direction + "/") != 0) continue;
+    grown += (grown.empty() ? "" : "+") + name.substr(direction.size() + 1);
+  }
+  return grown;
+}
 
 /// A backend with `threads` (0: all cores) and option `key` = `value`, the rest defaults.
 inline Made make_backend(const Plugin& p, const std::string& key, const std::string& value, std::int64_t threads) {

@@ -5,8 +5,9 @@
 // model passes. Prints per shape the median ms and the GFLOP/s it makes (against the nominal
 // 2 * N * K * C * R * S * P * Q, so Winograd layers read above the machine's peak and layers that
 // skip the padding's taps below what they run at), and the per-step totals weighting each shape
-// by its count (the stem's backward-data, which training never runs, left out). `--a MODE` sets
-// `conv_direct` (default "auto"); --b is ignored.
+// by its count (the stem's backward-data, which training never runs, left out), and which path
+// each direction ran (the plugin's path counters: oneDNN's primitives, a matmul, a Winograd, Kiln's
+// AVX2 kernels). `--a MODE` sets `conv_direct` (default "auto"); --b is ignored.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -26,7 +27,8 @@ int main(int argc, char** argv) {
   kiln::Backend& be = *a.backend;
   std::printf("# %s\n# batch %ld, %ld reps; ms (median) and GFLOP/s per direction\n", be.device().detail.c_str(),
               static_cast<long>(batch), static_cast<long>(reps));
-  std::printf("%-28s %5s %8s %7s %8s %7s %8s %7s\n", "layer", "count", "fwd", "GF/s", "bwd_d", "GF/s", "bwd_f", "GF/s");
+  std::printf("%-28s %5s %8s %7s %8s %7s %8s %7s  %s\n", "layer", "count", "fwd", "GF/s", "bwd_d", "GF/s", "bwd_f",
+              "GF/s", "paths fwd / bwd_d / bwd_f");
   double total[3] = {};
   for (const kiln_bench::ConvShape& l : kiln_bench::kResNet50Convs) {
     const kiln::Conv2dDesc d = kiln_bench::conv_desc(l, batch);
@@ -37,7 +39,9 @@ int main(int argc, char** argv) {
     be.fill(x, 0.5), be.fill(dy, 0.25), be.fill(w, 0.01);
     const double flop = 2.0 * d.n * d.k * d.c * l.r * l.r * d.out_h() * d.out_h() / 1e9;
     double ms[3];
+    std::string paths;
     for (int dir = 0; dir < 3; ++dir) {
+      const auto before = kiln_bench::conv_paths(p, be);
       const auto run = [&] {
         if (dir == 0) be.conv2d_forward(*plan, y, x, w);
         else if (dir == 1) be.conv2d_backward_data(*plan, dx, dy, w);
@@ -51,13 +55,15 @@ int main(int argc, char** argv) {
         t.push_back(kiln_bench::now_ms(false) - t0);
       }
       ms[dir] = kiln_bench::median(t);
+      static const char* const kDirections[] = {"forward", "backward_data", "backward_filter"};
+      paths += (dir ? " / " : "") + kiln_bench::grown_path(before, kiln_bench::conv_paths(p, be), kDirections[dir]);
       total[dir] += ms[dir] * static_cast<double>(l.count) * (dir == 1 && l.stem() ? 0 : 1);
     }
     char name[64];
     std::snprintf(name, sizeof name, "%ld->%ld %ld k%ld s%ld", static_cast<long>(l.c), static_cast<long>(l.k),
                   static_cast<long>(l.side), static_cast<long>(l.r), static_cast<long>(l.stride));
-    std::printf("%-28s %5ld %8.2f %7.1f %8.2f %7.1f %8.2f %7.1f\n", name, static_cast<long>(l.count), ms[0],
-                flop / ms[0] * 1e3, ms[1], flop / ms[1] * 1e3, ms[2], flop / ms[2] * 1e3);
+    std::printf("%-28s %5ld %8.2f %7.1f %8.2f %7.1f %8.2f %7.1f  %s\n", name, static_cast<long>(l.count), ms[0],
+                flop / ms[0] * 1e3, ms[1], flop / ms[1] * 1e3, ms[2], flop / ms[2] * 1e3, paths.c_str());
   }
   std::printf("total ms per step: fwd %.1f bwd_data %.1f (no stem) bwd_filter %.1f\n", total[0], total[1], total[2]);
   return 0;
