@@ -1,9 +1,11 @@
-// The cpu backend's `conv3x3` option with oneDNN's Winograd kernels (AVX-512 only): f32-computing
-// 3x3 convolutions agree with the direct ones to f32 rounding in all three directions, really run
-// (their bits differ), are left alone where they do not pay (ops/conv2d.cpp, winograd_pays) or
-// where oneDNN has none (strides, bf16 primitives), and an unknown mode is a config error. Both
-// backends are built explicitly; below AVX-512 "winograd" means Kiln's own kernels
-// (test_conv3x3_kiln_winograd.cpp tests those), so the oneDNN cases say they did not run.
+// The cpu backend's `conv3x3` option with oneDNN's Winograd kernels (oneDNN 2.6 from AVX-512 up):
+// f32-computing 3x3 convolutions agree with the direct ones to f32 rounding in all three
+// directions, really run (their bits differ), are left alone where they do not pay
+// (ops/conv2d.cpp, winograd_pays) or where oneDNN has none (strides, bf16 primitives), and an
+// unknown mode is a config error. Both backends are built explicitly; where the loaded oneDNN has
+// no Winograd (below AVX-512, or oneDNN 3.2) "winograd" means Kiln's own kernels
+// (test_conv3x3_kiln_winograd.cpp tests those), so the oneDNN cases say they did not run. On every
+// CPU, the path that runs is the one the banner names.
 #include <boost/test/unit_test.hpp>
 
 #include <string>
@@ -25,7 +27,7 @@ BackendPtr onednn_winograd() {
   const std::string detail = backend->device().detail;
   if (detail.find("3x3 convolutions by Winograd in f32 plans") != std::string::npos) return backend;
   BOOST_TEST(detail.find("3x3 convolutions by Kiln's Winograd in f32 plans") != std::string::npos, detail);
-  BOOST_TEST_MESSAGE("oneDNN has no Winograd kernels on this CPU (its ISA is below AVX-512); not run here");
+  BOOST_TEST_MESSAGE("the oneDNN loaded has no Winograd kernels on this CPU (below AVX-512, or oneDNN 3.2); not run here");
   return nullptr;
 }
 
@@ -113,6 +115,27 @@ BOOST_AUTO_TEST_CASE(auto_is_onednn_winograd_from_avx512_up_and_kiln_winograd_be
   const std::string automatic = cpu_with("auto")->device().detail;
   const char* expected = onednn ? "3x3 convolutions by Winograd in f32 plans" : "3x3 convolutions by Kiln's Winograd";
   BOOST_TEST(automatic.find(expected) != std::string::npos, automatic);
+}
+
+BOOST_AUTO_TEST_CASE(the_path_that_runs_is_the_one_the_banner_names) {
+  // A 3x3 layer where both Winograds pay (ResNet-50's first stage at batch 2). With oneDNN 3.2 on
+  // an AVX-512 CPU the banner once said "by Winograd" while every call ran direct.
+  // A CPU with neither kernel runs "auto" direct (and refuses "winograd", tested elsewhere).
+  const Conv2dDesc d = square_conv(64, 64, 56, 3, 1);
+  for (const char* mode : {"auto", "winograd"}) {
+    BOOST_TEST_CONTEXT("conv3x3 = " << mode) {
+      auto backend = cpu_with(mode);
+      const std::string detail = backend->device().detail;
+      const bool onednn = detail.find("3x3 convolutions by Winograd in f32 plans") != std::string::npos;
+      const bool kiln = detail.find("3x3 convolutions by Kiln's Winograd in f32 plans") != std::string::npos;
+      const std::string expected = onednn ? "onednn_winograd" : kiln ? "kiln_winograd" : "onednn";
+      const ConvResults r = run_directions(*backend, d, 21);
+      for (const char* direction : {"forward", "backward_data", "backward_filter"}) {
+        BOOST_TEST(path_of(r, direction) == expected, direction << ", banner: " << detail);
+      }
+      if (!onednn && !kiln) break;
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(an_unknown_mode_is_a_config_error) {
