@@ -122,7 +122,6 @@ Conv3x3Mode conv3x3_mode(const PluginArgs& args, const dnnl::engine& engine) {
   const std::string mode =
       choice(args, "conv3x3", {"auto", "winograd", "kiln_winograd", "direct"}, "a 3x3 convolution algorithm");
   if (mode == "direct") return Conv3x3Mode::direct;
-  const bool onednn_kernels = onednn_has_f32_winograd(engine);
   const bool kiln_kernels = cpu_runs_kiln_winograd();
   if (mode == "kiln_winograd") {
     if (!kiln_kernels) {
@@ -132,12 +131,12 @@ Conv3x3Mode conv3x3_mode(const PluginArgs& args, const dnnl::engine& engine) {
     }
     return Conv3x3Mode::kiln_winograd;
   }
-  if (onednn_kernels) return Conv3x3Mode::onednn_winograd;
+  if (onednn_has_f32_winograd(engine)) return Conv3x3Mode::onednn_winograd;  // planned once, at start
   if (kiln_kernels) return Conv3x3Mode::kiln_winograd;
   if (mode == "winograd") {
     throw ConfigError(fmt::format("{} = \"winograd\": Winograd convolutions need AVX2, FMA and F16C (Kiln's) or "
-                                  "AVX-512 and oneDNN 2.x (oneDNN's), and this CPU's oneDNN ISA is {}; use \"auto\" or "
-                                  "\"direct\"",
+                                  "a oneDNN that has them (oneDNN's: 2.6 from AVX-512 up), and this CPU's oneDNN ISA is {}; "
+                                  "use \"auto\" or \"direct\"",
                                   args.params->where("conv3x3"), isa_name(dnnl::get_effective_cpu_isa())));
   }
   return Conv3x3Mode::direct;

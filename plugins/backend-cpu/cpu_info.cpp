@@ -82,32 +82,33 @@ DeviceInfo describe_host_cpu(int threads) {
   return info;
 }
 
-bool onednn_has_bf16(const dnnl::engine& engine) {
-  using md = dnnl::memory::desc;
-  const auto bf16 = dnnl::memory::data_type::bf16;
-  const auto any = dnnl::memory::format_tag::any;
+namespace {
+
+/// Whether oneDNN plans a forward convolution of `type` by `algorithm`: batch n, c -> c channels,
+/// side x side, an r x r kernel with "same" padding. Planning only: no primitive is built.
+bool onednn_plans_convolution(const dnnl::engine& engine, dnnl::algorithm algorithm, dnnl::memory::data_type type,
+                              dnnl::memory::dim n, dnnl::memory::dim c, dnnl::memory::dim side, dnnl::memory::dim r) {
+  const auto act = dnnl::memory::desc({n, c, side, side}, type, dnnl::memory::format_tag::any);
+  const auto wei = dnnl::memory::desc({c, c, r, r}, type, dnnl::memory::format_tag::any);
   try {
-    onednn::convolution_forward(engine, dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                md({1, 16, 4, 4}, bf16, any), md({16, 16, 1, 1}, bf16, any),
-                                md({1, 16, 4, 4}, bf16, any), {1, 1}, {0, 0}, {0, 0}, {0, 0});
+    onednn::convolution_forward(engine, dnnl::prop_kind::forward_training, algorithm, act, wei, act, {1, 1}, {0, 0},
+                                {r / 2, r / 2}, {r / 2, r / 2});
     return true;
   } catch (const dnnl::error&) {
     return false;
   }
 }
 
+}  // namespace
+
+bool onednn_has_bf16(const dnnl::engine& engine) {
+  return onednn_plans_convolution(engine, dnnl::algorithm::convolution_direct, dnnl::memory::data_type::bf16, 1, 16,
+                                  4, 1);
+}
+
 bool onednn_has_f32_winograd(const dnnl::engine& engine) {
-  using md = dnnl::memory::desc;
-  const auto f32 = dnnl::memory::data_type::f32;
-  const auto any = dnnl::memory::format_tag::any;
-  try {
-    onednn::convolution_forward(engine, dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_winograd,
-                                md({8, 64, 56, 56}, f32, any), md({64, 64, 3, 3}, f32, any),
-                                md({8, 64, 56, 56}, f32, any), {1, 1}, {0, 0}, {1, 1}, {1, 1});
-    return true;
-  } catch (const dnnl::error&) {
-    return false;
-  }
+  return onednn_plans_convolution(engine, dnnl::algorithm::convolution_winograd, dnnl::memory::data_type::f32, 8, 64,
+                                  56, 3);
 }
 
 }  // namespace kiln::cpu

@@ -24,17 +24,7 @@ struct ConvResults {
   ConvPathCounts paths;
 };
 
-/// The path every call of `direction` ("forward", "backward_data", "backward_filter") in `paths`
-/// ran ("onednn", "kiln_avx2", ...: plugins/backend-cpu/ops/conv_paths.hpp); several joined by
-/// "+" where its calls took different paths, "" where none ran.
-inline std::string path_of(const ConvPathCounts& paths, const std::string& direction) {
-  std::string ran;
-  for (const auto& [name, calls] : paths) {
-    if (calls == 0 || name.compare(0, direction.size() + 1, direction + "/") != 0) continue;
-    ran += (ran.empty() ? "" : "+") + name.substr(direction.size() + 1);
-  }
-  return ran;
-}
+/// The path each call of `direction` ran (cpu_fixture.hpp's path_of).
 inline std::string path_of(const ConvResults& r, const std::string& direction) { return path_of(r.paths, direction); }
 
 /// The dtypes the operands are stored in, where not the plan's own: a bf16 plan of a

@@ -87,6 +87,16 @@ ConvPathCounts conv_paths_since(const ConvPathCounts& before, const ConvPathCoun
   return grown;
 }
 
+std::string path_of(const ConvPathCounts& paths, const std::string& direction) {
+  const std::string prefix = direction + "/";
+  std::string ran;
+  for (const auto& [name, calls] : paths) {
+    if (calls == 0 || name.compare(0, prefix.size(), prefix) != 0) continue;
+    ran += (ran.empty() ? "" : "+") + name.substr(prefix.size());
+  }
+  return ran;
+}
+
 Backend& cpu() {
   static Backend* backend = [] {
     ParamMap params("backend");

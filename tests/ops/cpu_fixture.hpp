@@ -87,5 +87,9 @@ using ConvPathCounts = std::map<std::string, std::uint64_t>;
 ConvPathCounts conv_path_counts(const Backend& backend);
 /// The pairs whose count grew from `before` to `after`, by how much.
 ConvPathCounts conv_paths_since(const ConvPathCounts& before, const ConvPathCounts& after);
+/// The path every counted call of `direction` ("forward", "backward_data", "backward_filter") in
+/// `paths` ran ("onednn", "kiln_avx2", ...); several joined by "+" where its calls took different
+/// paths, "" where none ran.
+std::string path_of(const ConvPathCounts& paths, const std::string& direction);
 
 }  // namespace kiln::test

@@ -45,14 +45,7 @@ struct Results {
   ConvPathCounts paths;
 };
 
-/// The one path every call of `direction` ran, or several joined by "+".
-std::string path_of(const Results& r, const std::string& direction) {
-  std::string ran;
-  for (const auto& [name, calls] : r.paths) {
-    if (name.compare(0, direction.size() + 1, direction + "/") == 0) ran += (ran.empty() ? "" : "+") + name.substr(direction.size() + 1);
-  }
-  return ran;
-}
+std::string path_of(const Results& r, const std::string& direction) { return test::path_of(r.paths, direction); }
 
 struct Case {
   DType plan;       // the plan's dtype

@@ -20,8 +20,8 @@ namespace {
 
 BackendPtr cpu_with(const std::string& conv3x3) { return make_cpu_backend_with("conv3x3", conv3x3); }
 
-/// The backend with oneDNN's Winograd kernels, or null on a CPU below AVX-512, where "winograd"
-/// runs Kiln's own instead (the banner tells which).
+/// The backend with oneDNN's Winograd kernels, or null where the loaded oneDNN has none (below
+/// AVX-512, or oneDNN 3.2), where "winograd" runs Kiln's own instead (the banner tells which).
 BackendPtr onednn_winograd() {
   auto backend = cpu_with("winograd");
   const std::string detail = backend->device().detail;
