@@ -35,3 +35,6 @@ fi
 tail -n 1 "$asan_log"
 (cd build && ctest --output-on-failure -j "$(nproc)" "$@")
 scripts/sanitize.sh --test-only
+# The data plugins and their tests built with clang (about a minute): the JPEG pipeline's bits
+# must not depend on the compiler, nor its reads on an evaluation order (docs/reliability.md).
+scripts/clang-check.sh

@@ -3,7 +3,8 @@
 # Usage: scripts/setup.sh [--tests] [--bench] [--fuzz]
 #   --tests also installs what the test suite needs besides the build (python3-torch and
 #           python3-torchvision: tests/finetune writes its torchvision reference at test time;
-#           python3-jsonschema: tests/config judges `kiln config schema` with it);
+#           python3-jsonschema: tests/config judges `kiln config schema` with it; clang: the
+#           second-compiler job, scripts/clang-check.sh);
 #   --bench also installs what bench/ needs: Debian's python3-torch (the golden-data reference)
 #           and the PyPI peers' venv (scripts/bench-venv.sh);
 #   --fuzz  also installs clang and its runtime libraries (libFuzzer, ASan, UBSan) for scripts/fuzz.sh.
@@ -22,7 +23,7 @@ packages=(
 # reference BLAS and runs ~15x slower, which would flatter Kiln.
 for arg in "$@"; do
   case "$arg" in
-    --tests) packages+=(python3-torch python3-numpy python3-torchvision python3-jsonschema) ;;
+    --tests) packages+=(python3-torch python3-numpy python3-torchvision python3-jsonschema clang) ;;
     --bench) packages+=(python3-torch python3-numpy libopenblas0-pthread python3-torchvision python3-pil time python3-venv) ;;
     --fuzz) packages+=(clang libclang-rt-14-dev) ;;
     *) echo "setup: unknown option '$arg' (use --tests, --bench and/or --fuzz)" >&2; exit 2 ;;

@@ -219,7 +219,11 @@ void ImagenetSource::read_one(std::int64_t index, std::uint64_t seed, void* pixe
   std::string where;
   if (layout_ == Layout::folder) {
     where = folder_->path(index);
-    image = std::span<const unsigned char>(buffer.data(), read_whole_file(where, max_record_bytes_, buffer));
+    // Read first, then take data(): read_whole_file may reallocate `buffer`, and in one expression
+    // the order is the compiler's (GCC read the file first, clang took data() first and got the
+    // old, freed pointer).
+    const std::size_t size = read_whole_file(where, max_record_bytes_, buffer);
+    image = std::span<const unsigned char>(buffer.data(), size);
     *label = folder_->label(index);
   } else {
     where = records_->where(index);

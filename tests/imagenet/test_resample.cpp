@@ -4,7 +4,9 @@
 // both outputs (normalised f32 CHW and rounded u8 HWC), flip on and off, output sizes whose
 // rows end in a partial vector (the vectorised copies handle 8 or 4 pixels a step, the rest
 // is scalar), crops touching each image edge, upscaling and downscales past the unrolled tap
-// counts. Random pixels, so every byte value and every channel position is exercised.
+// counts. Random pixels, so every byte value and every channel position is exercised. Both
+// builds of the resampler (resample_variants.hpp) are tested on every CPU that can run them: the
+// separate one runs in training only on CPUs without AVX2 + FMA, which CI does not have.
 #define KILN_TEST_MODULE test_imagenet_resample
 #include "kiln_test_main.hpp"
 
@@ -14,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "resample_variants.hpp"
 #include "transform.hpp"
 
 namespace {
@@ -21,6 +24,19 @@ namespace {
 using kiln::imagenet::CropRect;
 using kiln::imagenet::SampleFormat;
 using kiln::imagenet::TransformOptions;
+
+// One build of the resampler: its name for messages, and the function.
+struct Variant {
+  const char* name;
+  void (*run)(const unsigned char*, int, int, const CropRect&, bool, const TransformOptions&, void*);
+};
+
+// The builds this CPU runs: the separate one everywhere, the fused one with AVX2 + FMA.
+std::vector<Variant> variants() {
+  std::vector<Variant> out{{"separate", kiln::imagenet::resample_separate}};
+  if (kiln::imagenet::resample_fused_available()) out.push_back({"fused", kiln::imagenet::resample_fused});
+  return out;
+}
 
 struct Image {
   int width = 0, height = 0;
@@ -94,7 +110,7 @@ struct Case {
 // f32 values within 0.01 grey levels of the reference (the resampler sums in f32); u8 bytes
 // exactly the reference rounded half up, except where the reference lies within 0.01 of a
 // rounding tie, where either neighbour is accepted.
-void check_case(const Case& k, bool flip, unsigned seed) {
+void check_case(const Variant& variant, const Case& k, bool flip, unsigned seed) {
   const Image image = random_image(k.width, k.height, seed);
   const Reference want(image, k.rect, k.size);
   const int size = k.size;
@@ -103,10 +119,10 @@ void check_case(const Case& k, bool flip, unsigned seed) {
   TransformOptions options;
   options.size = size;
   std::vector<float> f32(n);
-  kiln::imagenet::resample(image.rgb.data(), image.width, image.height, k.rect, flip, options, f32.data());
+  variant.run(image.rgb.data(), image.width, image.height, k.rect, flip, options, f32.data());
   options.format = SampleFormat::u8_hwc;
   std::vector<unsigned char> u8(n);
-  kiln::imagenet::resample(image.rgb.data(), image.width, image.height, k.rect, flip, options, u8.data());
+  variant.run(image.rgb.data(), image.width, image.height, k.rect, flip, options, u8.data());
 
   double worst_f32 = 0;
   int wrong_bytes = 0;
@@ -125,8 +141,10 @@ void check_case(const Case& k, bool flip, unsigned seed) {
       }
     }
   }
-  BOOST_TEST(worst_f32 < 0.01, k.name << (flip ? " flipped" : "") << ": f32 off by " << worst_f32 << " grey levels");
-  BOOST_TEST(wrong_bytes == 0, k.name << (flip ? " flipped" : "") << ": " << wrong_bytes << " u8 values off");
+  BOOST_TEST(worst_f32 < 0.01, variant.name << ", " << k.name << (flip ? " flipped" : "") << ": f32 off by "
+                                            << worst_f32 << " grey levels");
+  BOOST_TEST(wrong_bytes == 0, variant.name << ", " << k.name << (flip ? " flipped" : "") << ": " << wrong_bytes
+                                            << " u8 values off");
 }
 
 const Case kCases[] = {
@@ -143,46 +161,82 @@ const Case kCases[] = {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(matches_the_antialiased_bilinear_definition_f32_and_u8) {
-  unsigned seed = 1;
-  for (const Case& k : kCases) {
-    check_case(k, false, seed);
-    check_case(k, true, seed);
-    ++seed;
+  for (const Variant& variant : variants()) {
+    unsigned seed = 1;
+    for (const Case& k : kCases) {
+      check_case(variant, k, false, seed);
+      check_case(variant, k, true, seed);
+      ++seed;
+    }
   }
 }
 
-// Flip is an exact mirror of the unflipped output, for both formats and sizes with tails.
+// Flip is an exact mirror of the unflipped output, for both formats, sizes with tails and both
+// builds.
 BOOST_AUTO_TEST_CASE(flip_mirrors_each_row_exactly) {
   const Image image = random_image(200, 150, 99);
-  for (int size : {224, 221, 13}) {
-    for (SampleFormat format : {SampleFormat::f32_chw, SampleFormat::u8_hwc}) {
-      TransformOptions options;
-      options.size = size;
-      options.format = format;
-      const std::size_t n = static_cast<std::size_t>(size) * size * 3;
-      const std::size_t bytes = format == SampleFormat::u8_hwc ? n : n * sizeof(float);
-      std::vector<unsigned char> plain(bytes), mirrored(bytes);
-      const CropRect rect{12, 7, 150, 120};
-      kiln::imagenet::resample(image.rgb.data(), image.width, image.height, rect, false, options, plain.data());
-      kiln::imagenet::resample(image.rgb.data(), image.width, image.height, rect, true, options, mirrored.data());
-      int mismatches = 0;
-      for (int y = 0; y < size; ++y) {
-        for (int x = 0; x < size; ++x) {
-          for (int c = 0; c < 3; ++c) {
-            if (format == SampleFormat::u8_hwc) {
-              const std::size_t a = (static_cast<std::size_t>(y) * size + x) * 3 + c;
-              const std::size_t b = (static_cast<std::size_t>(y) * size + (size - 1 - x)) * 3 + c;
-              mismatches += plain[a] != mirrored[b];
-            } else {
-              const auto* p = reinterpret_cast<const float*>(plain.data());
-              const auto* m = reinterpret_cast<const float*>(mirrored.data());
-              const std::size_t plane = static_cast<std::size_t>(c) * size * size + static_cast<std::size_t>(y) * size;
-              mismatches += p[plane + x] != m[plane + (size - 1 - x)];
+  for (const Variant& variant : variants()) {
+    for (int size : {224, 221, 13}) {
+      for (SampleFormat format : {SampleFormat::f32_chw, SampleFormat::u8_hwc}) {
+        TransformOptions options;
+        options.size = size;
+        options.format = format;
+        const std::size_t n = static_cast<std::size_t>(size) * size * 3;
+        const std::size_t bytes = format == SampleFormat::u8_hwc ? n : n * sizeof(float);
+        std::vector<unsigned char> plain(bytes), mirrored(bytes);
+        const CropRect rect{12, 7, 150, 120};
+        variant.run(image.rgb.data(), image.width, image.height, rect, false, options, plain.data());
+        variant.run(image.rgb.data(), image.width, image.height, rect, true, options, mirrored.data());
+        int mismatches = 0;
+        for (int y = 0; y < size; ++y) {
+          for (int x = 0; x < size; ++x) {
+            for (int c = 0; c < 3; ++c) {
+              if (format == SampleFormat::u8_hwc) {
+                const std::size_t a = (static_cast<std::size_t>(y) * size + x) * 3 + c;
+                const std::size_t b = (static_cast<std::size_t>(y) * size + (size - 1 - x)) * 3 + c;
+                mismatches += plain[a] != mirrored[b];
+              } else {
+                const auto* p = reinterpret_cast<const float*>(plain.data());
+                const auto* m = reinterpret_cast<const float*>(mirrored.data());
+                const std::size_t plane = static_cast<std::size_t>(c) * size * size + static_cast<std::size_t>(y) * size;
+                mismatches += p[plane + x] != m[plane + (size - 1 - x)];
+              }
             }
           }
         }
+        BOOST_TEST(mismatches == 0, variant.name << ", size " << size << (format == SampleFormat::u8_hwc ? " u8" : " f32"));
       }
-      BOOST_TEST(mismatches == 0, "size " << size << (format == SampleFormat::u8_hwc ? " u8" : " f32"));
     }
   }
+}
+
+// resample() runs the fused build where the CPU has AVX2 + FMA (the pinned hashes are of that
+// build), and the two builds differ only by where they round: not bit-identical, but within a
+// few f32 rounding steps of each other.
+BOOST_AUTO_TEST_CASE(resample_runs_the_fused_build_where_the_cpu_has_fma) {
+  if (!kiln::imagenet::resample_fused_available()) {
+    BOOST_TEST_MESSAGE("this CPU has no AVX2 + FMA: resample() runs the separate build, tested above");
+    return;
+  }
+  const Image image = random_image(500, 375, 7);
+  const CropRect rect{61, 17, 389, 301};
+  TransformOptions options;
+  const std::size_t n = static_cast<std::size_t>(options.size) * options.size * 3;
+  std::vector<float> dispatched(n), fused(n), separate(n);
+  kiln::imagenet::resample(image.rgb.data(), image.width, image.height, rect, false, options, dispatched.data());
+  kiln::imagenet::resample_fused(image.rgb.data(), image.width, image.height, rect, false, options, fused.data());
+  kiln::imagenet::resample_separate(image.rgb.data(), image.width, image.height, rect, false, options,
+                                    separate.data());
+  BOOST_TEST(std::equal(dispatched.begin(), dispatched.end(), fused.begin()), "resample() is not the fused build");
+  std::size_t differ = 0;
+  double worst = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    differ += fused[i] != separate[i];
+    worst = std::max(worst, static_cast<double>(std::abs(fused[i] - separate[i])));
+  }
+  // Normalised values are within about 2.7 of 0, where an f32 step is 2.4e-7: a few steps at most.
+  BOOST_TEST(worst < 2e-6, "fused and separate builds differ by " << worst);
+  // Different rounding must show somewhere in 150,528 values, or the two builds are one.
+  BOOST_TEST(differ > 0u, "the fused and separate builds gave the same bits");
+  BOOST_TEST_MESSAGE(differ << " of " << n << " values differ between the builds, by at most " << worst);
 }
