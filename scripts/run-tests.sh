@@ -3,6 +3,11 @@
 # (CTest; GPU tests report "skipped" without a device). .ci/run calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Which CPU this run landed on: the same machine kind comes as several CPU families, and some
+# tests take different paths on each (AVX2 or AVX-512 kernels, oneDNN's Winograd, bf16, AMX).
+cpu_field() { awk -F': ' -v key="$1" '$1 ~ "^" key "[ \t]*$" { print $2; exit }' /proc/cpuinfo; }
+isa=$(grep -m1 -ow -E 'avx2|avx512f|avx512_bf16|avx512_fp16|amx_tile|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ' || true)
+echo "run-tests: CPU $(cpu_field 'model name') (family $(cpu_field 'cpu family') model $(cpu_field model)), $(nproc) cores; ${isa:-no AVX2}"
 scripts/setup.sh --tests
 # The CUDA plugins are compiled for the GPUs this machine has (CMake's "native"), or, with none,
 # for the oldest and newest architectures Kiln supports, 75 and 90: without a GPU the CUDA code can

@@ -84,7 +84,9 @@ void ParameterStore::allocate(Backend& backend, DType param_dtype, DType compute
                                        dtype_name(param_dtype)));
   }
   const Shape arena_shape{arena_elements_};
-  Tensor host = host_tensor(arena_shape, DType::f32);
+  // A shape of its own, moved in: copying arena_shape made GCC 14 warn (-Warray-bounds, a false
+  // positive inside libstdc++'s vector copy).
+  Tensor host = host_tensor(Shape{arena_elements_}, DType::f32);
   float* h = host.data_as<float>();
   for (std::int64_t i = 0; i < arena_elements_; ++i) h[i] = 0.0f;
   for (std::size_t i = 0; i < params_.size(); ++i) {
