@@ -8,6 +8,11 @@
 #include <stdexcept>
 #include <string>
 
+#if defined(__clang__) && __clang_major__ < 15
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
 namespace kiln::conformance {
 namespace {
 
@@ -21,9 +26,36 @@ std::uint16_t bf16_bits(float f) {
 
 float bf16_value(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
 
+// IEEE half conversions that are not Kiln's code, to check the backends' against: the compiler's
+// _Float16, or, in clang before 15 (no _Float16 on x86 without AVX512-FP16, and its __fp16 calls
+// compiler-rt helpers that libgcc lacks), the CPU's F16C instructions, round to nearest even.
+#if defined(__clang__) && __clang_major__ < 15
+
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+
+void require_f16c() {
+  static const bool has = cpu_has_f16c();
+  if (!has) throw std::runtime_error("the clang < 15 build's f16 reference needs a CPU with F16C");
+}
+
+__attribute__((target("f16c"))) std::uint16_t f16c_bits(float f) {
+  return static_cast<std::uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+}
+__attribute__((target("f16c"))) float f16c_value(std::uint16_t bits) { return _cvtsh_ss(bits); }
+
+std::uint16_t f16_bits(float f) { return require_f16c(), f16c_bits(f); }
+float f16_value(std::uint16_t bits) { return require_f16c(), f16c_value(bits); }
+
+#else
+
 std::uint16_t f16_bits(float f) { return std::bit_cast<std::uint16_t>(static_cast<_Float16>(f)); }
 
 float f16_value(std::uint16_t b) { return static_cast<float>(std::bit_cast<_Float16>(b)); }
+
+#endif
 
 /// Element offset of logical index `i` of `shape` in `layout`.
 std::int64_t physical_index(std::int64_t i, const Shape& shape, Layout layout) {

@@ -35,7 +35,7 @@ Value convert(const kiln::io::JsonValue& in) {
       break;
     case K::object:
       out.kind = Value::Kind::object;
-      for (const auto& [k, v] : in.object) out.members.emplace_back(k, convert(v));
+      for (const auto& [k, v] : in.object) out.members.push_back(Member{k, convert(v)});
       break;
   }
   return out;

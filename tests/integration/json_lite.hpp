@@ -10,6 +10,8 @@
 
 namespace kiln::test::json {
 
+struct Member;
+
 struct Value {
   enum class Kind { null, boolean, number, string, array, object } kind = Kind::null;
   bool boolean = false;
@@ -17,12 +19,19 @@ struct Value {
   bool integer = false;  ///< a number written without fraction or exponent
   std::string string;
   std::vector<Value> items;                            ///< array
-  std::vector<std::pair<std::string, Value>> members;  ///< object, in document order
+  std::vector<Member> members;                         ///< object, in document order
 
   /// The member named `key`, or nullptr (objects only).
   const Value* find(std::string_view key) const;
   /// The member named `key`; throws std::runtime_error naming it if absent.
   const Value& at(std::string_view key) const;
+};
+
+/// One member of an object, named like std::pair's fields. Not a std::pair<std::string, Value>:
+/// inside Value that pair is instantiated while Value is still incomplete, which clang refuses.
+struct Member {
+  std::string first;
+  Value second;
 };
 
 /// Parses exactly one JSON document (surrounding whitespace allowed).

@@ -16,13 +16,18 @@ install_kiln() {
 }
 
 # build_plugin <project dir> <build dir> <prefix>: configure with find_package(Kiln) from <prefix>
-# and no build type (kiln_add_plugin must pick an optimised one), then build.
+# and no build type (kiln_add_plugin must pick an optimised one), then build. With the C++
+# compiler Kiln was built with, as an author must (the loader refuses another compiler family:
+# KilnConfig.cmake warns); the default compiler when the build tree does not say.
 build_plugin() {
   local project=$1 out=$2 prefix=$3
-  local generator=()
+  local generator=() compiler=()
   command -v ninja > /dev/null && generator=(-G Ninja)
-  step "building $project against $prefix"
-  cmake -S "$project" -B "$out" "${generator[@]}" -DCMAKE_PREFIX_PATH="$prefix" > "$work/configure.log" 2>&1 || {
+  local kiln_cxx
+  kiln_cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build_dir/CMakeCache.txt" 2> /dev/null || true)
+  [[ -n $kiln_cxx ]] && compiler=(-DCMAKE_CXX_COMPILER="$kiln_cxx")
+  step "building $project against $prefix${kiln_cxx:+ with $kiln_cxx}"
+  cmake -S "$project" -B "$out" "${generator[@]}" "${compiler[@]}" -DCMAKE_PREFIX_PATH="$prefix" > "$work/configure.log" 2>&1 || {
     cat "$work/configure.log"; fail "configuring $project against $prefix failed"; }
   cmake --build "$out" -j 2 > "$work/build.log" 2>&1 || { cat "$work/build.log"; fail "building $project failed"; }
 }

@@ -5,6 +5,7 @@
 // up to kBlockRows rows of M, packed once and consumed before the next.
 #include "ops/gemm_tn_avx2.hpp"
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <omp.h>
 
@@ -291,7 +292,10 @@ void split_rows(const Source& a, const Source& b, const Shape& s, float* out, bo
 }  // namespace
 
 bool cpu_runs_gemm_tn_avx2() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  // F16C by CPUID, as f16_convert.cpp does: clang 14's __builtin_cpu_supports does not know "f16c".
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
 bool gemm_tn_fits(std::int64_t k, std::int64_t c) { return k > 0 && c > 0 && k % kPanel == 0 && c % kPanel == 0; }
