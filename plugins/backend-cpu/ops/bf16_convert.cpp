@@ -36,7 +36,9 @@ void f32_round_to_bf16_scalar(const float* in, float* out, std::size_t n) noexce
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() and trip -Wmaybe-uninitialized
 // when inlined into a target-attribute function; nothing here reads an undefined lane.
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // a GCC-only warning; clang warns about the unknown name
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #define KILN_BF16_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2")))
 

@@ -9,24 +9,19 @@
 // and a blend, usually not even taken), so every path agrees bit for bit.
 #include "ops/f16_convert.hpp"
 
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
 
+#include "ops/cpu_avx2_f16c.hpp"
 #include "ops/half.hpp"
 #include "ops/convert_chunks.hpp"
 
 namespace kiln::cpu {
 namespace f16_paths {
 
-bool has_avx2_f16c() noexcept {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
-  const bool f16c = (ecx & bit_F16C) != 0;
-  return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
+bool has_avx2_f16c() noexcept { return cpu_has_avx2_fma_f16c(); }
 
 bool has_avx512() noexcept {
   // __builtin_cpu_supports also checks that the OS saves the AVX-512 registers.
@@ -42,7 +37,9 @@ void f32_to_f16_scalar(const float* in, std::uint16_t* out, std::size_t n) noexc
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() and trip -Wmaybe-uninitialized
 // when inlined into a target-attribute function; nothing here reads an undefined lane.
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // a GCC-only warning; clang warns about the unknown name
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #define KILN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 

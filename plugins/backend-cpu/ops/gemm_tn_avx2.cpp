@@ -5,7 +5,6 @@
 // up to kBlockRows rows of M, packed once and consumed before the next.
 #include "ops/gemm_tn_avx2.hpp"
 
-#include <cpuid.h>
 #include <immintrin.h>
 #include <omp.h>
 
@@ -14,6 +13,7 @@
 
 #include "ops/bf16_lanes_avx2.hpp"
 #include "ops/block_6x16_avx2.hpp"
+#include "ops/cpu_avx2_f16c.hpp"
 
 namespace kiln::cpu {
 namespace {
@@ -291,12 +291,7 @@ void split_rows(const Source& a, const Source& b, const Shape& s, float* out, bo
 
 }  // namespace
 
-bool cpu_runs_gemm_tn_avx2() {
-  // F16C by CPUID, as f16_convert.cpp does: clang 14's __builtin_cpu_supports does not know "f16c".
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-  return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
+bool cpu_runs_gemm_tn_avx2() { return cpu_has_avx2_fma_f16c(); }
 
 bool gemm_tn_fits(std::int64_t k, std::int64_t c) { return k > 0 && c > 0 && k % kPanel == 0 && c % kPanel == 0; }
 
