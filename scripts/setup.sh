@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs Kiln's build and test dependencies from Debian packages (only those missing).
+# Installs Kiln's build and test dependencies from Debian packages (only those missing), on Debian
+# 12 or 13, or on Ubuntu 24.04 (its universe component holds oneDNN, Gloo, toml++ and
+# Fashion-MNIST; Ubuntu names libjpeg-turbo's package differently and packages no PyTorch).
 # Usage: scripts/setup.sh [--tests] [--bench] [--fuzz]
 #   --tests also installs what the test suite needs besides the build (python3-torch and
 #           python3-torchvision: tests/finetune writes its torchvision reference at test time;
@@ -16,19 +18,35 @@ packages=(
   libtomlplusplus-dev libspdlog-dev libfmt-dev
   libdnnl-dev libgloo-dev libopenmpi-dev openmpi-bin
   iproute2  # `ip netns`: tests/rendezvous runs two ranks in two network namespaces
-  libturbojpeg0-dev libjpeg62-turbo-dev zlib1g-dev
+  libturbojpeg0-dev zlib1g-dev
   dataset-fashion-mnist
 )
+distro=$(. /etc/os-release 2> /dev/null && echo "${ID:-}")
+# Debian's PyTorch (1.13 in 12, 2.6 in 13) writes the fine-tuning tests' torchvision reference at
+# test time (and made the committed golden data). Ubuntu 24.04 has no python3-torch: there those
+# tests report skipped, and -DKILN_REFERENCE_PYTHON=<a python with torch and torchvision> makes
+# them run (docs/building.md).
+torch=(python3-torch python3-torchvision)
+if [[ $distro == ubuntu ]]; then
+  packages+=(libjpeg-turbo8-dev)
+  torch=()
+else
+  packages+=(libjpeg62-turbo-dev)
+fi
 # The PyTorch peer needs an optimised BLAS: without OpenBLAS, Debian's torch falls back to the
 # reference BLAS and runs ~15x slower, which would flatter Kiln.
+wants_torch=0
 for arg in "$@"; do
   case "$arg" in
-    --tests) packages+=(python3-torch python3-numpy python3-torchvision python3-jsonschema clang) ;;
-    --bench) packages+=(python3-torch python3-numpy libopenblas0-pthread python3-torchvision python3-pil time python3-venv) ;;
+    --tests) packages+=("${torch[@]}" python3-numpy python3-jsonschema clang); wants_torch=1 ;;
+    --bench) packages+=("${torch[@]}" python3-numpy libopenblas0-pthread python3-pil time python3-venv); wants_torch=1 ;;
     --fuzz) packages+=(clang libclang-rt-14-dev) ;;
     *) echo "setup: unknown option '$arg' (use --tests, --bench and/or --fuzz)" >&2; exit 2 ;;
   esac
 done
+if ((wants_torch)) && ((${#torch[@]} == 0)); then
+  echo "setup: $distro packages no PyTorch; the tests that compare with it will report skipped"
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -40,6 +58,18 @@ if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
   echo "setup: installing ${missing[*]}"
   $sudo apt-get update
+  # A package no source offers would otherwise end in apt's "Unable to locate package".
+  unavailable=()
+  for p in "${missing[@]}"; do
+    apt-cache policy "$p" 2> /dev/null | grep -q 'Candidate: [^(]' || unavailable+=("$p")
+  done
+  if ((${#unavailable[@]})); then
+    echo "setup: no apt source of this machine offers ${unavailable[*]}" >&2
+    if [[ $distro == ubuntu ]]; then
+      echo "setup: on Ubuntu they are in the universe component: sudo add-apt-repository universe" >&2
+    fi
+    exit 1
+  fi
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
 else
   echo "setup: all packages present"

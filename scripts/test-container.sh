@@ -27,8 +27,8 @@ step() { printf '\n== [%3d s] %s\n' "$SECONDS" "$*"; }
 ok() { passed=$((passed + 1)); echo "ok: $*"; }
 fail() { echo "test-container: FAILED after $SECONDS s: $*" >&2; exit 1; }
 
-# shellcheck source=scripts/podman-debian.sh
-source scripts/podman-debian.sh
+# shellcheck source=scripts/podman-distro.sh
+source scripts/podman-distro.sh
 
 step "packages"
 podman_debian_packages

@@ -1,10 +1,16 @@
 #!/usr/bin/python3
 """Writes torchvision reference data for Kiln's fine-tuning tests (tests/finetune) into OUT_DIR.
 
-Run by CTest (fixture `finetune_torchvision_reference`) with Debian's python, torch 1.13 and
-python3-torchvision (scripts/setup.sh installs them as test dependencies):
-    /usr/bin/python3 tests/finetune/make_torchvision_resnet18.py OUT_DIR
+Run by CTest (fixture `finetune_torchvision_reference`) with KILN_REFERENCE_PYTHON, by default
+Debian's python with torch and python3-torchvision (scripts/setup.sh installs them as test
+dependencies):
+    /usr/bin/python3 tests/finetune/make_torchvision_resnet18.py OUT_DIR [--skip-without-torch]
 Nothing it writes is committed: the weights are 45 MB and are made again in a few seconds.
+
+Where that python cannot import torch or torchvision it fails, unless CMake passed
+--skip-without-torch (the default python on a distribution that packages no PyTorch, as Ubuntu
+24.04): then it writes the reason to OUT_DIR/SKIPPED, which test_finetune reads to report itself
+skipped, and exits 77 (CTest: Skipped).
 
 Files:
   resnet18.safetensors   torchvision resnet18(num_classes=10).state_dict() as it is, f32, with its
@@ -36,8 +42,32 @@ import pathlib
 import struct
 import sys
 
-import torch
-import torchvision
+SKIP_EXIT_CODE = 77  # SKIP_RETURN_CODE in CMakeLists.txt
+
+
+def without_torch(out, error):
+    """The exit code when torch or torchvision does not import: 77 after writing OUT_DIR/SKIPPED
+    where the build allows it (--skip-without-torch), else 1."""
+    reason = (f"{sys.executable} cannot import torch and torchvision ({error}), so the torchvision "
+              f"reference of the fine-tuning tests cannot be written")
+    if "--skip-without-torch" not in sys.argv[2:]:
+        print(f"error: {reason}; scripts/setup.sh --tests installs python3-torch and "
+              f"python3-torchvision (Debian), or configure with -DKILN_REFERENCE_PYTHON=<a python "
+              f"that has both>", file=sys.stderr)
+        return 1
+    reason += ("; this distribution packages no PyTorch: configure with "
+               "-DKILN_REFERENCE_PYTHON=<a python with torch and torchvision> to run these tests")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "SKIPPED").write_text(reason + "\n")
+    print(f"SKIPPED: {reason}")
+    return SKIP_EXIT_CODE
+
+
+try:
+    import torch
+    import torchvision
+except ImportError as import_error:
+    sys.exit(without_torch(pathlib.Path(sys.argv[1]), import_error))
 
 DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64"}
 
@@ -90,6 +120,7 @@ def write_frozen_bn_step(out, state, x):
 def main():
     out = pathlib.Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
+    (out / "SKIPPED").unlink(missing_ok=True)  # from a configuration without torch
     torch.manual_seed(1234)
     model = torchvision.models.resnet18(num_classes=10)
     with torch.no_grad():
