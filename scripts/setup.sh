@@ -61,7 +61,9 @@ if ((${#missing[@]})); then
   # A package no source offers would otherwise end in apt's "Unable to locate package".
   unavailable=()
   for p in "${missing[@]}"; do
-    apt-cache policy "$p" 2> /dev/null | grep -q 'Candidate: [^(]' || unavailable+=("$p")
+    # awk reads all of apt-cache's output (grep -q would stop early, and pipefail see a SIGPIPE).
+    candidate=$(apt-cache policy "$p" 2> /dev/null | awk '$1 == "Candidate:" { print $2 }')
+    [[ -n $candidate && $candidate != "(none)" ]] || unavailable+=("$p")
   done
   if ((${#unavailable[@]})); then
     echo "setup: no apt source of this machine offers ${unavailable[*]}" >&2
