@@ -5,7 +5,9 @@
 # Boost 1.83, oneDNN 3.1, OpenMPI 4.1, and no PyTorch package). From a copy of this checkout's
 # committed tree (HEAD, as CI's clean clone), in a debootstrap minbase image of the release
 # (scripts/podman-distro.sh; kept as localhost/kiln-<distro>-base:<suite>): `scripts/setup.sh
-# --tests`, a build without CUDA (the image has no toolkit), then `ctest`.
+# --tests`, a build without CUDA (the image has no toolkit), `ctest`, then the main job
+# (scripts/run-main.sh); it prints the test summary, the compiler warnings counted and the main
+# job's last line.
 # Usage: scripts/test-distro.sh [debian:]<suite> | ubuntu:<suite>     (default debian:trixie;
 #        as root on a Debian host: podman, debootstrap)
 # Environment: KILN_DISTRO_KEEP=1 keeps the scratch folder (source copy, logs).
@@ -56,6 +58,10 @@ podman run --rm --privileged --network host -v "$work/src:/src" -w /src "$image"
   cmake --build build -j "$(nproc)" -- -k 0   # every compile error in one go
   echo "built in $((SECONDS - start)) s"
   ctest --test-dir build -j "$(nproc)" --output-on-failure
+  echo "main job (scripts/run-main.sh, the README'"'"'s first command):"
+  scripts/run-main.sh --run-dir /tmp/main-job 2>&1 | tail -n 1
 ' > "$work/run.log" 2>&1 || { tail -n 80 "$work/run.log"; fail "the build or the tests failed in $release (log above)"; }
 grep -E '^(Debian|Ubuntu|gcc |-- oneDNN|built in)|tests passed|\(Skipped\)|^SKIPPED' "$work/run.log"
+echo "compiler warnings: $(grep -c 'warning:' "$work/run.log" || true)"
+grep -A1 '^main job' "$work/run.log"
 step "$release: built and passed"
