@@ -5,11 +5,14 @@
 # Usage: scripts/setup.sh [--tests] [--bench] [--fuzz]
 #   --tests also installs what the test suite needs besides the build (python3-torch and
 #           python3-torchvision: tests/finetune writes its torchvision reference at test time;
-#           python3-jsonschema: tests/config judges `kiln config schema` with it; clang: the
-#           second-compiler job, scripts/clang-check.sh);
+#           python3-jsonschema: tests/config judges `kiln config schema` with it; clang and
+#           its OpenMP, libomp-dev: the second-compiler job, scripts/clang-check.sh);
 #   --bench also installs what bench/ needs: Debian's python3-torch (the golden-data reference)
 #           and the PyPI peers' venv (scripts/bench-venv.sh);
-#   --fuzz  also installs clang and its runtime libraries (libFuzzer, ASan, UBSan) for scripts/fuzz.sh.
+#   --fuzz  also installs clang, its OpenMP and its runtime libraries (libFuzzer, ASan, UBSan:
+#           libclang-rt-dev) for scripts/fuzz.sh.
+# libomp-dev and libclang-rt-dev are the packages of the distribution's default clang (14 in
+# Debian 12, 19 in 13, 18 in Ubuntu 24.04).
 set -euo pipefail
 
 packages=(
@@ -38,9 +41,9 @@ fi
 wants_torch=0
 for arg in "$@"; do
   case "$arg" in
-    --tests) packages+=("${torch[@]}" python3-numpy python3-jsonschema clang); wants_torch=1 ;;
+    --tests) packages+=("${torch[@]}" python3-numpy python3-jsonschema clang libomp-dev); wants_torch=1 ;;
     --bench) packages+=("${torch[@]}" python3-numpy libopenblas0-pthread python3-pil time python3-venv); wants_torch=1 ;;
-    --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+    --fuzz) packages+=(clang libomp-dev libclang-rt-dev) ;;
     *) echo "setup: unknown option '$arg' (use --tests, --bench and/or --fuzz)" >&2; exit 2 ;;
   esac
 done
@@ -48,18 +51,23 @@ if ((wants_torch)) && ((${#torch[@]} == 0)); then
   echo "setup: $distro packages no PyTorch; the tests that compare with it will report skipped"
 fi
 
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-
-if ((${#missing[@]})); then
-  sudo=""
+updated=0
+# install_missing <package>...: apt-get installs those not installed yet (apt-get update first, once).
+install_missing() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]} == 0)); then
+    echo "setup: all packages present"
+    return
+  fi
+  local sudo=""
   if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
   echo "setup: installing ${missing[*]}"
-  $sudo apt-get update
+  if ((!updated)); then $sudo apt-get update; updated=1; fi
   # A package no source offers would otherwise end in apt's "Unable to locate package".
-  unavailable=()
+  local unavailable=() candidate
   for p in "${missing[@]}"; do
     # awk reads all of apt-cache's output (grep -q would stop early, and pipefail see a SIGPIPE).
     candidate=$(apt-cache policy "$p" 2> /dev/null | awk '$1 == "Candidate:" { print $2 }')
@@ -73,9 +81,9 @@ if ((${#missing[@]})); then
     exit 1
   fi
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
-else
-  echo "setup: all packages present"
-fi
+}
+
+install_missing "${packages[@]}"
 bench=0
 for arg in "$@"; do [[ "$arg" == "--bench" ]] && bench=1; done
 if ((bench)); then "$(dirname "$0")/bench-venv.sh"; fi
