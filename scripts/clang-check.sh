@@ -8,7 +8,8 @@
 #   - code whose meaning hangs on an order the language leaves open (function arguments): the
 #     folder reader once took a buffer's data() before the read that reallocated it, which GCC's
 #     right-to-left order hid and clang's left-to-right order turned into a read of freed memory.
-# About a minute on 2 cores without ccache. `scripts/setup.sh --tests` installs clang.
+# About a minute on 2 cores without ccache. `scripts/setup.sh --tests` installs clang and its
+# OpenMP (libomp-dev).
 # --all builds the whole tree (CUDA off) and runs every test instead: 63 of 63 passed on
 # 2026-12-05, in about 5 minutes without ccache; CI runs the data part only, to stay within its time.
 # Usage: scripts/clang-check.sh [--all] [extra ctest arguments]

@@ -44,13 +44,14 @@ debian_base_image() {
     echo "reusing $image (podman rmi it to make it again)"
     return
   fi
-  local sources=/etc/apt/sources.list.d/debian.sources mirror=http://deb.debian.org/debian
+  # The host's Debian mirror where it has one; Debian's own otherwise (an Ubuntu host).
+  local sources=/etc/apt/sources.list.d/debian.sources mirror=""
   if [[ -r $sources ]]; then
     mirror=$(awk '/^URIs:/ { print $2; exit }' "$sources")
   elif [[ -r /etc/apt/sources.list ]]; then
     mirror=$(awk '$1 == "deb" && $2 ~ /debian\/?$/ { print $2; exit }' /etc/apt/sources.list)
   fi
-  [[ -n $mirror ]] || fail "no Debian mirror found in the apt configuration"
+  mirror=${mirror:-http://deb.debian.org/debian}
   echo "debootstrap --variant=minbase $suite from $mirror"
   local rootfs=$work/rootfs-$suite
   debootstrap --variant=minbase --cache-dir=/var/cache/apt/archives "$suite" "$rootfs" "$mirror" \

@@ -38,8 +38,13 @@ class CompleteEvent final : public Event {
 };
 
 /// OMP_NUM_THREADS as a thread count: its first entry (the variable may list one count per
-/// nesting level, "8,2"), if that is a positive whole number. Any other value is warned about and
-/// not used (libgomp refuses it too).
+/// nesting level, "8,2"), if that is a positive whole number. Any other value is warned about, not
+/// used (libgomp refuses it too) and taken out of the environment, before anything here calls
+/// into OpenMP: LLVM's libomp, which a clang build links beside oneDNN's libgomp, reads the
+/// variable at its first call, and for a value such as "many" it takes a thread count from
+/// uninitialised memory (libomp 14 and 18: garbage from omp_get_max_threads(), "Out of heap
+/// memory", a division by zero inside oneDNN). The backend is made before the process starts any
+/// other thread (the communicator, the data workers), so nothing reads the environment meanwhile.
 std::optional<int> omp_num_threads_env() {
   const char* value = std::getenv("OMP_NUM_THREADS");
   if (value == nullptr || *value == '\0') return std::nullopt;
@@ -51,6 +56,7 @@ std::optional<int> omp_num_threads_env() {
     kiln::log::get("cpu")->warn("OMP_NUM_THREADS='{}' is not a positive thread count; ignored (backend.threads = 0 "
                                 "divides this process's CPUs among the local ranks instead)",
                                 text);
+    ::unsetenv("OMP_NUM_THREADS");  // `text` points into the entry: not used after this line
     return std::nullopt;
   }
   return n;

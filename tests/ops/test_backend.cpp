@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <regex>
+#include <string>
 
 #include "cpu_fixture.hpp"
 #include "kiln/errors.hpp"
@@ -37,6 +39,24 @@ BOOST_AUTO_TEST_CASE(threads_parameter) {
   BOOST_TEST(msg.find("backend.threads") != std::string::npos, msg);
   BOOST_TEST(msg.find("run.toml:3") != std::string::npos, msg);
   BOOST_TEST(msg.find("-2 is negative") != std::string::npos, msg);
+}
+
+// threads = 0 takes OMP_NUM_THREADS where it is a count; a value that is not is ignored and taken
+// out of the environment before anything calls into OpenMP (LLVM's libomp, in clang builds,
+// reads it lazily and mishandles such values: cpu_backend.cpp, omp_num_threads_env).
+BOOST_AUTO_TEST_CASE(omp_num_threads_is_used_when_a_count_and_removed_when_not) {
+  ParamMap automatic("backend");
+  automatic.set("threads", std::int64_t{0}, "default");
+
+  ::setenv("OMP_NUM_THREADS", "1,1", /*overwrite=*/1);
+  BOOST_TEST(test::make_cpu_backend(automatic)->device().threads == 1);
+  const char* count = std::getenv("OMP_NUM_THREADS");
+  BOOST_TEST((count != nullptr && std::string(count) == "1,1"), "a count stays as the user set it");
+
+  ::setenv("OMP_NUM_THREADS", "many", /*overwrite=*/1);
+  BOOST_TEST(test::make_cpu_backend(automatic)->device().threads == omp_get_num_procs());
+  BOOST_TEST(std::getenv("OMP_NUM_THREADS") == nullptr, "'many' must not reach an OpenMP runtime");
+  ::unsetenv("OMP_NUM_THREADS");
 }
 
 BOOST_AUTO_TEST_CASE(device_info) {
