@@ -51,8 +51,7 @@ if ((wants_torch)) && ((${#torch[@]} == 0)); then
   echo "setup: $distro packages no PyTorch; the tests that compare with it will report skipped"
 fi
 
-updated=0
-# install_missing <package>...: apt-get installs those not installed yet (apt-get update first, once).
+# install_missing <package>...: apt-get installs those not installed yet.
 install_missing() {
   local missing=() p
   for p in "$@"; do
@@ -65,7 +64,7 @@ install_missing() {
   local sudo=""
   if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
   echo "setup: installing ${missing[*]}"
-  if ((!updated)); then $sudo apt-get update; updated=1; fi
+  $sudo apt-get update
   # A package no source offers would otherwise end in apt's "Unable to locate package".
   local unavailable=() candidate
   for p in "${missing[@]}"; do

@@ -62,6 +62,9 @@ podman run --rm --privileged --network host -v "$work/src:/src" -w /src "$image"
   scripts/run-main.sh --run-dir /tmp/main-job 2>&1 | tail -n 1
 ' > "$work/run.log" 2>&1 || { tail -n 80 "$work/run.log"; fail "the build or the tests failed in $release (log above)"; }
 grep -E '^(Debian|Ubuntu|gcc |-- oneDNN|built in)|tests passed|\(Skipped\)|^SKIPPED' "$work/run.log"
-echo "compiler warnings: $(grep -c 'warning:' "$work/run.log" || true)"
+# A compiler's warnings start with file:line:column (not apt's or a test's "warning:" lines).
+warnings=$(grep -E '^[^ :]+:[0-9]+:[0-9]+: warning:' "$work/run.log" | sort -u || true)
+echo "compiler warnings: $(grep -c . <<< "$warnings" || true)"
+[[ -z $warnings ]] || head -n 5 <<< "$warnings"
 grep -A1 '^main job' "$work/run.log"
 step "$release: built and passed"
