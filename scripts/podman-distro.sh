@@ -34,6 +34,18 @@ EOF
   podman info > "$1/podman-info.txt" 2>&1 || { cat "$1/podman-info.txt"; fail "podman does not run here"; }
 }
 
+# import_rootfs <rootfs> <image>: a debootstrapped tree, its apt sources already written to
+# sources.list.d, imported into podman as <image> without the old sources.list, package lists
+# and downloaded packages; the tree is removed.
+import_rootfs() {
+  local rootfs=$1 image=$2
+  rm -f "$rootfs/etc/apt/sources.list"
+  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
+  tar -C "$rootfs" -c . | podman import -q --change 'CMD ["/bin/bash"]' - "$image" > /dev/null
+  rm -rf "$rootfs"
+  echo "imported $image"
+}
+
 # debian_base_image <suite> <image> <scratch dir>: a Debian <suite> minbase image, made with
 # debootstrap from the mirror apt uses on this host and imported as <image>; kept and reused
 # (podman rmi it to make it again). Its apt sources are that mirror's <suite>, <suite>-updates
@@ -71,11 +83,7 @@ Suites: $suite-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
-  rm -f "$rootfs/etc/apt/sources.list"
-  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
-  tar -C "$rootfs" -c . | podman import -q --change 'CMD ["/bin/bash"]' - "$image" > /dev/null
-  rm -rf "$rootfs"
-  echo "imported $image"
+  import_rootfs "$rootfs" "$image"
 }
 
 # The Ubuntu archive's signing keys: Debian 12 packages no Ubuntu keyring, so the
@@ -117,11 +125,7 @@ Suites: $suite $suite-updates $suite-security
 Components: main universe
 Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg
 EOF
-  rm -f "$rootfs/etc/apt/sources.list"
   [[ -r $rootfs/usr/share/keyrings/ubuntu-archive-keyring.gpg ]] ||
     cp "$keyring" "$rootfs/usr/share/keyrings/ubuntu-archive-keyring.gpg"
-  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
-  tar -C "$rootfs" -c . | podman import -q --change 'CMD ["/bin/bash"]' - "$image" > /dev/null
-  rm -rf "$rootfs"
-  echo "imported $image"
+  import_rootfs "$rootfs" "$image"
 }

@@ -38,11 +38,11 @@ else
 fi
 # The PyTorch peer needs an optimised BLAS: without OpenBLAS, Debian's torch falls back to the
 # reference BLAS and runs ~15x slower, which would flatter Kiln.
-wants_torch=0
+wants_torch=0 bench=0
 for arg in "$@"; do
   case "$arg" in
     --tests) packages+=("${torch[@]}" python3-numpy python3-jsonschema clang libomp-dev); wants_torch=1 ;;
-    --bench) packages+=("${torch[@]}" python3-numpy libopenblas0-pthread python3-pil time python3-venv); wants_torch=1 ;;
+    --bench) packages+=("${torch[@]}" python3-numpy libopenblas0-pthread python3-pil time python3-venv); wants_torch=1 bench=1 ;;
     --fuzz) packages+=(clang libomp-dev libclang-rt-dev) ;;
     *) echo "setup: unknown option '$arg' (use --tests, --bench and/or --fuzz)" >&2; exit 2 ;;
   esac
@@ -83,7 +83,5 @@ install_missing() {
 }
 
 install_missing "${packages[@]}"
-bench=0
-for arg in "$@"; do [[ "$arg" == "--bench" ]] && bench=1; done
 if ((bench)); then "$(dirname "$0")/bench-venv.sh"; fi
 # The CUDA toolkit, cuDNN and NCCL are expected in /usr/local/cuda when CUDA plugins are built.

@@ -60,7 +60,7 @@ podman run --rm --privileged --network host -v "$work/src:/src" -w /src "$image"
   ctest --test-dir build -j "$(nproc)" --output-on-failure
   echo "main job (scripts/run-main.sh, the README'"'"'s first command):"
   scripts/run-main.sh --run-dir /tmp/main-job 2>&1 | tail -n 1
-' > "$work/run.log" 2>&1 || { tail -n 80 "$work/run.log"; fail "the build or the tests failed in $release (log above)"; }
+' > "$work/run.log" 2>&1 || { tail -n 80 "$work/run.log"; fail "setup, the build, the tests or the main job failed in $release (log above)"; }
 grep -E '^(Debian|Ubuntu|gcc |-- oneDNN|built in)|tests passed|\(Skipped\)|^SKIPPED' "$work/run.log"
 # A compiler's warnings start with file:line:column (not apt's or a test's "warning:" lines).
 warnings=$(grep -E '^[^ :]+:[0-9]+:[0-9]+: warning:' "$work/run.log" | sort -u || true)
