@@ -17,6 +17,15 @@
 //   read         every byte of the slot written (two reads into buffers filled differently
 //                agree), deterministic for a seed, labels in [0, classes), f32 values finite
 //   threads      64 samples read by 4 threads at once equal the same samples read one by one
+// Communicator (host memory; ranks are threads of this process over an in-memory store):
+//   dtypes       which of f32, f64, bf16, f16 all_reduce takes: f32 must; another may be refused
+//                with an error on every rank
+//   connect, all_reduce, identical, broadcast, all_gather, barrier, in_flight
+//                the suite of comm_suite.hpp in worlds 1, 2, 3 and 4, every element exact; a world
+//                size refused at connect by every rank is noted (`local` runs one rank)
+//   missing_rank connect with rank 1 absent ends in a CommError after the 2 s timeout
+//   silent_peer  an all_reduce rank 1 never calls ends in a CommError after the 2 s timeout
+//   abort        abort() from another thread releases an all_reduce waiting for a peer
 #pragma once
 
 #include <exception>
@@ -27,6 +36,7 @@
 #include <vector>
 
 #include "kiln/backend.hpp"
+#include "kiln/communicator.hpp"
 #include "kiln/data_source.hpp"
 #include "kiln/model.hpp"
 
@@ -36,6 +46,7 @@ struct CheckLine {
   bool ok = false;
   std::string name;    ///< "backward"
   std::string detail;  ///< what was found; on a failure, what is wrong
+  bool skipped = false;  ///< not run (`detail` says why); counts as passed
 };
 
 /// What a check returns: passed, and what it found or what is wrong.
@@ -64,5 +75,18 @@ std::vector<CheckLine> check_model(const std::function<std::shared_ptr<Model>()>
 
 /// Runs the data checks on `source`.
 std::vector<CheckLine> check_data(const DataSource& source);
+
+/// Makes rank `ranks.rank`'s communicator (created, not connected).
+using CommMaker = std::function<std::shared_ptr<Communicator>(const RankInfo& ranks)>;
+
+struct CommCheckReport {
+  std::vector<CheckLine> lines;
+  /// A call stayed blocked inside the plugin even after abort(); its thread is detached, so the
+  /// process must end (std::_Exit) without unloading the plugin under it.
+  bool hung = false;
+};
+
+/// Runs the communicator checks on communicators from `make`, connected with `backend`.
+CommCheckReport check_communicator(const CommMaker& make, Backend& backend);
 
 }  // namespace kiln::cli

@@ -40,7 +40,7 @@ constexpr const char* kUsage =
     "  plugins list [--json]                                     list plugins (and libraries that failed)\n"
     "  plugins show NAME [--json]                                a plugin's kind, version, ABI and parameters\n"
     "  plugins check FILE [--json]                               whether kiln loads a plugin library, and finds it\n"
-    "  plugins test FILE [--set key=value]...                    a model or data plugin against its contract\n"
+    "  plugins test FILE [--set key=value]...                    a model, data or communicator plugin against its contract\n"
     "  config schema                                             a JSON Schema of the config, for editors\n"
     "  --version                                                 print the version\n"
     "\n"

@@ -1,10 +1,7 @@
 // Plugin loading, rank threads and conversions for test_comm (see comm_fixture.hpp).
 #include "comm_fixture.hpp"
 
-#include <cstring>
-#include <exception>
-#include <thread>
-
+#include "cli/comm_suite.hpp"
 #include "kiln/config/config.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/plugin_args.hpp"
@@ -52,115 +49,18 @@ std::shared_ptr<Communicator> make_communicator(const std::string& name, const s
 }
 
 std::vector<std::string> run_ranks(int world, const std::function<void(int rank)>& body) {
-  std::vector<std::string> errors(static_cast<std::size_t>(world));
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(world));
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = std::string(e.what()).empty() ? "<empty message>" : e.what();
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = "<non-std exception>";
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
+  return cli::run_ranks(world, body);
 }
 
-Tensor make_tensor(const std::vector<double>& values, DType dtype) {
-  const Shape shape{static_cast<std::int64_t>(values.size())};
-  Tensor out = cpu().allocate(shape, dtype, MemoryKind::host);
-  switch (dtype) {
-    case DType::f64: {
-      auto* p = out.data_as<double>();
-      for (std::size_t i = 0; i < values.size(); ++i) p[i] = values[i];
-      break;
-    }
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16: {
-      Tensor f = cpu().allocate(shape, DType::f32, MemoryKind::host);
-      auto* p = f.data_as<float>();
-      for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<float>(values[i]);
-      if (dtype == DType::f32) return f;
-      if (!values.empty()) cpu().cast(out, f);
-      break;
-    }
-    case DType::i32: {
-      auto* p = out.data_as<std::int32_t>();
-      for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<std::int32_t>(values[i]);
-      break;
-    }
-    case DType::i64: {
-      auto* p = out.data_as<std::int64_t>();
-      for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<std::int64_t>(values[i]);
-      break;
-    }
-    case DType::u8: {
-      auto* p = out.data_as<std::uint8_t>();
-      for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<std::uint8_t>(values[i]);
-      break;
-    }
-  }
-  return out;
-}
+Tensor make_tensor(const std::vector<double>& values, DType dtype) { return cli::make_host_tensor(cpu(), values, dtype); }
 
-std::vector<double> read_values(const Tensor& t) {
-  const auto n = static_cast<std::size_t>(t.numel());
-  std::vector<double> out(n);
-  switch (t.dtype()) {
-    case DType::f64: {
-      const auto* p = t.data_as<double>();
-      for (std::size_t i = 0; i < n; ++i) out[i] = p[i];
-      break;
-    }
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16: {
-      Tensor f = t;
-      if (t.dtype() != DType::f32) {
-        f = cpu().allocate(t.shape(), DType::f32, MemoryKind::host);
-        if (n > 0) cpu().cast(f, t);
-      }
-      const auto* p = f.data_as<float>();
-      for (std::size_t i = 0; i < n; ++i) out[i] = p[i];
-      break;
-    }
-    case DType::i32: {
-      const auto* p = t.data_as<std::int32_t>();
-      for (std::size_t i = 0; i < n; ++i) out[i] = p[i];
-      break;
-    }
-    case DType::i64: {
-      const auto* p = t.data_as<std::int64_t>();
-      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<double>(p[i]);
-      break;
-    }
-    case DType::u8: {
-      const auto* p = t.data_as<std::uint8_t>();
-      for (std::size_t i = 0; i < n; ++i) out[i] = p[i];
-      break;
-    }
-  }
-  return out;
-}
+std::vector<double> read_values(const Tensor& t) { return cli::read_host_values(cpu(), t); }
 
 double round_to(double x, DType dtype) {
   if (dtype == DType::f64 || dtype == DType::i32 || dtype == DType::i64 || dtype == DType::u8) return x;
   return read_values(make_tensor({x}, dtype))[0];
 }
 
-RankInfo rank_of(int r, int world) {
-  RankInfo ranks;
-  ranks.rank = r;
-  ranks.world_size = world;
-  ranks.local_rank = r;
-  ranks.local_world_size = world;
-  ranks.source = "test";
-  return ranks;
-}
+RankInfo rank_of(int r, int world) { return cli::rank_of(r, world, "test"); }
 
 }  // namespace kiln::test

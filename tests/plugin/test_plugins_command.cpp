@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <sstream>
+#include <tuple>
 
 #include "cli/plugins_command.hpp"
 #include "kiln/errors.hpp"
@@ -256,8 +257,8 @@ BOOST_AUTO_TEST_CASE(check_of_a_library_the_loader_refuses_gives_its_reason) {
   BOOST_TEST(contains(message_of<kiln::ConfigError>({"check"}), "`check` takes exactly one library file"));
 }
 
-// `test FILE`: a model or data plugin exercised against its contract on the cpu backend (the
-// build tree's, on the default search path). A correct fixture passes every check; each buggy
+// `test FILE`: a model, data or communicator plugin exercised against its contract on the cpu
+// backend (the build tree's, on the default search path). A correct fixture passes every check; each buggy
 // one fails exactly the check meant to catch its bug, with status 1.
 namespace {
 
@@ -323,6 +324,56 @@ BOOST_AUTO_TEST_CASE(test_finds_each_planted_bug) {
   BOOST_TEST(contains(plugin_test("model-ok").second, "the model marks and skips the frozen ones"));
   BOOST_TEST(contains(plugin_test("model-bn-writes-kept").second,
                       "'bn.running_mean'[0] is marked kBufferFrozen but two training steps changed it from 0 to 0.5"));
+}
+
+// Communicators: the suite in worlds 1-4 (threads of this process), then the failure checks.
+BOOST_AUTO_TEST_CASE(test_passes_a_correct_communicator_and_kilns_own) {
+  const std::vector<std::string> checks = {"dtypes",     "connect", "all_reduce",   "identical",   "broadcast", "all_gather",
+                                           "barrier",    "in_flight", "missing_rank", "silent_peer", "abort"};
+  const auto [status, report] = plugin_test("comm-ok");
+  BOOST_TEST(status == 0, report);
+  BOOST_TEST(failed_checks(report).empty(), report);
+  for (const auto& check : checks) BOOST_TEST(contains(report, "  ok    " + check), check << " missing from:\n" << report);
+  // The fixture reduces f32 and f64 only: a refusal with an error on every rank is noted, and
+  // the suite runs in the dtypes it takes.
+  BOOST_TEST(contains(report, "all_reduce takes f32, f64; refuses bf16 (via-store all_reduce: bf16(1) is not "
+                              "supported; it reduces f32 and f64)"),
+             report);
+  BOOST_TEST(contains(report, "  ok    all_reduce    sum, avg, max, min of f32, f64 x 0, 1, 7, 1000003 elements; worlds "
+                              "1, 2, 3, 4: 108 cases"),
+             report);
+  BOOST_TEST(contains(report, "  ok    silent_peer   CommError after "), report);
+
+  const std::filesystem::path plugins = std::filesystem::path(KILN_BINARY_DIR) / "lib/kiln/plugins";
+  if (std::filesystem::exists(plugins / "libkiln-comm-gloo.so")) {
+    std::ostringstream out;
+    BOOST_TEST(kiln::cli::run_plugins_command({"test", (plugins / "libkiln-comm-gloo.so").string()}, {}, out) == 0,
+               out.str());
+    BOOST_TEST(contains(out.str(), "all_reduce takes f32, f64, bf16, f16\n"), out.str());
+    BOOST_TEST(contains(out.str(), "\nall checks passed\n"), out.str());
+  }
+  // `local` runs one rank: it refuses worlds 2-4 at connect, which is noted, and the checks that
+  // need two ranks say they did not run.
+  std::ostringstream out;
+  BOOST_TEST(kiln::cli::run_plugins_command({"test", (plugins / "libkiln-comm-local.so").string()}, {}, out) == 0,
+             out.str());
+  BOOST_TEST(contains(out.str(), "; refuses worlds 2, 3, 4 (rank 0 threw: comm.type = \"local\" runs one rank"),
+             out.str());
+  BOOST_TEST(contains(out.str(), "  -     silent_peer   not run: the communicator refuses world 2\n"), out.str());
+}
+
+BOOST_AUTO_TEST_CASE(test_finds_each_planted_communicator_bug) {
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"comm-avg-is-sum", "all_reduce", "world 2, all_reduce f32 x 1 avg: #wrong 2 of 2; rank 0 [0]: got -10, want -5"},
+      {"comm-gather-reversed", "all_gather", "world 2, all_gather f32 x 1: #wrong 4 of 4"},
+      {"comm-broadcast-root-0", "broadcast", "world 2, broadcast f32 x 1 root 1: #wrong 2 of 2"},
+      {"comm-no-timeout", "silent_peer", "blocked past the 2 s timeout (+10 s); only abort() released it"}};
+  for (const auto& [fixture, check, detail] : cases) {
+    const auto [status, report] = plugin_test(fixture);
+    BOOST_TEST(status == 1, fixture << ":\n" << report);
+    BOOST_TEST(failed_checks(report) == std::vector<std::string>{check}, fixture << ":\n" << report);
+    BOOST_TEST(contains(report, detail), fixture << ":\n" << report);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(test_refuses_a_set_for_a_table_it_does_not_read) {
