@@ -173,7 +173,7 @@ class StarCommunicator final : public kiln::Communicator {
         receive(0, seq, OpCode::all_gather, slots, out.bytes(), deadline);
         return;
       }
-      std::memmove(slots, in.data(), in.bytes());
+      if (in.bytes() > 0) std::memmove(slots, in.data(), in.bytes());  // (empty tensors may have no data)
       for (int r = 1; r < size(); ++r) {
         receive(r, seq, OpCode::all_gather, slots + static_cast<std::size_t>(r) * in.bytes(), in.bytes(), deadline);
       }
