@@ -38,15 +38,15 @@ for world in $worlds; do
       -f "$factor" -n "$iters" -w "$warmup" -c 1 --json > "$work/$comm-$world.json" 2> "$work/$comm-$world.log" ||
       { cat "$work/$comm-$world.log"; echo "run.sh: bench-comm --comm $comm failed" >&2; exit 1; }
   done
-  sizes=$(python3 -c 'import json,sys; print(" ".join(str(r["size"]) for r in json.load(open(sys.argv[1]))["results"]))' \
-          "$work/gloo-$world.json")
+  read -r -a sizes <<< "$(python3 -c 'import json,sys; print(" ".join(str(r["size"]) for r in json.load(open(sys.argv[1]))["results"]))' \
+                          "$work/gloo-$world.json")"
   : > "$work/torch-$world.txt"
   if ((have_torch)); then
     port=$((29500 + RANDOM % 1000))
     pids=()
     for ((r = 0; r < world; r++)); do
       RANK=$r WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port OMP_NUM_THREADS=1 \
-        "$python" "$here/pytorch_gloo.py" $sizes --iters "$iters" --warmup "$warmup" \
+        "$python" "$here/pytorch_gloo.py" "${sizes[@]}" --iters "$iters" --warmup "$warmup" \
         > "$work/torch-$world.$r.txt" 2> /dev/null &
       pids+=($!)
     done

@@ -8,11 +8,9 @@
 # Usage: build_comm_sample.sh <kiln build dir> <kiln source dir>
 set -euo pipefail
 
-build_dir=$(cd "$1" && pwd)
-source_dir=$(cd "$2" && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/kiln-sdk-comm-XXXXXX")
-trap 'rm -rf "$work"' EXIT
-source "$source_dir/tests/sdk/sdk_test_lib.sh"
+# shellcheck source=tests/sdk/sdk_test_lib.sh
+source "$(dirname "$0")/sdk_test_lib.sh"
+sdk_test_start "$1" "$2" sdk-comm
 prefix=$work/prefix
 sample_build=$work/star-build
 

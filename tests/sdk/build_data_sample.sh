@@ -6,11 +6,9 @@
 # Usage: build_data_sample.sh <kiln build dir> <kiln source dir>
 set -euo pipefail
 
-build_dir=$(cd "$1" && pwd)
-source_dir=$(cd "$2" && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/kiln-data-sample-XXXXXX")
-trap 'rm -rf "$work"' EXIT
-source "$source_dir/tests/sdk/sdk_test_lib.sh"
+# shellcheck source=tests/sdk/sdk_test_lib.sh
+source "$(dirname "$0")/sdk_test_lib.sh"
+sdk_test_start "$1" "$2" data-sample
 
 prefix=$work/prefix
 install_kiln "$prefix"

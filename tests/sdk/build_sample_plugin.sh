@@ -9,11 +9,9 @@
 # Any failure exits non-zero with the step that failed.
 set -euo pipefail
 
-build_dir=$(cd "$1" && pwd)
-source_dir=$(cd "$2" && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/kiln-sdk-test-XXXXXX")
-trap 'rm -rf "$work"' EXIT
-source "$source_dir/tests/sdk/sdk_test_lib.sh"
+# shellcheck source=tests/sdk/sdk_test_lib.sh
+source "$(dirname "$0")/sdk_test_lib.sh"
+sdk_test_start "$1" "$2" sdk-test
 prefix=$work/prefix
 sample_build=$work/sample-build
 

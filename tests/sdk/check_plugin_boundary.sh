@@ -13,11 +13,9 @@
 # Usage: check_plugin_boundary.sh <kiln build dir> <kiln source dir>
 set -euo pipefail
 
-build_dir=$(cd "$1" && pwd)
-source_dir=$(cd "$2" && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/kiln-boundary-XXXXXX")
-trap 'rm -rf "$work"' EXIT
-source "$source_dir/tests/sdk/sdk_test_lib.sh"
+# shellcheck source=tests/sdk/sdk_test_lib.sh
+source "$(dirname "$0")/sdk_test_lib.sh"
+sdk_test_start "$1" "$2" boundary
 
 # check_includes <tree>: prints one line per violation; exit status 1 if there is any.
 check_includes() {

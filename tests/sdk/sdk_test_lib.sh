@@ -1,9 +1,19 @@
 # Shared steps of the SDK tests (sourced, not run): install the Kiln build to a private prefix
 # and build a plugin project out of tree against it, the way a third-party author would.
-# Expects: build_dir, source_dir, work (a temporary folder the caller removes).
+# The functions below expect build_dir, source_dir and work (a temporary folder the caller
+# removes); an SDK test sets them with sdk_test_start.
 
 step() { echo "== $*"; }
 fail() { echo "FAILED: $*" >&2; exit 1; }
+
+# sdk_test_start <kiln build dir> <kiln source dir> <name>: the two arguments every SDK test
+# takes, as build_dir and source_dir, and work, a fresh temporary folder removed at exit.
+sdk_test_start() {
+  build_dir=$(cd "$1" && pwd)
+  source_dir=$(cd "$2" && pwd)
+  work=$(mktemp -d "${TMPDIR:-/tmp}/kiln-$3-XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+}
 
 # install_kiln <prefix>: cmake --install of $build_dir, checked for the package files and kiln.
 install_kiln() {
