@@ -59,7 +59,7 @@ class Suite {
       : spec_(spec), placement_(placement), backend_(backend), world_(placement.world), comms_(std::move(comms)) {}
 
   CaseResult all_reduce(DType dtype, std::int64_t count, ReduceOp op) {
-    CaseResult result{fmt::format("all_reduce {} x {} {}", dtype_name(dtype), count, dist::reduce_op_name(op))};
+    CaseResult result = begin(fmt::format("all_reduce {} x {} {}", dtype_name(dtype), count, dist::reduce_op_name(op)));
     // avg: inputs are multiples of the world size, so the mean is an exact small integer.
     const double scale = op == ReduceOp::avg ? world_ : 1.0;
     std::vector<Tensor> tensors(static_cast<std::size_t>(world_));
@@ -89,7 +89,7 @@ class Suite {
   /// Non-integer inputs: the sums are rounded, but every rank must hold the same bits, and
   /// they must be close to the exact sum.
   CaseResult identical_sums(DType dtype, std::int64_t count) {
-    CaseResult result{fmt::format("all_reduce {} x {} sum, bit-identical on every rank", dtype_name(dtype), count)};
+    CaseResult result = begin(fmt::format("all_reduce {} x {} sum, bit-identical on every rank", dtype_name(dtype), count));
     std::vector<Tensor> tensors(static_cast<std::size_t>(world_));
     std::vector<double> exact(static_cast<std::size_t>(count), 0.0);
     for (int r = 0; r < world_; ++r) {
@@ -124,7 +124,7 @@ class Suite {
   }
 
   CaseResult broadcast(DType dtype, std::int64_t count, int root) {
-    CaseResult result{fmt::format("broadcast {} x {} root {}", dtype_name(dtype), count, root)};
+    CaseResult result = begin(fmt::format("broadcast {} x {} root {}", dtype_name(dtype), count, root));
     std::vector<double> payload(static_cast<std::size_t>(count));
     for (std::int64_t i = 0; i < count; ++i) payload[static_cast<std::size_t>(i)] = static_cast<double>((i * 5 + root) % 13) - 6.0;
     std::vector<Tensor> tensors(static_cast<std::size_t>(world_));
@@ -141,7 +141,7 @@ class Suite {
   }
 
   CaseResult all_gather(DType dtype, std::int64_t count) {
-    CaseResult result{fmt::format("all_gather {} x {}", dtype_name(dtype), count)};
+    CaseResult result = begin(fmt::format("all_gather {} x {}", dtype_name(dtype), count));
     std::vector<Tensor> ins(static_cast<std::size_t>(world_));
     std::vector<Tensor> outs(static_cast<std::size_t>(world_));
     std::vector<double> want;
@@ -164,7 +164,7 @@ class Suite {
   /// Each rank counts itself in before every barrier; after barrier k everyone must see all
   /// world ranks counted in for round k. Values, not timings.
   CaseResult barrier(int rounds) {
-    CaseResult result{fmt::format("barrier x {}", rounds)};
+    CaseResult result = begin(fmt::format("barrier x {}", rounds));
     std::vector<std::vector<double>> seen(static_cast<std::size_t>(world_));
     record_errors(result, run([&](int r) {
       for (int k = 0; k < rounds; ++k) {
@@ -182,7 +182,7 @@ class Suite {
   /// Three all_reduces issued back to back and waited last-first: they must run in issue order
   /// on every rank and each must hold its own result.
   CaseResult in_flight() {
-    CaseResult result{"3 all_reduces in flight"};
+    CaseResult result = begin("3 all_reduces in flight");
     const DType half = spec_.dtypes.back();
     struct Op {
       DType dtype;
@@ -252,6 +252,11 @@ class Suite {
   }
 
  private:
+  /// A case's result, empty; tells spec_.on_case that the case starts.
+  CaseResult begin(std::string name) const {
+    if (spec_.on_case) spec_.on_case(name);
+    return CaseResult{std::move(name)};
+  }
   /// Runs body(rank) for every local rank; errors indexed by rank ("" where none or not local).
   std::vector<std::string> run(const std::function<void(int rank)>& body) const { return placement_.run(body); }
   Tensor make(const std::vector<double>& values, DType dtype) const { return make_host_tensor(backend_, values, dtype); }
@@ -367,6 +372,7 @@ std::vector<CaseResult> run_comm_suite(const CommSuiteSpec& spec, const RankPlac
   const int world = placement.world;
   Comms comms(static_cast<std::size_t>(world));
   CaseResult connect{fmt::format("connect {} ranks", world)};
+  if (spec.on_case) spec.on_case(connect.name);
   for (const int r : placement.local) {
     try {
       comms[static_cast<std::size_t>(r)] = spec.make(rank_of(r, world, "conformance"));

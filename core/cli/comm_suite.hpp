@@ -35,6 +35,8 @@ struct CommSuiteSpec {
   std::function<std::shared_ptr<Communicator>(const RankInfo& ranks)> make;
   std::vector<DType> dtypes;  ///< the dtypes its all_reduce is checked in
   std::vector<ReduceOp> ops = {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min};
+  /// Called with each case's name as it starts (optional): a watchdog's view of where a run is.
+  std::function<void(const std::string& name)> on_case;
 };
 
 /// Outcome of one case over all ranks.

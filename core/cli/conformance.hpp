@@ -26,6 +26,8 @@
 //   missing_rank connect with rank 1 absent ends in a CommError after the 2 s timeout
 //   silent_peer  an all_reduce rank 1 never calls ends in a CommError after the 2 s timeout
 //   abort        abort() from another thread releases an all_reduce waiting for a peer
+// A suite case still running 10 s past the 20 s timeout fails as `suite` (a deadlock), and the
+// process must then end: see CommCheckReport::hung.
 #pragma once
 
 #include <exception>

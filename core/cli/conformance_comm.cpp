@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "comm_suite.hpp"
@@ -19,7 +20,10 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr int kWorlds[] = {1, 2, 3, 4};
-constexpr milliseconds kSuiteTimeout{60000};
+// The timeout the suite's communicators get. Ranks are threads of this process on loopback, so
+// a case is quick (the largest, 1,000,003 floats over 4 ranks, took 0.1 s through the sample's
+// star); a case still running kSuiteTimeout + kGrace after it started counts as hung.
+constexpr milliseconds kSuiteTimeout{20000};
 // The failure checks: a timeout short enough to wait out, and how long past it a call may take
 // to come back before it counts as hung (a bound on "returns at all", not on speed).
 constexpr milliseconds kShortTimeout{2000};
@@ -126,6 +130,53 @@ Watched watch(std::function<void()> body, milliseconds limit, const std::functio
     hung = true;
   }
   return result;
+}
+
+/// The suite in `world` on a thread of its own, watched case by case (CommSuiteSpec::on_case).
+/// Returns its results; or, when a case is still running kSuiteTimeout + kGrace after it
+/// started, nothing, with `hung_case` naming it, the thread detached and `hung` set.
+std::optional<std::vector<CaseResult>> run_world(const CommSuiteSpec& base, Backend& backend, int world,
+                                                 std::string& hung_case, bool& hung) {
+  struct Shared {
+    explicit Shared(int n) : store(n) {}
+    dist::MemoryStore store;
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    std::vector<CaseResult> results;
+    std::string running;  // the case that started last, and when
+    Clock::time_point since = Clock::now();
+  };
+  auto shared = std::make_shared<Shared>(world);
+  CommSuiteSpec spec = base;
+  spec.on_case = [shared](const std::string& name) {
+    const std::lock_guard lock(shared->m);
+    shared->running = name;
+    shared->since = Clock::now();
+  };
+  std::thread thread([shared, spec, &backend, world] {
+    auto results = run_comm_suite(spec, threads_in_this_process(world), &shared->store, backend, kSuiteTimeout);
+    const std::lock_guard lock(shared->m);
+    shared->results = std::move(results);
+    shared->done = true;
+    shared->cv.notify_all();
+  });
+  std::unique_lock lock(shared->m);
+  while (!shared->done) {
+    shared->cv.wait_for(lock, milliseconds(200));
+    if (!shared->done && Clock::now() - shared->since > kSuiteTimeout + kGrace) {
+      hung_case = fmt::format("world {}, {}: still running {:.0f} s after it started, with a {:.0f} s timeout",
+                              world, shared->running, seconds_since(shared->since),
+                              std::chrono::duration<double>(kSuiteTimeout).count());
+      lock.unlock();
+      thread.detach();
+      hung = true;
+      return std::nullopt;
+    }
+  }
+  lock.unlock();
+  thread.join();
+  return std::move(shared->results);
 }
 
 /// A connected world of 2 with `timeout`, or null with `error` set (its ranks aborted).
@@ -302,8 +353,13 @@ CommCheckReport check_communicator(const CommMaker& make, Backend& backend) {
     spec.label = "plugin";
     spec.make = make;
     spec.dtypes = dtypes.taken;
-    dist::MemoryStore store(world);
-    auto results = run_comm_suite(spec, threads_in_this_process(world), &store, backend, kSuiteTimeout);
+    std::string hung_case;
+    auto ran = run_world(spec, backend, world, hung_case, report.hung);
+    if (!ran) {
+      report.lines.push_back(CheckLine{false, "suite", "a collective stayed blocked: " + hung_case});
+      return report;
+    }
+    auto& results = *ran;
     if (world > 1 && results.front().refused) {
       refused_worlds.push_back(world);
       if (refusal.empty()) refusal = results.front().detail;
@@ -349,8 +405,9 @@ CommCheckReport check_communicator(const CommMaker& make, Backend& backend) {
     const Watched r = all_reduce_on_rank_0(w, backend, kAbortAfter + kGrace, nullptr, report.hung);
     aborter.join();
     if (!r.returned) {
-      return {false, fmt::format("a waiting all_reduce was still blocked {:.0f} s after abort() (timeout 60 s)",
-                                 std::chrono::duration<double>(kGrace).count())};
+      return {false, fmt::format("a waiting all_reduce was still blocked {:.0f} s after abort() (timeout {:.0f} s)",
+                                 std::chrono::duration<double>(kGrace).count(),
+                                 std::chrono::duration<double>(kSuiteTimeout).count())};
     }
     if (r.error.empty()) return {false, "the all_reduce returned normally although rank 1 never called it"};
     if (!r.comm_error) return {false, "the released all_reduce threw " + r.error};
