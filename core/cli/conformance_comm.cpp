@@ -332,6 +332,13 @@ std::vector<CheckLine> suite_lines(const std::vector<std::pair<int, std::vector<
 }  // namespace
 
 CommCheckReport check_communicator(const CommMaker& make, Backend& backend) {
+  // A connected world of one rank stays alive, idle, until the end: a transport that starts
+  // process-wide state once and stops it with its last communicator, as MPI does, could not
+  // start it again for the next check (and a refused connect, which MPI's is for more ranks
+  // than mpirun started, would already stop it). Whether this connect works is the suite's
+  // business.
+  World keep_alive(1);
+  (void)connect_all(keep_alive, make, backend, kSuiteTimeout);
   CommCheckReport report;
   // The dtypes, probed in world 2 unless the communicator refuses it (`local` runs one rank).
   Dtypes dtypes;
@@ -341,7 +348,6 @@ CommCheckReport check_communicator(const CommMaker& make, Backend& backend) {
     two_ranks = connect_all(w, make, backend, kSuiteTimeout).empty();
     abort_all(w);
   }
-  dtypes = Dtypes{};
   report.lines.push_back(probe_dtypes(make, backend, two_ranks ? 2 : 1, dtypes));
   if (!report.lines.back().ok) return report;
   // The suite in every world; a world every rank refuses at connect is noted, not failed.
