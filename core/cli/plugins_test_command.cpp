@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ostream>
 
@@ -40,25 +41,44 @@ int run_plugins_test(const std::filesystem::path& file, const std::vector<std::s
   const plugin::LibraryCheck check = plugin::check_library(file);
   if (!check.failure.empty()) throw PluginError(check.failure);
 
-  // One config for the cpu backend and every tested plugin's table, so a --set for a table
-  // nothing reads is refused like in a run.
-  std::string text = "[backend]\ntype = \"cpu\"\n";
-  for (const auto& info : check.plugins) {
-    if (has_checks(info.kind)) text += fmt::format("[{}]\ntype = \"{}\"\n", table_of(info.kind), info.name);
-  }
-  config::Config cfg = config::Config::parse(text, "kiln plugins test", sets);
+  // A config for the cpu backend and every tested kind's table, so a --set for a table nothing
+  // reads is refused like in a run. A library may export several plugins of one kind (the nccl
+  // library: nccl-ring and nccl-tree); each is validated in a config of its own that names it in
+  // its kind's table, with the library's first plugin of every other kind in theirs.
   plugin::Registry registry(plugin::default_search_path(plugin_path_dirs));
   registry.index();
-  const train::PluginChoice backend_c = train::choose(cfg, registry, KILN_KIND_BACKEND, "backend", "cpu");
-  std::vector<ParamMap> params;
-  params.reserve(check.plugins.size());
-  for (const auto& info : check.plugins) {
-    const bool tested = has_checks(info.kind);
-    if (tested) (void)cfg.plugin_type(table_of(info.kind));
-    params.push_back(tested ? cfg.validate(table_of(info.kind), info.params) : ParamMap());
+  std::vector<std::size_t> tested;
+  for (std::size_t i = 0; i < check.plugins.size(); ++i) {
+    if (has_checks(check.plugins[i].kind)) tested.push_back(i);
   }
-  cfg.check_all_consumed();
-
+  const auto config_naming = [&](std::size_t chosen) {
+    std::string text = "[backend]\ntype = \"cpu\"\n";
+    std::vector<std::size_t> named;  // the plugin in each table, one per kind
+    for (const std::size_t i : tested) {
+      const std::uint32_t kind = check.plugins[i].kind;
+      const bool taken = std::any_of(named.begin(), named.end(), [&](std::size_t j) { return check.plugins[j].kind == kind; });
+      if (taken) continue;
+      const std::size_t pick = check.plugins[chosen].kind == kind ? chosen : i;
+      named.push_back(pick);
+      text += fmt::format("[{}]\ntype = \"{}\"\n", table_of(kind), check.plugins[pick].name);
+    }
+    config::Config cfg = config::Config::parse(text, "kiln plugins test", sets);
+    train::PluginChoice backend = train::choose(cfg, registry, KILN_KIND_BACKEND, "backend", "cpu");
+    std::vector<std::pair<std::size_t, ParamMap>> validated;
+    for (const std::size_t j : named) {
+      (void)cfg.plugin_type(table_of(check.plugins[j].kind));
+      validated.emplace_back(j, cfg.validate(table_of(check.plugins[j].kind), check.plugins[j].params));
+    }
+    cfg.check_all_consumed();
+    return std::make_pair(std::move(backend), std::move(validated));
+  };
+  const train::PluginChoice backend_c = config_naming(tested.empty() ? 0 : tested.front()).first;
+  std::vector<ParamMap> params(check.plugins.size());
+  for (const std::size_t i : tested) {
+    for (auto& [j, map] : config_naming(i).second) {
+      if (j == i) params[i] = std::move(map);
+    }
+  }
   PluginArgs backend_args;
   backend_args.params = &backend_c.params;
   const std::shared_ptr<Backend> backend = registry.create_backend(*backend_c.info, backend_args);

@@ -374,6 +374,22 @@ BOOST_AUTO_TEST_CASE(test_passes_a_correct_communicator_and_kilns_own) {
   }
 }
 
+// The nccl library exports two communicators: each is tested under its own name (one [comm]
+// table each), and on the cpu backend both say why they cannot connect.
+BOOST_AUTO_TEST_CASE(test_runs_every_plugin_of_a_kind_in_one_library) {
+  const std::filesystem::path nccl = std::filesystem::path(KILN_BINARY_DIR) / "lib/kiln/plugins/libkiln-comm-nccl.so";
+  if (!std::filesystem::exists(nccl)) {  // built only with CUDA
+    BOOST_TEST_MESSAGE("no nccl plugin in this build: nothing to check");
+    return;
+  }
+  std::ostringstream out;
+  BOOST_TEST(kiln::cli::run_plugins_command({"test", nccl.string()}, {}, out) == 1, out.str());
+  for (const char* name : {"nccl-ring", "nccl-tree"}) {
+    BOOST_TEST(contains(out.str(), std::string("communicator '") + name + "'"), out.str());
+    BOOST_TEST(contains(out.str(), std::string(name) + ": backend 'cpu' is not a CUDA backend"), out.str());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(test_finds_each_planted_communicator_bug) {
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
       {"comm-avg-is-sum", "all_reduce", "world 2, all_reduce f32 x 1 avg: #wrong 2 of 2; rank 0 [0]: got -10, want -5"},
