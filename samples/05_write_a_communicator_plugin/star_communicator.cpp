@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -238,8 +239,13 @@ class StarCommunicator final : public kiln::Communicator {
     const std::vector<std::uint8_t> value = store.get(hub_key(), remaining);  // CommError if rank 0 never came
     hub_address_.assign(value.begin(), value.end());
     const auto colon = hub_address_.rfind(':');
-    const auto port = static_cast<std::uint16_t>(std::stoi(hub_address_.substr(colon + 1)));
-    links_[0] = connect_to(hub_address_.substr(0, colon), port, deadline);
+    unsigned port = 0;
+    const char* digits = hub_address_.c_str() + (colon == std::string::npos ? 0 : colon + 1);
+    if (colon == std::string::npos || std::sscanf(digits, "%5u", &port) != 1 || port == 0 || port > 65535) {
+      throw LinkError(fmt::format("the store's '{}' holds '{}', not host:port (another job using the same store?)",
+                                  hub_key(), hub_address_));
+    }
+    links_[0] = connect_to(hub_address_.substr(0, colon), static_cast<std::uint16_t>(port), deadline);
     const Header hello{0, static_cast<std::uint32_t>(OpCode::hello), rank(), static_cast<std::uint64_t>(size())};
     links_[0].send_all(&hello, sizeof hello, deadline);
   }
