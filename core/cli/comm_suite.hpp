@@ -30,7 +30,6 @@ namespace kiln::cli {
 
 /// One communicator configuration under test.
 struct CommSuiteSpec {
-  std::string label;  ///< "gloo ring", for messages
   /// Makes rank `ranks.rank`'s communicator (not yet connected).
   std::function<std::shared_ptr<Communicator>(const RankInfo& ranks)> make;
   std::vector<DType> dtypes;  ///< the dtypes its all_reduce is checked in

@@ -26,8 +26,8 @@
 //   missing_rank connect with rank 1 absent ends in a CommError after the 2 s timeout
 //   silent_peer  an all_reduce rank 1 never calls ends in a CommError after the 2 s timeout
 //   abort        abort() from another thread releases an all_reduce waiting for a peer
-// A suite case still running 10 s past the 20 s timeout fails as `suite` (a deadlock), and the
-// process must then end: see CommCheckReport::hung.
+// A probe or suite case still running 10 s past the 20 s timeout fails as `dtypes` or `suite`
+// (a deadlock), and the process must then end: see CommCheckReport::hung.
 #pragma once
 
 #include <exception>
@@ -86,6 +86,9 @@ struct CommCheckReport {
   /// A call stayed blocked inside the plugin even after abort(); its thread is detached, so the
   /// process must end (std::_Exit) without unloading the plugin under it.
   bool hung = false;
+  /// What the checks keep alive until the report goes (a connected world of one rank, see
+  /// conformance_comm.cpp); after `hung`, until the process ends.
+  std::shared_ptr<const void> keep_alive;
 };
 
 /// Runs the communicator checks on communicators from `make`, connected with `backend`.

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
-#include <optional>
 #include <thread>
 
 #include "comm_suite.hpp"
@@ -132,32 +131,30 @@ Watched watch(std::function<void()> body, milliseconds limit, const std::functio
   return result;
 }
 
-/// The suite in `world` on a thread of its own, watched case by case (CommSuiteSpec::on_case).
-/// Returns its results; or, when a case is still running kSuiteTimeout + kGrace after it
-/// started, nothing, with `hung_case` naming it, the thread detached and `hung` set.
-std::optional<std::vector<CaseResult>> run_world(const CommSuiteSpec& base, Backend& backend, int world,
-                                                 std::string& hung_case, bool& hung) {
+/// Reports the step a watched body starts ("world 2, broadcast f32 x 7 root 1").
+using Step = std::function<void(const std::string& name)>;
+
+/// Runs `body` on a thread of its own, watched step by step: a step still running
+/// kSuiteTimeout + kGrace after it started counts as hung (a deadlock in the plugin's own code,
+/// which no timeout of its own ends); the thread is then detached, `hung` set, and the step
+/// described. Returns "" when `body` finished. Whatever `body` uses must outlive a detached
+/// thread: shared state it holds, or what lives until the process ends (the backend, the maker).
+std::string run_steps(std::function<void(const Step& step)> body, bool& hung) {
   struct Shared {
-    explicit Shared(int n) : store(n) {}
-    dist::MemoryStore store;
     std::mutex m;
     std::condition_variable cv;
     bool done = false;
-    std::vector<CaseResult> results;
-    std::string running;  // the case that started last, and when
+    std::string running = "starting";  // the step that started last, and when
     Clock::time_point since = Clock::now();
   };
-  auto shared = std::make_shared<Shared>(world);
-  CommSuiteSpec spec = base;
-  spec.on_case = [shared](const std::string& name) {
+  auto shared = std::make_shared<Shared>();
+  std::thread thread([shared, body = std::move(body)] {
+    body([&shared](const std::string& name) {
+      const std::lock_guard lock(shared->m);
+      shared->running = name;
+      shared->since = Clock::now();
+    });
     const std::lock_guard lock(shared->m);
-    shared->running = name;
-    shared->since = Clock::now();
-  };
-  std::thread thread([shared, spec, &backend, world] {
-    auto results = run_comm_suite(spec, threads_in_this_process(world), &shared->store, backend, kSuiteTimeout);
-    const std::lock_guard lock(shared->m);
-    shared->results = std::move(results);
     shared->done = true;
     shared->cv.notify_all();
   });
@@ -165,18 +162,18 @@ std::optional<std::vector<CaseResult>> run_world(const CommSuiteSpec& base, Back
   while (!shared->done) {
     shared->cv.wait_for(lock, milliseconds(200));
     if (!shared->done && Clock::now() - shared->since > kSuiteTimeout + kGrace) {
-      hung_case = fmt::format("world {}, {}: still running {:.0f} s after it started, with a {:.0f} s timeout",
-                              world, shared->running, seconds_since(shared->since),
-                              std::chrono::duration<double>(kSuiteTimeout).count());
+      const std::string what = fmt::format("{}: still running {:.0f} s after it started, with a {:.0f} s timeout",
+                                           shared->running, seconds_since(shared->since),
+                                           std::chrono::duration<double>(kSuiteTimeout).count());
       lock.unlock();
       thread.detach();
       hung = true;
-      return std::nullopt;
+      return what;
     }
   }
   lock.unlock();
   thread.join();
-  return std::move(shared->results);
+  return {};
 }
 
 /// A connected world of 2 with `timeout`, or null with `error` set (its ranks aborted).
@@ -228,9 +225,10 @@ struct Dtypes {
   std::vector<std::string> refused;  ///< "f64 (the message)"
 };
 
-CheckLine probe_dtypes(const CommMaker& make, Backend& backend, int world, Dtypes& out) {
+CheckLine probe_dtypes(const CommMaker& make, Backend& backend, int world, Dtypes& out, const Step& step) {
   return run_check("dtypes", [&]() -> Verdict {
     for (const DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+      step(fmt::format("world {}, connect and all_reduce {} x 1 sum (the dtypes probe)", world, dtype_name(dtype)));
       World w(world);
       if (const std::string e = connect_all(w, make, backend, kSuiteTimeout); !e.empty()) {
         return {false, fmt::format("connecting world {} failed: {}", world, e)};
@@ -332,46 +330,67 @@ std::vector<CheckLine> suite_lines(const std::vector<std::pair<int, std::vector<
 }  // namespace
 
 CommCheckReport check_communicator(const CommMaker& make, Backend& backend) {
-  // A connected world of one rank stays alive, idle, until the end: a transport that starts
-  // process-wide state once and stops it with its last communicator, as MPI does, could not
-  // start it again for the next check (and a refused connect, which MPI's is for more ranks
-  // than mpirun started, would already stop it). Whether this connect works is the suite's
-  // business.
-  World keep_alive(1);
-  (void)connect_all(keep_alive, make, backend, kSuiteTimeout);
   CommCheckReport report;
-  // The dtypes, probed in world 2 unless the communicator refuses it (`local` runs one rank).
-  Dtypes dtypes;
-  bool two_ranks = false;
-  {
-    World w(2);
-    two_ranks = connect_all(w, make, backend, kSuiteTimeout).empty();
-    abort_all(w);
+  // What the probes find, shared with their watched thread.
+  struct Probe {
+    // A connected world of one rank stays alive, idle, until the end (in the report): a
+    // transport that starts process-wide state once and stops it with its last communicator, as
+    // MPI does, could not start it again for the next check (and a refused connect, which MPI's
+    // is for more ranks than mpirun started, would already stop it). Whether this connect works
+    // is the suite's business.
+    World keep_alive{1};
+    bool two_ranks = false;  // world 2 connects; otherwise `local`-like, one rank only
+    Dtypes dtypes;
+    CheckLine line;
+  };
+  const auto probe = std::make_shared<Probe>();
+  report.keep_alive = probe;
+  const std::string blocked = run_steps(
+      [probe, make, &backend](const Step& step) {
+        step("world 1, connect");
+        (void)connect_all(probe->keep_alive, make, backend, kSuiteTimeout);
+        step("world 2, connect");
+        World w(2);
+        probe->two_ranks = connect_all(w, make, backend, kSuiteTimeout).empty();
+        abort_all(w);
+        probe->line = probe_dtypes(make, backend, probe->two_ranks ? 2 : 1, probe->dtypes, step);
+      },
+      report.hung);
+  if (!blocked.empty()) {
+    report.lines.push_back(CheckLine{false, "dtypes", "a call stayed blocked: " + blocked});
+    return report;
   }
-  report.lines.push_back(probe_dtypes(make, backend, two_ranks ? 2 : 1, dtypes));
-  if (!report.lines.back().ok) return report;
+  report.lines.push_back(probe->line);
+  if (!probe->line.ok) return report;
+  const bool two_ranks = probe->two_ranks;
+  const Dtypes& dtypes = probe->dtypes;
+
   // The suite in every world; a world every rank refuses at connect is noted, not failed.
   std::vector<std::pair<int, std::vector<CaseResult>>> runs;
   std::vector<int> refused_worlds;
   std::string refusal;
   for (const int world : kWorlds) {
+    auto results = std::make_shared<std::vector<CaseResult>>();
     CommSuiteSpec spec;
-    spec.label = "plugin";
     spec.make = make;
     spec.dtypes = dtypes.taken;
-    std::string hung_case;
-    auto ran = run_world(spec, backend, world, hung_case, report.hung);
-    if (!ran) {
+    const std::string hung_case = run_steps(
+        [results, spec, &backend, world](const Step& step) mutable {
+          spec.on_case = [&step, world](const std::string& name) { step(fmt::format("world {}, {}", world, name)); };
+          dist::MemoryStore store(world);
+          *results = run_comm_suite(spec, threads_in_this_process(world), &store, backend, kSuiteTimeout);
+        },
+        report.hung);
+    if (!hung_case.empty()) {
       report.lines.push_back(CheckLine{false, "suite", "a collective stayed blocked: " + hung_case});
       return report;
     }
-    auto& results = *ran;
-    if (world > 1 && results.front().refused) {
+    if (world > 1 && results->front().refused) {
       refused_worlds.push_back(world);
-      if (refusal.empty()) refusal = results.front().detail;
+      if (refusal.empty()) refusal = results->front().detail;
       continue;
     }
-    runs.emplace_back(world, std::move(results));
+    runs.emplace_back(world, std::move(*results));
   }
   for (auto& line : suite_lines(runs, refused_worlds, refusal, dtypes)) report.lines.push_back(std::move(line));
 

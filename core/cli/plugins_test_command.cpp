@@ -51,34 +51,34 @@ int run_plugins_test(const std::filesystem::path& file, const std::vector<std::s
   for (std::size_t i = 0; i < check.plugins.size(); ++i) {
     if (has_checks(check.plugins[i].kind)) tested.push_back(i);
   }
-  const auto config_naming = [&](std::size_t chosen) {
+  // Returns the backend's choice and the validated parameters of plugin `chosen` (none for
+  // kNone) from a config naming it.
+  constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  const auto validate_naming = [&](std::size_t chosen) {
     std::string text = "[backend]\ntype = \"cpu\"\n";
     std::vector<std::size_t> named;  // the plugin in each table, one per kind
     for (const std::size_t i : tested) {
       const std::uint32_t kind = check.plugins[i].kind;
       const bool taken = std::any_of(named.begin(), named.end(), [&](std::size_t j) { return check.plugins[j].kind == kind; });
       if (taken) continue;
-      const std::size_t pick = check.plugins[chosen].kind == kind ? chosen : i;
+      const std::size_t pick = chosen != kNone && check.plugins[chosen].kind == kind ? chosen : i;
       named.push_back(pick);
       text += fmt::format("[{}]\ntype = \"{}\"\n", table_of(kind), check.plugins[pick].name);
     }
     config::Config cfg = config::Config::parse(text, "kiln plugins test", sets);
     train::PluginChoice backend = train::choose(cfg, registry, KILN_KIND_BACKEND, "backend", "cpu");
-    std::vector<std::pair<std::size_t, ParamMap>> validated;
+    ParamMap params;
     for (const std::size_t j : named) {
       (void)cfg.plugin_type(table_of(check.plugins[j].kind));
-      validated.emplace_back(j, cfg.validate(table_of(check.plugins[j].kind), check.plugins[j].params));
+      ParamMap validated = cfg.validate(table_of(check.plugins[j].kind), check.plugins[j].params);
+      if (j == chosen) params = std::move(validated);
     }
     cfg.check_all_consumed();
-    return std::make_pair(std::move(backend), std::move(validated));
+    return std::make_pair(std::move(backend), std::move(params));
   };
-  const train::PluginChoice backend_c = config_naming(tested.empty() ? 0 : tested.front()).first;
   std::vector<ParamMap> params(check.plugins.size());
-  for (const std::size_t i : tested) {
-    for (auto& [j, map] : config_naming(i).second) {
-      if (j == i) params[i] = std::move(map);
-    }
-  }
+  for (const std::size_t i : tested) params[i] = validate_naming(i).second;
+  const train::PluginChoice backend_c = validate_naming(kNone).first;
   PluginArgs backend_args;
   backend_args.params = &backend_c.params;
   const std::shared_ptr<Backend> backend = registry.create_backend(*backend_c.info, backend_args);

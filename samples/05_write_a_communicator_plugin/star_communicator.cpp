@@ -267,16 +267,14 @@ class StarCommunicator final : public kiln::Communicator {
   // ---- the worker: collectives run one at a time, in issue order ----
 
   std::unique_ptr<kiln::Work> submit(OpCode op, Job job) {
-    std::packaged_task<void()> task;
+    std::future<void> done;
     {
+      // Numbered and queued under one lock, so the queue's order is the sequence numbers'.
       const std::lock_guard lock(mutex_);
       if (!failure_.empty()) throw kiln::CommError("star: the communicator failed earlier and is unusable: " + failure_);
       const std::uint64_t seq = next_seq_++;
-      task = std::packaged_task<void()>([this, op, seq, job = std::move(job)] { run(op, seq, job); });
-    }
-    auto done = task.get_future();
-    {
-      const std::lock_guard lock(mutex_);
+      std::packaged_task<void()> task([this, op, seq, job = std::move(job)] { run(op, seq, job); });
+      done = task.get_future();
       queue_.push_back(std::move(task));
     }
     wake_.notify_one();

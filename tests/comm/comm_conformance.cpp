@@ -11,7 +11,6 @@ namespace kiln::test {
 
 cli::CommSuiteSpec suite_spec(const CommSpec& spec) {
   cli::CommSuiteSpec s;
-  s.label = spec.label;
   s.make = [spec](const RankInfo& ranks) { return make_communicator(spec.plugin, spec.params, ranks); };
   s.dtypes = spec.dtypes;
   return s;
