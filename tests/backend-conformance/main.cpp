@@ -1,5 +1,7 @@
 // Entry point of test_backend_conformance: every op of kiln/backend.hpp on one backend plugin,
-// checked against float64 references (cases_*.cpp), in f32, bf16 and f16 and both image layouts.
+// checked against float64 references, in f32, bf16 and f16 and both image layouts. The suite
+// itself is in the core (core/cli/backend_suite/, also run by `kiln plugins test`); this
+// executable runs it as Boost test cases for Kiln's own backends.
 //
 // The backend is named after `--` (`test_backend_conformance -- cuda`), else by
 // KILN_CONFORMANCE_BACKEND, else "cpu". It is made before Boost.Test starts so that a CUDA
@@ -21,7 +23,8 @@
 #include <exception>
 #include <string>
 
-#include "harness.hpp"
+#include "backend_under_test.hpp"
+#include "cli/backend_suite/suite.hpp"
 
 namespace {
 
@@ -45,7 +48,7 @@ int cuda_device_check(const std::string& name) {
 
 bool init_conformance() {
   init_unit_test();  // BOOST_TEST_MODULE's: names the master suite
-  kiln::conformance::add_registered_cases();
+  kiln::conformance::add_suite_cases();
   return true;
 }
 
@@ -54,7 +57,7 @@ bool init_conformance() {
 // Every op of the contract (KILN_OPS) is required in f32: models refuse to build on a backend
 // that lacks one, so a gap here is a gap for users.
 BOOST_AUTO_TEST_CASE(every_op_supported_in_f32) {
-  auto& b = kiln::conformance::backend();
+  auto& b = kiln::conformance::backend_under_test();
   for (const kiln::Op op : kiln::kAllOps) {
     BOOST_TEST(b.supports(op, kiln::DType::f32),
                b.name() << " backend: supports(" << kiln::op_name(op) << ", f32) is false; every op is required in f32");
@@ -89,7 +92,7 @@ int main(int argc, char** argv) {
   const std::string name = backend_name(argc, argv);
   if (const int skip = cuda_device_check(name); skip != 0) return skip;
   try {
-    kiln::conformance::make_backend(name);
+    kiln::conformance::make_backend_under_test(name);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "FAILED: cannot make backend '%s': %s\n", name.c_str(), e.what());
     return 1;

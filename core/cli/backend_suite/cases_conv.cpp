@@ -72,21 +72,20 @@ Conv2dDesc dilated() {
   return d;
 }
 
-void add(const std::string& name, Conv2dDesc d, bool mixed = false) {
-  [[maybe_unused]] const Register registration(
-      "conv2d_" + name, {Op::conv2d_forward, Op::conv2d_backward_data, Op::conv2d_backward_filter},
-      Axes::dtypes_x_layouts, [d, mixed](const Variant& v) { conv_case(d, mixed && v.layout == Layout::nhwc, v); });
+void add(CaseList& cases, const std::string& name, Conv2dDesc d, bool mixed = false) {
+  cases.add("conv2d_" + name, {Op::conv2d_forward, Op::conv2d_backward_data, Op::conv2d_backward_filter},
+            Axes::dtypes_x_layouts, [d, mixed](const Variant& v) { conv_case(d, mixed && v.layout == Layout::nhwc, v); });
 }
 
-[[maybe_unused]] const bool registered = [] {
-  add("3x3_s1_p1", conv(2, 6, 9, 9, 8, 3, 3, 1, 1), /*mixed=*/true);
-  add("7x7_s2_p3_stem", conv(2, 3, 16, 16, 8, 7, 7, 2, 3));
-  add("1x1_s2_downsample", conv(2, 8, 8, 8, 12, 1, 1, 2, 0));
-  add("3x2_dilated_strided", dilated());
-  add("3x3_groups4", conv(2, 8, 7, 7, 12, 3, 3, 1, 1, 4));
-  add("3x3_s2_depthwise", conv(2, 6, 9, 9, 6, 3, 3, 2, 1, 6));
-  return true;
-}();
-
 }  // namespace
+
+void add_conv_cases(CaseList& cases) {
+  add(cases, "3x3_s1_p1", conv(2, 6, 9, 9, 8, 3, 3, 1, 1), /*mixed=*/true);
+  add(cases, "7x7_s2_p3_stem", conv(2, 3, 16, 16, 8, 7, 7, 2, 3));
+  add(cases, "1x1_s2_downsample", conv(2, 8, 8, 8, 12, 1, 1, 2, 0));
+  add(cases, "3x2_dilated_strided", dilated());
+  add(cases, "3x3_groups4", conv(2, 8, 7, 7, 12, 3, 3, 1, 1, 4));
+  add(cases, "3x3_s2_depthwise", conv(2, 6, 9, 9, 6, 3, 3, 2, 1, 6));
+}
+
 }  // namespace kiln::conformance

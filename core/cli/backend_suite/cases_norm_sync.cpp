@@ -83,9 +83,11 @@ void batchnorm_sync_case(const Variant& v) {
   }
 }
 
-const Register batchnorm_sync_cases(
-    "batchnorm_sync", {Op::batchnorm_stats, Op::batchnorm_backward_reduce, Op::batchnorm_backward_elemt},
-    Axes::dtypes_x_layouts, batchnorm_sync_case);
-
 }  // namespace
+
+void add_norm_sync_cases(CaseList& cases) {
+  cases.add("batchnorm_sync", {Op::batchnorm_stats, Op::batchnorm_backward_reduce, Op::batchnorm_backward_elemt},
+            Axes::dtypes_x_layouts, batchnorm_sync_case);
+}
+
 }  // namespace kiln::conformance

@@ -123,10 +123,12 @@ void adam_case(const Variant& /*f32*/) {
   }
 }
 
-const Register softmax_xent_cases("softmax_xent", {Op::softmax_xent_forward, Op::softmax_xent_backward},
-                                  Axes::f32_only, softmax_xent_case);
-const Register sgd_cases("sgd_update", {Op::sgd_update}, Axes::f32_only, sgd_case);
-const Register adam_cases("adam_update", {Op::adam_update}, Axes::f32_only, adam_case);
-
 }  // namespace
+
+void add_loss_optim_cases(CaseList& cases) {
+  cases.add("softmax_xent", {Op::softmax_xent_forward, Op::softmax_xent_backward}, Axes::f32_only, softmax_xent_case);
+  cases.add("sgd_update", {Op::sgd_update}, Axes::f32_only, sgd_case);
+  cases.add("adam_update", {Op::adam_update}, Axes::f32_only, adam_case);
+}
+
 }  // namespace kiln::conformance

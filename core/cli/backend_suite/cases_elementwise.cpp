@@ -170,16 +170,17 @@ void check_finite_case(const Variant& v) {
   run(with_nan, 0, 1, "flag set by NaN at [3]");
 }
 
-const Register activation_forward_cases("activation_forward", {Op::activation_forward}, Axes::dtypes,
-                                        activation_forward_case);
-const Register activation_backward_cases("activation_backward", {Op::activation_backward}, Axes::dtypes,
-                                         activation_backward_case);
-const Register add_relu_cases("add_relu_forward", {Op::add_relu_forward}, Axes::dtypes_x_layouts, add_relu_case);
-const Register dropout_cases("dropout", {Op::dropout_forward, Op::dropout_backward}, Axes::dtypes, dropout_case);
-const Register add_cases("add", {Op::add}, Axes::dtypes, add_case);
-const Register cast_cases("cast", {Op::cast}, Axes::dtypes, cast_case);
-const Register scale_cases("scale", {Op::scale}, Axes::dtypes, scale_case);
-const Register check_finite_cases("check_finite", {Op::check_finite}, Axes::dtypes, check_finite_case);
-
 }  // namespace
+
+void add_elementwise_cases(CaseList& cases) {
+  cases.add("activation_forward", {Op::activation_forward}, Axes::dtypes, activation_forward_case);
+  cases.add("activation_backward", {Op::activation_backward}, Axes::dtypes, activation_backward_case);
+  cases.add("add_relu_forward", {Op::add_relu_forward}, Axes::dtypes_x_layouts, add_relu_case);
+  cases.add("dropout", {Op::dropout_forward, Op::dropout_backward}, Axes::dtypes, dropout_case);
+  cases.add("add", {Op::add}, Axes::dtypes, add_case);
+  cases.add("cast", {Op::cast}, Axes::dtypes, cast_case);
+  cases.add("scale", {Op::scale}, Axes::dtypes, scale_case);
+  cases.add("check_finite", {Op::check_finite}, Axes::dtypes, check_finite_case);
+}
+
 }  // namespace kiln::conformance

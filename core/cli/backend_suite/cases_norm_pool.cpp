@@ -147,25 +147,24 @@ void normalize_image_case(const Variant& v) {
   expect_close(fetch(dst), ref::normalize_image(n, h, w, src, norm), tolerance(dt), "dst");
 }
 
-const Register batchnorm_cases(
-    "batchnorm", {Op::batchnorm_train_forward, Op::batchnorm_infer_forward, Op::batchnorm_backward},
-    Axes::dtypes_x_layouts, [](const Variant& v) { batchnorm_shape_case(v, 4, 6, 5, 3); });
-// A ResNet-like channel count (a multiple of 8): the shape for which the cuda backend's NHWC
-// f16 plans reach cuDNN's persistent Ex kernels (the 6-channel case above falls back to spatial).
-const Register batchnorm_c64_cases(
-    "batchnorm_c64", {Op::batchnorm_train_forward, Op::batchnorm_infer_forward, Op::batchnorm_backward},
-    Axes::dtypes_x_layouts, [](const Variant& v) { batchnorm_shape_case(v, 8, 64, 7, 7); });
-const Register max_pool_cases("maxpool_3x3_s2_p1", {Op::pool2d_forward, Op::pool2d_backward}, Axes::dtypes_x_layouts,
-                              [](const Variant& v) { pool_case(pool(Pool2dDesc::Kind::max, 3, 2, 1), v); });
-const Register avg_pool_cases("avgpool_2x2_s2", {Op::pool2d_forward, Op::pool2d_backward}, Axes::dtypes_x_layouts,
-                              [](const Variant& v) { pool_case(pool(Pool2dDesc::Kind::average, 2, 2, 0), v); });
-const Register avg_pool_pad_cases(
-    "avgpool_3x3_s1_p1_count_pad", {Op::pool2d_forward, Op::pool2d_backward}, Axes::dtypes_x_layouts,
-    [](const Variant& v) { pool_case(pool(Pool2dDesc::Kind::average, 3, 1, 1), v); });
-const Register global_avgpool_cases("global_avgpool", {Op::global_avgpool_forward, Op::global_avgpool_backward},
-                                    Axes::dtypes_x_layouts, global_avgpool_case);
-const Register normalize_image_cases("normalize_image", {Op::normalize_image}, Axes::dtypes_x_layouts,
-                                     normalize_image_case);
-
 }  // namespace
+
+void add_norm_pool_cases(CaseList& cases) {
+  cases.add("batchnorm", {Op::batchnorm_train_forward, Op::batchnorm_infer_forward, Op::batchnorm_backward},
+            Axes::dtypes_x_layouts, [](const Variant& v) { batchnorm_shape_case(v, 4, 6, 5, 3); });
+  // A ResNet-like channel count (a multiple of 8): the shape for which the cuda backend's NHWC
+  // f16 plans reach cuDNN's persistent Ex kernels (the 6-channel case above falls back to spatial).
+  cases.add("batchnorm_c64", {Op::batchnorm_train_forward, Op::batchnorm_infer_forward, Op::batchnorm_backward},
+            Axes::dtypes_x_layouts, [](const Variant& v) { batchnorm_shape_case(v, 8, 64, 7, 7); });
+  cases.add("maxpool_3x3_s2_p1", {Op::pool2d_forward, Op::pool2d_backward}, Axes::dtypes_x_layouts,
+            [](const Variant& v) { pool_case(pool(Pool2dDesc::Kind::max, 3, 2, 1), v); });
+  cases.add("avgpool_2x2_s2", {Op::pool2d_forward, Op::pool2d_backward}, Axes::dtypes_x_layouts,
+            [](const Variant& v) { pool_case(pool(Pool2dDesc::Kind::average, 2, 2, 0), v); });
+  cases.add("avgpool_3x3_s1_p1_count_pad", {Op::pool2d_forward, Op::pool2d_backward}, Axes::dtypes_x_layouts,
+            [](const Variant& v) { pool_case(pool(Pool2dDesc::Kind::average, 3, 1, 1), v); });
+  cases.add("global_avgpool", {Op::global_avgpool_forward, Op::global_avgpool_backward},
+            Axes::dtypes_x_layouts, global_avgpool_case);
+  cases.add("normalize_image", {Op::normalize_image}, Axes::dtypes_x_layouts, normalize_image_case);
+}
+
 }  // namespace kiln::conformance

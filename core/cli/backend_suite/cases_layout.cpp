@@ -29,7 +29,10 @@ void convert_layout_case(const Variant& v) {
   }
 }
 
-const Register convert_layout_cases("convert_layout", {Op::convert_layout}, Axes::dtypes, convert_layout_case);
-
 }  // namespace
+
+void add_layout_cases(CaseList& cases) {
+  cases.add("convert_layout", {Op::convert_layout}, Axes::dtypes, convert_layout_case);
+}
+
 }  // namespace kiln::conformance

@@ -1,13 +1,14 @@
-// The conformance harness: which backend is under test, how cases are registered per dtype and
-// layout, how data reaches the backend and comes back, and how results are judged.
+// What the backend conformance cases (cases_*.cpp) are written against: the backend under test,
+// how a case is declared per dtype and layout, how data reaches the backend and comes back, and
+// how results are judged. suite.hpp runs the cases; this header is for writing them.
 //
-// Decisions: one suite runs on any backend plugin (chosen in main.cpp), so data moves only
-// through Backend::allocate/copy/to_device and results are read after synchronize(). Outputs are
+// Decisions: one suite runs on any backend plugin, so data moves only through
+// Backend::allocate/copy/to_device and results are read after synchronize(). Outputs are
 // poisoned (NaN, or 0xA5 bytes) before every op, so an element an op forgets to write fails.
 // Float results are judged by relative norm ||got - want|| / ||want|| against a float64
 // reference on the inputs rounded to the op's dtype; masks, flags and casts are judged exactly.
-// Each check prints one line "conformance: <suite> <case> <tensor> rel_err <e> tol <t> ok|FAIL"
-// that scripts/gpu-check.sh summarises.
+// A judgement never throws: it is recorded in the running case's result (suite.hpp), so one
+// wrong output does not hide the others of the same case.
 #pragma once
 
 #include <functional>
@@ -19,12 +20,8 @@
 
 namespace kiln::conformance {
 
-/// The backend under test (made in main.cpp before any case runs).
+/// The backend of the case that is running (set by run_variant in suite.cpp; throws outside one).
 Backend& backend();
-/// Makes the backend of plugin `name` through the plugin registry with its default parameters
-/// (allow_tf32 = false where the plugin has that key: f32 is checked at f32 accuracy). Throws
-/// whatever the plugin's factory throws.
-void make_backend(const std::string& name);
 
 /// One instance of a case: the compute dtype and, for image ops, the activation layout.
 struct Variant {
@@ -39,16 +36,35 @@ enum class Axes : std::uint8_t {
   dtypes_x_layouts,  ///< f32, bf16, f16, each in nchw and nhwc (image activations)
 };
 
-/// Registers test cases "<suite>/<dtype>_<layout>" at static-initialisation time. A variant
-/// runs only where backend().supports(op, dtype) holds for every op in `ops`; otherwise it is
-/// reported as skipped with the reason.
-struct Register {
-  Register(std::string suite, std::vector<Op> ops, Axes axes, std::function<void(const Variant&)> body);
+/// A group of cases: `body` runs once per variant of `axes`, where the backend supports every
+/// op of `ops` in the variant's dtype.
+struct CaseSpec {
+  std::string suite;  ///< "matmul", "conv2d_3x3_s1_p1"
+  std::vector<Op> ops;
+  Axes axes = Axes::dtypes;
+  std::function<void(const Variant&)> body;
 };
-/// Adds every registered case to the Boost.Test master suite (called by main.cpp's init).
-void add_registered_cases();
-/// Every op some registered case exercises (op_table_coverage.cpp requires all of KILN_OPS).
-std::vector<Op> registered_ops();
+
+/// Where each cases_*.cpp adds its groups (see suite.cpp: explicit calls, no static registration,
+/// because the suite lives in a static library whose unreferenced objects the linker drops).
+class CaseList {
+ public:
+  void add(std::string suite, std::vector<Op> ops, Axes axes, std::function<void(const Variant&)> body) {
+    specs_.push_back(CaseSpec{std::move(suite), std::move(ops), axes, std::move(body)});
+  }
+  const std::vector<CaseSpec>& specs() const { return specs_; }
+
+ private:
+  std::vector<CaseSpec> specs_;
+};
+
+void add_dense_cases(CaseList& cases);
+void add_elementwise_cases(CaseList& cases);
+void add_loss_optim_cases(CaseList& cases);
+void add_conv_cases(CaseList& cases);
+void add_norm_pool_cases(CaseList& cases);
+void add_norm_sync_cases(CaseList& cases);
+void add_layout_cases(CaseList& cases);
 
 /// Relative-norm tolerance for results computed in `dtype`: f32 1e-5, bf16/f16 2e-2.
 double tolerance(DType dtype);
@@ -68,10 +84,10 @@ std::vector<double> fetch(const Tensor& t);
 // ---- judging ---------------------------------------------------------------------------------
 /// ||got - want|| / ||want|| (infinite if any got is not finite while want is).
 double relative_error(const std::vector<double>& got, const std::vector<double>& want);
-/// Checks relative_error(got, want) <= tol, naming `what` and the first large mismatches.
+/// Judges relative_error(got, want) <= tol, naming `what` and the first large mismatches.
 void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol,
                   const std::string& what);
-/// Checks got == want element for element.
+/// Judges got == want element for element.
 void expect_equal(const std::vector<double>& got, const std::vector<double>& want, const std::string& what);
 
 }  // namespace kiln::conformance

@@ -61,8 +61,11 @@ void bias_grad_case(const Variant& v) {
   expect_close(fetch(db_acc), ref::bias_grad(m, n, dy, db0, Accumulate::yes), tolerance(d), "db (accumulate)");
 }
 
-const Register matmul_cases("matmul", {Op::matmul}, Axes::dtypes, matmul_case);
-const Register bias_grad_cases("bias_grad", {Op::bias_grad}, Axes::dtypes, bias_grad_case);
-
 }  // namespace
+
+void add_dense_cases(CaseList& cases) {
+  cases.add("matmul", {Op::matmul}, Axes::dtypes, matmul_case);
+  cases.add("bias_grad", {Op::bias_grad}, Axes::dtypes, bias_grad_case);
+}
+
 }  // namespace kiln::conformance
