@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <ostream>
 
 #include "conformance.hpp"
+#include "conformance_backend.hpp"
 #include "kiln/config/config.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/plugin/registry.hpp"
@@ -18,11 +20,15 @@ namespace {
 
 // The config table a run would read each kind's parameters from.
 const char* table_of(std::uint32_t kind) {
-  return kind == KILN_KIND_MODEL ? "model" : kind == KILN_KIND_COMMUNICATOR ? "comm" : "data.train";
+  return kind == KILN_KIND_MODEL ? "model"
+         : kind == KILN_KIND_COMMUNICATOR ? "comm"
+         : kind == KILN_KIND_BACKEND      ? "backend"
+                                          : "data.train";
 }
 
 bool has_checks(std::uint32_t kind) {
-  return kind == KILN_KIND_MODEL || kind == KILN_KIND_DATA || kind == KILN_KIND_COMMUNICATOR;
+  return kind == KILN_KIND_MODEL || kind == KILN_KIND_DATA || kind == KILN_KIND_COMMUNICATOR ||
+         kind == KILN_KIND_BACKEND;
 }
 
 void print_lines(const std::vector<CheckLine>& lines, std::ostream& out) {
@@ -41,21 +47,22 @@ int run_plugins_test(const std::filesystem::path& file, const std::vector<std::s
   const plugin::LibraryCheck check = plugin::check_library(file);
   if (!check.failure.empty()) throw PluginError(check.failure);
 
-  // A config for the cpu backend and every tested kind's table, so a --set for a table nothing
-  // reads is refused like in a run. A library may export several plugins of one kind (the nccl
+  // A config for the backend and every tested kind's table, so a --set for a table nothing reads
+  // is refused like in a run. A library may export several plugins of one kind (the nccl
   // library: nccl-ring and nccl-tree); each is validated in a config of its own that names it in
-  // its kind's table, with the library's first plugin of every other kind in theirs.
+  // its kind's table, with the library's first plugin of every other kind in theirs. [backend]
+  // names the library's backend if it exports one, else `cpu`: the backend the other kinds run on.
   plugin::Registry registry(plugin::default_search_path(plugin_path_dirs));
   registry.index();
   std::vector<std::size_t> tested;
   for (std::size_t i = 0; i < check.plugins.size(); ++i) {
     if (has_checks(check.plugins[i].kind)) tested.push_back(i);
   }
-  // Returns the backend's choice and the validated parameters of plugin `chosen` (none for
-  // kNone) from a config naming it.
+  // Returns the cpu backend's choice (none when the library names [backend]) and the validated
+  // parameters of plugin `chosen` (none for kNone) from a config naming it.
   constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   const auto validate_naming = [&](std::size_t chosen) {
-    std::string text = "[backend]\ntype = \"cpu\"\n";
+    std::string text;
     std::vector<std::size_t> named;  // the plugin in each table, one per kind
     for (const std::size_t i : tested) {
       const std::uint32_t kind = check.plugins[i].kind;
@@ -65,8 +72,12 @@ int run_plugins_test(const std::filesystem::path& file, const std::vector<std::s
       named.push_back(pick);
       text += fmt::format("[{}]\ntype = \"{}\"\n", table_of(kind), check.plugins[pick].name);
     }
+    const bool names_backend =
+        std::any_of(named.begin(), named.end(), [&](std::size_t j) { return check.plugins[j].kind == KILN_KIND_BACKEND; });
+    if (!names_backend) text = "[backend]\ntype = \"cpu\"\n" + text;
     config::Config cfg = config::Config::parse(text, "kiln plugins test", sets);
-    train::PluginChoice backend = train::choose(cfg, registry, KILN_KIND_BACKEND, "backend", "cpu");
+    std::optional<train::PluginChoice> cpu;
+    if (!names_backend) cpu = train::choose(cfg, registry, KILN_KIND_BACKEND, "backend", "cpu");
     ParamMap params;
     for (const std::size_t j : named) {
       (void)cfg.plugin_type(table_of(check.plugins[j].kind));
@@ -74,14 +85,29 @@ int run_plugins_test(const std::filesystem::path& file, const std::vector<std::s
       if (j == chosen) params = std::move(validated);
     }
     cfg.check_all_consumed();
-    return std::make_pair(std::move(backend), std::move(params));
+    return std::make_pair(std::move(cpu), std::move(params));
   };
   std::vector<ParamMap> params(check.plugins.size());
   for (const std::size_t i : tested) params[i] = validate_naming(i).second;
-  const train::PluginChoice backend_c = validate_naming(kNone).first;
-  PluginArgs backend_args;
-  backend_args.params = &backend_c.params;
-  const std::shared_ptr<Backend> backend = registry.create_backend(*backend_c.info, backend_args);
+  // The backend models and communicators run on, made when one of them is tested: `cpu`, or the
+  // library's first backend (a library that brings its own backend tests its plugins on it).
+  const std::optional<train::PluginChoice> cpu_choice = validate_naming(kNone).first;
+  std::shared_ptr<Backend> shared_backend;
+  const auto backend_for_checks = [&]() -> Backend& {
+    if (shared_backend == nullptr) {
+      PluginArgs args;
+      if (cpu_choice) {
+        args.params = &cpu_choice->params;
+        shared_backend = registry.create_backend(*cpu_choice->info, args);
+      } else {
+        const auto first = std::find_if(tested.begin(), tested.end(),
+                                        [&](std::size_t i) { return check.plugins[i].kind == KILN_KIND_BACKEND; });
+        args.params = &params[*first];
+        shared_backend = registry.create_backend(check.plugins[*first], args);
+      }
+    }
+    return *shared_backend;
+  };
   out << "library " << check.file.string() << ": passes the loader's checks\n";
   bool all_ok = true;
   for (std::size_t i = 0; i < check.plugins.size(); ++i) {
@@ -91,7 +117,7 @@ int run_plugins_test(const std::filesystem::path& file, const std::vector<std::s
     args.params = &params[i];
     std::vector<CheckLine> lines;
     if (info.kind == KILN_KIND_MODEL) {
-      lines = check_model([&] { return registry.create_model(info, args); }, *backend);
+      lines = check_model([&] { return registry.create_model(info, args); }, backend_for_checks());
     } else if (info.kind == KILN_KIND_DATA) {
       lines = check_data(*registry.create_data(info, args));
     } else if (info.kind == KILN_KIND_COMMUNICATOR) {
@@ -101,7 +127,7 @@ int run_plugins_test(const std::filesystem::path& file, const std::vector<std::s
         rank_args.ranks = ranks;
         return registry.create_communicator(info, rank_args);
       };
-      const CommCheckReport report = check_communicator(make, *backend);
+      const CommCheckReport report = check_communicator(make, backend_for_checks());
       lines = report.lines;
       if (report.hung) {
         // A thread is still inside the plugin: report, then end without unloading it.
@@ -109,10 +135,21 @@ int run_plugins_test(const std::filesystem::path& file, const std::vector<std::s
         out << "\nsome checks FAILED (a call stayed blocked in the plugin; exiting without unloading it)" << std::endl;
         std::_Exit(1);
       }
+    } else if (info.kind == KILN_KIND_BACKEND) {
+      // Made in a check of its own: a backend that cannot start here (no device) is a failed
+      // line that says why, not an aborted report.
+      std::shared_ptr<Backend> made;
+      lines.push_back(run_check("make", [&]() -> Verdict {
+        made = registry.create_backend(info, args);
+        return {true, sets.empty() ? "made from its parameters' defaults" : "made from its parameters' defaults and --set"};
+      }));
+      if (made != nullptr) {
+        const std::vector<CheckLine> more = check_backend(*made);
+        lines.insert(lines.end(), more.begin(), more.end());
+      }
     } else {
       out << "  -     no checks here for " << plugin::kind_name(info.kind)
-          << " plugins: Kiln's own suites are tests/backend-conformance (test_backend_conformance -- NAME) and "
-             "tests/precision\n";
+          << " plugins: Kiln's own suite is tests/precision\n";
       continue;
     }
     print_lines(lines, out);
