@@ -173,6 +173,12 @@ if want conformance; then
       --run_test='conv2d*' --log_level=test_suite --report_level=short --color_output=no -- cuda) \
       >>"$OUT/conformance-cuda-benchmark.log" 2>&1 || rc=$?
   done
+  # What a third-party backend author runs: the same op suite one line per case group, after the
+  # memory, event and threads checks (pinned copies from four threads during matmuls).
+  echo "===== kiln plugins test libkiln-backend-cuda.so" >>"$OUT/conformance-cuda.log"
+  timeout "$(budget 30)" "$BUILD/bin/kiln" plugins test "$BUILD/lib/kiln/plugins/libkiln-backend-cuda.so" \
+    >>"$OUT/conformance-cuda.log" 2>&1 || rc=$?
+  grep -E '^  FAIL|checks passed|checks FAILED' "$OUT/conformance-cuda.log" | tail -n 8 | tee -a "$SUMMARY"
   stage_done conformance $rc "$t0"
 fi
 

@@ -68,6 +68,15 @@ def conformance(path: Path) -> list:
     for line in text.splitlines():
         if "FAILED: cannot make backend" in line or "fatal error" in line:
             out.append("  " + line.strip())
+    # gpu-check.sh appends `kiln plugins test libkiln-backend-cuda.so` (memory, events, threads
+    # and the same cases, one line per group): its verdict and failed lines.
+    _, marker, plugins_test = text.partition("===== kiln plugins test")
+    if marker:
+        lines = plugins_test.splitlines()
+        failed = [l.strip() for l in lines if l.startswith("  FAIL")]
+        passed = any(l.strip() == "all checks passed" for l in lines)
+        out.append(f"  kiln plugins test (cuda): {'all checks passed' if passed else 'some checks FAILED'}")
+        out += [f"    {l}" for l in failed[:10]]
     return out
 
 
