@@ -6,8 +6,9 @@
 # What is built is limited to keep the job within ~3-4 minutes on 2 cores: the kiln CLI, the cpu
 # backend, mlp, mnist, synthetic, local and fp32 plugins, the plugin test fixtures and the test
 # binaries below (no gloo, no resnet, no CUDA). The tests chosen cover the size arithmetic, the
-# config and plugin loaders, the supervisor, data reading, checkpoints and a few end-to-end runs,
-# and the fuzz targets' replay over every parser of outside bytes (tests/fuzz).
+# config and plugin loaders, the supervisor, every cpu backend op, data reading, checkpoints and
+# a few end-to-end runs, and the fuzz targets' replay over every parser of outside bytes
+# (tests/fuzz).
 # Usage: scripts/sanitize.sh [--build-only | --test-only] [extra ctest arguments]
 #   --build-only  configure and build, run nothing (run-tests.sh builds beside the container test)
 #   --test-only   run the tests of an existing build-asan/
@@ -18,7 +19,10 @@ case ${1:-} in
   --build-only) phase=build; shift ;;
   --test-only) phase=test; shift ;;
 esac
-tests=(test_config test_idx test_data_loader test_plugin_trust test_supervisor test_train_errors)
+# test_plugins_test_backend runs the backend op suite (every op of the cpu backend against float64
+# references) and the threads check through `kiln plugins test`: Kiln's own loops under ASan/UBSan.
+tests=(test_config test_idx test_data_loader test_plugin_trust test_supervisor test_train_errors
+       test_plugins_test_backend)
 # The fuzz targets' replay (tests/fuzz): the parsers over seeds, mutations and past findings,
 # where ASan sees an overrun that the plain build would pass over.
 fuzz_targets=(kiln_fuzz_replay)
