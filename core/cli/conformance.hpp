@@ -28,6 +28,20 @@
 //   abort        abort() from another thread releases an all_reduce waiting for a peer
 // A probe or suite case still running 10 s past the 20 s timeout fails as `dtypes` or `suite`
 // (a deadlock), and the process must then end: see CommCheckReport::hung.
+// Precision policy (conformance_precision.hpp; four f32 parameters of odd sizes, three in one
+// arena and one in a storage of its own; every check after `backend` on a fresh policy):
+//   dtypes       param_dtype() f32, compute_dtype() f32, bf16 or f16
+//   backend      check_backend(cpu) accepts it, or refuses it with an UnsupportedError (the rest
+//                is then not run); loss_scale() finite and > 0
+//   cast         before_forward writes every compute copy as its master rounded to nearest, ties
+//                to even (ties, subnormals, past f16's range), and refreshes them after the
+//                masters change, which it leaves as they were
+//   unscale      gradients of g * loss_scale() give apply and g (within 1e-6) after after_allreduce
+//   overflow     +inf, NaN or -inf in one element of one parameter: skip or a NumericError
+//   scale        (loss_scale() != 1) an overflow lowers the scale or, fixed, is a NumericError;
+//                clean steps never lower it, and may raise it (up to 5000 are run)
+//   state        state() after an overflow and clean steps, loaded into a fresh policy, gives the
+//                same state() and loss_scale(), also a step later; state and metrics finite
 #pragma once
 
 #include <exception>

@@ -10,6 +10,7 @@
 
 #include "conformance.hpp"
 #include "conformance_backend.hpp"
+#include "conformance_precision.hpp"
 #include "kiln/config/config.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/plugin/registry.hpp"
@@ -23,12 +24,13 @@ const char* table_of(std::uint32_t kind) {
   return kind == KILN_KIND_MODEL ? "model"
          : kind == KILN_KIND_COMMUNICATOR ? "comm"
          : kind == KILN_KIND_BACKEND      ? "backend"
+         : kind == KILN_KIND_PRECISION    ? "precision"
                                           : "data.train";
 }
 
 bool has_checks(std::uint32_t kind) {
   return kind == KILN_KIND_MODEL || kind == KILN_KIND_DATA || kind == KILN_KIND_COMMUNICATOR ||
-         kind == KILN_KIND_BACKEND;
+         kind == KILN_KIND_BACKEND || kind == KILN_KIND_PRECISION;
 }
 
 void print_lines(const std::vector<CheckLine>& lines, std::ostream& out) {
@@ -135,6 +137,8 @@ int run_plugins_test(const std::filesystem::path& file, const std::vector<std::s
         out << "\nsome checks FAILED (a call stayed blocked in the plugin; exiting without unloading it)" << std::endl;
         std::_Exit(1);
       }
+    } else if (info.kind == KILN_KIND_PRECISION) {
+      lines = check_precision([&] { return registry.create_precision(info, args); }, backend_for_checks());
     } else if (info.kind == KILN_KIND_BACKEND) {
       // Made in a check of its own: a backend that cannot start here (no device) is a failed
       // line that says why, not an aborted report.
