@@ -17,7 +17,7 @@ constexpr kiln_param_spec_v1 kRun[] = {
      "Output directory; empty means runs/<YYYYmmdd-HHMMSS>. --run-dir overrides it."},
     {"stop_on_nonfinite_loss", KILN_PARAM_BOOL, "true", nullptr,
      "Stop with an error naming the epoch and step when the loss becomes inf or nan (no checkpoint is "
-     "written for that epoch); false trains on."},
+     "written for that epoch), and rather than checkpoint a weight that holds inf or nan; false trains on."},
     {"loss_check_every", KILN_PARAM_INT, "1", nullptr,
      "Optimizer steps between those checks (the last step of an epoch is always checked). Each check reads the loss "
      "back to the host, which waits for a GPU's queued work; 20-50 keeps a GPU busy, and the error then "

@@ -1,4 +1,4 @@
-// stop_if_loss_nonfinite (see the header).
+// stop_if_loss_nonfinite and stop_if_weights_nonfinite (see the header).
 #include "kiln/train/loss_guard.hpp"
 
 #include <fmt/format.h>
@@ -29,6 +29,44 @@ void stop_if_loss_nonfinite(Backend& backend, Communicator& comm, int world_size
       place.epoch + 1, place.epochs, where,
       here ? (std::isnan(local_loss_sum) ? "nan" : "inf") : "not finite",
       here ? "on this rank" : "on another rank", place.lr));
+}
+
+namespace {
+
+/// The name of the first tensor among the model's parameters and floating-point buffers that
+/// holds inf or NaN, or "". One flag read back per tensor: this runs once per checkpoint.
+std::string first_nonfinite_tensor(Backend& backend, const Model& model) {
+  const Tensor flag = backend.allocate({1}, DType::i32, MemoryKind::device);
+  const Tensor flag_host = host_tensor({1}, DType::i32);
+  const auto nonfinite = [&](const Tensor& t) {
+    if (!t.defined() || !backend.supports(Op::check_finite, t.dtype())) return false;  // integer buffers
+    backend.fill(flag, 0.0);
+    backend.check_finite(flag, t);
+    backend.copy(flag, flag_host);  // a copy into host memory is complete when it returns
+    return flag_host.data_as<std::int32_t>()[0] != 0;
+  };
+  for (const Parameter& p : model.parameters()) {
+    if (nonfinite(p.value)) return "parameter '" + p.name + "'";
+  }
+  for (const ModelBuffer& b : model.buffers()) {
+    if (nonfinite(b.value)) return "buffer '" + b.name + "'";
+  }
+  return "";
+}
+
+}  // namespace
+
+void stop_if_weights_nonfinite(Backend& backend, Communicator& comm, const Model& model, const std::string& checkpoint) {
+  const std::string here = first_nonfinite_tensor(backend, model);
+  bool anywhere = !here.empty();
+  if (comm.size() > 1) anywhere = sum_over_ranks(backend, comm, {here.empty() ? 0.0 : 1.0})[0] > 0;
+  if (!anywhere) return;
+  throw NumericError(fmt::format(
+      "not writing checkpoint {}: {} holds inf or NaN, so the run diverged (an update since the last loss check "
+      "overflowed or applied a non-finite gradient); the checkpoints already written are kept. Lower optimizer.lr "
+      "or check the data; with fp32 or bf16, precision.check_finite = true stops at the first non-finite gradient, "
+      "naming its parameter",
+      checkpoint, here.empty() ? "a weight on another rank" : here));
 }
 
 }  // namespace kiln::train

@@ -211,8 +211,16 @@ struct Trainer::Impl {
     return st;
   }
 
+  /// Stops the run rather than write a checkpoint of weights that are not finite (loss_guard.hpp),
+  /// unless the user turned the divergence stop off. After from_rank0: every rank holds the
+  /// same weights and buffers, so every rank decides the same.
+  void stop_if_weights_diverged(const std::filesystem::path& checkpoint) {
+    if (opt.stop_on_nonfinite_loss) stop_if_weights_nonfinite(backend(), *parts.comm, *parts.model, checkpoint.string());
+  }
+
   void save_rotating(const TrainerState& st) {
     buffer_sync->from_rank0();  // the saved statistics are the ones every rank used
+    stop_if_weights_diverged(opt.checkpoint_dir / checkpoint_name(st));
     save_checkpoint(opt.checkpoint_dir, opt.checkpoint_keep, backend(), *parts.comm, *parts.model, *optimizer,
                     *parts.precision, st);
   }
@@ -430,6 +438,7 @@ struct Trainer::Impl {
       if (checkpoints->epoch_checkpoint_due(epoch, last, stop && checkpointing)) save_rotating(position(epoch + 1, 0));
       if (checkpoints->offer_best(watched)) {
         buffer_sync->from_rank0();  // the saved statistics are the ones every rank used
+        stop_if_weights_diverged(checkpoints->best_dir());
         save_checkpoint_to(checkpoints->best_dir(), backend(), *parts.comm, *parts.model, *optimizer, *parts.precision,
                            position(epoch + 1, 0), checkpoints->best_metadata(epoch));
       }

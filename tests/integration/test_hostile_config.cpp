@@ -1,7 +1,8 @@
 // Part of test_train_errors: what a hostile or careless user types must end in one clear line and
 // exit status 1, never a crash, a hang or a run that "succeeds" on garbage (issue 11):
-// sizes whose products overflow, values outside their schema's range, a diverging run, too many
-// local ranks, a config that is not a regular file, and a model larger than the machine.
+// sizes whose products overflow, values outside their schema's range, a diverging run (and weights
+// an update overflowed, which are never checkpointed), too many local ranks, a config that is not
+// a regular file, and a model larger than the machine.
 #include <boost/test/unit_test.hpp>
 #include <sys/stat.h>
 
@@ -104,6 +105,28 @@ BOOST_AUTO_TEST_CASE(a_diverging_run_stops_naming_the_step_and_keeps_earlier_che
   BOOST_TEST(contains(msg, "/4: the training loss is "), msg);
   BOOST_TEST(contains(msg, "; the run diverged, so it stops here and writes no checkpoint for this epoch"), msg);
   BOOST_TEST(contains(msg, "Lower optimizer.lr (now 1e+30)"), msg);
+  BOOST_TEST(!fs::exists(run_dir / "checkpoints" / "epoch-0002"));
+  BOOST_TEST(fs::exists(run_dir / "checkpoints" / "epoch-0001" / "model.safetensors"));
+}
+
+// The loss of a step is computed before its update: an update that overflows the weights at an
+// epoch's last step leaves that step's loss finite, and the epoch's checkpoint would hold inf.
+// Epochs of one step (16 samples, batch 16) and a rate of 1e38 make exactly that happen.
+BOOST_AUTO_TEST_CASE(weights_an_update_overflowed_are_not_checkpointed) {
+  const fs::path cwd = workdir("overflowed-weights");
+  const fs::path run_dir = cwd / "run";
+  const fs::path config = synthetic_config(cwd);
+  const auto first = run_kiln(cwd, {"train", "--config", config.string(), "--run-dir", run_dir.string(), "--set",
+                                    "data.train.count=16"});
+  BOOST_TEST_REQUIRE(first.status == 0, first.err);
+  const std::string msg = one_line_error(run_kiln(
+      cwd, {"train", "--config", config.string(), "--run-dir", run_dir.string(), "--resume", "auto", "--set",
+            "data.train.count=16", "--set", "run.epochs=2", "--set", "optimizer.lr=1e38", "--set", "log.level=\"warn\""}));
+  BOOST_TEST(msg.rfind("not writing checkpoint " + (run_dir / "checkpoints" / "epoch-0002").string() +
+                           ": parameter 'layers.0.weight' holds inf or NaN, so the run diverged",
+                       0) == 0u,
+             msg);
+  BOOST_TEST(contains(msg, "the checkpoints already written are kept"), msg);
   BOOST_TEST(!fs::exists(run_dir / "checkpoints" / "epoch-0002"));
   BOOST_TEST(fs::exists(run_dir / "checkpoints" / "epoch-0001" / "model.safetensors"));
 }
