@@ -37,7 +37,8 @@
 //                to even (ties, subnormals, past f16's range), and refreshes them after the
 //                masters change, which it leaves as they were
 //   unscale      gradients of g * loss_scale() give apply and g (within 1e-6) after after_allreduce
-//   overflow     +inf, NaN or -inf in one element of one parameter: skip or a NumericError
+//   overflow     +inf, NaN or -inf in one element of one parameter: skip or a NumericError; a
+//                policy whose loss_scale() is 1 may apply it (kiln/precision_policy.hpp)
 //   scale        (loss_scale() != 1) an overflow lowers the scale or, fixed, is a NumericError;
 //                clean steps never lower it, and may raise it (up to 5000 are run)
 //   state        state() after an overflow and clean steps, loaded into a fresh policy, gives the

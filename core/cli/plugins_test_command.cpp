@@ -151,9 +151,8 @@ int run_plugins_test(const std::filesystem::path& file, const std::vector<std::s
         const std::vector<CheckLine> more = check_backend(*made);
         lines.insert(lines.end(), more.begin(), more.end());
       }
-    } else {
-      out << "  -     no checks here for " << plugin::kind_name(info.kind)
-          << " plugins: Kiln's own suite is tests/precision\n";
+    } else {  // a kind added to the ABI after these checks were written
+      out << "  -     no checks here for " << plugin::kind_name(info.kind) << " plugins\n";
       continue;
     }
     print_lines(lines, out);

@@ -1,9 +1,11 @@
 // `kiln plugins test FILE [--set key=value]...`: a plugin author's conformance run. The library
-// goes through every check the loader makes (as `kiln plugins check`), then each model and data
-// plugin it exports is created from its schema's defaults (plus the --set values, written as in
-// a config: `--set model.hidden=[32]`, `--set data.train.path=...`) and exercised on the cpu
-// backend against its contract (conformance.hpp lists the checks). One line per check, "ok" or
-// "FAIL" with what is wrong; exit status 1 if any failed.
+// goes through every check the loader makes (as `kiln plugins check`), then each plugin it
+// exports is created from its schema's defaults (plus the --set values, written as in a config:
+// `--set model.hidden=[32]`, `--set data.train.path=...`, `--set backend.threads=1`) and exercised
+// against its contract: models, data sources, communicators and precision policies on the cpu
+// backend (conformance.hpp, conformance_precision.hpp), a backend on itself
+// (conformance_backend.hpp). One line per check, "ok", "-" (not run, and why) or "FAIL" with
+// what is wrong; exit status 1 if any failed.
 #pragma once
 
 #include <filesystem>

@@ -41,6 +41,10 @@ class PrecisionPolicy {
   /// Factor the trainer multiplies the loss gradient by (1 for fp32/bf16).
   virtual float loss_scale() const = 0;
   /// Called on the reduced gradients: unscales them, checks they are finite, updates the scale.
+  /// A step whose gradients are not finite is skipped (StepDecision::skip) or stops the run
+  /// (NumericError). A policy whose loss_scale() is 1 may make that check optional (fp32 and bf16:
+  /// check_finite) and apply such a step: the trainer then stops at its next loss check and never
+  /// checkpoints weights that are not finite ([run] stop_on_nonfinite_loss, kiln/train/loss_guard.hpp).
   virtual StepDecision after_allreduce(Backend& backend, std::span<const Parameter> params) = 0;
 
   /// Scalars for metrics.jsonl and the progress line ("loss_scale", "skipped_steps").
