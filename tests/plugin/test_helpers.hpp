@@ -7,6 +7,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,16 @@ class TempDir {
 
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+/// The names of the checks a `kiln plugins test` report marks FAIL, in order.
+inline std::vector<std::string> failed_checks(const std::string& report) {
+  std::vector<std::string> failed;
+  std::istringstream lines(report);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("  FAIL  ")) failed.push_back(line.substr(8, line.find(' ', 8) - 8));
+  }
+  return failed;
 }
 
 /// A registry over `dirs`, scanned.

@@ -15,6 +15,7 @@
 #include "../integration/json_lite.hpp"
 
 using kiln_test::contains;
+using kiln_test::failed_checks;
 using kiln_test::fixture_dir;
 using kiln_test::fixture_library;
 
@@ -267,16 +268,6 @@ std::pair<int, std::string> plugin_test(const std::string& fixture) {
   std::ostringstream out;
   const int status = kiln::cli::run_plugins_command({"test", fixture_library(fixture).string()}, {}, out);
   return {status, out.str()};
-}
-
-/// The names of the checks that failed, in order.
-std::vector<std::string> failed_checks(const std::string& report) {
-  std::vector<std::string> failed;
-  std::istringstream lines(report);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.starts_with("  FAIL  ")) failed.push_back(line.substr(8, line.find(' ', 8) - 8));
-  }
-  return failed;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "test_helpers.hpp"
 
 using kiln_test::contains;
+using kiln_test::failed_checks;
 using kiln_test::fixture_library;
 
 namespace {
@@ -25,16 +26,6 @@ std::pair<int, std::string> plugin_test(const std::filesystem::path& library, st
   std::ostringstream out;
   const int status = kiln::cli::run_plugins_command(args, {}, out);
   return {status, out.str()};
-}
-
-/// The names of the checks that failed, in order.
-std::vector<std::string> failed_checks(const std::string& report) {
-  std::vector<std::string> failed;
-  std::istringstream lines(report);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.starts_with("  FAIL  ")) failed.push_back(line.substr(8, line.find(' ', 8) - 8));
-  }
-  return failed;
 }
 
 const std::filesystem::path kCpuBackend = std::filesystem::path(KILN_BINARY_DIR) / "lib/kiln/plugins/libkiln-backend-cpu.so";
