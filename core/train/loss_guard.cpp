@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kiln/errors.hpp"
+#include "kiln/sdk/finite_check.hpp"
 #include "kiln/train/param_sync.hpp"
 
 namespace kiln::train {
@@ -36,14 +37,10 @@ namespace {
 /// The name of the first tensor among the model's parameters and floating-point buffers that
 /// holds inf or NaN, or "". One flag read back per tensor: this runs once per checkpoint.
 std::string first_nonfinite_tensor(Backend& backend, const Model& model) {
-  const Tensor flag = backend.allocate({1}, DType::i32, MemoryKind::device);
-  const Tensor flag_host = host_tensor({1}, DType::i32);
+  sdk::FiniteCheck check;
   const auto nonfinite = [&](const Tensor& t) {
     if (!t.defined() || !backend.supports(Op::check_finite, t.dtype())) return false;  // integer buffers
-    backend.fill(flag, 0.0);
-    backend.check_finite(flag, t);
-    backend.copy(flag, flag_host);  // a copy into host memory is complete when it returns
-    return flag_host.data_as<std::int32_t>()[0] != 0;
+    return !check.all_finite(backend, std::span<const Tensor>(&t, 1));
   };
   for (const Parameter& p : model.parameters()) {
     if (nonfinite(p.value)) return "parameter '" + p.name + "'";

@@ -3,11 +3,13 @@
 // check_backend insists on native bf16 arithmetic: on a host (CPU) backend the device must
 // report avx512_bf16 or AMX in DeviceInfo, because oneDNN would otherwise emulate bf16 more
 // slowly than f32 -- a silent slowdown the user did not ask for (allow_emulated = true accepts
-// it). Casts and the optional finite check are one Backend op per arena (param_runs.hpp).
+// it). Casts and the optional finite check are one Backend op per arena (param_runs.hpp,
+// finite_check.hpp).
 #include <fmt/format.h>
 
 #include <kiln/sdk/plugin.hpp>
 
+#include "kiln/sdk/finite_check.hpp"
 #include "kiln/sdk/param_runs.hpp"
 
 namespace kiln::bf16 {
@@ -63,31 +65,16 @@ class Bf16Policy final : public PrecisionPolicy {
   }
 
   void before_forward(Backend& backend, std::span<const Parameter> params) override {
-    refresh_runs(params);
-    for (const sdk::CastRun& run : cast_runs_) backend.cast(run.compute, run.value);
+    runs_.refresh(params);
+    for (const sdk::CastRun& run : runs_.casts()) backend.cast(run.compute, run.value);
   }
 
   float loss_scale() const override { return 1.0f; }
 
   StepDecision after_allreduce(Backend& backend, std::span<const Parameter> params) override {
     if (!check_finite_ || params.empty()) return StepDecision::apply;
-    refresh_runs(params);
-    if (!flag_.defined()) {
-      flag_ = backend.allocate({1}, DType::i32, MemoryKind::device);
-      flag_host_ = host_tensor({1}, DType::i32);
-    }
-    if (!finite(backend, grad_runs_)) {
-      // Rare path: find the first culprit, one parameter at a time, to name it.
-      for (const Parameter& p : params) {
-        if (!finite(backend, std::span<const Tensor>(&p.grad, 1))) {
-          throw NumericError(fmt::format("gradient of '{}' is not finite (inf or NaN) after the all-reduce; "
-                                         "lower the learning rate or check the input data",
-                                         p.name));
-        }
-      }
-      throw NumericError("a gradient arena holds inf or NaN outside every parameter after the all-reduce; "
-                         "the model wrote past a parameter's gradient");
-    }
+    runs_.refresh(params);
+    if (!finite_.all_finite(backend, runs_.grads())) finite_.throw_nonfinite(backend, params);
     return StepDecision::apply;
   }
 
@@ -98,29 +85,10 @@ class Bf16Policy final : public PrecisionPolicy {
   void load_state(const std::map<std::string, double>&) override {}
 
  private:
-  bool finite(Backend& backend, std::span<const Tensor> grads) {
-    backend.fill(flag_, 0.0);
-    for (const Tensor& g : grads) backend.check_finite(flag_, g);
-    backend.copy(flag_, flag_host_);  // a copy into host memory is complete when it returns
-    return flag_host_.data_as<std::int32_t>()[0] == 0;
-  }
-
-  // The parameter list is static after Model::build, so the runs are computed once per list.
-  void refresh_runs(std::span<const Parameter> params) {
-    if (params.data() == runs_for_ && params.size() == runs_size_) return;
-    cast_runs_ = sdk::cast_runs(params);
-    grad_runs_ = sdk::grad_runs(params);
-    runs_for_ = params.data();
-    runs_size_ = params.size();
-  }
-
   bool check_finite_;
   bool allow_emulated_;
-  std::vector<sdk::CastRun> cast_runs_;
-  std::vector<Tensor> grad_runs_;
-  const Parameter* runs_for_ = nullptr;
-  std::size_t runs_size_ = 0;
-  Tensor flag_, flag_host_;
+  sdk::ParamRuns runs_;  // one cast and one check_finite per arena, not per parameter
+  sdk::FiniteCheck finite_;
 };
 
 constexpr kiln_param_spec_v1 kBf16Params[] = {

@@ -8,6 +8,7 @@
 
 #include <kiln/sdk/plugin.hpp>
 
+#include "kiln/sdk/finite_check.hpp"
 #include "kiln/sdk/loss_scaler.hpp"
 #include "kiln/sdk/param_runs.hpp"
 
@@ -44,27 +45,20 @@ class Fp16Policy final : public PrecisionPolicy {
   }
 
   void before_forward(Backend& backend, std::span<const Parameter> params) override {
-    refresh_runs(params);
-    for (const sdk::CastRun& run : cast_runs_) backend.cast(run.compute, run.value);
+    runs_.refresh(params);
+    for (const sdk::CastRun& run : runs_.casts()) backend.cast(run.compute, run.value);
   }
 
   float loss_scale() const override { return static_cast<float>(scaler_.scale()); }
 
   StepDecision after_allreduce(Backend& backend, std::span<const Parameter> params) override {
-    refresh_runs(params);
-    if (!flag_.defined()) {
-      flag_ = backend.allocate({1}, DType::i32, MemoryKind::device);
-      flag_host_ = host_tensor({1}, DType::i32);
-    }
-    backend.fill(flag_, 0.0);
-    for (const Tensor& g : grad_runs_) backend.check_finite(flag_, g);
-    backend.copy(flag_, flag_host_);  // a copy into host memory is complete when it returns
-    const bool finite = flag_host_.data_as<std::int32_t>()[0] == 0;
+    runs_.refresh(params);
+    const bool finite = finite_.all_finite(backend, runs_.grads());
     if (finite) {
       // The scale of this step (before update() may grow it); powers of two unscale exactly.
       const double scale = scaler_.scale();
       if (scale != 1.0) {
-        for (const Tensor& g : grad_runs_) backend.scale(g, static_cast<float>(1.0 / scale));
+        for (const Tensor& g : runs_.grads()) backend.scale(g, static_cast<float>(1.0 / scale));
       }
     }
     return scaler_.update(finite ? sdk::GradStatus::finite : sdk::GradStatus::non_finite);
@@ -75,21 +69,9 @@ class Fp16Policy final : public PrecisionPolicy {
   void load_state(const std::map<std::string, double>& state) override { scaler_.load_state(state); }
 
  private:
-  // The parameter list is static after Model::build, so the runs are computed once per list.
-  void refresh_runs(std::span<const Parameter> params) {
-    if (params.data() == runs_for_ && params.size() == runs_size_) return;
-    cast_runs_ = sdk::cast_runs(params);
-    grad_runs_ = sdk::grad_runs(params);
-    runs_for_ = params.data();
-    runs_size_ = params.size();
-  }
-
   sdk::LossScaler scaler_;
-  std::vector<sdk::CastRun> cast_runs_;
-  std::vector<Tensor> grad_runs_;
-  const Parameter* runs_for_ = nullptr;
-  std::size_t runs_size_ = 0;
-  Tensor flag_, flag_host_;
+  sdk::ParamRuns runs_;  // one cast, check_finite and scale per arena, not per parameter
+  sdk::FiniteCheck finite_;
 };
 
 constexpr kiln_param_spec_v1 kFp16Params[] = {

@@ -5,6 +5,9 @@
 
 #include <kiln/sdk/plugin.hpp>
 
+#include "kiln/sdk/finite_check.hpp"
+#include "kiln/sdk/param_runs.hpp"
+
 namespace kiln::fp32 {
 
 class Fp32Policy final : public PrecisionPolicy {
@@ -25,20 +28,8 @@ class Fp32Policy final : public PrecisionPolicy {
 
   StepDecision after_allreduce(Backend& backend, std::span<const Parameter> params) override {
     if (!check_finite_ || params.empty()) return StepDecision::apply;
-    if (!flag_.defined()) {
-      flag_ = backend.allocate({1}, DType::i32, MemoryKind::device);
-      flag_host_ = host_tensor({1}, DType::i32);
-    }
-    for (const Parameter& p : params) {
-      backend.fill(flag_, 0.0);
-      backend.check_finite(flag_, p.grad);
-      backend.copy(flag_, flag_host_);
-      if (flag_host_.data_as<std::int32_t>()[0] != 0) {
-        throw NumericError(fmt::format("gradient of '{}' is not finite (inf or NaN) after the all-reduce; "
-                                       "lower the learning rate or check the input data",
-                                       p.name));
-      }
-    }
+    runs_.refresh(params);
+    if (!finite_.all_finite(backend, runs_.grads())) finite_.throw_nonfinite(backend, params);
     return StepDecision::apply;
   }
 
@@ -48,7 +39,8 @@ class Fp32Policy final : public PrecisionPolicy {
 
  private:
   bool check_finite_;
-  Tensor flag_, flag_host_;
+  sdk::ParamRuns runs_;  // one check_finite per gradient arena, not per parameter
+  sdk::FiniteCheck finite_;
 };
 
 constexpr kiln_param_spec_v1 kFp32Params[] = {

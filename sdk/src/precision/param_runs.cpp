@@ -74,4 +74,12 @@ std::vector<Tensor> grad_runs(std::span<const Parameter> params) {
   return runs;
 }
 
+void ParamRuns::refresh(std::span<const Parameter> params) {
+  if (params.data() == for_ && params.size() == size_) return;
+  casts_ = cast_runs(params);
+  grads_ = grad_runs(params);
+  for_ = params.data();
+  size_ = params.size();
+}
+
 }  // namespace kiln::sdk

@@ -28,4 +28,20 @@ std::vector<CastRun> cast_runs(std::span<const Parameter> params);
 /// Runs of gradients (1-D views), for one check_finite/scale per arena.
 std::vector<Tensor> grad_runs(std::span<const Parameter> params);
 
+/// Both kinds of run of one parameter list, kept between steps: the list a model returns is
+/// fixed after Model::build, so refresh() recomputes only when it is handed another list (another
+/// address or size), and a policy calls it first thing in each hook.
+class ParamRuns {
+ public:
+  void refresh(std::span<const Parameter> params);
+  const std::vector<CastRun>& casts() const { return casts_; }
+  const std::vector<Tensor>& grads() const { return grads_; }
+
+ private:
+  std::vector<CastRun> casts_;
+  std::vector<Tensor> grads_;
+  const Parameter* for_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 }  // namespace kiln::sdk
