@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <mutex>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -193,10 +194,17 @@ Verdict check_events(Backend& backend) {
   return {true, "record_event and Event::synchronize on both streams, wait_event between them"};
 }
 
-/// allocate(), copy() into host memory and supports() from loader-like threads while the trainer
-/// thread computes. A data race shows as a wrong value, an exception or (under a sanitizer) a report.
+/// allocate(), copy() into host memory, supports() and Event::synchronize() from loader-like
+/// threads while the trainer thread computes (kiln/backend.hpp allows exactly these from other
+/// threads: a loader worker stages a batch in pinned memory and waits for the upload's event).
+/// A data race shows as a wrong value, an exception or (under a sanitizer) a report.
 Verdict check_threads(Backend& backend) {
   constexpr int kThreads = 4, kRounds = 50;
+  // The event of the trainer thread's latest matmul, which the workers wait for.
+  std::mutex event_mutex;
+  std::shared_ptr<Event> latest = backend.record_event(StreamKind::compute);
+  if (latest == nullptr) return {false, "record_event(compute) returned null"};
+  std::atomic<int> waits{0};
   std::atomic<int> failures{0};
   std::string first_failure;
   std::atomic_flag failure_taken = ATOMIC_FLAG_INIT;
@@ -218,6 +226,13 @@ Verdict check_threads(Backend& backend) {
             return fail(fmt::format("thread {} round {}: copy into pinned host memory changed element {}", w, round, at));
           }
           if (!backend.supports(Op::matmul, DType::f32)) return fail("supports(matmul, f32) was false from a thread");
+          std::shared_ptr<Event> event;
+          {
+            const std::lock_guard lock(event_mutex);
+            event = latest;
+          }
+          event->synchronize();
+          ++waits;
         }
       } catch (const std::exception& e) {
         fail(fmt::format("thread {} threw: {}", w, e.what()));
@@ -236,6 +251,15 @@ Verdict check_threads(Backend& backend) {
     const Tensor back = host_tensor({m, n}, DType::f32);
     for (int round = 0; round < 20 && trainer_failure.empty(); ++round) {
       backend.matmul(c, a, Transpose::no, b, Transpose::no, 1.0f, 0.0f, Tensor());
+      std::shared_ptr<Event> event = backend.record_event(StreamKind::compute);
+      if (event == nullptr) {
+        trainer_failure = "record_event(compute) returned null after a matmul";
+        break;
+      }
+      {
+        const std::lock_guard lock(event_mutex);
+        latest = std::move(event);
+      }
       backend.copy(c, back);
       const float* p = back.data_as<float>();
       for (std::int64_t i = 0; i < m * n; ++i) {
@@ -251,8 +275,9 @@ Verdict check_threads(Backend& backend) {
   for (auto& worker : workers) worker.join();
   if (!trainer_failure.empty()) return {false, trainer_failure};
   if (failures > 0) return {false, fmt::format("{} of {} threads failed; first: {}", failures.load(), kThreads, first_failure)};
-  return {true, fmt::format("{} threads x {} rounds of allocate(pinned), copy and supports() during 20 matmuls", kThreads,
-                            kRounds)};
+  return {true, fmt::format("{} threads x {} rounds of allocate(pinned), copy, supports() and a wait for the latest "
+                            "matmul's event ({} waits) during 20 matmuls",
+                            kThreads, kRounds, waits.load())};
 }
 
 // ---- the op suite ----------------------------------------------------------------------------

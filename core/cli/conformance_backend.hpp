@@ -7,8 +7,8 @@
 //            elements)
 //   events   record_event() on both streams gives an event whose synchronize() returns after
 //            the work before it; wait_event() between the streams
-//   threads  allocate(), copy() into host memory and supports() from 4 threads at once while
-//            the trainer thread runs matmuls (what the data loader's workers do)
+//   threads  allocate(), copy() into host memory, supports() and Event::synchronize() from 4
+//            threads at once while the trainer thread runs matmuls (what the loader's workers do)
 // then one line per case group of the op suite (core/cli/backend_suite/), each op's outputs
 // against float64 references in f32, bf16 and f16 and both image layouts, where supports()
 // says the backend takes them.
