@@ -161,7 +161,7 @@ Verdict check_memory(Backend& backend) {
       const Tensor threes = host_tensor(shape, dtype);
       write_threes(threes);
       backend.copy(filled, back);
-      if (const std::string wrong = compare(back, threes, "fill(3) on device against fill(3) on host"); !wrong.empty()) {
+      if (const std::string wrong = compare(back, threes, "fill(3) on device then copy to host"); !wrong.empty()) {
         return {false, wrong};
       }
       cases += 2;
@@ -292,7 +292,7 @@ std::string axes_label(const conformance::CaseSpec& spec) {
 /// One line for a case group: every variant the backend supports run and judged.
 CheckLine check_case_group(Backend& backend, const conformance::CaseSpec& spec) {
   CheckLine line{false, spec.suite, ""};
-  std::vector<std::string> skipped, failures;
+  std::vector<std::string> skipped, ran_names, failures;
   std::size_t judged = 0, failed = 0;
   double worst_ratio = -1.0;
   std::string worst;
@@ -302,6 +302,7 @@ CheckLine check_case_group(Backend& backend, const conformance::CaseSpec& spec) 
       skipped.push_back(result.name);
       continue;
     }
+    ran_names.push_back(result.name);
     if (!result.threw.empty()) failures.push_back(fmt::format("{} threw: {}", result.name, result.threw));
     if (result.threw.empty() && result.checks.empty()) failures.push_back(result.name + " judged nothing");
     for (const conformance::CheckResult& check : result.checks) {
@@ -329,7 +330,9 @@ CheckLine check_case_group(Backend& backend, const conformance::CaseSpec& spec) 
     return line;
   }
   line.ok = true;
-  line.detail = fmt::format("{}: {} outputs match the float64 reference{}{}", axes_label(spec), judged,
+  // What ran: the group's whole axes when nothing was skipped, else the variants themselves.
+  const std::string ran = skipped.empty() ? axes_label(spec) : fmt::format("{}", fmt::join(ran_names, ", "));
+  line.detail = fmt::format("{}: {} outputs match the float64 reference{}{}", ran, judged,
                             worst.empty() ? " exactly" : " (largest relative error " + worst + ")", not_run);
   return line;
 }

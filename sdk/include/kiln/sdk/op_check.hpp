@@ -4,7 +4,7 @@
 //
 // A backend makes one OpCheck per op call with its name and where its operands must live; every
 // tensor an op touches is checked before a byte is read. The checks are inline and cheap (they
-// run on every call); only message building is out of line (libkiln_core). Layout rules follow
+// run on every call); only message building is out of line (libkiln_sdk). Layout rules follow
 // backend.hpp: usable() is for matrices, vectors and flat buffers (row-major only), usable_image()
 // also accepts 4-D channels-last activations, and same_layout() is for ops that pair operands'
 // elements by memory position.
