@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The data-source sample end to end, as a plugin author would: install this build to a temporary
 # prefix, build samples/04_write_a_data_plugin out of tree with find_package(Kiln) (no build type
-# given), check it links libkiln_sdk and not libkiln_core, then train the mlp from CSV files made
-# from Fashion-MNIST with the installed kiln and check the test accuracy.
+# given), check it links libkiln_sdk and not libkiln_core, pass the installed `kiln plugins test`
+# on a CSV file made from Fashion-MNIST, then train the mlp from such files with the installed
+# kiln and check the test accuracy.
 # Usage: build_data_sample.sh <kiln build dir> <kiln source dir>
 set -euo pipefail
 
@@ -28,8 +29,15 @@ python3 "$source_dir/tests/sdk/idx_to_csv.py" "$fmnist/train-images-idx3-ubyte.g
 python3 "$source_dir/tests/sdk/idx_to_csv.py" "$fmnist/t10k-images-idx3-ubyte.gz" \
   "$fmnist/t10k-labels-idx1-ubyte.gz" 2000 "$work/test.csv"
 
-step "kiln train: mlp on the csv source, 2 epochs of 12000 rows"
 kiln=$prefix/bin/kiln
+step "kiln plugins test on the built library, reading the test CSV"
+tested=$("$kiln" plugins test "$library" --set "data.train.path=\"$work/test.csv\"" \
+         --set data.train.scale=0.00392156862745098 2> "$work/plugins-test.log") || {
+  echo "$tested"; cat "$work/plugins-test.log"; fail "kiln plugins test $library failed: the sample does not pass its contract"; }
+echo "$tested"
+[[ $(grep -c '^  ok    ' <<< "$tested") == 3 ]] || fail "'kiln plugins test' did not pass the 3 data checks"
+
+step "kiln train: mlp on the csv source, 2 epochs of 12000 rows"
 config=$work/csv-mlp.toml
 cat > "$config" <<TOML
 [run]
