@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <mutex>
 #include <cstring>
 #include <string>
@@ -65,42 +64,16 @@ Verdict check_ops(const Backend& backend) {
 
 // ---- memory ----------------------------------------------------------------------------------
 
-/// Element i's value as the bytes of `dtype`: finite, different for neighbours, so a copy that
-/// drops, repeats or reorders elements changes the bytes.
-void write_pattern(const Tensor& host) {
-  const std::int64_t n = host.numel();
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float f = static_cast<float>(i % 4093) * 0.25f - 511.0f;
-    switch (host.dtype()) {
-      case DType::f32: host.data_as<float>()[i] = f; break;
-      case DType::bf16: host.data_as<std::uint16_t>()[i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(f) >> 16); break;
-      case DType::u8: host.data_as<std::uint8_t>()[i] = static_cast<std::uint8_t>((i * 7 + 3) % 251); break;
-      case DType::i32: host.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(i * 3 - 1000); break;
-      default: throw Error("write_pattern: no pattern for " + std::string(dtype_name(host.dtype())));
-    }
+/// A host tensor of `shape` whose elements are finite and differ from their neighbours, so a
+/// copy that drops, repeats or reorders elements changes its bytes (encoded by the op suite's
+/// host_data.hpp, which rounds to bf16 the same way the suite's references do).
+Tensor pattern(const Shape& shape, DType dtype) {
+  const bool integral = dtype == DType::u8 || dtype == DType::i32;
+  std::vector<double> values(static_cast<std::size_t>(shape_numel(shape)));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    values[i] = integral ? static_cast<double>((i * 7 + 3) % 251) : static_cast<double>(i % 4093) * 0.25 - 511.0;
   }
-}
-
-/// Every element 3 in the host tensor's dtype: what fill(t, 3.0) must write.
-void write_threes(const Tensor& host) {
-  const std::int64_t n = host.numel();
-  for (std::int64_t i = 0; i < n; ++i) {
-    switch (host.dtype()) {
-      case DType::f32: host.data_as<float>()[i] = 3.0f; break;
-      case DType::bf16: host.data_as<std::uint16_t>()[i] = 0x4040; break;  // 3.0 = 0x40400000 in f32
-      case DType::u8: host.data_as<std::uint8_t>()[i] = 3; break;
-      case DType::i32: host.data_as<std::int32_t>()[i] = 3; break;
-      default: throw Error("write_threes: no value for " + std::string(dtype_name(host.dtype())));
-    }
-  }
-}
-
-/// A host tensor of 0xA5 bytes: an element a copy into it leaves unwritten cannot match by chance
-/// (freed memory reused by the allocator may still hold the pattern).
-Tensor poisoned_host(const Shape& shape, DType dtype) {
-  const Tensor t = host_tensor(shape, dtype);
-  std::memset(t.data(), 0xA5, t.bytes());
-  return t;
+  return conformance::encode(values, shape, dtype, Layout::row_major);
 }
 
 /// The first element where `a` and `b` differ, or -1.
@@ -134,12 +107,15 @@ Verdict check_memory(Backend& backend) {
         return at < 0 ? "" : fmt::format("{}: {} changed element {} (bytes differ)", what, path, at);
       };
       for (const MemoryKind source_kind : {MemoryKind::host, MemoryKind::host_pinned}) {
-        const Tensor source = source_kind == MemoryKind::host ? host_tensor(shape, dtype)
-                                                              : allocate_checked(backend, shape, dtype, source_kind);
-        write_pattern(source);
+        Tensor source = pattern(shape, dtype);
+        if (source_kind == MemoryKind::host_pinned) {
+          const Tensor pinned = allocate_checked(backend, shape, dtype, source_kind);
+          std::memcpy(pinned.data(), source.data(), source.bytes());
+          source = pinned;
+        }
         const Tensor device = allocate_checked(backend, shape, dtype, MemoryKind::device);
         const Tensor device2 = allocate_checked(backend, shape, dtype, MemoryKind::device);
-        const Tensor back = poisoned_host(shape, dtype);
+        const Tensor back = conformance::poison_image(shape, dtype);
         backend.copy(source, device);
         backend.copy(device, device2);
         backend.copy(device2, back);
@@ -147,10 +123,9 @@ Verdict check_memory(Backend& backend) {
         if (const std::string wrong = compare(back, source, path); !wrong.empty()) return {false, wrong};
         ++cases;
       }
-      const Tensor source = host_tensor(shape, dtype);
-      write_pattern(source);
+      const Tensor source = pattern(shape, dtype);
       const Tensor on_device = backend.to_device(source);
-      const Tensor back = poisoned_host(shape, dtype);
+      const Tensor back = conformance::poison_image(shape, dtype);
       backend.copy(on_device, back);
       backend.synchronize();
       if (const std::string wrong = compare(back, source, "to_device then copy to host"); !wrong.empty()) {
@@ -158,8 +133,8 @@ Verdict check_memory(Backend& backend) {
       }
       const Tensor filled = allocate_checked(backend, shape, dtype, MemoryKind::device);
       backend.fill(filled, 3.0);
-      const Tensor threes = host_tensor(shape, dtype);
-      write_threes(threes);
+      const Tensor threes =
+          conformance::encode(std::vector<double>(static_cast<std::size_t>(n), 3.0), shape, dtype, Layout::row_major);
       backend.copy(filled, back);
       if (const std::string wrong = compare(back, threes, "fill(3) on device then copy to host"); !wrong.empty()) {
         return {false, wrong};
@@ -219,8 +194,7 @@ Verdict check_threads(Backend& backend) {
         for (int round = 0; round < kRounds; ++round) {
           const Shape shape{257 + w};
           const Tensor staging = allocate_checked(backend, shape, DType::f32, MemoryKind::host_pinned);
-          const Tensor source = host_tensor(shape, DType::f32);
-          write_pattern(source);
+          const Tensor source = pattern(shape, DType::f32);
           backend.copy(source, staging);
           if (const std::int64_t at = first_difference(staging, source); at >= 0) {
             return fail(fmt::format("thread {} round {}: copy into pinned host memory changed element {}", w, round, at));

@@ -31,9 +31,7 @@ install_kiln "$prefix"
 build_plugin "$source_dir/samples/06_write_a_backend" "$sample_build" "$prefix"
 library=$sample_build/libkiln-backend-naive.so
 [[ -f $library ]] || fail "the sample build did not produce $library"
-needed=$(readelf -d "$library" | grep NEEDED)
-grep -q 'libkiln_sdk' <<< "$needed" || fail "$library does not link libkiln_sdk: $needed"
-! grep -q 'libkiln_core' <<< "$needed" || fail "$library links libkiln_core: $needed"
+require_sdk_only_links "$library"
 kiln=$prefix/bin/kiln
 export -n KILN_PLUGIN_PATH
 

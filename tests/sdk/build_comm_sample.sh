@@ -18,6 +18,7 @@ install_kiln "$prefix"
 build_plugin "$source_dir/samples/05_write_a_communicator_plugin" "$sample_build" "$prefix"
 library=$sample_build/libkiln-comm-star.so
 [[ -f $library ]] || fail "the sample build did not produce $library"
+require_sdk_only_links "$library"
 kiln=$prefix/bin/kiln
 export -n KILN_PLUGIN_PATH
 

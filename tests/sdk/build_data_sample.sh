@@ -18,9 +18,7 @@ library=$work/csv-build/libkiln-data-csv.so
 [[ -f $library ]] || fail "the sample build did not produce $library"
 grep -q '^CMAKE_BUILD_TYPE:STRING=Release$' "$work/csv-build/CMakeCache.txt" ||
   fail "kiln_add_plugin did not default the build type to Release"
-needed=$(readelf -d "$library" | grep NEEDED)
-grep -q 'libkiln_sdk' <<< "$needed" || fail "$library does not link libkiln_sdk: $needed"
-! grep -q 'libkiln_core' <<< "$needed" || fail "$library links libkiln_core: $needed"
+require_sdk_only_links "$library"
 
 step "making CSV files from Fashion-MNIST"
 fmnist=/usr/share/datasets/fashion-mnist

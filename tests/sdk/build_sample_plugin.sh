@@ -19,6 +19,7 @@ install_kiln "$prefix"
 build_plugin "$source_dir/samples/03_write_a_model_plugin" "$sample_build" "$prefix"
 library=$sample_build/libkiln-model-logreg.so
 [[ -f $library ]] || fail "the sample build did not produce $library"
+require_sdk_only_links "$library"
 
 kiln=$prefix/bin/kiln
 

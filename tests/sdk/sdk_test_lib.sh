@@ -42,6 +42,15 @@ build_plugin() {
   cmake --build "$out" -j 2 > "$work/build.log" 2>&1 || { cat "$work/build.log"; fail "building $project failed"; }
 }
 
+# require_sdk_only_links <library>: a plugin sees only the SDK, so it links libkiln_sdk and never
+# libkiln_core.
+require_sdk_only_links() {
+  local library=$1 needed
+  needed=$(readelf -d "$library" | grep NEEDED)
+  grep -q 'libkiln_sdk' <<< "$needed" || fail "$library does not link libkiln_sdk: $needed"
+  ! grep -q 'libkiln_core' <<< "$needed" || fail "$library links libkiln_core: $needed"
+}
+
 # final_eval_accuracy <run dir>: the accuracy of the last evaluation (non-train) record in metrics.jsonl.
 final_eval_accuracy() {
   grep -v '"split": *"train"' "$1/metrics.jsonl" | tail -1 | sed -E 's/.*"accuracy": *([0-9.eE+-]+).*/\1/'
