@@ -17,6 +17,7 @@
 #include "kiln/version.hpp"
 #include "bench_comm_command.hpp"
 #include "bench_data_command.hpp"
+#include "collectives_command.hpp"
 #include "eval_command.hpp"
 #include "predict_command.hpp"
 #include "config_schema_command.hpp"
@@ -37,10 +38,11 @@ constexpr const char* kUsage =
     "        (both: [--set key=value]...; docs/eval-predict.md)\n"
     "  bench-comm --comm NAME [-b 8 -e 64M -f 2] [--nproc N]     all-reduce bandwidth as an nccl-tests table\n"
     "  bench-data --config FILE [-n BATCHES] [--json]            samples/s of a config's input pipeline alone\n"
+    "  collectives --run-dir DIR [--last N]                      which rank the others waited for, when a multi-rank run stopped\n"
     "  plugins list [--json]                                     list plugins (and libraries that failed)\n"
     "  plugins show NAME [--json]                                a plugin's kind, version, ABI and parameters\n"
     "  plugins check FILE [--json]                               whether kiln loads a plugin library, and finds it\n"
-    "  plugins test FILE [--set key=value]...                    a model, data or communicator plugin against its contract\n"
+    "  plugins test FILE [--set key=value]...                    any plugin (model, data, comm, backend, precision) against its contract\n"
     "  config schema                                             a JSON Schema of the config, for editors\n"
     "  --version                                                 print the version\n"
     "\n"
@@ -86,6 +88,7 @@ int dispatch(std::vector<std::string> args) {
     return kiln::cli::run_bench_comm_command(args, dirs, std::cout);
   }
   if (command == "bench-data") return kiln::cli::run_bench_data_command(args, std::cout);
+  if (command == "collectives") return kiln::cli::run_collectives_command(args, std::cout);
   if (command == "plugins") {
     auto dirs = take_plugin_paths(args);
     return kiln::cli::run_plugins_command(args, dirs, std::cout);

@@ -23,6 +23,8 @@
 #include "kiln/io/run_dir.hpp"
 #include "kiln/launch/rendezvous_dir.hpp"
 #include "kiln/launch/supervisor.hpp"
+#include "kiln/train/collective_recorder.hpp"
+#include "kiln/train/collective_report.hpp"
 #include "kiln/train/core_tables.hpp"
 #include "kiln/train/run.hpp"
 
@@ -44,6 +46,19 @@ std::vector<std::string> without_option(const std::vector<std::string>& args, co
     }
   }
   return out;
+}
+
+/// After a failed job: which rank the others waited for, from the records the ranks wrote
+/// (collective_report.hpp). Silent when no rank wrote one (the job failed before training).
+void explain_collectives(const fs::path& run_dir, std::int64_t job_started_ms) {
+  train::TraceSet set;
+  try {
+    set = train::read_traces(run_dir / "debug", job_started_ms);
+  } catch (const Error&) {
+    return;
+  }
+  std::cerr << "kiln: collectives: " << train::verdict(set) << "\n"
+            << "kiln: each rank's latest collectives: kiln collectives --run-dir " << run_dir.string() << std::endl;
 }
 
 constexpr int kMaxNproc = 1024;
@@ -82,8 +97,12 @@ int run_supervised(const std::vector<std::string>& args, int nproc, const std::s
   o.nproc = nproc;
   o.rendezvous = "file:" + rendezvous.path().string();
   if (timeout_s > 0 && timeout_s <= 604800) o.stall_limit = std::chrono::milliseconds(std::llround(timeout_s * 1000));
+  const std::int64_t started_ms = train::wall_clock_ms();
   const launch::SuperviseOutcome outcome = launch::supervise(o);
-  if (outcome.exit_code != 0) std::cerr << "kiln: error: " << outcome.message << std::endl;
+  if (outcome.exit_code != 0) {
+    std::cerr << "kiln: error: " << outcome.message << std::endl;
+    explain_collectives(dir, started_ms);
+  }
   return outcome.exit_code;
 }
 

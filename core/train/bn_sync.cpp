@@ -1,5 +1,6 @@
 // Rank 0's model buffers for every rank (see bn_sync.hpp for when and why).
 #include "kiln/train/bn_sync.hpp"
+#include "kiln/train/collective_purpose.hpp"
 
 #include <fmt/format.h>
 
@@ -40,6 +41,7 @@ void BufferSync::from_rank0() {
     }
     // Work enqueued on the backend before a collective is visible to it (what GradSync relies
     // on for gradients too), and wait() makes the result visible to what follows.
+    const CollectivePurpose purpose("rank 0's batch-norm running statistics");
     comm_.broadcast(g.staging, 0)->wait();
     if (!root) {
       for (std::size_t i = 0; i < g.buffers.size(); ++i) backend_.copy(g.slots[i], g.buffers[i]);

@@ -1,5 +1,6 @@
 // Saving and loading checkpoints (see the header for the layout and guarantees).
 #include "kiln/train/checkpoint.hpp"
+#include "kiln/train/collective_purpose.hpp"
 
 #include <fmt/format.h>
 
@@ -192,6 +193,7 @@ void save_checkpoint_to(const fs::path& final_dir, Backend& backend, Communicato
     io::sync_directory(final_dir.parent_path());  // the rename, durable
     log::get("train")->info("checkpoint written: {}", final_dir.string());
   }
+  const CollectivePurpose purpose("barrier after rank 0 wrote a checkpoint");
   comm.barrier();
 }
 

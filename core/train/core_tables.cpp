@@ -70,6 +70,10 @@ constexpr kiln_param_spec_v1 kDist[] = {
     {"fingerprint", KILN_PARAM_BOOL, "false", nullptr,
      "Debug: before every collective, compare (sequence, op, dtype, count) across ranks and stop with both "
      "sides shown when they differ, instead of hanging."},
+    {"recent_collectives", KILN_PARAM_INT, "256", nullptr,
+     "Collectives each rank remembers (op, size, purpose, times, state) and writes to <run_dir>/debug/rank<N>.json "
+     "when it stops on an error or by SIGTERM/SIGINT, for `kiln collectives`; 0 = none. Multi-rank runs only.",
+     "0", "1048576"},
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Bucketed, overlapped gradient all-reduce (see the header).
 #include "kiln/train/grad_sync.hpp"
+#include "kiln/train/collective_purpose.hpp"
 
 #include <fmt/format.h>
 
@@ -68,7 +69,10 @@ void GradSync::mark_ready(std::size_t i) {
   if (--b.pending == 0) launch(b);
 }
 
-void GradSync::launch(Bucket& b) { b.work = comm_.all_reduce(b.slice, ReduceOp::sum); }
+void GradSync::launch(Bucket& b) {
+  const CollectivePurpose purpose("gradients, bucket", &b - buckets_.data());
+  b.work = comm_.all_reduce(b.slice, ReduceOp::sum);
+}
 
 void GradSync::finish() {
   std::vector<std::string> missing;

@@ -1,5 +1,6 @@
 // Fine-tuning from a safetensors file (see init_weights.hpp for the rules).
 #include "kiln/train/init_weights.hpp"
+#include "kiln/train/collective_purpose.hpp"
 
 #include <fmt/format.h>
 #include <fnmatch.h>
@@ -240,6 +241,7 @@ InitReport load_init_weights_on_rank0(const InitWeights* init, Backend& backend,
     std::memcpy(host.data(), message.data(), std::min<std::size_t>(message.size(), kMessageBytes - 1));
     Tensor dev = backend.allocate({kMessageBytes}, DType::u8, MemoryKind::device);
     backend.copy(host, dev);
+    const CollectivePurpose purpose("rank 0's message about model.init");
     comm.broadcast(dev, 0)->wait();
     backend.copy(dev, host);
     if (comm.rank() != 0) message = std::string(static_cast<const char*>(host.data()));

@@ -9,6 +9,7 @@
 #include "kiln/errors.hpp"
 #include "kiln/sdk/finite_check.hpp"
 #include "kiln/train/param_sync.hpp"
+#include "kiln/train/collective_purpose.hpp"
 
 namespace kiln::train {
 
@@ -16,7 +17,10 @@ void stop_if_loss_nonfinite(Backend& backend, Communicator& comm, int world_size
                             const LossStepPlace& place) {
   const bool here = !std::isfinite(local_loss_sum);
   bool anywhere = here;
-  if (world_size > 1) anywhere = sum_over_ranks(backend, comm, {here ? 1.0 : 0.0})[0] > 0;
+  if (world_size > 1) {
+    const CollectivePurpose purpose("loss check");
+    anywhere = sum_over_ranks(backend, comm, {here ? 1.0 : 0.0})[0] > 0;
+  }
   if (!anywhere) return;
   // With [run] loss_check_every > 1 the loss went non-finite somewhere since the last check.
   const std::string where =
@@ -56,7 +60,10 @@ std::string first_nonfinite_tensor(Backend& backend, const Model& model) {
 void stop_if_weights_nonfinite(Backend& backend, Communicator& comm, const Model& model, const std::string& checkpoint) {
   const std::string here = first_nonfinite_tensor(backend, model);
   bool anywhere = !here.empty();
-  if (comm.size() > 1) anywhere = sum_over_ranks(backend, comm, {here.empty() ? 0.0 : 1.0})[0] > 0;
+  if (comm.size() > 1) {
+    const CollectivePurpose purpose("weights check before a checkpoint");
+    anywhere = sum_over_ranks(backend, comm, {here.empty() ? 0.0 : 1.0})[0] > 0;
+  }
   if (!anywhere) return;
   throw NumericError(fmt::format(
       "not writing checkpoint {}: {} holds inf or NaN, so the run diverged (an update since the last loss check "

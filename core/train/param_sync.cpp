@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kiln/errors.hpp"
+#include "kiln/train/collective_purpose.hpp"
 
 namespace kiln::train {
 namespace {
@@ -43,6 +44,7 @@ void broadcast_initial_parameters(Backend& backend, Communicator& comm, std::spa
   for (const auto& p : params) tensors.push_back(p.value);
   for (const auto& b : buffers) tensors.push_back(b.value);
   const auto arenas = distinct_storages(tensors);
+  const CollectivePurpose purpose("rank 0's initial parameters");
   for (const Tensor& a : arenas) comm.broadcast(a, 0)->wait();
 
   const int world = comm.size();

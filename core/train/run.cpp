@@ -31,7 +31,10 @@
 #include "kiln/sdk/checked_size.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/core_tables.hpp"
+#include "kiln/train/collective_purpose.hpp"
+#include "kiln/train/collective_recorder.hpp"
 #include "kiln/train/fingerprint_communicator.hpp"
+#include "kiln/train/record_on_signal.hpp"
 #include "kiln/train/freeze.hpp"
 #include "kiln/train/model_table.hpp"
 #include "kiln/train/sync_batch_norm.hpp"
@@ -254,6 +257,12 @@ RunOutcome run_training(const TrainCommand& command) {
   parts.comm = plugin::guarded(registry.create_communicator(*comm_c.info, args_for(comm_c)),
                                plugin::origin_of(*comm_c.info));
   if (dist.get_bool("fingerprint")) parts.comm = std::make_shared<FingerprintCommunicator>(parts.comm);
+  // Outermost, so it records what the core asked for (not the fingerprints' own all_gathers).
+  std::shared_ptr<CollectiveRecorder> recorder;
+  if (ranks.world_size > 1 && dist.get_int("recent_collectives") > 0) {
+    recorder = std::make_shared<CollectiveRecorder>(static_cast<std::size_t>(dist.get_int("recent_collectives")));
+    parts.comm = std::make_shared<RecordingCommunicator>(parts.comm, recorder);
+  }
   parts.precision = plugin::guarded(registry.create_precision(*precision_c.info, args_for(precision_c)),
                                     plugin::origin_of(*precision_c.info));
   parts.model = plugin::guarded(registry.create_model(*model_c.info, args_for(model_c)), plugin::origin_of(*model_c.info));
@@ -384,9 +393,12 @@ RunOutcome run_training(const TrainCommand& command) {
   // The other ranks write into the directory only between these two barriers: after rank 0 has
   // recorded what it held and created it (else a logs/ they made would count as old and outlive
   // a failed start), and before rank 0 can fail and roll back (else they would make it again).
-  if (ranks.world_size > 1) parts.comm->barrier();
-  if (!outcome.run_dir.empty()) log::attach_log_dir(outcome.run_dir / "logs");
-  if (ranks.world_size > 1) parts.comm->barrier();
+  {
+    const CollectivePurpose purpose("start: the run directory and the logs");
+    if (ranks.world_size > 1) parts.comm->barrier();
+    if (!outcome.run_dir.empty()) log::attach_log_dir(outcome.run_dir / "logs");
+    if (ranks.world_size > 1) parts.comm->barrier();
+  }
   auto log = log::get("kiln");
   for (const std::string& note : cfg.notes()) log->info("{}", note);
 
@@ -435,7 +447,20 @@ RunOutcome run_training(const TrainCommand& command) {
                 dropped, saved.global_step, saved.epochs_done);
     }
   }
-  outcome.result = backend_call("a call from the training loop", [&] { return trainer->run(); });
+  // From here a rank that stops abnormally records its latest collectives (collective_recorder.hpp):
+  // on an error escaping the loop, or on SIGTERM/SIGINT.
+  std::optional<RecordOnStopSignal> record_on_stop;
+  if (recorder) {
+    recorder->write_into(outcome.run_dir / "debug");
+    record_on_stop.emplace(recorder);
+  }
+  try {
+    outcome.result = backend_call("a call from the training loop", [&] { return trainer->run(); });
+  } catch (const std::exception& e) {
+    if (recorder) recorder->dump(e.what());
+    throw;
+  }
+  record_on_stop.reset();
   crash::set_phase("finishing (final outputs)");
   if (ranks.rank == 0 && !command.dump_params.empty()) {
     backend_call("a copy for --dump-params", [&] { dump_parameters(command.dump_params, *backend_ref, *model_ref); });

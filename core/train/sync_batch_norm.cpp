@@ -1,5 +1,6 @@
 // The core's side of synchronised batch-norm (see sync_batch_norm.hpp).
 #include "kiln/train/sync_batch_norm.hpp"
+#include "kiln/train/collective_purpose.hpp"
 
 #include <fmt/format.h>
 
@@ -26,6 +27,7 @@ void CommBatchNormSync::all_reduce_sum(std::span<double> values) {
     const Tensor host = host_.view(0, {n}), device = device_.view(0, {n});
     std::memcpy(host.data(), values.data(), values.size_bytes());
     backend_.copy(host, device);
+    const CollectivePurpose purpose("sync_bn batch statistics");
     comm_.all_reduce(device, ReduceOp::sum)->wait();
     backend_.copy(device, host);  // complete when it returns (into host memory)
     std::memcpy(values.data(), host.data(), values.size_bytes());

@@ -13,6 +13,7 @@
 #include "kiln/rng.hpp"
 #include "kiln/train/accumulation.hpp"
 #include "kiln/train/bn_sync.hpp"
+#include "kiln/train/collective_purpose.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/checkpoint_policy.hpp"
 #include "kiln/train/freeze.hpp"
@@ -80,7 +81,10 @@ struct Trainer::Impl {
       : parts(std::move(p)), opt(std::move(o)), ranks(r), metrics(m), loss(opt.label_smoothing),
         progress(io::Progress::Options{.mode = opt.progress, .enabled = r.rank == 0, .every_s = opt.progress_every_s}),
         step_metrics(opt.metrics_every_steps, m,
-                     [this](const std::vector<double>& v) { return sum_over_ranks(backend(), *parts.comm, v); }) {}
+                     [this](const std::vector<double>& v) {
+                       const CollectivePurpose purpose("step metrics");
+                       return sum_over_ranks(backend(), *parts.comm, v);
+                     }) {}
 
   Backend& backend() { return *parts.backend; }
 
@@ -182,6 +186,7 @@ struct Trainer::Impl {
   }
 
   SplitTotals reduce(double loss_sum, double correct, double samples) {
+    const CollectivePurpose purpose("epoch metrics (loss, correct, samples)");
     const auto v = sum_over_ranks(backend(), *parts.comm, {loss_sum, correct, samples});
     return SplitTotals{v[0], v[1], v[2]};
   }

@@ -1,11 +1,12 @@
 // Targets for the core's readers of files a run finds on disk: the JSON parser (safetensors
-// headers, metrics.jsonl records), safetensors checkpoints and weights, and the metrics.jsonl
-// trim a resumed run does.
+// headers, metrics.jsonl records), safetensors checkpoints and weights, the metrics.jsonl
+// trim a resumed run does, and the ranks' collective records `kiln collectives` reads.
 #include "fuzz_target.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/io/json.hpp"
 #include "kiln/io/metrics_trim.hpp"
 #include "kiln/io/safetensors.hpp"
+#include "kiln/train/collective_report.hpp"
 
 namespace kiln::fuzz {
 namespace {
@@ -120,6 +121,74 @@ std::vector<Bytes> metrics_trim_seeds() {
           bytes_of("{\"epoch\": 2}\n{\"epoch\": 2.5}\n{\"step\": -1}\n\n")};
 }
 
+// ---- the ranks' collective records (<run_dir>/debug/rank<N>.json) ----------------------------
+
+bool run_collective_record(Input input) {
+  const std::string_view text(reinterpret_cast<const char*>(input.data()), input.size());
+  try {
+    const train::RankTrace t = train::parse_rank_trace(text, "debug/rank0.json");
+    // An accepted record goes through the whole analysis, alone and next to a peer one
+    // collective behind it (so sequence numbers are compared and a rank is found behind).
+    train::TraceSet set;
+    set.world = t.world;
+    set.traces.push_back(t);
+    (void)train::verdict(set);
+    if (t.world > 1) {
+      train::RankTrace peer = t;
+      peer.rank = t.rank == 0 ? 1 : 0;
+      if (!peer.entries.empty()) peer.entries.pop_back();
+      peer.issued = peer.entries.empty() ? 0 : peer.entries.back().seq;
+      set.traces.push_back(peer);
+      (void)train::verdict(set);
+    }
+    (void)train::rank_lines(set);
+    (void)train::entry_lines(t, 8);
+    return true;
+  } catch (const kiln::DataError& e) {
+    expect_named(e, "debug/rank0.json");
+    return false;
+  }
+}
+
+std::vector<Bytes> collective_record_seeds() {
+  train::RankTrace t;
+  t.rank = 1;
+  t.world = 3;
+  t.host = "vm";
+  t.pid = 4242;
+  t.communicator = "gloo ring over tcp (host vm)";
+  t.reason = "collective #3 timed out after 5 s";
+  t.phase = "training";
+  t.epoch = 1;
+  t.epochs = 2;
+  t.step = 7;
+  t.steps = 468;
+  t.started_ms = 1'796'470'706'256;
+  t.written_ms = 1'796'470'709'269;
+  t.issued = 3;
+  for (std::int64_t seq = 1; seq <= 3; ++seq) {
+    train::CollectiveEntry e;
+    e.seq = seq;
+    e.op = seq == 2 ? "broadcast(root 0)" : "all_reduce(sum)";
+    e.dtype = "f32";
+    e.count = 101770;
+    e.purpose = "gradients, bucket 0";
+    e.phase = "training";
+    e.epoch = 1;
+    e.step = seq;
+    e.issued_ms = t.started_ms + seq * 10;
+    e.wait_ms = e.issued_ms + 1;
+    e.end_ms = seq < 3 ? e.issued_ms + 4 : -1;
+    t.entries.push_back(e);
+  }
+  train::RankTrace empty = t;
+  empty.rank = 0;
+  empty.entries.clear();
+  empty.issued = 0;
+  empty.reason = "received SIGTERM";
+  return {bytes_of(train::to_json(t)), bytes_of(train::to_json(empty))};
+}
+
 const Target kTargets[] = {
     {"json", "kiln::io::parse_json (safetensors headers, metrics.jsonl records) and json_quoted",
      run_json, json_seeds},
@@ -127,6 +196,8 @@ const Target kTargets[] = {
      safetensors_seeds},
     {"metrics_trim", "kiln::io::drop_metrics_after (metrics.jsonl when a run resumes)", run_metrics_trim,
      metrics_trim_seeds},
+    {"collective_record", "kiln::train::parse_rank_trace and the analysis of `kiln collectives`",
+     run_collective_record, collective_record_seeds},
 };
 
 }  // namespace

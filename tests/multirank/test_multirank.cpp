@@ -258,6 +258,17 @@ BOOST_AUTO_TEST_CASE(sigkill_under_nproc) {
   for (int r = 0; r < 4; ++r) {
     BOOST_TEST(!kiln::test::process_alive(ranks[static_cast<std::size_t>(r)]), "rank " << r << " was left behind");
   }
+  // The survivors recorded their latest collectives (on their error or the supervisor's
+  // SIGTERM), and the supervisor's reading of them names the rank that left none.
+  for (const int r : {0, 1, 3}) {
+    BOOST_TEST(fs::exists(dir / "debug" / fmt::format("rank{}.json", r)), "rank " << r << " wrote no record");
+  }
+  BOOST_TEST(!fs::exists(dir / "debug" / "rank2.json"));
+  const std::string err = err_of("kill-nproc");
+  const auto verdict = err.find("kiln: collectives: ");
+  BOOST_TEST_REQUIRE(verdict != std::string::npos, err);
+  BOOST_TEST(err.find("rank 2 left no record", verdict) != std::string::npos, err);
+  BOOST_TEST(err.find("kiln collectives --run-dir " + dir.string(), verdict) != std::string::npos, err);
 }
 
 BOOST_AUTO_TEST_CASE(sigkill_without_supervisor) {
@@ -377,6 +388,11 @@ BOOST_AUTO_TEST_CASE(sigstop_under_nproc) {
     BOOST_TEST(!kiln::test::process_alive(ranks[static_cast<std::size_t>(r)]), "rank " << r << " was left behind");
   }
   BOOST_TEST(fs::exists(dir / "config.toml"), "the run directory was lost");
+  // The supervisor continues a stopped rank along with its SIGTERM, so every rank leaves a record.
+  for (int r = 0; r < 4; ++r) {
+    BOOST_TEST(fs::exists(dir / "debug" / fmt::format("rank{}.json", r)), "rank " << r << " wrote no record");
+  }
+  BOOST_TEST(err.find("kiln: collectives: ") != std::string::npos, err);
 }
 
 BOOST_AUTO_TEST_CASE(sigstop_without_supervisor) {
