@@ -49,14 +49,17 @@ std::vector<std::string> without_option(const std::vector<std::string>& args, co
 }
 
 /// After a failed job: which rank the others waited for, from the records the ranks wrote
-/// (collective_report.hpp). Silent when no rank wrote one (the job failed before training).
-void explain_collectives(const fs::path& run_dir, std::int64_t job_started_ms) {
+/// (collective_report.hpp). Silent when no rank wrote one (the job failed before training), and
+/// after Ctrl-C on a job that was not hung (no rank had waited a second in a collective): the
+/// ranks were merely caught at different points of a step.
+void explain_collectives(const fs::path& run_dir, std::int64_t job_started_ms, bool interrupted) {
   train::TraceSet set;
   try {
     set = train::read_traces(run_dir / "debug", job_started_ms);
   } catch (const Error&) {
     return;
   }
+  if (interrupted && train::longest_wait_ms(set) < 1000) return;
   std::cerr << "kiln: collectives: " << train::verdict(set) << "\n"
             << "kiln: each rank's latest collectives: kiln collectives --run-dir " << run_dir.string() << std::endl;
 }
@@ -101,7 +104,7 @@ int run_supervised(const std::vector<std::string>& args, int nproc, const std::s
   const launch::SuperviseOutcome outcome = launch::supervise(o);
   if (outcome.exit_code != 0) {
     std::cerr << "kiln: error: " << outcome.message << std::endl;
-    explain_collectives(dir, started_ms);
+    explain_collectives(dir, started_ms, outcome.exit_code != 1);
   }
   return outcome.exit_code;
 }

@@ -268,6 +268,16 @@ std::string verdict(const TraceSet& set) {
   return out;
 }
 
+std::int64_t longest_wait_ms(const TraceSet& set) {
+  std::int64_t longest = 0;
+  for (const RankTrace& t : set.traces) {
+    for (const CollectiveEntry& e : t.entries) {
+      if (!e.completed()) longest = std::max(longest, waited_ms(t, e));
+    }
+  }
+  return longest;
+}
+
 std::vector<std::string> rank_lines(const TraceSet& set) {
   std::vector<std::string> out;
   for (const RankTrace& t : set.traces) {

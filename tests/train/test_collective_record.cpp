@@ -325,6 +325,17 @@ BOOST_AUTO_TEST_CASE(a_job_that_stopped_between_collectives_names_who_stopped_fi
   BOOST_TEST(contains(v, "the loss is NaN"));
 }
 
+BOOST_AUTO_TEST_CASE(the_longest_wait_tells_a_hung_job_from_one_stopped_mid_step) {
+  TempDir dir;
+  write(dir.path, trace(0, 2, 4, 4));  // all completed
+  RankTrace waiting = trace(1, 2, 5, 4);
+  waiting.written_ms = waiting.entries[4].wait_ms + 2500;  // in #5 for 2.5 s when it wrote
+  write(dir.path, waiting);
+  BOOST_TEST(kiln::train::longest_wait_ms(kiln::train::read_traces(dir.path)) == 2500);
+  write(dir.path, trace(1, 2, 4, 4));
+  BOOST_TEST(kiln::train::longest_wait_ms(kiln::train::read_traces(dir.path)) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(records_of_an_earlier_attempt_and_damaged_files_are_left_out_with_a_note) {
   TempDir dir;
   RankTrace old = trace(1, 2, 9, 9);

@@ -33,6 +33,10 @@ TraceSet read_traces(const std::filesystem::path& dir, std::int64_t not_before_m
 /// The finding, in a sentence or two.
 std::string verdict(const TraceSet& set);
 
+/// The longest any rank had waited in a collective it had not completed when it wrote its
+/// record (0 if none was waiting): whether the job was hung or merely stopped mid-step.
+std::int64_t longest_wait_ms(const TraceSet& set);
+
 /// One line per rank: who, why and when it wrote, and the collective it stopped in.
 std::vector<std::string> rank_lines(const TraceSet& set);
 
