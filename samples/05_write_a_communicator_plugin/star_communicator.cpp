@@ -36,11 +36,18 @@
 #include <kiln/sdk/half.hpp>
 #include <kiln/sdk/log.hpp>
 #include <kiln/sdk/plugin.hpp>
+#include <kiln/sdk/tcp_link.hpp>
 #include <kiln/store.hpp>
 
-#include "tcp_link.hpp"
-
 namespace star {
+
+// Sockets come from the SDK (kiln/sdk/tcp_link.hpp): listen, connect, and whole-buffer sends and
+// receives that give up at a deadline.
+using Clock = kiln::sdk::TcpClock;
+using Link = kiln::sdk::TcpLink;
+using Listener = kiln::sdk::TcpListener;
+using LinkError = kiln::sdk::TcpError;
+
 namespace {
 
 enum class OpCode : std::uint32_t { hello = 1, all_reduce, broadcast, all_gather, barrier };
@@ -245,7 +252,7 @@ class StarCommunicator final : public kiln::Communicator {
       throw LinkError(fmt::format("the store's '{}' holds '{}', not host:port (another job using the same store?)",
                                   hub_key(), hub_address_));
     }
-    links_[0] = connect_to(hub_address_.substr(0, colon), static_cast<std::uint16_t>(port), deadline);
+    links_[0] = kiln::sdk::tcp_connect(hub_address_.substr(0, colon), static_cast<std::uint16_t>(port), deadline);
     const Header hello{0, static_cast<std::uint32_t>(OpCode::hello), rank(), static_cast<std::uint64_t>(size())};
     links_[0].send_all(&hello, sizeof hello, deadline);
   }
