@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The sample communicator `star` (samples/05_write_a_communicator_plugin) against `gloo` and
-# against PyTorch's gloo, in one invocation on one machine: all-reduce time per size (kiln
-# bench-comm's in-place column; PyTorch timed the same way by pytorch_gloo.py), then the MLP on
-# Fashion-MNIST trained on 2 ranks with each of Kiln's two communicators (samples per second of
-# the last epoch). The sample is built out of tree against an install of the build, as its
-# README does.
+# Kiln's `gloo` (its default: small all-reduces through a star to rank 0, larger ones on Gloo's
+# ring), `gloo` with the star path off (Gloo's ring for every size), the sample communicator
+# `star` (samples/05_write_a_communicator_plugin) and PyTorch's gloo, in one invocation on one
+# machine: all-reduce time per size (kiln bench-comm's in-place column; PyTorch timed the same
+# way by pytorch_gloo.py), then the MLP on Fashion-MNIST trained on 2 ranks with each of Kiln's
+# three (samples per second of the last epoch). The sample is built out of tree against an
+# install of the build, as its README does.
 #
 # usage: bench/comm_star_vs_gloo/run.sh [BUILD_DIR]     (default: build)
 # env:   WORLDS="2 4" MIN=1K MAX=64M FACTOR=8 ITERS=20 WARMUP=5 EPOCHS=3
@@ -33,10 +34,13 @@ echo "# $(date -u +%FT%TZ) $(hostname), CPU: $(grep -m1 'model name' /proc/cpuin
      "model $(grep -m1 '^model[[:space:]]' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs)"
 echo "# all-reduce, float sum, in-place time per call (us); iters $iters, warmup $warmup; loopback TCP"
 for world in $worlds; do
-  for comm in gloo star; do
-    "$kiln" bench-comm --comm "$comm" --plugin-path "$work/star" --nproc "$world" -b "$min" -e "$max" \
-      -f "$factor" -n "$iters" -w "$warmup" -c 1 --json > "$work/$comm-$world.json" 2> "$work/$comm-$world.log" ||
-      { cat "$work/$comm-$world.log"; echo "run.sh: bench-comm --comm $comm failed" >&2; exit 1; }
+  for variant in gloo gloo-ring star; do
+    comm=${variant%-ring}
+    extra=()
+    [[ $variant == gloo-ring ]] && extra=(--set comm.star_max_bytes=0)
+    "$kiln" bench-comm --comm "$comm" "${extra[@]}" --plugin-path "$work/star" --nproc "$world" -b "$min" -e "$max" \
+      -f "$factor" -n "$iters" -w "$warmup" -c 1 --json > "$work/$variant-$world.json" 2> "$work/$variant-$world.log" ||
+      { cat "$work/$variant-$world.log"; echo "run.sh: bench-comm --comm $variant failed" >&2; exit 1; }
   done
   read -r -a sizes <<< "$(python3 -c 'import json,sys; print(" ".join(str(r["size"]) for r in json.load(open(sys.argv[1]))["results"]))' \
                           "$work/gloo-$world.json")"
@@ -53,20 +57,22 @@ for world in $worlds; do
     for p in "${pids[@]}"; do wait "$p"; done
     cp "$work/torch-$world.0.txt" "$work/torch-$world.txt"
   fi
-  python3 - "$world" "$work/gloo-$world.json" "$work/star-$world.json" "$work/torch-$world.txt" <<'PY'
+  python3 - "$world" "$work/gloo-$world.json" "$work/gloo-ring-$world.json" "$work/star-$world.json" \
+    "$work/torch-$world.txt" <<'PY'
 import json, sys
 world = sys.argv[1]
-gloo, star = (json.load(open(p)) for p in sys.argv[2:4])
-torch = dict(tuple(map(float, line.split())) for line in open(sys.argv[4]) if line.strip())
-wrong = gloo["out_of_bounds"]["count"] + star["out_of_bounds"]["count"]
-print(f"\n## {world} ranks: kiln gloo ({gloo['kiln']['comm_describe']}) vs star ({star['kiln']['comm_describe']})")
-print("| size (B) | Kiln gloo (us) | Kiln star (us) | PyTorch gloo (us) | gloo / star | PyTorch gloo / star |")
-print("|---|---|---|---|---|---|")
-for g, s in zip(gloo["results"], star["results"]):
-    gt, st = g["in_place"]["time"], s["in_place"]["time"]
+gloo, ring, star = (json.load(open(p)) for p in sys.argv[2:5])
+torch = dict(tuple(map(float, line.split())) for line in open(sys.argv[5]) if line.strip())
+wrong = sum(r["out_of_bounds"]["count"] for r in (gloo, ring, star))
+print(f"\n## {world} ranks: kiln gloo ({gloo['kiln']['comm_describe']}); gloo ring only; sample star")
+print("| size (B) | Kiln gloo (us) | Kiln gloo, ring only (us) | sample star (us) | PyTorch gloo (us) | "
+      "ring only / gloo | PyTorch gloo / Kiln gloo |")
+print("|---|---|---|---|---|---|---|")
+for g, r, s in zip(gloo["results"], ring["results"], star["results"]):
+    gt, rt, st = g["in_place"]["time"], r["in_place"]["time"], s["in_place"]["time"]
     pt = torch.get(float(g["size"]))
-    print(f"| {g['size']} | {gt:.1f} | {st:.1f} | {pt if pt is not None else '-'} | {gt / st:.2f}x | "
-          f"{(f'{pt / st:.2f}x' if pt else '-')} |")
+    print(f"| {g['size']} | {gt:.1f} | {rt:.1f} | {st:.1f} | {f'{pt:.1f}' if pt is not None else '-'} | "
+          f"{rt / gt:.2f}x | {(f'{pt / gt:.2f}x' if pt else '-')} |")
 if wrong:
     print(f"# {wrong} wrong elements reported (-c 1)")
 PY
@@ -76,11 +82,14 @@ echo
 echo "## the MLP on Fashion-MNIST, 2 ranks (--nproc 2), $epochs epochs: samples/s of the last epoch"
 echo "| communicator | samples/s | exposed communication (ms per step) | test accuracy |"
 echo "|---|---|---|---|"
-for comm in gloo star; do
-  "$kiln" train --config "$source_dir/samples/fashion-mnist-mlp.toml" --nproc 2 --set comm.type=$comm \
-    --set run.epochs="$epochs" --set log.progress=never --plugin-path "$work/star" --run-dir "$work/run-$comm" \
-    > "$work/train-$comm.log" 2>&1 || { tail "$work/train-$comm.log"; echo "run.sh: training with $comm failed" >&2; exit 1; }
-  python3 - "$comm" "$work/run-$comm/metrics.jsonl" <<'PY'
+for variant in gloo gloo-ring star; do
+  comm=${variant%-ring}
+  extra=()
+  [[ $variant == gloo-ring ]] && extra=(--set comm.star_max_bytes=0)
+  "$kiln" train --config "$source_dir/samples/fashion-mnist-mlp.toml" --nproc 2 --set comm.type=$comm "${extra[@]}" \
+    --set run.epochs="$epochs" --set log.progress=never --plugin-path "$work/star" --run-dir "$work/run-$variant" \
+    > "$work/train-$variant.log" 2>&1 || { tail "$work/train-$variant.log"; echo "run.sh: training with $variant failed" >&2; exit 1; }
+  python3 - "$variant" "$work/run-$variant/metrics.jsonl" <<'PY'
 import json, sys
 records = [json.loads(line) for line in open(sys.argv[2])]
 train = [r for r in records if r["split"] == "train"][-1]

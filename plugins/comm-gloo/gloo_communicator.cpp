@@ -94,7 +94,21 @@ std::vector<std::string> pair_addresses(kiln::Store& store, const std::string& p
   return out;
 }
 
+/// The host of a Gloo address text ("10.0.0.5:41235" -> "10.0.0.5", "[fe80::1]:41235" -> "fe80::1").
+std::string host_of(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) return "";
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
 }  // namespace
+
+std::int64_t GlooCommunicator::star_limit() const {
+  // The hub receives and sends (ranks - 1) copies: the limit is on that traffic.
+  return star_max_bytes_ / std::max(1, ranks_.world_size - 1);
+}
 
 GlooCommunicator::GlooCommunicator(const PluginArgs& args) : ranks_(args.ranks) {
   static const ParamMap empty("comm");
@@ -103,6 +117,7 @@ GlooCommunicator::GlooCommunicator(const PluginArgs& args) : ranks_(args.ranks) 
   interface_ = params.get_string("interface");
   // 2..64 ranks per bcube step: the schema's range (plugin.cpp), checked by the core.
   bcube_base_ = static_cast<int>(params.get_int("bcube_base"));
+  star_max_bytes_ = params.get_int("star_max_bytes");
 }
 
 GlooCommunicator::~GlooCommunicator() {
@@ -171,11 +186,23 @@ void GlooCommunicator::connect(const CommContext& ctx) {
         "reachable from here (check comm.interface; timeout {})",
         ranks_.rank, world, e.what(), timeout_text()));
   }
-  peers_ = std::make_shared<const PeerDirectory>(ranks_.rank, std::move(processes), pair_addresses(*ctx.store, prefix, ranks_.rank, world, timeout_));
+  std::vector<std::string> addresses = pair_addresses(*ctx.store, prefix, ranks_.rank, world, timeout_);
+  if (world > 1 && star_max_bytes_ > 0) {
+    // The others reach rank 0 at the address Gloo reaches it at.
+    const std::string hub_host = ranks_.rank == 0 ? std::string() : host_of(addresses[0]);
+    if (ranks_.rank != 0 && hub_host.empty()) {
+      throw CommError(fmt::format("gloo on rank {} of {} cannot tell rank 0's address for the star path ('{}'); "
+                                  "set comm.star_max_bytes = 0 to send every all-reduce through Gloo",
+                                  ranks_.rank, world, addresses[0]));
+    }
+    star_ = std::make_shared<StarPath>(*ctx.store, prefix, ranks_.rank, world, hub_host, timeout_);
+  }
+  peers_ = std::make_shared<const PeerDirectory>(ranks_.rank, std::move(processes), std::move(addresses));
   engine_ = std::make_shared<Engine>(std::move(context), algorithm_, timeout_);
   queue_ = std::make_unique<CommQueue>();
-  logger->info("gloo connected: rank {} of {} (from {}), {} over tcp ({}), timeout {}", ranks_.rank,
-               world, ranks_.source, algorithm_name(algorithm_), device_text_, timeout_text());
+  logger->info("gloo connected: rank {} of {} (from {}), {} over tcp ({}), timeout {}{}", ranks_.rank,
+               world, ranks_.source, algorithm_name(algorithm_), device_text_, timeout_text(),
+               star_ ? fmt::format("; star to {} for all-reduces up to {} bytes", star_->hub(), star_limit()) : "");
 }
 
 std::string GlooCommunicator::describe() const {
@@ -183,6 +210,7 @@ std::string GlooCommunicator::describe() const {
                                  device_text_.empty() ? (interface_.empty() ? "hostname" : interface_)
                                                       : device_text_);
   if (algorithm_ == Algorithm::bcube) text += fmt::format(", base {}", bcube_base_);
+  if (star_) text += fmt::format("; a star to rank 0 for all-reduces up to {} bytes", star_limit());
   return text;
 }
 
@@ -246,6 +274,11 @@ std::unique_ptr<Work> GlooCommunicator::all_reduce(const Tensor& t, ReduceOp op)
                                 "f16 and bf16", seq, t.describe()));
   }
   const auto count = static_cast<std::size_t>(t.numel());
+  if (star_ && static_cast<std::int64_t>(t.bytes()) <= star_limit()) {
+    auto star = star_;
+    return enqueue("all_reduce", seq, fmt::format("{} x {}, star", dtype_name(dtype), count),
+                   [star, t, dtype, count, op, seq](Engine&) { star->all_reduce(t.data(), dtype, count, op, seq); });
+  }
   const auto tag = static_cast<std::uint32_t>(seq);
   return enqueue("all_reduce", seq,
                  fmt::format("{} x {}, {}", dtype_name(dtype), count, algorithm_name(algorithm_)),
@@ -291,7 +324,13 @@ void GlooCommunicator::barrier() {
 void GlooCommunicator::abort() noexcept {
   if (!queue_) return;
   auto engine = engine_;
-  if (!queue_->abort([engine] { engine->close_connections(); })) return;
+  auto star = star_;
+  if (!queue_->abort([engine, star] {
+        engine->close_connections();
+        if (star) star->close_connections();
+      })) {
+    return;
+  }
   try {
     log::get("gloo")->warn("gloo communicator aborted on rank {} of {}", ranks_.rank, ranks_.world_size);
   } catch (...) {

@@ -6,7 +6,7 @@
 // shared by all ops), queued to that thread and run FIFO; a failure becomes a CommError naming
 // op, number, dtype x count, algorithm, rank and the timeout, names the peer rank(s) found gone
 // (PeerDirectory: process identities published at connect, Gloo pair addresses), and poisons
-// the communicator.
+// the communicator. Small all-reduces take the star path instead (star_path.hpp).
 #pragma once
 
 #include <atomic>
@@ -18,6 +18,7 @@
 #include "comm_queue.hpp"
 #include "engine.hpp"
 #include "peer_directory.hpp"
+#include "star_path.hpp"
 #include "kiln/communicator.hpp"
 #include "kiln/plugin_args.hpp"
 
@@ -49,6 +50,8 @@ class GlooCommunicator final : public Communicator {
   std::unique_ptr<Work> enqueue(std::string_view op, std::uint64_t seq, std::string what,
                                 std::function<void(Engine&)> body);
   std::string timeout_text() const;
+  /// The largest all-reduce (bytes) that takes the star path: star_max_bytes / (ranks - 1).
+  std::int64_t star_limit() const;
 
   Algorithm algorithm_ = Algorithm::ring;
   std::string interface_;
@@ -58,6 +61,8 @@ class GlooCommunicator final : public Communicator {
   std::string device_text_;
   std::shared_ptr<const PeerDirectory> peers_;  // read by the communication thread on failure
   std::shared_ptr<Engine> engine_;
+  std::int64_t star_max_bytes_ = 0;  ///< comm.star_max_bytes; 0: no star path
+  std::shared_ptr<StarPath> star_;   ///< set by connect() when the star path is on
   std::unique_ptr<CommQueue> queue_;
   std::atomic<std::uint64_t> next_seq_{0};
 };

@@ -1,5 +1,6 @@
 // gloo failure paths and set-up: a peer that never joins a collective (CommError within the
-// timeout, naming op, sequence number, dtype x count, algorithm and rank), a rank that never
+// timeout, naming op, sequence number, dtype x count, algorithm and rank), on Gloo's algorithms
+// and on the star path for small all-reduces, which size takes which path, a rank that never
 // connects (the rendezvous names the missing ranks), abort() unblocking a stuck collective,
 // refused tensors and parameters, describe(), a world connected through a FileStore, and a
 // SIGKILLed rank named by the survivors (ranks as forked processes, messages sent back by pipe).
@@ -26,12 +27,17 @@ namespace {
 
 using std::chrono::milliseconds;
 
-/// `world` connected gloo communicators (connect() on one thread per rank).
+/// `world` connected gloo communicators (connect() on one thread per rank). The star path is
+/// off unless `star_max_bytes` is given, so that `algorithm` runs every all_reduce.
 std::vector<std::shared_ptr<Communicator>> gloo_world(int world, Store& store, milliseconds timeout,
-                                                      const std::string& algorithm = "ring") {
+                                                      const std::string& algorithm = "ring",
+                                                      std::int64_t star_max_bytes = 0) {
   std::vector<std::shared_ptr<Communicator>> comms;
   for (int r = 0; r < world; ++r) {
-    comms.push_back(make_communicator("gloo", "algorithm = \"" + algorithm + "\"\ninterface = \"lo\"", rank_of(r, world)));
+    comms.push_back(make_communicator("gloo",
+                                      fmt::format("algorithm = \"{}\"\ninterface = \"lo\"\nstar_max_bytes = {}",
+                                                  algorithm, star_max_bytes),
+                                      rank_of(r, world)));
   }
   const auto errors = run_ranks(world, [&](int r) {
     CommContext ctx{rank_of(r, world), &store, &cpu(), timeout};
@@ -64,6 +70,45 @@ BOOST_AUTO_TEST_SUITE(gloo_failures)
 BOOST_AUTO_TEST_CASE(peer_never_calls_all_reduce_ring) { peer_never_joins("ring"); }
 
 BOOST_AUTO_TEST_CASE(peer_never_calls_all_reduce_halving_doubling) { peer_never_joins("halving_doubling"); }
+
+BOOST_AUTO_TEST_CASE(peer_never_calls_a_star_all_reduce) {
+  dist::MemoryStore store(2);
+  auto comms = gloo_world(2, store, milliseconds(2000), "ring", 1 << 20);
+  Tensor t = make_tensor(std::vector<double>(1000, 1.0), DType::f32);
+  const auto msg = error_text<CommError>([&] { comms[0]->all_reduce(t, ReduceOp::sum)->wait(); });
+  BOOST_TEST(msg == "gloo all_reduce #0 (f32 x 1000, star) failed on rank 0 of 2: rank 1 did not send its part: timed "
+                    "out waiting for data", msg);
+  const auto next = error_text<CommError>([&] { comms[0]->all_reduce(t, ReduceOp::sum)->wait(); });
+  BOOST_TEST(next.find("gloo all_reduce #1 (f32 x 1000, star) not run") == 0u, next);
+  comms[0]->abort();
+  comms[1]->abort();
+}
+
+// star_max_bytes bounds the hub's traffic, the tensor's bytes x (ranks - 1): with 3 ranks and
+// 1600 bytes, all-reduces of up to 800 bytes take the star and larger ones the ring.
+BOOST_AUTO_TEST_CASE(the_size_picks_the_path) {
+  dist::MemoryStore store(3);
+  auto comms = gloo_world(3, store, milliseconds(1000), "ring", 1600);
+  BOOST_TEST(comms[0]->describe() == "gloo ring over tcp (lo); a star to rank 0 for all-reduces up to 800 bytes");
+  for (const auto& [count, path] : {std::pair{200, "star"}, std::pair{201, "ring"}}) {
+    dist::MemoryStore fresh(3);
+    auto world = gloo_world(3, fresh, milliseconds(1000), "ring", 1600);
+    Tensor t = make_tensor(std::vector<double>(static_cast<std::size_t>(count), 1.0), DType::f32);
+    const auto msg = error_text<CommError>([&] { world[0]->all_reduce(t, ReduceOp::sum)->wait(); });
+    BOOST_TEST(msg.find(fmt::format("gloo all_reduce #0 (f32 x {}, {}) failed", count, path)) == 0u, msg);
+    for (auto& c : world) c->abort();
+  }
+  // With every rank in, both paths give every rank the exact sum.
+  for (const int count : {200, 201}) {
+    std::vector<Tensor> ts;
+    for (int r = 0; r < 3; ++r) ts.push_back(make_tensor(std::vector<double>(static_cast<std::size_t>(count), r + 1.0), DType::f32));
+    const auto errors = run_ranks(3, [&](int r) {
+      comms[static_cast<std::size_t>(r)]->all_reduce(ts[static_cast<std::size_t>(r)], ReduceOp::sum)->wait();
+    });
+    for (const auto& e : errors) BOOST_TEST(e.empty(), e);
+    for (const Tensor& t : ts) BOOST_TEST(read_values(t) == std::vector<double>(static_cast<std::size_t>(count), 6.0));
+  }
+}
 
 BOOST_AUTO_TEST_CASE(rendezvous_names_missing_ranks) {
   dist::MemoryStore store(3);
@@ -105,6 +150,18 @@ BOOST_AUTO_TEST_CASE(abort_unblocks_a_running_collective) {
   const auto msg = error_text<CommError>([&] { work->wait(); });
   BOOST_TEST(msg.find("gloo all_reduce #0 (f32 x 100, ring)") == 0u, msg);
   BOOST_TEST_MESSAGE("abort of a running all_reduce: " << msg);
+  comms[1]->abort();
+}
+
+BOOST_AUTO_TEST_CASE(abort_unblocks_a_running_star_all_reduce) {
+  dist::MemoryStore store(2);
+  auto comms = gloo_world(2, store, milliseconds(1000000), "ring", 1 << 20);
+  Tensor t = make_tensor(std::vector<double>(100, 1.0), DType::f32);
+  auto work = comms[0]->all_reduce(t, ReduceOp::sum);
+  std::this_thread::sleep_for(milliseconds(300));  // into the hub's wait for rank 1 (either way, see above)
+  comms[0]->abort();
+  const auto msg = error_text<CommError>([&] { work->wait(); });
+  BOOST_TEST(msg.find("gloo all_reduce #0 (f32 x 100, star)") == 0u, msg);
   comms[1]->abort();
 }
 

@@ -1,4 +1,4 @@
-// A SIGKILLed gloo rank is named by the survivors. The ranks are forked processes, so this case
+// A SIGKILLed gloo rank is named by the survivors, on Gloo's ring and on the star path. The ranks are forked processes, so this case
 // lives in its own executable: forking a process that already runs communicator or OpenMP threads
 // (as test_comm does by then) can leave a child stuck on a lock held by a thread that did not
 // survive the fork.
@@ -38,11 +38,11 @@ void write_all(int fd, const std::string& text) {
 /// Body of forked rank `r` of 3: connect through the FileStore at `dir`, all_reduce once, then
 /// rank 2 dies by SIGKILL and ranks 0 and 1 all_reduce again. Reports one line to `fd` and
 /// leaves with _exit() so that nothing of the parent's test state runs twice.
-[[noreturn]] void killed_peer_rank(int r, const std::filesystem::path& dir, int fd) {
+[[noreturn]] void killed_peer_rank(int r, const std::filesystem::path& dir, int fd, const std::string& params) {
   std::string report;
   try {
     dist::FileStore store(dir, 3);
-    auto comm = make_communicator("gloo", "interface = \"lo\"", rank_of(r, 3));
+    auto comm = make_communicator("gloo", "interface = \"lo\"\n" + params, rank_of(r, 3));
     comm->connect(CommContext{rank_of(r, 3), &store, &cpu(), milliseconds(3000)});
     Tensor t = make_tensor(std::vector<double>(1000, 1.0), DType::f32);
     comm->all_reduce(t, ReduceOp::sum)->wait();
@@ -76,11 +76,9 @@ std::string read_until_eof(int fd, std::chrono::steady_clock::time_point deadlin
   }
 }
 
-}  // namespace
-
-BOOST_AUTO_TEST_SUITE(gloo_failures)
-
-BOOST_AUTO_TEST_CASE(survivors_name_a_sigkilled_rank) {
+/// Forks 3 ranks of a gloo world with `params`; rank 2 is SIGKILLed after one all_reduce, and the
+/// survivors' next all_reduce (which runs on `path`) must name it.
+void survivors_name_a_sigkilled_rank(const std::string& params, const std::string& path) {
   const auto dir = std::filesystem::temp_directory_path() / ("kiln-test-gloo-kill-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -94,7 +92,7 @@ BOOST_AUTO_TEST_CASE(survivors_name_a_sigkilled_rank) {
     if (pid == 0) {
       for (int fd : reads) ::close(fd);
       ::close(fds[0]);
-      killed_peer_rank(r, dir, fds[1]);
+      killed_peer_rank(r, dir, fds[1], params);
     }
     ::close(fds[1]);
     pids.push_back(pid);
@@ -129,7 +127,7 @@ BOOST_AUTO_TEST_CASE(survivors_name_a_sigkilled_rank) {
     const std::string& msg = reports[static_cast<std::size_t>(r)];
     BOOST_TEST((WIFEXITED(statuses[static_cast<std::size_t>(r)]) && WEXITSTATUS(statuses[static_cast<std::size_t>(r)]) == 0),
                "rank " << r << " status " << statuses[static_cast<std::size_t>(r)]);
-    BOOST_TEST(msg.find(fmt::format("CommError: gloo all_reduce #1 (f32 x 1000, ring) failed on rank {} of 3: ", r)) == 0u, msg);
+    BOOST_TEST(msg.find(fmt::format("CommError: gloo all_reduce #1 (f32 x 1000, {}) failed on rank {} of 3: ", path, r)) == 0u, msg);
     BOOST_TEST(msg.find(fmt::format("rank 2 is gone (its process {} on host ", pids[2])) != std::string::npos, msg);
     BOOST_TEST(msg.find("rank 1 is gone") == std::string::npos, msg);
     BOOST_TEST(msg.find("rank 0 is gone") == std::string::npos, msg);
@@ -137,6 +135,17 @@ BOOST_AUTO_TEST_CASE(survivors_name_a_sigkilled_rank) {
     BOOST_TEST_MESSAGE("rank " << r << " reports: " << msg);
   }
 }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(gloo_failures)
+
+BOOST_AUTO_TEST_CASE(survivors_name_a_sigkilled_rank_on_the_ring) {
+  survivors_name_a_sigkilled_rank("star_max_bytes = 0", "ring");
+}
+
+// The default: a 4000-byte all-reduce takes the star path (star_path.hpp).
+BOOST_AUTO_TEST_CASE(survivors_name_a_sigkilled_rank_on_the_star) { survivors_name_a_sigkilled_rank("", "star"); }
 
 BOOST_AUTO_TEST_SUITE_END()
 
