@@ -41,7 +41,7 @@ if [[ $phase != test ]]; then
     -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 
   cmake --build build-asan -j "$(nproc)" --target kiln backend-cpu model-mlp data-mnist data-synthetic comm-local \
-    precision-fp32 launch_child launch_driver "${tests[@]}" "${fuzz_targets[@]}"
+    comm-gloo precision-fp32 launch_child launch_driver "${tests[@]}" "${fuzz_targets[@]}"
 fi
 built=$(date +%s)
 if [[ $phase == build ]]; then
@@ -61,5 +61,14 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_stri
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 regex="^($(IFS='|'; echo "${tests[*]}|${fuzz_tests[*]}"))\$"
 ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -R "$regex" "$@"
+# The gloo communicator through `kiln plugins test`: worlds 1-4 of threads, Gloo's ring and the
+# star path for small all-reduces (kiln's sockets and buffers), a silent peer, abort().
+gloo=build-asan/lib/kiln/plugins/libkiln-comm-gloo.so
+if ! out=$(build-asan/bin/kiln plugins test "$gloo" 2>&1); then
+  echo "$out"
+  echo "sanitize: kiln plugins test $gloo failed" >&2
+  exit 1
+fi
+echo "sanitize: kiln plugins test libkiln-comm-gloo.so: ${out##*$'\n'}"
 end=$(date +%s)
 echo "sanitize: build $((built - start)) s, tests $((end - built)) s, total $((end - start)) s"
