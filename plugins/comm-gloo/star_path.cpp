@@ -91,9 +91,15 @@ StarPath::StarPath(Store& store, const std::string& prefix, int rank, int world,
       links_[0].send_all(&hello, sizeof hello, deadline);
     }
   } catch (const TcpError& e) {
-    throw CommError(fmt::format("gloo star connect on rank {} of {} ({}): {}; comm.star_max_bytes = 0 sends every "
+    std::vector<int> missing;  // on rank 0: the ranks that never connected
+    for (int r = 1; rank == 0 && r < world; ++r) {
+      if (!links_[static_cast<std::size_t>(r)].valid()) missing.push_back(r);
+    }
+    const std::string waiting =
+        missing.empty() ? std::string() : fmt::format(" waiting for rank(s) {} to connect", fmt::join(missing, ", "));
+    throw CommError(fmt::format("gloo star connect on rank {} of {} ({}): {}{}; comm.star_max_bytes = 0 sends every "
                                 "all-reduce through Gloo instead",
-                                rank, world, hub_.empty() ? "rank 0" : hub_, e.what()));
+                                rank, world, hub_.empty() ? "rank 0" : hub_, e.what(), waiting));
   }
 }
 
