@@ -29,6 +29,7 @@
 #include <optional>
 
 #include "kiln/errors.hpp"
+#include "kiln/io/host_name.hpp"
 
 extern char** environ;
 
@@ -45,12 +46,6 @@ struct Child {
   std::optional<Clock::time_point> stopped_since;  ///< set while the kernel reports it stopped
   int stop_signal = 0;
 };
-
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "?";
-  return buf;
-}
 
 /// "rank 2 (pid 1234 on host vm)": enough to find the process from another terminal.
 std::string who(const Child& c, const std::string& host) {
@@ -429,7 +424,7 @@ class Supervisor {
   int failure_ = -1;  ///< index in children_ of the failure reported
   int consequence_ = -1;  ///< index of the rank that failed while failure_ was stopped, or -1
   bool stall_ = false;    ///< failure_ stayed stopped past the stall limit
-  std::string host_ = host_name();
+  std::string host_ = io::host_name();
   int interrupted_ = 0;
   int stopped_ = 0;  ///< ranks still running when the supervisor started stopping them
 };

@@ -9,6 +9,7 @@
 #include "kiln/crash/crash_context.hpp"
 #include "kiln/dist/reduce_op_name.hpp"
 #include "kiln/io/atomic_file.hpp"
+#include "kiln/io/host_name.hpp"
 #include "kiln/sdk/log.hpp"
 #include "kiln/train/collective_purpose.hpp"
 
@@ -24,12 +25,6 @@ std::string op_text(CollectiveRecorder::Kind kind, std::int64_t extra) {
     case CollectiveRecorder::Kind::barrier: return "barrier";
   }
   return "?";
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "?";
-  return buf;
 }
 
 /// Forwards wait() and notes when it began and how it ended.
@@ -127,7 +122,7 @@ void CollectiveRecorder::failed(std::int64_t seq, std::string error) {
 RankTrace CollectiveRecorder::snapshot(std::string reason) const {
   const crash::RunPosition at = crash::run_position();
   RankTrace t;
-  t.host = host_name();
+  t.host = io::host_name();
   t.pid = ::getpid();
   t.reason = std::move(reason);
   t.phase = at.phase ? at.phase : "";

@@ -103,21 +103,21 @@ std::string read_file(const fs::path& file) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-std::optional<CollectiveEntry> mismatch(const TraceSet& set, int& rank_a, int& rank_b, const CollectiveEntry*& b_entry) {
+/// One sequence number carrying different collectives on two ranks.
+struct Mismatch {
+  int rank_a, rank_b;
+  const CollectiveEntry *a, *b;
+};
+
+/// The lowest sequence number whose collectives differ between two records, if any.
+std::optional<Mismatch> first_mismatch(const TraceSet& set) {
   std::map<std::int64_t, std::pair<int, const CollectiveEntry*>> first_seen;
-  std::optional<CollectiveEntry> found;
-  std::int64_t found_seq = 0;
+  std::optional<Mismatch> found;
   for (const RankTrace& t : set.traces) {
     for (const CollectiveEntry& e : t.entries) {
       auto [it, fresh] = first_seen.try_emplace(e.seq, t.rank, &e);
       if (fresh || it->second.second->signature() == e.signature()) continue;
-      if (!found || e.seq < found_seq) {
-        found = *it->second.second;
-        found_seq = e.seq;
-        rank_a = it->second.first;
-        rank_b = t.rank;
-        b_entry = &e;
-      }
+      if (!found || e.seq < found->a->seq) found = Mismatch{it->second.first, t.rank, it->second.second, &e};
     }
   }
   return found;
@@ -181,12 +181,10 @@ std::string verdict(const TraceSet& set) {
                                     "before {} could write one.",
                                     ranks_text(missing), missing.size() == 1 ? "it" : "they");
 
-  int rank_a = -1, rank_b = -1;
-  const CollectiveEntry* b_entry = nullptr;
-  if (const auto a_entry = mismatch(set, rank_a, rank_b, b_entry)) {
+  if (const auto m = first_mismatch(set)) {
     return fmt::format("collective #{} differs across ranks: rank {} issued {}, rank {} issued {}; every rank must "
                        "issue the same collectives in the same order (a rank took another branch).{}",
-                       a_entry->seq, rank_a, describe(*a_entry), rank_b, describe(*b_entry), missing_text);
+                       m->a->seq, m->rank_a, describe(*m->a), m->rank_b, describe(*m->b), missing_text);
   }
 
   // The furthest collective any rank was waiting in: its peers had to issue it before it could

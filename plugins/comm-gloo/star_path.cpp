@@ -9,6 +9,7 @@
 
 #include <kiln/sdk/half.hpp>
 
+#include "average.hpp"
 #include "kiln/errors.hpp"
 
 namespace kiln::gloo_comm {
@@ -41,14 +42,6 @@ void combine(T* acc, const T* x, std::size_t n, ReduceOp op) {
     for (std::size_t i = 0; i < n; ++i) acc[i] += x[i];
   }
 }
-
-template <class T>
-void divide_by(T* data, std::size_t n, int world) {
-  const T d = static_cast<T>(world);
-  for (std::size_t i = 0; i < n; ++i) data[i] /= d;
-}
-
-std::size_t element_size(DType dtype) { return dtype == DType::f64 ? 8 : dtype == DType::f32 ? 4 : 2; }
 
 }  // namespace
 
@@ -141,7 +134,7 @@ void StarPath::receive(int from, std::uint64_t seq, void* data, std::size_t byte
 
 void StarPath::all_reduce(void* data, DType dtype, std::size_t count, ReduceOp op, std::uint64_t seq) {
   if (count == 0 || world_ == 1) return;
-  const std::size_t bytes = count * element_size(dtype);
+  const std::size_t bytes = count * dtype_size(dtype);
   const auto deadline = deadline_after(timeout_);
   try {
     if (rank_ != 0) {
@@ -161,7 +154,7 @@ void StarPath::all_reduce(void* data, DType dtype, std::size_t count, ReduceOp o
 
 void StarPath::reduce_on_hub(void* data, DType dtype, std::size_t count, ReduceOp op, std::uint64_t seq,
                              TcpClock::time_point deadline) {
-  const std::size_t bytes = count * element_size(dtype);
+  const std::size_t bytes = count * dtype_size(dtype);
   part_.resize(bytes);
   // Rank order, whoever arrives first: the result does not depend on timing.
   const auto each_part = [&](auto&& add) {
@@ -174,13 +167,13 @@ void StarPath::reduce_on_hub(void* data, DType dtype, std::size_t count, ReduceO
     case DType::f32: {
       auto* acc = static_cast<float*>(data);
       each_part([&] { combine(acc, reinterpret_cast<const float*>(part_.data()), count, op); });
-      if (op == ReduceOp::avg) divide_by(acc, count, world_);
+      if (op == ReduceOp::avg) divide(acc, count, world_);
       return;
     }
     case DType::f64: {
       auto* acc = static_cast<double*>(data);
       each_part([&] { combine(acc, reinterpret_cast<const double*>(part_.data()), count, op); });
-      if (op == ReduceOp::avg) divide_by(acc, count, world_);
+      if (op == ReduceOp::avg) divide(acc, count, world_);
       return;
     }
     case DType::f16:
@@ -197,7 +190,7 @@ void StarPath::reduce_on_hub(void* data, DType dtype, std::size_t count, ReduceO
         widen(reinterpret_cast<const std::uint16_t*>(part_.data()), wide_part_.data());
         combine(wide_.data(), wide_part_.data(), count, op);
       });
-      if (op == ReduceOp::avg) divide_by(wide_.data(), count, world_);
+      if (op == ReduceOp::avg) divide(wide_.data(), count, world_);
       f16 ? sdk::f32_to_f16(wide_.data(), acc16, count) : sdk::f32_to_bf16(wide_.data(), acc16, count);
       return;
     }

@@ -36,11 +36,8 @@ kiln=$prefix/bin/kiln
 export -n KILN_PLUGIN_PATH
 
 step "kiln plugins test on the built library"
-tested=$("$kiln" plugins test "$library" 2> "$work/test.log") || {
-  echo "$tested"; cat "$work/test.log"; fail "kiln plugins test $library failed: the sample does not pass its contract"; }
-echo "$tested"
 # 6 checks (make, device, ops, memory, events, threads) and one line per op group.
-[[ $(grep -c '^  ok    ' <<< "$tested") == 34 ]] || fail "'kiln plugins test' did not pass the 34 backend lines"
+passes_plugins_test "$kiln" "$library" 34 "backend lines"
 grep -q 'all 30 ops in f32; 0 of 30 in bf16; 0 of 30 in f16' <<< "$tested" ||
   fail "the ops line does not say every op in f32 and none in bf16 or f16"
 # Every op group that has 16-bit variants (25 of the 28) ran in f32 alone and lists them as not

@@ -23,10 +23,7 @@ kiln=$prefix/bin/kiln
 export -n KILN_PLUGIN_PATH
 
 step "kiln plugins test on the built library"
-tested=$("$kiln" plugins test "$library" 2> "$work/test.log") || {
-  echo "$tested"; cat "$work/test.log"; fail "kiln plugins test $library failed: the sample does not pass its contract"; }
-echo "$tested"
-[[ $(grep -c '^  ok    ' <<< "$tested") == 11 ]] || fail "'kiln plugins test' did not pass the 11 communicator checks"
+passes_plugins_test "$kiln" "$library" 11 "communicator checks"
 
 step "kiln bench-comm --comm star --nproc 2, every element checked"
 bench=$("$kiln" bench-comm --comm star --plugin-path "$sample_build" --nproc 2 -b 8 -e 4M -f 8 -n 3 -w 1 -c 1 \

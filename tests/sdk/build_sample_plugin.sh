@@ -37,10 +37,7 @@ check=$(env -u KILN_PLUGIN_PATH "$kiln" plugins check "$library" --plugin-path "
   echo "$check"; fail "kiln plugins check $library failed"; }
 echo "$check"
 grep -qF "Found by a run  yes: $sample_build is entry 1" <<< "$check" || fail "'kiln plugins check' does not find it"
-tested=$(env -u KILN_PLUGIN_PATH "$kiln" plugins test "$library") || {
-  echo "$tested"; fail "kiln plugins test $library failed: the sample does not pass its own contract"; }
-echo "$tested"
-[[ $(grep -c '^  ok    ' <<< "$tested") == 8 ]] || fail "'kiln plugins test' did not run the 8 model checks"
+passes_plugins_test "$kiln" "$library" 8 "model checks"
 
 step "kiln train with model.type=logreg, 1 epoch of Fashion-MNIST in fp32, bf16 and fp16"
 # The MLP sample's [model] table has keys logreg does not take (hidden, activation, dropout) and

@@ -52,6 +52,18 @@ require_sdk_only_links() {
 }
 
 # final_eval_accuracy <run dir>: the accuracy of the last evaluation (non-train) record in metrics.jsonl.
+# passes_plugins_test <kiln> <library> <ok lines> <what> [args...]: runs `kiln plugins test` on the
+# library (extra args such as --set go after it) without KILN_PLUGIN_PATH, prints its report, and
+# fails unless it exits 0 with exactly <ok lines> passing lines; the report is left in $tested.
+passes_plugins_test() {
+  local kiln=$1 library=$2 count=$3 what=$4
+  shift 4
+  tested=$(env -u KILN_PLUGIN_PATH "$kiln" plugins test "$library" "$@" 2> "$work/plugins-test.log") || {
+    echo "$tested"; cat "$work/plugins-test.log"; fail "kiln plugins test $library failed: the sample does not pass its contract"; }
+  echo "$tested"
+  [[ $(grep -c '^  ok    ' <<< "$tested") == "$count" ]] || fail "'kiln plugins test' did not pass the $count $what"
+}
+
 final_eval_accuracy() {
   grep -v '"split": *"train"' "$1/metrics.jsonl" | tail -1 | sed -E 's/.*"accuracy": *([0-9.eE+-]+).*/\1/'
 }

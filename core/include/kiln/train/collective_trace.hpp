@@ -49,8 +49,6 @@ struct RankTrace {
   std::int64_t issued = 0;  ///< collectives issued in all; entries holds the latest of them
   std::vector<CollectiveEntry> entries;  ///< oldest first
 
-  /// The highest sequence number issued (0: none).
-  std::int64_t last_issued() const { return issued; }
   /// The entry for `seq`, or null if it is not among the entries kept.
   const CollectiveEntry* find(std::int64_t seq) const;
 };
