@@ -132,6 +132,8 @@ int run_train_command(const std::vector<std::string>& args) {
       ("resume-ignore-config",
        "resume even if the checkpoint's run differs from this config (model, seed, batch, world size, data, precision)")
       ("dump-params", po::value(&dump_params), "after training, rank 0 writes the parameters here as raw f32")
+      ("check-sharding", "before training, check that every sample is read by exactly one rank in the first two "
+                         "epochs and that the order changes (docs/distributed.md)")
       ("profile", "time every backend op of the training steps; print a per-op table at the end (docs/profiling.md)")
       ("profile-warmup", po::value(&profile_warmup), "steps not profiled first (default 1: plans are made then)");
   po::variables_map vm;
@@ -159,6 +161,7 @@ int run_train_command(const std::vector<std::string>& args) {
   cmd.resume = resume;
   cmd.resume_ignore_config = vm.count("resume-ignore-config") > 0;
   cmd.profile = vm.count("profile") > 0;
+  cmd.check_sharding = vm.count("check-sharding") > 0;
   if (profile_warmup < 0) throw po::error("--profile-warmup must be >= 0");
   cmd.profile_warmup = profile_warmup;
   for (const auto& p : plugin_paths) cmd.plugin_dirs.emplace_back(p);

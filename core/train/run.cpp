@@ -39,6 +39,7 @@
 #include "kiln/train/model_table.hpp"
 #include "kiln/train/sync_batch_norm.hpp"
 #include "kiln/train/run_identity.hpp"
+#include "kiln/train/run_facts.hpp"
 #include "kiln/train/training_features.hpp"
 #include "kiln/train/wiring.hpp"
 #include "kiln/version.hpp"
@@ -335,6 +336,7 @@ RunOutcome run_training(const TrainCommand& command) {
   to.stop_on_nonfinite_loss = run.get_bool("stop_on_nonfinite_loss");
   to.run_identity = identity;
   to.loss_check_every = run.get_int("loss_check_every");
+  to.check_sharding = command.check_sharding;
   to.bucket_bytes = static_cast<std::int64_t>(bucket_mb * 1e6);
   to.train_loader = loader_options(loader, ranks, train_info.count, batch, "last_batch",
                                    loader.get_bool("shuffle") ? data::Shuffle::yes : data::Shuffle::no, to.seed);
@@ -363,8 +365,24 @@ RunOutcome run_training(const TrainCommand& command) {
   std::shared_ptr<profile::ProfilingBackend> profiler;  // --profile: every op of the steps timed
   if (command.profile) profiler = profile::attach(parts.backend, to, command.profile_warmup);
 
-  // ---- 4. rendezvous and connect ----
+  // ---- 4. rendezvous, the ranks' agreement (rank_agreement.hpp), connect ----
   if (!rendezvous.empty()) store = dist::make_store(rendezvous, ranks, timeout);
+  Agreement agreement;  // the ranks' agreement check, for the banner
+  double agreement_ms = 0;
+  if (ranks.world_size > 1) {
+    RunFactsInput facts{&core, {&backend_c, &model_c, &train_c, &comm_c, &precision_c}, &model_t.host, {}, to.seed};
+    facts.data.push_back({"data.train", parts.train_data.get(), train_info});
+    if (eval_c) {
+      facts.plugins.push_back(&*eval_c);
+      facts.data.push_back({"data.eval", parts.eval_data.get(), eval_info});
+    }
+    facts.command["--check-sharding"] = command.check_sharding ? "on" : "off";
+    facts.command["--resume"] = resume_from.empty() ? "none"
+                                                    : fmt::format("{} (step {})", resume_from.string(), saved.global_step);
+    const auto agree_start = std::chrono::steady_clock::now();
+    agreement = check_ranks_agree(*store, ranks, run_facts(facts), timeout);
+    agreement_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - agree_start).count();
+  }
   CommContext cc;
   cc.ranks = ranks;
   cc.store = store.get();
@@ -415,6 +433,11 @@ RunOutcome run_training(const TrainCommand& command) {
                                   ? fmt::format(" at {}", dist::describe_store(*store)) : "";
   log->info("dist      rendezvous {}{} (from {}); timeout {} s per collective", rendezvous.empty() ? "-" : rendezvous,
             store_at, rendezvous_from, static_cast<double>(timeout.count()) / 1000.0);
+  if (ranks.world_size > 1) {
+    log->info("agree     the {} ranks run the same Kiln, plugins, config and data ({} facts compared in {:.0f} ms)",
+              ranks.world_size, agreement.facts, agreement_ms);
+    for (const std::string& w : agreement.warnings) log->warn("{}", w);
+  }
   log->info("precision {} {}: params {}, compute {}", precision_c.info->name, precision_c.info->version,
             dtype_name(parts.precision->param_dtype()), dtype_name(parts.precision->compute_dtype()));
   log->info("run dir   {}", outcome.run_dir.string());

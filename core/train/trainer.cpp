@@ -20,6 +20,7 @@
 #include "kiln/train/grad_clip.hpp"
 #include "kiln/train/init_weights.hpp"
 #include "kiln/train/loss_guard.hpp"
+#include "kiln/train/shard_check.hpp"
 #include "kiln/train/compute_boundary.hpp"
 #include "kiln/train/evaluate.hpp"
 #include "kiln/train/grad_sync.hpp"
@@ -174,6 +175,9 @@ struct Trainer::Impl {
               grad_sync->describe());
     log->info("{} steps per epoch, per-rank batch {}, global batch {}", train_loader->steps_per_epoch(),
               opt.train_loader.shard.batch, opt.train_loader.shard.batch * ranks.world_size);
+    // What this rank reads, in its own log (pain #8); checked across ranks on request.
+    if (ranks.world_size > 1) log->info("shard: {}", shard_line(data::Sharder(shard), start_epoch));
+    if (opt.check_sharding) log->info("{}", check_sharding(backend(), *parts.comm, shard, start_epoch, opt.epochs));
     if (opt.accumulate_steps > 1) {
       log->info("gradient accumulation: {} micro-steps per optimizer step ({} optimizer steps per epoch, {} rows "
                 "each)",

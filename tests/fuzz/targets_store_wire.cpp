@@ -1,11 +1,12 @@
 // Targets for what a rank reads from other ranks through the rendezvous store: the TCP store's
-// frames (a server decodes requests from any client that connects; a client decodes replies)
-// and the decimal counters that add() keeps.
+// frames (a server decodes requests from any client that connects; a client decodes replies),
+// the decimal counters that add() keeps, and each rank's facts for the agreement check.
 #include <algorithm>
 
 #include "counter_value.hpp"
 #include "fuzz_target.hpp"
 #include "kiln/errors.hpp"
+#include "kiln/train/rank_agreement.hpp"
 #include "tcp_wire.hpp"
 
 namespace kiln::fuzz {
@@ -100,11 +101,44 @@ std::vector<Bytes> store_counter_seeds() {
           dist::detail::format_counter(9223372036854775807), Bytes{'-', '1', '2'}};
 }
 
+/// Facts that decode must encode to bytes that decode to the same facts, and then go through the
+/// comparison with another rank's and the verdict.
+bool run_rank_facts(Input input) {
+  const std::vector<std::uint8_t> bytes(input.begin(), input.end());
+  try {
+    const train::RankFacts facts = train::decode(bytes, "rank 1's facts");
+    const train::RankFacts again = train::decode(train::encode(facts), "re-encoded facts");
+    if (again.must_match != facts.must_match || again.should_match != facts.should_match ||
+        again.close.size() != facts.close.size())
+      finding("decoded facts do not survive encode and decode");
+    train::RankFacts rank0;
+    rank0.must_match["optimizer.lr"] = "0.001";
+    rank0.close["data.train's samples"] = {3, 10, 12, 40};
+    std::vector<train::FactDifferences> by_rank = {{}, train::compare(rank0, facts)};
+    (void)train::agreement_verdict(by_rank);
+    return true;
+  } catch (const kiln::CommError& e) {
+    expect_named(e, "rank 1's facts");
+    return false;
+  }
+}
+
+std::vector<Bytes> rank_facts_seeds() {
+  train::RankFacts f;
+  f.must_match["optimizer.lr"] = "0.001";
+  f.must_match["run.run_dir"] = "\"/runs/x\"";
+  f.close["data.train's samples"] = {3, 10.5, 12, -40, 7, 1e-300, 5, 9};
+  f.should_match["model plugin 'mlp' (libkiln-model-mlp.so)"] = "0f0e40157289f67da355f0fac5cb7be7aeba0d0a";
+  return {train::encode(f), train::encode(train::RankFacts{})};
+}
+
 const Target kTargets[] = {
     {"store_wire", "the TCP store's frames: kiln::dist::wire::decode_request, decode_reply, frame_length",
      run_store_wire, store_wire_seeds},
     {"store_counter", "kiln::dist::detail::parse_counter (add() counters read back from a store)",
      run_store_counter, store_counter_seeds},
+    {"rank_facts", "kiln::train::decode (each rank's facts for the agreement check), compare and the verdict",
+     run_rank_facts, rank_facts_seeds},
 };
 
 }  // namespace

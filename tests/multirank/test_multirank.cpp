@@ -415,3 +415,59 @@ BOOST_AUTO_TEST_CASE(sigstop_without_supervisor) {
   ::kill(ranks[2]->pid(), SIGKILL);
   BOOST_TEST(ranks[2]->wait_for(kWallClock).value_or(-1) == 128 + SIGKILL);
 }
+
+BOOST_AUTO_TEST_CASE(ranks_that_run_something_else_stop_at_the_start) {
+  // core/train/rank_agreement.hpp. Rank 1 differs only in keys that choose how a node runs
+  // (allowed); rank 2 has another learning rate and rank 3 normalises its samples differently.
+  // Every rank stops before the run directory exists, with the same message naming both.
+  const fs::path dir = scratch() / "differ";
+  const auto ranks = start_four_ranks("differ", dir, [](int r) {
+    switch (r) {
+      case 1: return std::vector<std::string>{"--set", "loader.workers=2", "--set", "backend.threads=2"};
+      case 2: return std::vector<std::string>{"--set", "optimizer.lr=0.01"};
+      case 3: return std::vector<std::string>{"--set", "data.train.mean=0.5"};
+      default: return std::vector<std::string>{};
+    }
+  });
+  std::string first;
+  for (int r = 0; r < 4; ++r) {
+    const auto status = ranks[static_cast<std::size_t>(r)]->wait_for(kFailureLimit);
+    BOOST_TEST_REQUIRE(status.has_value(), "rank " << r << " did not exit within " << kFailureLimit.count() << " s");
+    BOOST_TEST(*status == 1, "rank " << r);
+    const std::string line = error_line(err_of(fmt::format("differ-{}", r)));
+    if (r == 0) first = line;
+    BOOST_TEST(line == first, "rank " << r);
+  }
+  BOOST_TEST(first.find("the ranks do not run the same training: rank 2: optimizer.lr = 0.01 where rank 0 has 0.001; "
+                        "rank 3: data.train's samples differ from rank 0's") != std::string::npos,
+             first);
+  BOOST_TEST(first.find("rank 1") == std::string::npos, first);
+  BOOST_TEST(!fs::exists(dir));
+}
+
+BOOST_AUTO_TEST_CASE(ranks_reading_the_same_samples_from_other_paths_train) {
+  // A data table's keys may differ (a node-local copy of the dataset) when the samples agree.
+  const fs::path link = scratch() / "fashion-mnist-elsewhere";
+  fs::create_directory_symlink("/usr/share/datasets/fashion-mnist", link);
+  const fs::path dir = scratch() / "same-data";
+  const auto ranks = start_four_ranks("same-data", dir, [&](int r) {
+    std::vector<std::string> a = {"--set", "run.epochs=2", "--set", "data.train.limit=1280", "--check-sharding"};
+    if (r == 3) a.insert(a.end(), {"--set", "data.train.path=\"" + link.string() + "\""});
+    return a;
+  });
+  for (int r = 0; r < 4; ++r) {
+    const auto status = ranks[static_cast<std::size_t>(r)]->wait_for(kWallClock);
+    BOOST_TEST_REQUIRE(status.has_value(), "rank " << r << " did not exit");
+    BOOST_TEST(*status == 0, "rank " << r << ": " << err_of(fmt::format("same-data-{}", r)));
+    // Each rank says what it reads (core/train/shard_check.hpp).
+    const std::string log = slurp(dir / fmt::format("logs/rank{}.log", r));
+    BOOST_TEST(log.find(fmt::format("shard: rank {}/4 reads 320 of 1280 samples per epoch (20 steps of 16; "
+                                    "last_batch = \"drop\"); epoch 1 starts with samples ",
+                                    r)) != std::string::npos,
+               "rank " << r);
+  }
+  // --check-sharding gathered both epochs' lists and found each sample read once.
+  BOOST_TEST(slurp(dir / "logs/rank0.log")
+                 .find("--check-sharding: epochs 1 and 2 checked on 4 ranks: every sample of 1280 is read by exactly "
+                       "one rank in 20 steps; the order changes between epochs") != std::string::npos);
+}

@@ -46,6 +46,8 @@ struct TrainCommand {
   /// profile.json into the run directory). docs/profiling.md.
   bool profile = false;
   std::int64_t profile_warmup = 1;
+  /// --check-sharding: before training, the ranks check their samples (shard_check.hpp).
+  bool check_sharding = false;
 };
 
 struct RunOutcome {

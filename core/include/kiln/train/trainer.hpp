@@ -86,6 +86,8 @@ struct TrainerOptions {
   bool stop_on_nonfinite_loss = true;
   /// Optimizer steps between those checks; each reads the loss back to the host (a device sync).
   std::int64_t loss_check_every = 1;
+  /// Before training, gather every rank's samples of two epochs and check them (shard_check.hpp).
+  bool check_sharding = false;
   /// Called at the start of each training step (once its batch is in hand) and at its end (after
   /// the optimizer); empty: none. kiln train --profile times steps with them (profile/).
   std::function<void()> on_step_begin, on_step_end;
