@@ -125,6 +125,8 @@ std::optional<Mismatch> first_mismatch(const TraceSet& set) {
 
 }  // namespace
 
+std::string describe_entry(const CollectiveEntry& e) { return describe(e); }
+
 TraceSet read_traces(const fs::path& dir, std::int64_t not_before_ms) {
   TraceSet set;
   std::error_code ec;

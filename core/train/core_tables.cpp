@@ -74,6 +74,10 @@ constexpr kiln_param_spec_v1 kDist[] = {
      "Collectives each rank remembers (op, size, purpose, times, state) and writes to <run_dir>/debug/rank<N>.json "
      "when it stops on an error or by SIGTERM/SIGINT, for `kiln collectives`; 0 = none. Multi-rank runs only.",
      "0", "1048576"},
+    {"warn_after_s", KILN_PARAM_FLOAT, "60.0", nullptr,
+     "Seconds a rank may wait in one collective before it warns, naming the collective and how to find the "
+     "rank it waits for (long before timeout_s ends the run); 0 = never. Needs recent_collectives > 0.",
+     "0", "604800"},
 };
 
 }  // namespace

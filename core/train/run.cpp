@@ -35,6 +35,7 @@
 #include "kiln/train/collective_recorder.hpp"
 #include "kiln/train/fingerprint_communicator.hpp"
 #include "kiln/train/record_on_signal.hpp"
+#include "kiln/train/stall_warning.hpp"
 #include "kiln/train/freeze.hpp"
 #include "kiln/train/model_table.hpp"
 #include "kiln/train/sync_batch_norm.hpp"
@@ -473,9 +474,15 @@ RunOutcome run_training(const TrainCommand& command) {
   // From here a rank that stops abnormally records its latest collectives (collective_recorder.hpp):
   // on an error escaping the loop, or on SIGTERM/SIGINT.
   std::optional<RecordOnStopSignal> record_on_stop;
+  std::optional<StallWarning> stall_warning;  // dist.warn_after_s (stall_warning.hpp)
   if (recorder) {
     recorder->write_into(outcome.run_dir / "debug");
     record_on_stop.emplace(recorder);
+    if (const double warn_s = dist.get_float("warn_after_s"); warn_s > 0) {
+      stall_warning.emplace(recorder, StallWarningOptions{std::chrono::milliseconds(std::llround(warn_s * 1000)),
+                                                          static_cast<double>(timeout.count()) / 1000.0,
+                                                          outcome.run_dir});
+    }
   }
   try {
     outcome.result = backend_call("a call from the training loop", [&] { return trainer->run(); });
@@ -483,6 +490,7 @@ RunOutcome run_training(const TrainCommand& command) {
     if (recorder) recorder->dump(e.what());
     throw;
   }
+  stall_warning.reset();
   record_on_stop.reset();
   crash::set_phase("finishing (final outputs)");
   if (ranks.rank == 0 && !command.dump_params.empty()) {

@@ -365,7 +365,8 @@ BOOST_AUTO_TEST_CASE(sigstop_under_nproc) {
   // A rank that stops (SIGSTOP) instead of dying: the supervisor names it, with pid and host,
   // ends the job with status 1, leaves no rank behind, and keeps what the run already wrote.
   const fs::path dir = scratch() / "stop-nproc";
-  auto sup = start("stop-nproc", with(kLongRun, {"--nproc", "4", "--run-dir", dir.string()}));
+  auto sup = start("stop-nproc",
+                   with(kLongRun, {"--nproc", "4", "--run-dir", dir.string(), "--set", "dist.warn_after_s=1"}));
   wait_for_text(scratch() / "stop-nproc.err", "steps per epoch", kWallClock);
   std::this_thread::sleep_for(std::chrono::seconds(1));  // into the epoch
   std::vector<pid_t> ranks;
@@ -393,6 +394,9 @@ BOOST_AUTO_TEST_CASE(sigstop_under_nproc) {
     BOOST_TEST(fs::exists(dir / "debug" / fmt::format("rank{}.json", r)), "rank " << r << " wrote no record");
   }
   BOOST_TEST(err.find("kiln: collectives: ") != std::string::npos, err);
+  // Before the timeout, the waiting ranks warned (stall_warning.hpp), each once per collective.
+  BOOST_TEST(err.find(" s in collective #") != std::string::npos, err);
+  BOOST_TEST(err.find("it gives up after 5 s (dist.timeout_s)") != std::string::npos, err);
 }
 
 BOOST_AUTO_TEST_CASE(sigstop_without_supervisor) {

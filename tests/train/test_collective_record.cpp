@@ -15,6 +15,8 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "kiln/communicator.hpp"
 #include "kiln/errors.hpp"
@@ -22,6 +24,7 @@
 #include "kiln/train/collective_recorder.hpp"
 #include "kiln/train/collective_report.hpp"
 #include "kiln/train/record_on_signal.hpp"
+#include "kiln/train/stall_warning.hpp"
 #include "train_fixture.hpp"
 
 namespace fs = std::filesystem;
@@ -370,4 +373,47 @@ BOOST_AUTO_TEST_CASE(a_directory_without_records_is_an_error_that_says_when_they
   }
 }
 
+
+// ---- the early warning (stall_warning.hpp) ----------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(stall_warning_names_the_oldest_wait_once_it_is_long_enough) {
+  kiln::train::RankTrace t;
+  t.rank = 2;
+  kiln::train::CollectiveEntry done, waiting, issued_only;
+  done.seq = 7, done.op = "all_reduce(sum)", done.dtype = "f32", done.count = 4, done.wait_ms = 100, done.end_ms = 150;
+  waiting = done, waiting.seq = 8, waiting.wait_ms = 1000, waiting.end_ms = -1, waiting.purpose = "loss check";
+  issued_only = done, issued_only.seq = 9, issued_only.wait_ms = -1, issued_only.end_ms = -1;
+  t.entries = {done, waiting, issued_only};
+  const kiln::train::StallWarningOptions o{std::chrono::milliseconds(30000), 300, "runs/x"};
+  BOOST_TEST(!kiln::train::stall_warning(t, 30999, o, 0).has_value());  // 29.999 s
+  const auto w = kiln::train::stall_warning(t, 31000, o, 0);
+  BOOST_TEST_REQUIRE(w.has_value());
+  BOOST_TEST(w->first == 8);
+  BOOST_TEST(w->second == "rank 2 has waited 30 s in collective #8 all_reduce(sum) f32 x 4 (loss check); it gives up "
+                          "after 300 s (dist.timeout_s). To learn now which rank the others wait for, stop the job "
+                          "(Ctrl-C, or SIGTERM to every rank: each writes its latest collectives) and run `kiln "
+                          "collectives --run-dir runs/x`");
+  BOOST_TEST(!kiln::train::stall_warning(t, 99000, o, 8).has_value());  // warned once
+}
+
+BOOST_AUTO_TEST_CASE(stall_warning_thread_warns_once_per_collective) {
+  auto recorder = std::make_shared<kiln::train::CollectiveRecorder>(8);
+  recorder->set_identity(1, 2, "test");
+  std::mutex m;
+  std::vector<std::string> said;
+  {
+    kiln::train::StallWarning watch(recorder, {std::chrono::milliseconds(40), 5, "runs/y"}, [&](const std::string& s) {
+      const std::lock_guard<std::mutex> lock(m);
+      said.push_back(s);
+    });
+    const auto seq = recorder->issued(kiln::train::CollectiveRecorder::Kind::barrier, kiln::Tensor(), 0);
+    recorder->waiting(seq);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    recorder->completed(seq);
+  }
+  BOOST_TEST_REQUIRE(said.size() == 1u);
+  BOOST_TEST(said[0].find("rank 1 has waited ") == 0u, said[0]);
+  BOOST_TEST(said[0].find(" s in collective #1 barrier") != std::string::npos, said[0]);
+  BOOST_TEST(said[0].find("it gives up after 5 s (dist.timeout_s)") != std::string::npos, said[0]);
+}
 BOOST_AUTO_TEST_SUITE_END()

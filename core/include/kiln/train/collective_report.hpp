@@ -40,6 +40,9 @@ std::int64_t longest_wait_ms(const TraceSet& set);
 /// One line per rank: who, why and when it wrote, and the collective it stopped in.
 std::vector<std::string> rank_lines(const TraceSet& set);
 
+/// One collective: "all_reduce(sum) f32 x 101770 (gradients, bucket 0; training epoch 1 step 12)".
+std::string describe_entry(const CollectiveEntry& e);
+
 /// The latest `n` collectives of one rank, one line each, oldest first.
 std::vector<std::string> entry_lines(const RankTrace& trace, std::size_t n);
 
