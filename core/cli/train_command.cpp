@@ -132,6 +132,7 @@ int run_train_command(const std::vector<std::string>& args) {
       ("resume-ignore-config",
        "resume even if the checkpoint's run differs from this config (model, seed, batch, world size, data, precision)")
       ("dump-params", po::value(&dump_params), "after training, rank 0 writes the parameters here as raw f32")
+      ("log-all-ranks", "every rank prints its log lines on the console, not only rank 0 (sets log.all_ranks)")
       ("check-sharding", "before training, check that every sample is read by exactly one rank in the first two "
                          "epochs and that the order changes (docs/distributed.md)")
       ("profile", "time every backend op of the training steps; print a per-op table at the end (docs/profiling.md)")
@@ -156,6 +157,7 @@ int run_train_command(const std::vector<std::string>& args) {
   train::TrainCommand cmd;
   cmd.config = config;
   cmd.overrides = sets;
+  if (vm.count("log-all-ranks")) cmd.overrides.push_back("log.all_ranks=true");
   cmd.run_dir = run_dir;
   cmd.dump_params = dump_params;
   cmd.resume = resume;

@@ -47,7 +47,11 @@ constexpr kiln_param_spec_v1 kLoss[] = {
 };
 
 constexpr kiln_param_spec_v1 kLog[] = {
-    {"level", KILN_PARAM_STRING, "\"info\"", "trace|debug|info|warn|error", "Console log level on rank 0."},
+    {"level", KILN_PARAM_STRING, "\"info\"", "trace|debug|info|warn|error",
+     "Console log level on rank 0 (and on every rank with all_ranks); the other ranks print warnings and errors."},
+    {"all_ranks", KILN_PARAM_BOOL, "false", nullptr,
+     "Every rank prints its log lines on the console at `level` (each prefixed with its rank), not only rank 0; "
+     "kiln train --log-all-ranks sets it."},
     {"progress", KILN_PARAM_STRING, "\"auto\"", "auto|always|never",
      "Progress display: auto redraws a line in place on a terminal and prints a plain line every "
      "progress_every_s otherwise; always redraws even when not a terminal; never shows only the epoch lines."},

@@ -164,7 +164,7 @@ RunOutcome run_training(const TrainCommand& command) {
   const ParamMap& dist = core.dist;
   const ParamMap& checkpoint = core.checkpoint;
   const ParamMap& early_stop = core.early_stop;
-  log::configure(ranks, log::parse_level(logt.get_string("level")));
+  log::configure(ranks, log::parse_level(logt.get_string("level")), logt.get_bool("all_ranks"));
   const std::string& optimizer_type = core.optimizer_type;
   const ParamMap& optimizer = core.optimizer;
   const std::string& schedule_type = core.schedule_type;

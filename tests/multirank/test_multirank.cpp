@@ -166,7 +166,7 @@ BOOST_AUTO_TEST_CASE(four_ranks_equal_one_rank) {
   const fs::path one = scratch() / "eq-1", four = scratch() / "eq-4";
   auto p1 = start("eq-1", with(common, {"--run-dir", one.string(), "--dump-params", (scratch() / "eq-1.bin").string()}));
   BOOST_TEST_REQUIRE(p1->wait_for(kWallClock).value_or(-1) == 0, err_of("eq-1"));
-  auto p4 = start("eq-4", with(common, {"--nproc", "4", "--set", "comm.type=\"gloo\"", "--set", "loader.batch=16",
+  auto p4 = start("eq-4", with(common, {"--nproc", "4", "--log-all-ranks", "--set", "comm.type=\"gloo\"", "--set", "loader.batch=16",
                                         "--run-dir", four.string(), "--dump-params", (scratch() / "eq-4.bin").string()}));
   BOOST_TEST_REQUIRE(p4->wait_for(kWallClock).value_or(-1) == 0, err_of("eq-4"));
 
@@ -178,6 +178,11 @@ BOOST_AUTO_TEST_CASE(four_ranks_equal_one_rank) {
   }
   BOOST_TEST(slurp(four / "logs/rank0.log").find("20 steps per epoch, per-rank batch 16, global batch 64") !=
              std::string::npos);
+  // --log-all-ranks: every rank's info lines reach the console, not only rank 0's.
+  for (int rank = 0; rank < 4; ++rank) {
+    BOOST_TEST(err_of("eq-4").find(fmt::format("[rank {}/4] [kiln] info: kiln ", rank)) != std::string::npos,
+               "rank " << rank);
+  }
 
   const auto a = read_f32(scratch() / "eq-1.bin"), b = read_f32(scratch() / "eq-4.bin");
   BOOST_TEST_REQUIRE(a.size() == 101770u);

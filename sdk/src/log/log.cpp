@@ -46,12 +46,13 @@ std::string pattern(const std::string& prefix) {
 
 }  // namespace
 
-void configure(const RankInfo& ranks, Level console_level) {
+void configure(const RankInfo& ranks, Level console_level, bool all_ranks) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   s.rank = ranks.rank;
   s.prefix = "[rank " + std::to_string(ranks.rank) + "/" + std::to_string(ranks.world_size) + "]";
-  s.console->set_level(ranks.rank == 0 ? to_spdlog(console_level) : spdlog::level::warn);
+  // The other ranks keep warnings and errors on the console (every rank's own log file has all).
+  s.console->set_level(ranks.rank == 0 || all_ranks ? to_spdlog(console_level) : spdlog::level::warn);
   spdlog::apply_all([&](const std::shared_ptr<spdlog::logger>& l) {
     l->set_pattern(pattern(s.prefix));
   });

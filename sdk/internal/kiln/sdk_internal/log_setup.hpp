@@ -10,7 +10,7 @@
 namespace kiln::log {
 
 /// Sets the rank prefix and console levels. Safe to call again (e.g. once ranks are known).
-void configure(const RankInfo& ranks, Level console_level = Level::info);
+void configure(const RankInfo& ranks, Level console_level = Level::info, bool all_ranks = false);
 /// Adds <dir>/rank<N>.log as a sink of every logger, present and future. Throws IoError.
 void attach_log_dir(const std::filesystem::path& dir);
 /// Parses "trace" | "debug" | "info" | "warn" | "error" | "off"; anything else is info.
