@@ -118,10 +118,13 @@ pid_t rank_pid(pid_t parent, int rank) {
   return -1;
 }
 
-// Flags shared by the failure tests: a full epoch of 60000 samples (937 steps of 4 x 16, many
-// seconds), so a kill one second after training starts lands mid-epoch.
+// Flags shared by the failure tests: a full epoch of 60000 samples in 3750 steps of 4 x 4 (4.7 s
+// on 2 cores), so a kill kIntoTheEpoch after training starts lands mid-epoch. (With batch 16 the
+// star path trains the epoch in 1.3 s, and a kill 1 s in sometimes came after it.)
 const std::vector<std::string> kLongRun = {"--set", "run.epochs=3",  "--set", "comm.type=\"gloo\"",
-                                           "--set", "loader.batch=16", "--set", fmt::format("dist.timeout_s={}", kTimeoutS)};
+                                           "--set", "loader.batch=4", "--set", fmt::format("dist.timeout_s={}", kTimeoutS)};
+/// How long the failure tests let a kLongRun train before they kill or stop a rank.
+constexpr std::chrono::milliseconds kIntoTheEpoch{500};
 
 std::string host() {
   char buf[256] = {};
@@ -246,7 +249,7 @@ BOOST_AUTO_TEST_CASE(sigkill_under_nproc) {
   auto sup = start("kill-nproc", with(kLongRun, {"--nproc", "4", "--run-dir", dir.string()}));
   // Rank 0's console (stderr, flushed per line; the log files are buffered) says when training starts.
   wait_for_text(scratch() / "kill-nproc.err", "steps per epoch", kWallClock);
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // into the epoch
+  std::this_thread::sleep_for(kIntoTheEpoch);
   std::vector<pid_t> ranks;
   for (int r = 0; r < 4; ++r) ranks.push_back(rank_pid(sup->pid(), r));
   for (int r = 0; r < 4; ++r) BOOST_TEST_REQUIRE(ranks[static_cast<std::size_t>(r)] > 0, "rank " << r << " not found");
@@ -282,7 +285,7 @@ BOOST_AUTO_TEST_CASE(sigkill_without_supervisor) {
   const fs::path dir = scratch() / "kill-free";
   const auto ranks = start_four_ranks("kill-free", dir);
   wait_for_text(scratch() / "kill-free-0.err", "steps per epoch", kWallClock);
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::this_thread::sleep_for(kIntoTheEpoch);
   BOOST_TEST_REQUIRE(slurp(dir / "metrics.jsonl").empty(), "the first epoch ended before the kill");
   ::kill(ranks[2]->pid(), SIGKILL);
   BOOST_TEST(ranks[2]->wait_for(kWallClock).value_or(-1) == 128 + SIGKILL);
@@ -373,7 +376,7 @@ BOOST_AUTO_TEST_CASE(sigstop_under_nproc) {
   auto sup = start("stop-nproc",
                    with(kLongRun, {"--nproc", "4", "--run-dir", dir.string(), "--set", "dist.warn_after_s=1"}));
   wait_for_text(scratch() / "stop-nproc.err", "steps per epoch", kWallClock);
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // into the epoch
+  std::this_thread::sleep_for(kIntoTheEpoch);
   std::vector<pid_t> ranks;
   for (int r = 0; r < 4; ++r) ranks.push_back(rank_pid(sup->pid(), r));
   for (int r = 0; r < 4; ++r) BOOST_TEST_REQUIRE(ranks[static_cast<std::size_t>(r)] > 0, "rank " << r << " not found");
@@ -410,7 +413,7 @@ BOOST_AUTO_TEST_CASE(sigstop_without_supervisor) {
   const fs::path dir = scratch() / "stop-free";
   const auto ranks = start_four_ranks("stop-free", dir);
   wait_for_text(scratch() / "stop-free-0.err", "steps per epoch", kWallClock);
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::this_thread::sleep_for(kIntoTheEpoch);
   ::kill(ranks[2]->pid(), SIGSTOP);
   for (int r : {0, 1, 3}) {
     const auto status = ranks[static_cast<std::size_t>(r)]->wait_for(kStopLimit);
@@ -460,7 +463,8 @@ BOOST_AUTO_TEST_CASE(ranks_reading_the_same_samples_from_other_paths_train) {
   fs::create_directory_symlink("/usr/share/datasets/fashion-mnist", link);
   const fs::path dir = scratch() / "same-data";
   const auto ranks = start_four_ranks("same-data", dir, [&](int r) {
-    std::vector<std::string> a = {"--set", "run.epochs=2", "--set", "data.train.limit=1280", "--check-sharding"};
+    std::vector<std::string> a = {"--set", "run.epochs=2", "--set", "data.train.limit=1280", "--set", "loader.batch=16",
+                                  "--check-sharding"};
     if (r == 3) a.insert(a.end(), {"--set", "data.train.path=\"" + link.string() + "\""});
     return a;
   });
