@@ -159,8 +159,8 @@ void FileStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
     std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
     pause = std::min(pause * 2, std::chrono::milliseconds(50));
   }
-  throw CommError(detail::timeout_message(missing, timeout, world_size_,
-                                          fmt::format("file store {}", dir_.string())));
+  throw detail::StoreTimeout(missing, timeout, world_size_,
+                             fmt::format("file store {}", dir_.string()));
 }
 
 }  // namespace kiln::dist

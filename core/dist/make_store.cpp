@@ -17,7 +17,8 @@
 namespace kiln::dist {
 namespace {
 
-std::unique_ptr<Store> make_tcp_store(const std::string& spec, const RankInfo& ranks, std::chrono::milliseconds timeout) {
+std::unique_ptr<Store> make_tcp_store(const std::string& spec, const RankInfo& ranks, std::chrono::milliseconds timeout,
+                                      const WaitReport& report) {
   const detail::TcpEndpoint e = detail::parse_tcp_spec(spec);
   TcpStoreOptions o;
   o.hosts = {e.host};
@@ -26,16 +27,19 @@ std::unique_ptr<Store> make_tcp_store(const std::string& spec, const RankInfo& r
   o.world_size = ranks.world_size;
   o.serve = ranks.rank == 0;
   o.connect_timeout = timeout;
+  o.connect_report = report;
   return std::make_unique<TcpStore>(std::move(o));
 }
 
 /// Rank 0 opens a TCP store on a free port and broadcasts "<port> <address>,<address>,..." (or
 /// "error <message>" if it could not, so no rank waits for a store that will never exist).
-std::unique_ptr<Store> make_mpi_store(const RankInfo& ranks, std::chrono::milliseconds timeout) {
+std::unique_ptr<Store> make_mpi_store(const RankInfo& ranks, std::chrono::milliseconds timeout,
+                                      const WaitReport& report) {
   TcpStoreOptions o;
   o.rank = ranks.rank;
   o.world_size = ranks.world_size;
   o.connect_timeout = timeout;
+  o.connect_report = report;
   std::unique_ptr<TcpStore> store;
   std::string announcement;
   std::string failure;
@@ -78,9 +82,10 @@ std::unique_ptr<Store> make_mpi_store(const RankInfo& ranks, std::chrono::millis
 
 }  // namespace
 
-std::unique_ptr<Store> make_store(const std::string& spec, const RankInfo& ranks, std::chrono::milliseconds timeout) {
-  if (spec.starts_with("tcp://")) return make_tcp_store(spec, ranks, timeout);
-  if (spec == "mpi") return make_mpi_store(ranks, timeout);
+std::unique_ptr<Store> make_store(const std::string& spec, const RankInfo& ranks, std::chrono::milliseconds timeout,
+                                  const WaitReport& report) {
+  if (spec.starts_with("tcp://")) return make_tcp_store(spec, ranks, timeout, report);
+  if (spec == "mpi") return make_mpi_store(ranks, timeout, report);
   constexpr std::string_view file_prefix = "file:";
   if (spec.starts_with(file_prefix)) {
     const std::string dir = spec.substr(file_prefix.size());

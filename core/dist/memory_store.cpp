@@ -49,7 +49,7 @@ void MemoryStore::wait(const std::vector<std::string>& keys, std::chrono::millis
   for (const auto& key : keys) {
     if (!values_.contains(key)) missing.push_back(key);
   }
-  throw CommError(detail::timeout_message(missing, timeout, world_size_, "the in-memory store"));
+  throw detail::StoreTimeout(missing, timeout, world_size_, "the in-memory store");
 }
 
 }  // namespace kiln::dist

@@ -21,17 +21,12 @@ int rank_of_key(const std::string& key) {
   return rank;
 }
 
-namespace {
-
-std::string format_duration(std::chrono::milliseconds timeout) {
-  if (timeout.count() % 1000 == 0) return fmt::format("{} s", timeout.count() / 1000);
-  return fmt::format("{:.3g} s", static_cast<double>(timeout.count()) / 1000.0);
+std::string format_duration(std::chrono::milliseconds d) {
+  if (d.count() % 1000 == 0) return fmt::format("{} s", d.count() / 1000);
+  return fmt::format("{:.3g} s", static_cast<double>(d.count()) / 1000.0);
 }
 
-}  // namespace
-
-std::string timeout_message(const std::vector<std::string>& missing, std::chrono::milliseconds timeout,
-                            int world_size, const std::string& where) {
+std::string waited_for(const std::vector<std::string>& missing, int world_size) {
   std::vector<int> ranks;
   for (const auto& key : missing) {
     const int r = rank_of_key(key);
@@ -39,18 +34,25 @@ std::string timeout_message(const std::vector<std::string>& missing, std::chrono
   }
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-
-  std::string waiting;
-  if (!ranks.empty()) {
-    waiting = fmt::format("waiting for rank{} {}", ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "));
-    if (world_size > 0) waiting += fmt::format(" of {}", world_size);
-  } else {
-    waiting = fmt::format("waiting for {} key{}", missing.size(), missing.size() == 1 ? "" : "s");
-  }
-  return fmt::format(
-      "rendezvous timed out after {} {} (missing keys: {} in {}); check that every rank was "
-      "started, is still alive and uses the same store",
-      format_duration(timeout), waiting, fmt::join(missing, ", "), where);
+  if (ranks.empty()) return fmt::format("{} key{}", missing.size(), missing.size() == 1 ? "" : "s");
+  std::string out = fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "));
+  if (world_size > 0) out += fmt::format(" of {}", world_size);
+  return out;
 }
+
+std::string timeout_message(const std::vector<std::string>& missing, std::chrono::milliseconds timeout,
+                            int world_size, const std::string& where) {
+  return fmt::format(
+      "rendezvous timed out after {} waiting for {} (missing keys: {} in {}); check that every rank was "
+      "started, is still alive and uses the same store",
+      format_duration(timeout), waited_for(missing, world_size), fmt::join(missing, ", "), where);
+}
+
+StoreTimeout::StoreTimeout(std::vector<std::string> missing, std::chrono::milliseconds timeout, int world_size,
+                           std::string where)
+    : CommError(timeout_message(missing, timeout, world_size, where)),
+      missing_(std::move(missing)),
+      world_size_(world_size),
+      where_(std::move(where)) {}
 
 }  // namespace kiln::dist::detail

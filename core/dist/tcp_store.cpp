@@ -99,7 +99,9 @@ int TcpStore::take_connection() {
   }
   // Rank 0 reaches its own server over loopback: it listens on every interface.
   const std::vector<std::string> hosts = options_.serve ? std::vector<std::string>{"127.0.0.1"} : options_.hosts;
-  const auto deadline = Clock::now() + options_.connect_timeout;
+  const auto start = Clock::now();
+  const auto deadline = start + options_.connect_timeout;
+  auto next_report = start + options_.connect_report.every;
   auto pause = std::chrono::milliseconds(20);
   std::string last_error = "no attempt made";
   std::string last_address = endpoint();
@@ -142,6 +144,14 @@ int TcpStore::take_connection() {
     }
     const auto now = Clock::now();
     if (now >= deadline) break;
+    if (options_.connect_report.on() && now >= next_report) {
+      options_.connect_report.say(fmt::format(
+          "{} has tried for {} to reach the rendezvous store {} (served by rank 0): {} ({}); it gives up after {} "
+          "(dist.timeout_s)",
+          who(), seconds(std::chrono::round<std::chrono::seconds>(now - start)), endpoint(), last_error,
+          last_address, seconds(options_.connect_timeout)));
+      next_report += options_.connect_report.every;
+    }
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
     pause = std::min(pause * 2, std::chrono::milliseconds(1000));
   }
@@ -201,8 +211,8 @@ std::vector<std::uint8_t> TcpStore::get(const std::string& key, std::chrono::mil
   wire::Reply r = decode(round_trip(wire::encode(q), Clock::now() + timeout + kReplyGrace, what), endpoint());
   if (r.status == wire::Status::value) return std::move(r.value);
   if (r.status == wire::Status::timeout) {
-    throw CommError(detail::timeout_message(r.missing.empty() ? std::vector<std::string>{key} : r.missing, timeout,
-                                            options_.world_size, fmt::format("TCP store {}", endpoint())));
+    throw detail::StoreTimeout(r.missing.empty() ? std::vector<std::string>{key} : r.missing, timeout,
+                               options_.world_size, fmt::format("TCP store {}", endpoint()));
   }
   unexpected(r, who(), what, endpoint());
 }
@@ -228,7 +238,7 @@ void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   const wire::Reply r = decode(round_trip(wire::encode(q), Clock::now() + timeout + kReplyGrace, what), endpoint());
   if (r.status == wire::Status::ok) return;
   if (r.status == wire::Status::timeout) {
-    throw CommError(detail::timeout_message(r.missing, timeout, options_.world_size, fmt::format("TCP store {}", endpoint())));
+    throw detail::StoreTimeout(r.missing, timeout, options_.world_size, fmt::format("TCP store {}", endpoint()));
   }
   unexpected(r, who(), what, endpoint());
 }

@@ -80,7 +80,8 @@ constexpr kiln_param_spec_v1 kDist[] = {
      "0", "1048576"},
     {"warn_after_s", KILN_PARAM_FLOAT, "60.0", nullptr,
      "Seconds a rank may wait in one collective before it warns, naming the collective and how to find the "
-     "rank it waits for (long before timeout_s ends the run); 0 = never. Needs recent_collectives > 0.",
+     "rank it waits for (long before timeout_s ends the run; needs recent_collectives > 0); at the rendezvous, "
+     "how often a waiting rank names the ranks it still waits for. 0 = never.",
      "0", "604800"},
 };
 

@@ -18,6 +18,7 @@
 #include "kiln/crash/crash_context.hpp"
 #include "kiln/dist/launcher_rendezvous.hpp"
 #include "kiln/dist/stores.hpp"
+#include "kiln/dist/wait_reporting_store.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/run_dir.hpp"
@@ -254,6 +255,9 @@ RunOutcome run_training(const TrainCommand& command) {
     return a;
   };
   std::unique_ptr<Store> store;  // declared before the parts: it must outlive the communicator
+  // What the ranks meet through: `store`, saying every dist.warn_after_s which ranks it still
+  // waits for (wait_reporting_store.hpp).
+  std::unique_ptr<Store> meeting;
   RunParts parts;
   parts.backend = registry.create_backend(*backend_c.info, args_for(backend_c));
   parts.comm = plugin::guarded(registry.create_communicator(*comm_c.info, args_for(comm_c)),
@@ -367,7 +371,12 @@ RunOutcome run_training(const TrainCommand& command) {
   if (command.profile) profiler = profile::attach(parts.backend, to, command.profile_warmup);
 
   // ---- 4. rendezvous, the ranks' agreement (rank_agreement.hpp), connect ----
-  if (!rendezvous.empty()) store = dist::make_store(rendezvous, ranks, timeout);
+  if (!rendezvous.empty()) {
+    const dist::WaitReport report{std::chrono::milliseconds(std::llround(dist.get_float("warn_after_s") * 1000)),
+                                  [](const std::string& text) { log::get("dist")->warn("{}", text); }};
+    store = dist::make_store(rendezvous, ranks, timeout, report);
+    meeting = std::make_unique<dist::WaitReportingStore>(*store, report, ranks.rank);
+  }
   Agreement agreement;  // the ranks' agreement check, for the banner
   double agreement_ms = 0;
   if (ranks.world_size > 1) {
@@ -381,12 +390,12 @@ RunOutcome run_training(const TrainCommand& command) {
     facts.command["--resume"] = resume_from.empty() ? "none"
                                                     : fmt::format("{} (step {})", resume_from.string(), saved.global_step);
     const auto agree_start = std::chrono::steady_clock::now();
-    agreement = check_ranks_agree(*store, ranks, run_facts(facts), timeout);
+    agreement = check_ranks_agree(*meeting, ranks, run_facts(facts), timeout);
     agreement_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - agree_start).count();
   }
   CommContext cc;
   cc.ranks = ranks;
-  cc.store = store.get();
+  cc.store = meeting.get();
   cc.backend = parts.backend.get();
   cc.timeout = timeout;
   parts.comm->connect(cc);

@@ -2,7 +2,8 @@
 // TcpStore per rank, rank 0 serving, and one store shared by threads), timeouts that name the
 // missing ranks, and the failure paths: garbage and oversized input from a hostile client,
 // clients that vanish mid-request, rank 0 dying under a waiting client, nobody listening, a
-// port already in use. Also the tcp:// spec and the rendezvous launchers imply.
+// port already in use; a client retrying to reach rank 0 says so every report interval. Also the
+// tcp:// spec and the rendezvous launchers imply.
 #include <boost/test/unit_test.hpp>
 
 #include <arpa/inet.h>
@@ -398,6 +399,30 @@ BOOST_AUTO_TEST_CASE(nobody_listening_is_a_clear_error_after_the_timeout) {
                                " (served by rank 0) within 0.3 s: Connection refused"),
              msg);
   BOOST_TEST(contains(msg, "check that rank 0 was started and is still alive"), msg);
+}
+
+BOOST_AUTO_TEST_CASE(a_client_that_cannot_reach_rank0_says_so_while_it_retries) {
+  int port = 0;
+  {
+    dist::TcpStoreServer probe(0);
+    port = probe.port();
+  }
+  dist::TcpStoreOptions o = options(3, 4, port);
+  o.connect_timeout = milliseconds(1000);
+  std::vector<std::string> reports;
+  o.connect_report = {milliseconds(100), [&](const std::string& m) { reports.push_back(m); }};
+  dist::TcpStore client(o);
+  const auto msg = error_text<CommError>([&] { client.set("k", bytes("v")); });
+  BOOST_TEST(contains(msg, "could not reach the rendezvous store"), msg);
+  // Retries back off from 20 ms to 1 s, so a report comes at the first retry after 100 ms at the
+  // latest; at most one per 100 ms.
+  BOOST_TEST_REQUIRE(!reports.empty());
+  BOOST_TEST(reports.size() <= 10u);
+  BOOST_TEST(contains(reports[0], "rank 3 of 4 has tried for "), reports[0]);
+  BOOST_TEST(contains(reports[0], " to reach the rendezvous store tcp://127.0.0.1:" + std::to_string(port) +
+                                      " (served by rank 0): Connection refused"),
+             reports[0]);
+  BOOST_TEST(contains(reports[0], "it gives up after 1 s (dist.timeout_s)"), reports[0]);
 }
 
 BOOST_AUTO_TEST_CASE(a_foreign_server_on_the_port_is_named) {

@@ -305,11 +305,13 @@ BOOST_AUTO_TEST_CASE(sigkill_without_supervisor) {
 
 BOOST_AUTO_TEST_CASE(rank_exiting_before_rendezvous) {
   // exit(1)-style death: rank 2 has a broken data path, reports it and exits 1 before it
-  // reaches the rendezvous; the others give up after dist.timeout_s naming rank 2.
+  // reaches the rendezvous; the others say every dist.warn_after_s that they wait for rank 2
+  // (wait_reporting_store.hpp), then give up after dist.timeout_s naming it.
   const fs::path dir = scratch() / "exit-free";
   const auto ranks = start_four_ranks("exit-free", dir, [](int r) {
-    return r == 2 ? std::vector<std::string>{"--set", "data.train.path=\"" + (scratch() / "no-such-dir").string() + "\""}
-                  : std::vector<std::string>{};
+    std::vector<std::string> a = {"--set", "dist.warn_after_s=2"};
+    if (r == 2) a.insert(a.end(), {"--set", "data.train.path=\"" + (scratch() / "no-such-dir").string() + "\""});
+    return a;
   });
   const auto deadline = std::chrono::steady_clock::now() + kFailureLimit;
   for (int r = 0; r < 4; ++r) {
@@ -323,6 +325,11 @@ BOOST_AUTO_TEST_CASE(rank_exiting_before_rendezvous) {
     } else {
       BOOST_TEST(line.find(fmt::format("timed out after {} s waiting for rank 2 of 4", kTimeoutS)) != std::string::npos,
                  line);
+      const std::string err = err_of(fmt::format("exit-free-{}", r));
+      BOOST_TEST(err.find(fmt::format("[dist] warning: rank {} has waited 2 s at the rendezvous for rank 2 of 4 (missing "
+                                      "keys: kiln/agreement/rank2 in file store ",
+                                      r)) != std::string::npos,
+                 err);
     }
   }
 }

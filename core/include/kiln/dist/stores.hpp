@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -24,12 +25,21 @@ namespace kiln::dist {
 class MemoryStore;  // defined in memory_store.hpp
 class FileStore;    // defined in file_store.hpp
 
+/// How a long wait reports while it goes on ([dist] warn_after_s): `say` is called every `every`
+/// with what is still awaited. `every` 0 (or no `say`): silent until the timeout's error.
+struct WaitReport {
+  std::chrono::milliseconds every{0};
+  std::function<void(const std::string&)> say;
+  bool on() const { return every.count() > 0 && say; }
+};
+
 /// Creates the store described by `spec` ("tcp://host:port", "mpi", "file:<dir>", "memory").
-/// `timeout` bounds how long a TCP client keeps trying to reach rank 0's server. Throws
-/// ConfigError for an unknown or malformed spec, IoError if the directory cannot be created,
-/// CommError if rank 0 cannot open its server or MPI fails.
+/// `timeout` bounds how long a TCP client keeps trying to reach rank 0's server, and `report`
+/// says while it tries. Throws ConfigError for an unknown or malformed spec, IoError if the
+/// directory cannot be created, CommError if rank 0 cannot open its server or MPI fails.
 std::unique_ptr<Store> make_store(const std::string& spec, const RankInfo& ranks,
-                                  std::chrono::milliseconds timeout = std::chrono::minutes(5));
+                                  std::chrono::milliseconds timeout = std::chrono::minutes(5),
+                                  const WaitReport& report = {});
 
 /// Where a store made by make_store lives, for the banner: "tcp://10.0.0.1:41234" (the real
 /// port and rank 0's first address, also for "mpi"), "file:<dir>" or "memory".

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kiln/dist/tcp_store_server.hpp"
+#include "kiln/dist/stores.hpp"
 #include "kiln/store.hpp"
 
 namespace kiln::dist {
@@ -35,6 +36,7 @@ struct TcpStoreOptions {
   int world_size = 0;                           ///< only for messages ("rank 3 of 8")
   bool serve = false;                           ///< this process runs the server (rank 0)
   std::chrono::milliseconds connect_timeout{300'000};  ///< also bounds SET/ADD replies
+  WaitReport connect_report;  ///< says, while a client retries, that it cannot reach the server yet
 };
 
 class TcpStore final : public Store {
