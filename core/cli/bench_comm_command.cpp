@@ -29,6 +29,7 @@
 #include "kiln/dist/launcher_rendezvous.hpp"
 #include "kiln/dist/reduce_op_name.hpp"
 #include "kiln/dist/stores.hpp"
+#include "kiln/dist/wait_reporting_store.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/launch/ranks.hpp"
 #include "kiln/launch/supervisor.hpp"
@@ -61,6 +62,7 @@ struct BenchOptions {
   bool json = false;
   std::string json_file;  // -J: also write the JSON report here
   std::chrono::milliseconds timeout{300000};
+  std::chrono::milliseconds warn_after{60000};  // --warn-after: rendezvous progress warnings
 };
 
 /// One half of a row (out-of-place or in-place), averaged over ranks.
@@ -111,6 +113,7 @@ struct Bench {
   RankInfo ranks;
   std::shared_ptr<Backend> backend;
   std::unique_ptr<Store> store;
+  std::unique_ptr<Store> meeting;  // `store`, saying every warn_after whom it waits for
   std::shared_ptr<Communicator> comm;
   MemoryKind where = MemoryKind::host;
   Tensor input, output, host;
@@ -341,7 +344,7 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
   std::string minb = "32M", maxb = "32M", stepb = "1M", dtype = "float", op = "sum";
   std::vector<std::string> extra_paths;
   int rank = -1, world = -1, nproc = 0, ngpus = 1;
-  double timeout_s = 300;
+  double timeout_s = 300, warn_after_s = 60;
   po::options_description opts("kiln bench-comm options (nccl-tests flags, plus plugin choice)");
   opts.add_options()
       ("help,h", "show this help")
@@ -364,6 +367,8 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
       ("rank", po::value(&rank), "this process's rank (with --world-size; overrides launcher variables)")
       ("world-size", po::value(&world), "number of ranks (with --rank)")
       ("timeout", po::value(&timeout_s), "seconds a rendezvous or collective may take before failing (default 300)")
+      ("warn-after", po::value(&warn_after_s),
+       "at the rendezvous, say every this many seconds which ranks are still awaited; 0 = never (default 60)")
       ("plugin-path", po::value(&extra_paths)->composing(), "extra plugin directory, searched first (repeatable)");
   po::variables_map vm;
   const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
@@ -407,6 +412,8 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
   if (o.check < 0) throw ConfigError(fmt::format("-c/--check {} must be >= 0", o.check));
   if (!(timeout_s > 0)) throw ConfigError(fmt::format("--timeout {} must be > 0 seconds", timeout_s));
   o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
+  if (!(warn_after_s >= 0)) throw ConfigError(fmt::format("--warn-after {} must be >= 0 seconds", warn_after_s));
+  o.warn_after = std::chrono::milliseconds(static_cast<std::int64_t>(warn_after_s * 1000));
 
   Bench b;
   b.o = o;
@@ -447,10 +454,13 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
           b.ranks.rank, b.ranks.world_size, b.ranks.source, b.ranks.world_size));
     }
   }
-  b.store = dist::make_store(rendezvous, b.ranks, o.timeout);
+  const dist::WaitReport report{o.warn_after, [](const std::string& text) { log::get("dist")->warn("{}", text); },
+                                "--timeout"};
+  b.store = dist::make_store(rendezvous, b.ranks, o.timeout, report);
+  b.meeting = std::make_unique<dist::WaitReportingStore>(*b.store, report, b.ranks.rank);
   CommContext ctx;
   ctx.ranks = b.ranks;
-  ctx.store = b.store.get();
+  ctx.store = b.meeting.get();
   ctx.backend = b.backend.get();
   ctx.timeout = o.timeout;
   b.comm->connect(ctx);
@@ -477,7 +487,7 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
   std::vector<BenchJsonDevice> devices;
   if (b.ranks.rank == 0) {
     for (int r = 0; r < b.ranks.world_size; ++r) {
-      const auto v = b.store->get(fmt::format("kiln/bench-comm/rank{}", r), o.timeout);
+      const auto v = b.meeting->get(fmt::format("kiln/bench-comm/rank{}", r), o.timeout);
       const auto f = split(std::string(v.begin(), v.end()), '|', 5);
       rank_lines.push_back(fmt::format("#  Rank {:2} Group  0 Pid {:>6} on {:>10} device {:>2} [{}] {}", r, f[0], f[1],
                                        f[2], f[3], f[4]));

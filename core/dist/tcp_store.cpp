@@ -147,9 +147,9 @@ int TcpStore::take_connection() {
     if (options_.connect_report.on() && now >= next_report) {
       options_.connect_report.say(fmt::format(
           "{} has tried for {} to reach the rendezvous store {} (served by rank 0): {} ({}); it gives up after {} "
-          "(dist.timeout_s)",
+          "({})",
           who(), seconds(std::chrono::round<std::chrono::seconds>(now - start)), endpoint(), last_error,
-          last_address, seconds(options_.connect_timeout)));
+          last_address, seconds(options_.connect_timeout), options_.connect_report.timeout_from));
       next_report += options_.connect_report.every;
     }
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));

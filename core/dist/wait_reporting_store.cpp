@@ -29,9 +29,9 @@ auto WaitReportingStore::in_slices(milliseconds timeout, Call call) {
       // The last slice's error speaks of the whole wait, as an unsliced one would.
       if (last) throw detail::StoreTimeout(t.missing(), timeout, t.world_size(), t.where());
       report_.say(fmt::format("rank {} has waited {} at the rendezvous for {} (missing keys: {} in {}); it gives up after "
-                          "{} (dist.timeout_s)",
+                          "{} ({})",
                           rank_, detail::format_duration(std::chrono::round<std::chrono::seconds>(waited())), detail::waited_for(t.missing(), t.world_size()),
-                          fmt::join(t.missing(), ", "), t.where(), detail::format_duration(timeout)));
+                          fmt::join(t.missing(), ", "), t.where(), detail::format_duration(timeout), report_.timeout_from));
     }
   }
 }

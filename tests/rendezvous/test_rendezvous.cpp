@@ -162,19 +162,36 @@ BOOST_AUTO_TEST_CASE(train_under_torchrun_agent_store_uses_the_next_port) {
 }
 
 BOOST_AUTO_TEST_CASE(a_lone_rank_gives_up_naming_what_is_missing) {
+  // Each also says, every --warn-after second before it gives up, what it is waiting for.
   const int port = free_ports();
-  auto client = start("lone1", bench(2), torchrun_env(1, 2, "127.0.0.1", port));
+  auto with_warnings = [] {
+    auto args = bench(2);
+    args.insert(args.end(), {"--warn-after", "1"});
+    return args;
+  };
+  auto client = start("lone1", with_warnings(), torchrun_env(1, 2, "127.0.0.1", port));
   BOOST_TEST(client->wait_for(kWallClock).value_or(-1) == 1);
   const std::string e1 = error_line(err_of("lone1"));
   BOOST_TEST(contains(e1, fmt::format("rank 1 of 2 could not reach the rendezvous store tcp://127.0.0.1:{} (served by "
                                       "rank 0) within 2 s: Connection refused", port)),
              e1);
+  // (How long "has tried for" says depends on the retries' back-off; not checked.)
+  BOOST_TEST(contains(err_of("lone1"), "[dist] warning: rank 1 of 2 has tried for "), err_of("lone1"));
+  BOOST_TEST(contains(err_of("lone1"), fmt::format(" to reach the rendezvous store tcp://127.0.0.1:{} (served by rank 0): "
+                                                   "Connection refused",
+                                                   port)),
+             err_of("lone1"));
 
-  auto server = start("lone0", bench(2), torchrun_env(0, 2, "127.0.0.1", port));
+  auto server = start("lone0", with_warnings(), torchrun_env(0, 2, "127.0.0.1", port));
   BOOST_TEST(server->wait_for(kWallClock).value_or(-1) == 1);
   const std::string e0 = error_line(err_of("lone0"));
   BOOST_TEST(contains(e0, "waiting for rank 1 of 2"), e0);
   BOOST_TEST(contains(e0, fmt::format("in TCP store tcp://127.0.0.1:{}", port)), e0);
+  BOOST_TEST(contains(err_of("lone0"), "[dist] warning: rank 0 has waited "), err_of("lone0"));
+  BOOST_TEST(contains(err_of("lone0"), " at the rendezvous for rank 1 of 2 (missing keys: gloo/arrive/rank1 in TCP store "
+                                       "tcp://127.0.0.1:"),
+             err_of("lone0"));
+  BOOST_TEST(contains(err_of("lone0"), "it gives up after 2 s (--timeout)"), err_of("lone0"));
 }
 
 BOOST_AUTO_TEST_CASE(rank0_killed_fails_the_waiting_ranks_at_once) {

@@ -30,6 +30,7 @@ class FileStore;    // defined in file_store.hpp
 struct WaitReport {
   std::chrono::milliseconds every{0};
   std::function<void(const std::string&)> say;
+  std::string timeout_from = "dist.timeout_s";  ///< what sets the timeout, named in the reports
   bool on() const { return every.count() > 0 && say; }
 };
 
