@@ -20,7 +20,9 @@ namespace {
 // Separates the shuffle's random stream from the per-sample seeds derive_seed(seed, epoch, index).
 constexpr std::uint64_t kShuffleStream = 0x53485546464C45ull;  // "SHUFFLE"
 
-std::string_view policy_name(LastBatch policy) {
+}  // namespace
+
+std::string_view last_batch_name(LastBatch policy) {
   switch (policy) {
     case LastBatch::drop: return "drop";
     case LastBatch::pad: return "pad";
@@ -28,8 +30,6 @@ std::string_view policy_name(LastBatch policy) {
   }
   return "unknown";
 }
-
-}  // namespace
 
 LastBatch parse_last_batch(std::string_view text, std::string_view where) {
   if (text == "drop") return LastBatch::drop;
@@ -106,7 +106,7 @@ BatchIndices Sharder::batch_in_order(const std::vector<std::int64_t>& order,
   const auto& o = options_;
   if (step < 0 || step >= steps_) {
     throw Error(fmt::format("step {} is out of range: an epoch has {} steps (last_batch = \"{}\")",
-                            step, steps_, policy_name(o.last_batch)));
+                            step, steps_, last_batch_name(o.last_batch)));
   }
   if (static_cast<std::int64_t>(order.size()) != o.count) {
     throw Error(fmt::format("epoch order has {} entries but the source has {} samples",

@@ -198,6 +198,8 @@ RunOutcome run_training(const TrainCommand& command) {
   const double bucket_mb = run.get_float("grad_bucket_mb");
   if (!(bucket_mb > 0)) throw ConfigError(run.where("grad_bucket_mb") + " must be > 0");
   const std::chrono::milliseconds timeout = collective_timeout(dist);
+  // dist.warn_after_s: when a waiting rank warns, at the rendezvous and in a collective (0 = never).
+  const std::chrono::milliseconds warn_after(std::llround(dist.get_float("warn_after_s") * 1000));
   const auto [rendezvous, rendezvous_from] = rendezvous_spec(dist, ranks);
   const std::string requested = run.get_string("run_dir");
   if (ranks.world_size > 1 && requested.empty()) {
@@ -372,8 +374,7 @@ RunOutcome run_training(const TrainCommand& command) {
 
   // ---- 4. rendezvous, the ranks' agreement (rank_agreement.hpp), connect ----
   if (!rendezvous.empty()) {
-    const dist::WaitReport report{std::chrono::milliseconds(std::llround(dist.get_float("warn_after_s") * 1000)),
-                                  [](const std::string& text) { log::get("dist")->warn("{}", text); }};
+    const dist::WaitReport report{warn_after, [](const std::string& text) { log::get("dist")->warn("{}", text); }};
     store = dist::make_store(rendezvous, ranks, timeout, report);
     meeting = std::make_unique<dist::WaitReportingStore>(*store, report, ranks.rank);
   }
@@ -487,9 +488,8 @@ RunOutcome run_training(const TrainCommand& command) {
   if (recorder) {
     recorder->write_into(outcome.run_dir / "debug");
     record_on_stop.emplace(recorder);
-    if (const double warn_s = dist.get_float("warn_after_s"); warn_s > 0) {
-      stall_warning.emplace(recorder, StallWarningOptions{std::chrono::milliseconds(std::llround(warn_s * 1000)),
-                                                          static_cast<double>(timeout.count()) / 1000.0,
+    if (warn_after.count() > 0) {
+      stall_warning.emplace(recorder, StallWarningOptions{warn_after, static_cast<double>(timeout.count()) / 1000.0,
                                                           outcome.run_dir});
     }
   }

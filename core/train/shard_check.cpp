@@ -15,13 +15,9 @@ namespace {
 
 constexpr std::int64_t kFirstShown = 3;  // sample indices shard_line() names
 
-std::string_view policy_text(data::LastBatch policy) {
-  switch (policy) {
-    case data::LastBatch::drop: return "drop";
-    case data::LastBatch::pad: return "pad";
-    case data::LastBatch::partial: return "partial";
-  }
-  return "?";
+/// Samples an epoch of `steps` leaves out: only last_batch = "drop" leaves any.
+std::int64_t left_out_per_epoch(const data::ShardOptions& o, std::int64_t steps) {
+  return o.last_batch == data::LastBatch::drop ? o.count - steps * o.batch * o.world_size : 0;
 }
 
 /// Every rank's list for `epoch`, gathered through the communicator (as f64: exact below 2^53,
@@ -73,11 +69,10 @@ std::string shard_line(const data::Sharder& sharder, std::int64_t epoch) {
     ++reads;
     if (static_cast<std::int64_t>(first.size()) < kFirstShown) first.push_back(index);
   }
-  const std::int64_t global = o.batch * o.world_size;
-  const std::int64_t dropped = o.last_batch == data::LastBatch::drop ? o.count - sharder.steps_per_epoch() * global : 0;
+  const std::int64_t dropped = left_out_per_epoch(o, sharder.steps_per_epoch());
   const std::string left_out =
       dropped > 0 ? fmt::format("; last_batch = \"drop\" leaves {} out", dropped)
-                  : fmt::format("; last_batch = \"{}\"", policy_text(o.last_batch));
+                  : fmt::format("; last_batch = \"{}\"", data::last_batch_name(o.last_batch));
   return fmt::format("rank {}/{} reads {} of {} samples per epoch ({} steps of {}{}); epoch {} starts with samples {}, "
                      "list digest {:08x}",
                      o.rank, o.world_size, reads, o.count, sharder.steps_per_epoch(), o.batch, left_out, epoch + 1,
@@ -114,14 +109,13 @@ std::int64_t verify_epoch(const std::vector<std::vector<std::int64_t>>& lists, c
   }
   const std::int64_t never = std::count_if(reader.begin(), reader.end(), [](const Reader& x) { return x.rank < 0; });
   const std::int64_t steps = lists.empty() ? 0 : static_cast<std::int64_t>(lists[0].size()) / shard.batch;
-  const std::int64_t may_miss =
-      shard.last_batch == data::LastBatch::drop ? shard.count - steps * shard.batch * shard.world_size : 0;
+  const std::int64_t may_miss = left_out_per_epoch(shard, steps);
   if (never != may_miss) {
     const auto it = std::find_if(reader.begin(), reader.end(), [](const Reader& x) { return x.rank < 0; });
     throw DataError(fmt::format("--check-sharding: in epoch {}, {} samples would never be read (first: sample {}); "
                                 "last_batch = \"{}\" leaves out {}",
                                 epoch + 1, never, it == reader.end() ? -1 : it - reader.begin(),
-                                policy_text(shard.last_batch), may_miss));
+                                data::last_batch_name(shard.last_batch), may_miss));
   }
   return never;
 }

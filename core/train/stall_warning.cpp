@@ -12,11 +12,6 @@
 namespace kiln::train {
 namespace {
 
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 /// "75", or "2.5" below ten seconds (a short dist.warn_after_s while debugging).
 std::string seconds(std::int64_t ms) {
   const double s = static_cast<double>(ms) / 1000.0;
@@ -65,7 +60,7 @@ void StallWarning::watch() {
   std::int64_t warned_up_to = 0;
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, period, [this] { return stop_; })) {
-    const auto found = stall_warning(recorder_->snapshot(""), now_ms(), options_, warned_up_to);
+    const auto found = stall_warning(recorder_->snapshot(""), wall_clock_ms(), options_, warned_up_to);
     if (!found) continue;
     warned_up_to = found->first;
     say_(found->second);

@@ -47,6 +47,8 @@ enum class Shuffle : std::uint8_t { no, yes };
 
 /// "drop" | "pad" | "partial" -> LastBatch; throws ConfigError naming `where` otherwise.
 LastBatch parse_last_batch(std::string_view text, std::string_view where);
+/// The policy's config spelling: "drop" | "pad" | "partial".
+std::string_view last_batch_name(LastBatch policy);
 
 struct ShardOptions {
   std::int64_t count = 0;   ///< samples in the source
