@@ -93,6 +93,8 @@ void GradSync::finish() {
   }
 }
 
+Tensor GradSync::carrier() const { return buckets_.empty() ? Tensor() : buckets_.front().slice.view(0, {1}); }
+
 std::string GradSync::describe() const {
   std::size_t bytes = 0;
   for (const auto& b : buckets_) bytes += b.slice.bytes();

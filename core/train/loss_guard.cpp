@@ -14,10 +14,10 @@
 namespace kiln::train {
 
 void stop_if_loss_nonfinite(Backend& backend, Communicator& comm, int world_size, double local_loss_sum,
-                            const LossStepPlace& place) {
+                            bool every_rank_finite, const LossStepPlace& place) {
   const bool here = !std::isfinite(local_loss_sum);
   bool anywhere = here;
-  if (world_size > 1) {
+  if (world_size > 1 && !every_rank_finite) {
     const CollectivePurpose purpose("loss check");
     anywhere = sum_over_ranks(backend, comm, {here ? 1.0 : 0.0})[0] > 0;
   }

@@ -24,6 +24,7 @@
 #include "kiln/train/compute_boundary.hpp"
 #include "kiln/train/evaluate.hpp"
 #include "kiln/train/grad_sync.hpp"
+#include "kiln/train/loss_mark.hpp"
 #include "kiln/sdk/param_runs.hpp"
 #include "kiln/train/param_sync.hpp"
 #include "kiln/train/progress_values.hpp"
@@ -58,6 +59,7 @@ struct Trainer::Impl {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<GradSync> grad_sync;
+  std::unique_ptr<LossMark> loss_mark;  // the loss check inside the gradients' all-reduce (null: its own)
   std::unique_ptr<BufferSync> buffer_sync;  // rank 0's BN statistics before eval and checkpoints
   std::unique_ptr<CommBatchNormSync> sync_bn;  // [model] sync_bn: BN statistics of the global batch
   std::unique_ptr<AccumulationPlan> accumulation;
@@ -161,6 +163,13 @@ struct Trainer::Impl {
     buffer_sync = std::make_unique<BufferSync>(backend(), *parts.comm, parts.model->buffers());
     if (!parts.model->buffers().empty()) log->info("model buffers: {}", buffer_sync->describe());
     grad_sync = std::make_unique<GradSync>(*parts.comm, params, opt.bucket_bytes, frozen.names());
+    if (ranks.world_size > 1 && opt.stop_on_nonfinite_loss) {
+      loss_mark = LossMark::make(backend(), grad_sync->carrier());
+      if (!loss_mark) {
+        log->info("loss check: one all-reduce of its own per check (no f32 gradient to carry it, or no f32 "
+                  "scale/add on the backend)");
+      }
+    }
     grad_zero_views = sdk::grad_runs(params);  // one fill per contiguous gradient run
     frozen_grad_views = frozen.grad_views(params);
     if (opt.clip_grad_norm > 0) clipper = std::make_unique<GradClipper>(backend(), params, opt.clip_grad_norm);
@@ -261,6 +270,15 @@ struct Trainer::Impl {
       const MicroStep micro = accumulation->at(batch->step);
       if (micro.first) precision.before_forward(backend(), params);
       if (micro.last) grad_sync->begin_step();
+      // The running loss sum is checked every loss_check_every steps and at the epoch's last step
+      // (reading it waits for a device's queue), so the step, or the window, named is where the
+      // loss first went non-finite.
+      const bool loss_check_due = opt.stop_on_nonfinite_loss && micro.last &&
+                                  ((micro.group + 1) % opt.loss_check_every == 0 || batch->step + 1 == steps);
+      // Before any bucket of this step is all-reduced, and after this step's loss is in the sum.
+      const auto mark_loss = [&] {
+        if (loss_check_due && loss_mark) loss_mark->add(loss.loss_sum_on_device());
+      };
       if (batch->rows > 0) {
         const Tensor x = backend().to_device(batch->inputs);
         const Tensor y = backend().to_device(batch->labels);
@@ -274,6 +292,7 @@ struct Trainer::Impl {
         // The model sees the compute dtype only; the loss and its gradient are f32.
         const Tensor logits = boundary.logits(model.forward(boundary.input(x), Mode::train, step_seed));
         loss.forward(logits, y, batch->rows);
+        mark_loss();
         // d(mean loss over the global batch) = sum over ranks (and over the accumulation
         // group's micro-steps) of (scale / global rows of the group) * d(loss sum).
         // The scale is applied in f32 before the cast down, so fp16's loss scale lifts small
@@ -282,6 +301,8 @@ struct Trainer::Impl {
         model.backward(boundary.dlogits(loss.backward(scale)),
                        micro.last ? grad_sync->ready_callback() : GradReadyFn([](std::size_t) {}));
         local_samples += static_cast<double>(batch->rows);
+      } else {
+        mark_loss();
       }
       st.global_samples += static_cast<double>(batch->global_rows);
       ++st.steps;
@@ -293,12 +314,9 @@ struct Trainer::Impl {
       // nothing in the precision policy's checks, the clipping norm or the optimizer.
       for (const Tensor& g : frozen_grad_views) backend().fill(g, 0.0);
       // Before the optimizer step: a diverged step must not reach the weights or a checkpoint.
-      // The running sum is checked every loss_check_every steps and at the epoch's last step
-      // (reading it waits for a device's queue), so the step, or the window, named is where the
-      // loss first went non-finite.
-      if (opt.stop_on_nonfinite_loss &&
-          ((micro.group + 1) % opt.loss_check_every == 0 || batch->step + 1 == steps)) {
-        stop_if_loss_nonfinite(backend(), *parts.comm, ranks.world_size, loss.totals().first,
+      if (loss_check_due) {
+        const bool every_rank_finite = loss_mark && !loss_mark->nan_after_sum();
+        stop_if_loss_nonfinite(backend(), *parts.comm, ranks.world_size, loss.totals().first, every_rank_finite,
                                {epoch, opt.epochs, batch->step, steps, first_unchecked_step, lr});
         first_unchecked_step = batch->step + 1;
       }

@@ -8,7 +8,9 @@
 //   - a rank that exits 1 before the rendezvous: the others time out naming it;
 //   - a start that fails after the run directory was created (an init that does not fit)
 //     leaves no directory, not even an empty logs/; one where rank 0 cannot write config.toml
-//     leaves an existing directory as it was (the other ranks never open their logs there).
+//     leaves an existing directory as it was (the other ranks never open their logs there);
+//   - a diverging run: every rank stops at the same step with the same error, and the loss
+//     check's own all-reduce runs only at that step (the gradients' sum carries it before).
 // The Sharder's order does not depend on the world size (global step s covers positions
 // [s*W*B, (s+1)*W*B) of the same per-epoch order), so 4 x 16 and 1 x 64 see the same samples.
 // Every process runs under a hard wall clock; a hang fails the test and kills the whole tree.
@@ -490,4 +492,33 @@ BOOST_AUTO_TEST_CASE(ranks_reading_the_same_samples_from_other_paths_train) {
   BOOST_TEST(slurp(dir / "logs/rank0.log")
                  .find("--check-sharding: epochs 1 and 2 checked on 4 ranks: every sample of 1280 is read by exactly "
                        "one rank in 20 steps; the order changes between epochs") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_diverging_run_stops_every_rank_at_the_same_step) {
+  // core/train/loss_mark.hpp: the ranks learn of a non-finite loss from the gradients' own
+  // all-reduce, and run the loss check's all-reduce only at the step where it went non-finite.
+  // With a rate of 1e30 step 1's update blows the weights up and step 2's loss is NaN on all ranks.
+  const fs::path dir = scratch() / "diverge";
+  const auto ranks = start_four_ranks("diverge", dir, [](int) {
+    return std::vector<std::string>{"--set", "optimizer.lr=1e30"};
+  });
+  std::string first;
+  for (int r = 0; r < 4; ++r) {
+    const auto status = ranks[static_cast<std::size_t>(r)]->wait_for(kFailureLimit);
+    BOOST_TEST_REQUIRE(status.has_value(), "rank " << r << " did not exit within " << kFailureLimit.count() << " s");
+    BOOST_TEST(*status == 1, "rank " << r);
+    const std::string line = error_line(err_of(fmt::format("diverge-{}", r)));
+    if (r == 0) first = line;
+    BOOST_TEST(line == first, "rank " << r);
+    // One loss check collective in the record, after the gradients of the step it names.
+    const std::string record = slurp(dir / "debug" / fmt::format("rank{}.json", r));
+    const auto check = record.find("\"purpose\": \"loss check\"");
+    BOOST_TEST_REQUIRE(check != std::string::npos, "rank " << r << ": " << record);
+    BOOST_TEST(record.find("\"purpose\": \"loss check\"", check + 1) == std::string::npos, "rank " << r);
+    BOOST_TEST(record.find("\"purpose\": \"gradients, bucket 0\"", check) == std::string::npos, "rank " << r);
+    BOOST_TEST(record.find("\"step\": 1, \"issued_ms\"") != std::string::npos, "rank " << r << ": step 1's gradients");
+  }
+  BOOST_TEST(first.find("kiln: error: epoch 1/3 step 2/3750: the training loss is ") == 0u, first);
+  BOOST_TEST(first.find(" (on this rank); the run diverged") != std::string::npos, first);
+  BOOST_TEST(!fs::exists(dir / "checkpoints" / "epoch-0001"));
 }

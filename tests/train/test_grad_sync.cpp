@@ -212,6 +212,25 @@ BOOST_AUTO_TEST_CASE(frozen_parameters_belong_to_no_bucket) {
   BOOST_TEST(sync.describe() == "3 bucket(s), 0.00 MB of gradients");
 }
 
+// The loss check's carrier (loss_mark.hpp) is an element the first bucket sums: with p4 frozen,
+// p3's first (element 80), and none when every parameter is frozen.
+BOOST_AUTO_TEST_CASE(the_carrier_is_the_first_element_of_the_first_bucket) {
+  FiveParams fp;
+  RecordingComm comm;
+  const kiln::Tensor carrier = kiln::train::GradSync(comm, fp.store.parameters(), 64).carrier();
+  BOOST_TEST_REQUIRE(carrier.defined());
+  BOOST_TEST(carrier.numel() == 1);
+  BOOST_TEST(carrier.offset_bytes() == 48u * 4u);  // bucket {2, 3, 4} starts at p2
+  BOOST_TEST(carrier.storage() == fp.store.grad_arena().storage());
+  const kiln::Tensor past_frozen =
+      kiln::train::GradSync(comm, fp.store.parameters(), 4, {"p4"}).carrier();
+  BOOST_TEST(past_frozen.offset_bytes() == 80u * 4u);
+  BOOST_TEST(!kiln::train::GradSync(comm, fp.store.parameters(), 64, {"p0", "p1", "p2", "p3", "p4"})
+                  .carrier()
+                  .defined());
+  BOOST_TEST(comm.calls.empty());
+}
+
 // The views the trainer zeroes after backward: one per run of consecutive frozen parameters,
 // never across a trainable one (p1 between p0 and p2 keeps its gradient).
 BOOST_AUTO_TEST_CASE(frozen_gradient_views_never_cover_a_trainable_parameter) {

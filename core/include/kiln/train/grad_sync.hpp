@@ -38,6 +38,11 @@ class GradSync {
   /// Launches what is left and waits for every bucket. Throws CommError.
   void finish();
 
+  /// One element of the gradients the all-reduce sums (the first of the first bucket), for a
+  /// value every rank adds to its gradients before the sum (loss_mark.hpp); undefined when every
+  /// parameter is frozen.
+  Tensor carrier() const;
+
   std::size_t num_buckets() const noexcept { return buckets_.size(); }
   std::string describe() const;
 

@@ -27,10 +27,12 @@ struct LossStepPlace {
 };
 
 /// Throws NumericError when `local_loss_sum` (this rank's running loss sum for the epoch) or that
-/// of any other rank is not finite. With several ranks, one flag is summed over all of them so
-/// that every rank stops at the same step rather than leaving the others in the next collective.
+/// of any other rank is not finite. With several ranks, every rank stops at the same step rather
+/// than leaving the others in the next collective: when `every_rank_finite` (the loss mark came
+/// through the gradients' sum clean, loss_mark.hpp) there is nothing to ask; otherwise one flag is
+/// summed over the ranks. Every rank must pass the same `every_rank_finite`.
 void stop_if_loss_nonfinite(Backend& backend, Communicator& comm, int world_size, double local_loss_sum,
-                            const LossStepPlace& place);
+                            bool every_rank_finite, const LossStepPlace& place);
 
 /// Throws NumericError naming the first parameter or floating-point buffer of `model` that holds
 /// inf or NaN, on this rank or (the flags summed over ranks) any other, so that every rank stops

@@ -101,6 +101,9 @@ class SoftmaxCrossEntropy {
   void reset_totals();
   /// {loss sum, correct count} since reset_totals() (synchronizes the backend).
   std::pair<double, double> totals();
+  /// The running loss sum of totals() as a 1-element f32 device tensor, for work on it that must
+  /// not wait for the device (the trainer folds its finiteness into the gradients' all-reduce).
+  Tensor loss_sum_on_device() const { return stats_.view(0, {1}); }
 
  private:
   float smoothing_;
