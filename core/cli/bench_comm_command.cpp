@@ -458,6 +458,8 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
                                 "--timeout"};
   b.store = dist::make_store(rendezvous, b.ranks, o.timeout, report);
   b.meeting = std::make_unique<dist::WaitReportingStore>(*b.store, report, b.ranks.rank);
+  const std::string line_key = fmt::format("kiln/bench-comm/rank{}", b.ranks.rank);
+  dist::refuse_earlier_keys(*b.store, line_key, b.ranks, dist::describe_store(*b.store));
   CommContext ctx;
   ctx.ranks = b.ranks;
   ctx.store = b.meeting.get();
@@ -482,7 +484,7 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
 
   // Who is where: every rank publishes one line; rank 0 prints them in rank order.
   const std::string payload = rank_line_payload(*b.backend);
-  b.store->set(fmt::format("kiln/bench-comm/rank{}", b.ranks.rank), std::vector<std::uint8_t>(payload.begin(), payload.end()));
+  b.store->set(line_key, std::vector<std::uint8_t>(payload.begin(), payload.end()));
   std::vector<std::string> rank_lines;
   std::vector<BenchJsonDevice> devices;
   if (b.ranks.rank == 0) {
@@ -545,6 +547,8 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
   }
   const double avg_bw = rows.empty() ? 0.0 : bw_sum / static_cast<double>(2 * rows.size());
   b.comm->barrier();
+  // Every rank is past the store: a `file:` directory is emptied for the next run (stores.hpp).
+  if (b.ranks.rank == 0) dist::forget_rendezvous_keys(*b.store);
 
   if (b.ranks.rank == 0) {
     if (o.json || !o.json_file.empty()) {

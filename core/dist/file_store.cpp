@@ -89,6 +89,26 @@ FileStore::FileStore(fs::path dir, int world_size) : dir_(std::move(dir)), world
 
 fs::path FileStore::path_of(const std::string& key) const { return dir_ / ("k_" + encode_key(key)); }
 
+std::size_t FileStore::remove_keys() {
+  // Listed first, removed after: a directory changed while it is read may list an entry twice.
+  std::vector<fs::path> keys;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.starts_with("k_") || name.starts_with("l_")) keys.push_back(it->path());
+  }
+  std::size_t removed = 0;
+  for (const fs::path& key : keys) removed += fs::remove(key, ec) ? 1 : 0;  // one left is named next run
+  return removed;
+}
+
+std::size_t FileStore::remove_keys(const std::vector<std::string>& keys) {
+  std::size_t removed = 0;
+  std::error_code ec;
+  for (const std::string& key : keys) removed += fs::remove(path_of(key), ec) ? 1 : 0;
+  return removed;
+}
+
 void FileStore::write_atomically(const fs::path& target, const std::vector<std::uint8_t>& value) {
   static std::atomic<std::uint64_t> counter{0};
   const fs::path tmp = dir_ / fmt::format(".tmp_{}_{}_{}", ::getpid(), counter.fetch_add(1),

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <set>
 
+#include "kiln/dist/stores.hpp"
 #include "kiln/errors.hpp"
 
 namespace kiln::train {
@@ -178,12 +179,14 @@ std::string agreement_verdict(const std::vector<FactDifferences>& by_rank) {
 }
 
 Agreement check_ranks_agree(Store& store, const RankInfo& ranks, const RankFacts& mine,
-                            std::chrono::milliseconds timeout) {
+                            std::chrono::milliseconds timeout, const std::string& store_name) {
   Agreement out;
   out.facts = mine.must_match.size() + mine.close.size() + mine.should_match.size();
   if (ranks.world_size < 2) return out;
   const std::string prefix = "kiln/agreement/";
-  store.set(fmt::format("{}rank{}", prefix, ranks.rank), encode(mine));
+  const std::string my_key = fmt::format("{}rank{}", prefix, ranks.rank);
+  dist::refuse_earlier_keys(store, my_key, ranks, store_name);
+  store.set(my_key, encode(mine));
   // Every rank waits for all: a rank that never arrives is named in each one's error.
   std::vector<std::string> keys;
   for (int r = 0; r < ranks.world_size; ++r) keys.push_back(fmt::format("{}rank{}", prefix, r));
@@ -208,7 +211,22 @@ Agreement check_ranks_agree(Store& store, const RankInfo& ranks, const RankFacts
     const auto bytes = store.get(verdict_key, timeout);
     verdict.assign(bytes.begin(), bytes.end());
   }
-  if (!verdict.empty()) throw ConfigError(verdict);
+  if (!verdict.empty()) {
+    // Rank 0 empties a file: store when its start fails (run.cpp, stores.hpp), so it leaves only
+    // once every rank has read the verdict; a rank that died in between costs it the timeout.
+    const std::string read_prefix = prefix + "verdict-read/";
+    if (ranks.rank == 0) {
+      std::vector<std::string> read;
+      for (int r = 1; r < ranks.world_size; ++r) read.push_back(fmt::format("{}rank{}", read_prefix, r));
+      try {
+        store.wait(read, timeout);
+      } catch (const CommError&) {  // the verdict is the error to report
+      }
+    } else {
+      store.set(fmt::format("{}rank{}", read_prefix, ranks.rank), {});
+    }
+    throw ConfigError(verdict);
+  }
   return out;
 }
 

@@ -260,6 +260,8 @@ RunOutcome run_training(const TrainCommand& command) {
   // What the ranks meet through: `store`, saying every dist.warn_after_s which ranks it still
   // waits for (wait_reporting_store.hpp).
   std::unique_ptr<Store> meeting;
+  // ... and leaving nothing in a file: directory when the start fails (stores.hpp).
+  std::unique_ptr<dist::CleanOnFailureStore> start_store;
   RunParts parts;
   parts.backend = registry.create_backend(*backend_c.info, args_for(backend_c));
   parts.comm = plugin::guarded(registry.create_communicator(*comm_c.info, args_for(comm_c)),
@@ -377,6 +379,7 @@ RunOutcome run_training(const TrainCommand& command) {
     const dist::WaitReport report{warn_after, [](const std::string& text) { log::get("dist")->warn("{}", text); }};
     store = dist::make_store(rendezvous, ranks, timeout, report);
     meeting = std::make_unique<dist::WaitReportingStore>(*store, report, ranks.rank);
+    start_store = std::make_unique<dist::CleanOnFailureStore>(*meeting, *store, ranks.rank == 0);
   }
   Agreement agreement;  // the ranks' agreement check, for the banner
   double agreement_ms = 0;
@@ -391,12 +394,12 @@ RunOutcome run_training(const TrainCommand& command) {
     facts.command["--resume"] = resume_from.empty() ? "none"
                                                     : fmt::format("{} (step {})", resume_from.string(), saved.global_step);
     const auto agree_start = std::chrono::steady_clock::now();
-    agreement = check_ranks_agree(*meeting, ranks, run_facts(facts), timeout);
+    agreement = check_ranks_agree(*start_store, ranks, run_facts(facts), timeout, dist::describe_store(*store));
     agreement_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - agree_start).count();
   }
   CommContext cc;
   cc.ranks = ranks;
-  cc.store = meeting.get();
+  cc.store = start_store.get();
   cc.backend = parts.backend.get();
   cc.timeout = timeout;
   parts.comm->connect(cc);
@@ -428,6 +431,10 @@ RunOutcome run_training(const TrainCommand& command) {
     if (!outcome.run_dir.empty()) log::attach_log_dir(outcome.run_dir / "logs");
     if (ranks.world_size > 1) parts.comm->barrier();
   }
+  // Every rank has connected and passed the barriers: nobody reads the store again, and a `file:`
+  // directory is emptied for the next run (stores.hpp).
+  if (start_store) start_store->dismiss();
+  if (ranks.rank == 0 && store) dist::forget_rendezvous_keys(*store);
   auto log = log::get("kiln");
   for (const std::string& note : cfg.notes()) log->info("{}", note);
 

@@ -1,8 +1,11 @@
 // Rendezvous stores: MemoryStore and FileStore across threads (set/get/wait/add), timeout
-// messages that name the missing ranks, and make_store's specs.
+// messages that name the missing ranks, make_store's specs, and a file: directory reused by run
+// after run.
 #include <boost/test/unit_test.hpp>
 
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -153,6 +156,88 @@ BOOST_AUTO_TEST_CASE(make_store_specs) {
   BOOST_TEST(empty.find("names no directory") != std::string::npos, empty);
   const auto io = error_text<IoError>([&] { dist::make_store("file:/proc/kiln-cannot-exist/x", one); });
   BOOST_TEST(io.find("cannot create the rendezvous store directory /proc/kiln-cannot-exist/x") != std::string::npos, io);
+}
+
+// One file: directory for run after run (stores.hpp): a run empties it once its ranks have
+// connected, and on a failed start; a key only this rank writes, found already there, is refused.
+BOOST_AUTO_TEST_CASE(a_file_store_is_emptied_of_its_keys_and_nothing_else) {
+  TempDir dir("forget");
+  dist::FileStore store(dir.path, 2);
+  store.set("gloo/rank0", bytes("address"));
+  store.set("kiln/agreement/rank1", bytes("facts"));
+  BOOST_TEST(store.add("barrier", 1) == 1);  // a value and a lock file
+  { std::ofstream(dir.path / "notes.txt") << "the user's own file"; }
+  BOOST_TEST(dist::forget_rendezvous_keys(store) == 4u);
+  BOOST_TEST(!fs::exists(store.path_of("gloo/rank0")));
+  BOOST_TEST(!fs::exists(store.path_of("barrier")));
+  BOOST_TEST(fs::exists(dir.path / "notes.txt"));
+  BOOST_TEST(fs::is_directory(dir.path));
+  BOOST_TEST(store.add("barrier", 1) == 1);  // counts from zero again
+  dist::MemoryStore memory(1);
+  memory.set("k", bytes("v"));
+  BOOST_TEST(dist::forget_rendezvous_keys(memory) == 0u);  // lives and dies with its process
+  BOOST_TEST(text(memory.get("k", milliseconds(0))) == "v");
+}
+
+BOOST_AUTO_TEST_CASE(a_key_only_this_rank_writes_is_refused_when_already_there) {
+  TempDir dir("earlier");
+  dist::FileStore store(dir.path, 4);
+  const RankInfo rank2{2, 4, 2, 4, "RANK/WORLD_SIZE"};
+  const std::string where = "file:" + dir.path.string();
+  dist::refuse_earlier_keys(store, "kiln/agreement/rank2", rank2, where);  // absent: fine
+  store.set("kiln/agreement/rank1", bytes("another rank's"));
+  dist::refuse_earlier_keys(store, "kiln/agreement/rank2", rank2, where);
+  store.set("kiln/agreement/rank2", bytes("an earlier run's"));
+  const auto msg = error_text<ConfigError>([&] { dist::refuse_earlier_keys(store, "kiln/agreement/rank2", rank2, where); });
+  BOOST_TEST(msg.find("rank 2 of 4: the rendezvous store " + where +
+                      " already holds 'kiln/agreement/rank2', which only rank 2 writes, once per run: an earlier run "
+                      "left it there") == 0u,
+             msg);
+  BOOST_TEST(msg.find("Empty the directory (rm " + dir.path.string() + "/k_*)") != std::string::npos, msg);
+  BOOST_TEST(msg.find("nothing was written") != std::string::npos, msg);
+}
+
+BOOST_AUTO_TEST_CASE(a_start_that_fails_before_the_ranks_connected_forgets_the_keys) {
+  TempDir dir("failed");
+  dist::FileStore store(dir.path, 2);
+  /// A start on `rank` that sets `key`, calls `more` and fails while the store is in use.
+  const auto failed_start = [&](int rank, const std::string& key, const std::function<void(dist::CleanOnFailureStore&)>& more) {
+    BOOST_CHECK_THROW(([&] {
+                        dist::CleanOnFailureStore start(store, store, rank == 0);
+                        if (!key.empty()) start.set(key, bytes("facts"));
+                        more(start);
+                        throw CommError("rendezvous timed out");
+                      }()),
+                      CommError);
+  };
+  store.set("left/by/an/earlier/run", bytes("x"));
+  // Rank 1 failing on something else (a verdict) leaves its keys: the others may still wait for them.
+  failed_start(1, "kiln/agreement/rank1", [](dist::CleanOnFailureStore& start) {
+    BOOST_TEST(text(start.get("left/by/an/earlier/run", milliseconds(0))) == "x");
+  });
+  BOOST_TEST(fs::exists(store.path_of("kiln/agreement/rank1")));
+  // A wait of zero only looks (refuse_earlier_keys); rank 1 that gave up waiting removes the
+  // keys it set itself, and nothing it did not.
+  failed_start(1, "kiln/agreement/rank1", [](dist::CleanOnFailureStore& start) {
+    BOOST_CHECK_THROW(start.wait({"kiln/agreement/rank3"}, milliseconds(0)), CommError);
+  });
+  BOOST_TEST(fs::exists(store.path_of("kiln/agreement/rank1")));
+  failed_start(1, "kiln/agreement/rank1", [](dist::CleanOnFailureStore& start) {
+    BOOST_CHECK_THROW(start.wait({"kiln/agreement/rank3"}, milliseconds(1)), CommError);
+  });
+  BOOST_TEST(!fs::exists(store.path_of("kiln/agreement/rank1")));
+  BOOST_TEST(fs::exists(store.path_of("left/by/an/earlier/run")));
+  // Left normally, or dismissed once the ranks have connected: nothing is removed.
+  {
+    dist::CleanOnFailureStore start(store, store, true);
+    start.set("kiln/agreement/rank0", bytes("facts"));
+  }
+  failed_start(0, "", [](dist::CleanOnFailureStore& start) { start.dismiss(); });
+  BOOST_TEST(fs::exists(store.path_of("kiln/agreement/rank0")));
+  // Rank 0 removes every key.
+  failed_start(0, "", [](dist::CleanOnFailureStore&) {});
+  BOOST_TEST(!fs::exists(store.path_of("kiln/agreement/rank0")));
+  BOOST_TEST(!fs::exists(store.path_of("left/by/an/earlier/run")));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

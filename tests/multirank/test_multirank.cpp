@@ -10,7 +10,9 @@
 //     leaves no directory, not even an empty logs/; one where rank 0 cannot write config.toml
 //     leaves an existing directory as it was (the other ranks never open their logs there);
 //   - a diverging run: every rank stops at the same step with the same error, and the loss
-//     check's own all-reduce runs only at that step (the gradients' sum carries it before).
+//     check's own all-reduce runs only at that step (the gradients' sum carries it before);
+//   - one file: rendezvous directory for four runs in a row, one of them finding a key an earlier
+//     run left: refused by name, and the directory emptied for the next.
 // The Sharder's order does not depend on the world size (global step s covers positions
 // [s*W*B, (s+1)*W*B) of the same per-epoch order), so 4 x 16 and 1 x 64 see the same samples.
 // Every process runs under a hard wall clock; a hang fails the test and kills the whole tree.
@@ -24,6 +26,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <sstream>
 #include <thread>
@@ -144,12 +147,14 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 }
 
 /// Four `kiln train` ranks (kLongRun into `run_dir`) started the way mpirun/srun would start them:
-/// RANK/WORLD_SIZE set, a file rendezvous in scratch()/<name>-rdzv, no supervisor. Rank r's output
-/// goes to scratch()/<name>-<r>.{out,err}; `extra(r)` adds arguments for one rank.
+/// RANK/WORLD_SIZE set, a file rendezvous in `rendezvous` (default scratch()/<name>-rdzv), no
+/// supervisor. Rank r's output goes to scratch()/<name>-<r>.{out,err}; `extra(r)` adds arguments
+/// for one rank.
 std::vector<std::unique_ptr<Process>> start_four_ranks(
     const std::string& name, const fs::path& run_dir,
-    const std::function<std::vector<std::string>(int)>& extra = [](int) { return std::vector<std::string>{}; }) {
-  const fs::path rdzv = scratch() / (name + "-rdzv");
+    const std::function<std::vector<std::string>(int)>& extra = [](int) { return std::vector<std::string>{}; },
+    fs::path rendezvous = {}) {
+  const fs::path rdzv = rendezvous.empty() ? scratch() / (name + "-rdzv") : rendezvous;
   fs::create_directories(rdzv);
   std::vector<std::unique_ptr<Process>> ranks;
   for (int r = 0; r < 4; ++r) {
@@ -457,7 +462,7 @@ BOOST_AUTO_TEST_CASE(ranks_that_run_something_else_stop_at_the_start) {
     BOOST_TEST(*status == 1, "rank " << r);
     const std::string line = error_line(err_of(fmt::format("differ-{}", r)));
     if (r == 0) first = line;
-    BOOST_TEST(line == first, "rank " << r);
+    BOOST_TEST(line == first, "rank " << r << ": " << line << "\n  rank 0: " << first);
   }
   BOOST_TEST(first.find("the ranks do not run the same training: rank 2: optimizer.lr = 0.01 where rank 0 has 0.001; "
                         "rank 3: data.train's samples differ from rank 0's") != std::string::npos,
@@ -509,7 +514,7 @@ BOOST_AUTO_TEST_CASE(a_diverging_run_stops_every_rank_at_the_same_step) {
     BOOST_TEST(*status == 1, "rank " << r);
     const std::string line = error_line(err_of(fmt::format("diverge-{}", r)));
     if (r == 0) first = line;
-    BOOST_TEST(line == first, "rank " << r);
+    BOOST_TEST(line == first, "rank " << r << ": " << line << "\n  rank 0: " << first);
     // One loss check collective in the record, after the gradients of the step it names.
     const std::string record = slurp(dir / "debug" / fmt::format("rank{}.json", r));
     const auto check = record.find("\"purpose\": \"loss check\"");
@@ -521,4 +526,43 @@ BOOST_AUTO_TEST_CASE(a_diverging_run_stops_every_rank_at_the_same_step) {
   BOOST_TEST(first.find("kiln: error: epoch 1/3 step 2/3750: the training loss is ") == 0u, first);
   BOOST_TEST(first.find(" (on this rank); the run diverged") != std::string::npos, first);
   BOOST_TEST(!fs::exists(dir / "checkpoints" / "epoch-0001"));
+}
+
+BOOST_AUTO_TEST_CASE(one_rendezvous_directory_serves_run_after_run) {
+  // dist::forget_rendezvous_keys and refuse_earlier_keys (stores.hpp): a run empties its file:
+  // directory once its ranks have connected, and rank 0 of a start that fails empties it too.
+  const fs::path rdzv = scratch() / "reused-rdzv";
+  const auto short_run = [](int) {
+    return std::vector<std::string>{"--set", "run.epochs=1", "--set", "data.train.limit=1280", "--set",
+                                    "loader.batch=16"};
+  };
+  const auto all_exit = [](const std::vector<std::unique_ptr<Process>>& ranks, const std::string& name, int expected,
+                           std::chrono::seconds limit) {
+    for (int r = 0; r < 4; ++r) {
+      const auto status = ranks[static_cast<std::size_t>(r)]->wait_for(limit);
+      BOOST_TEST_REQUIRE(status.has_value(), name << " rank " << r << " did not exit");
+      BOOST_TEST(*status == expected, name << " rank " << r << ": " << err_of(fmt::format("{}-{}", name, r)));
+    }
+  };
+  all_exit(start_four_ranks("reuse1", scratch() / "reuse1", short_run, rdzv), "reuse1", 0, kWallClock);
+  BOOST_TEST(fs::is_empty(rdzv));
+  all_exit(start_four_ranks("reuse2", scratch() / "reuse2", short_run, rdzv), "reuse2", 0, kWallClock);
+  BOOST_TEST(fs::is_empty(rdzv));
+
+  // What a run killed during its rendezvous leaves: rank 0's facts. Rank 0 refuses at once and
+  // empties the directory; the others give up waiting after dist.timeout_s (for rank 0, or for
+  // ranks whose keys went with the rest, depending on who wrote when), each taking its own keys.
+  { std::ofstream(rdzv / "k_kiln%2Fagreement%2Frank0") << "an earlier run's facts"; }
+  all_exit(start_four_ranks("reuse3", scratch() / "reuse3", short_run, rdzv), "reuse3", 1, kFailureLimit);
+  const std::string refused = error_line(err_of("reuse3-0"));
+  BOOST_TEST(refused.find("kiln: error: rank 0 of 4: the rendezvous store file:" + rdzv.string() +
+                          " already holds 'kiln/agreement/rank0', which only rank 0 writes, once per run") == 0u,
+             refused);
+  for (int r = 1; r < 4; ++r) {
+    const std::string waited = error_line(err_of(fmt::format("reuse3-{}", r)));
+    BOOST_TEST(waited.find("kiln: error: rendezvous timed out after 5 s waiting for rank") == 0u, waited);
+  }
+  BOOST_TEST(fs::is_empty(rdzv));
+  BOOST_TEST(!fs::exists(scratch() / "reuse3"));
+  all_exit(start_four_ranks("reuse4", scratch() / "reuse4", short_run, rdzv), "reuse4", 0, kWallClock);
 }

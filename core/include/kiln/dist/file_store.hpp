@@ -4,8 +4,9 @@
 // either nothing or the whole value. Key names are percent-encoded into file names ('/' and
 // anything outside [A-Za-z0-9._-]). get()/wait() poll with a back-off from 1 ms to 50 ms until
 // the timeout. add() holds an flock on "<file>.lock" around read-modify-rename, so it is atomic
-// across processes (and threads: each call opens its own descriptor). The directory must be
-// fresh for each run: keys left by an earlier run would be seen as already present.
+// across processes (and threads: each call opens its own descriptor). Keys left by an earlier
+// run would be seen as already present: a run empties the directory once its ranks have
+// connected (forget_rendezvous_keys(), stores.hpp), and refuses one with its own key in it.
 #pragma once
 
 #include <chrono>
@@ -32,6 +33,12 @@ class FileStore final : public Store {
   const std::filesystem::path& directory() const noexcept { return dir_; }
   /// The file that holds `key`.
   std::filesystem::path path_of(const std::string& key) const;
+  /// Removes every key (and add()'s lock files) from the directory, leaving the directory and
+  /// any file that is not the store's; returns how many files went. Only when no rank uses the
+  /// store any more.
+  std::size_t remove_keys();
+  /// Removes the files of `keys` (those present); returns how many went.
+  std::size_t remove_keys(const std::vector<std::string>& keys);
 
  private:
   void write_atomically(const std::filesystem::path& target, const std::vector<std::uint8_t>& value);

@@ -15,7 +15,10 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <exception>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "kiln/communicator.hpp"
 #include "kiln/store.hpp"
@@ -45,5 +48,58 @@ std::unique_ptr<Store> make_store(const std::string& spec, const RankInfo& ranks
 /// Where a store made by make_store lives, for the banner: "tcp://10.0.0.1:41234" (the real
 /// port and rank 0's first address, also for "mpi"), "file:<dir>" or "memory".
 std::string describe_store(const Store& store);
+
+// One rendezvous directory for run after run (store_reuse.cpp). A TCP store lives and dies with
+// its run, but a `file:` directory keeps its keys: the next run would find an earlier run's
+// addresses there and wait on ranks long gone ("Connect timeout ... a peer may have died").
+
+/// Throws ConfigError when `key`, which only this rank writes and once per run, is already in
+/// `store`: the store holds keys of an earlier run (a `file:` directory left by a run that
+/// stopped during its rendezvous), or another process was started as this rank. `where` names
+/// the store in the message (describe_store()).
+void refuse_earlier_keys(Store& store, const std::string& key, const RankInfo& ranks, const std::string& where);
+
+/// Once every rank has connected (after a barrier on the communicator, so nobody reads the
+/// store again), rank 0 calls this: a FileStore's directory is emptied of its keys, so the next
+/// run can use it; other stores keep nothing between runs. Returns the files removed; one it
+/// cannot remove is left (the next run's refuse_earlier_keys() then says what to do).
+std::size_t forget_rendezvous_keys(Store& store);
+
+/// Removes `keys` from a FileStore (nothing from other stores); returns how many files went.
+std::size_t forget_keys(Store& store, const std::vector<std::string>& keys);
+
+/// The store a start hands to the agreement check and the communicator: it passes every call to
+/// `inner` and remembers the keys this rank sets. Destroyed by an exception -- a start that failed
+/// before its ranks were past the store, which fails for all of them -- it removes keys from
+/// `backing` (the store under `inner`) so the next run does not trip on them:
+/// - rank 0 (`everything`): every key, what an earlier run left included; it has waited for the
+///   others to read what it published (rank_agreement.cpp);
+/// - another rank: its own keys, and only if it gave up waiting (a timeout of this store): the
+///   rank it waited for is not coming. After any other failure (a verdict of disagreement) the
+///   other ranks may still be waiting for its keys, so they are left to rank 0.
+/// dismiss() once the ranks are past the store.
+class CleanOnFailureStore final : public Store {
+ public:
+  CleanOnFailureStore(Store& inner, Store& backing, bool everything);
+  ~CleanOnFailureStore() override;
+  CleanOnFailureStore(const CleanOnFailureStore&) = delete;
+  CleanOnFailureStore& operator=(const CleanOnFailureStore&) = delete;
+  void dismiss() noexcept { dismissed_ = true; }
+
+  void set(const std::string& key, const std::vector<std::uint8_t>& value) override;
+  std::vector<std::uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+
+ private:
+  Store& inner_;
+  Store& backing_;
+  bool everything_;
+  bool dismissed_ = false;
+  bool gave_up_waiting_ = false;
+  int uncaught_;
+  std::mutex mutex_;  // a communicator may set keys from several threads
+  std::vector<std::string> own_keys_;
+};
 
 }  // namespace kiln::dist

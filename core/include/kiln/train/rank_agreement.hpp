@@ -71,8 +71,9 @@ struct Agreement {
 
 /// Exchanges `mine` through `store` and throws ConfigError (the same text on every rank) when any
 /// rank's facts differ from rank 0's. Waits up to `timeout` for each rank (CommError names the
-/// missing ones).
+/// missing ones). First refuses a store that already holds this rank's facts, naming it as
+/// `store_name` (dist::refuse_earlier_keys: a `file:` directory an earlier run left keys in).
 Agreement check_ranks_agree(Store& store, const RankInfo& ranks, const RankFacts& mine,
-                            std::chrono::milliseconds timeout);
+                            std::chrono::milliseconds timeout, const std::string& store_name = "the rendezvous store");
 
 }  // namespace kiln::train
