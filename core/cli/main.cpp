@@ -18,6 +18,7 @@
 #include "bench_comm_command.hpp"
 #include "bench_data_command.hpp"
 #include "collectives_command.hpp"
+#include "doctor_command.hpp"
 #include "eval_command.hpp"
 #include "predict_command.hpp"
 #include "config_schema_command.hpp"
@@ -39,6 +40,7 @@ constexpr const char* kUsage =
     "  bench-comm --comm NAME [-b 8 -e 64M -f 2] [--nproc N]     all-reduce bandwidth as an nccl-tests table\n"
     "  bench-data --config FILE [-n BATCHES] [--json]            samples/s of a config's input pipeline alone\n"
     "  collectives --run-dir DIR [--last N]                      which rank the others waited for, when a multi-rank run stopped\n"
+    "  doctor --comm NAME [--nproc N]                            whether a communicator works here, and why not (NCCL P2P, ACS)\n"
     "  plugins list [--json]                                     list plugins (and libraries that failed)\n"
     "  plugins show NAME [--json]                                a plugin's kind, version, ABI and parameters\n"
     "  plugins check FILE [--json]                               whether kiln loads a plugin library, and finds it\n"
@@ -89,6 +91,10 @@ int dispatch(std::vector<std::string> args) {
   }
   if (command == "bench-data") return kiln::cli::run_bench_data_command(args, std::cout);
   if (command == "collectives") return kiln::cli::run_collectives_command(args, std::cout);
+  if (command == "doctor") {
+    auto dirs = take_plugin_paths(args);
+    return kiln::cli::run_doctor_command(args, dirs, std::cout);
+  }
   if (command == "plugins") {
     auto dirs = take_plugin_paths(args);
     return kiln::cli::run_plugins_command(args, dirs, std::cout);
