@@ -114,6 +114,7 @@ struct Bench {
   std::shared_ptr<Backend> backend;
   std::unique_ptr<Store> store;
   std::unique_ptr<Store> meeting;  // `store`, saying every warn_after whom it waits for
+  std::unique_ptr<dist::CleanOnFailureStore> start_store;  // `meeting`, cleaning a file: store on failure
   std::shared_ptr<Communicator> comm;
   MemoryKind where = MemoryKind::host;
   Tensor input, output, host;
@@ -458,11 +459,12 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
                                 "--timeout"};
   b.store = dist::make_store(rendezvous, b.ranks, o.timeout, report);
   b.meeting = std::make_unique<dist::WaitReportingStore>(*b.store, report, b.ranks.rank);
+  b.start_store = std::make_unique<dist::CleanOnFailureStore>(*b.meeting, *b.store, b.ranks.rank == 0);
   const std::string line_key = fmt::format("kiln/bench-comm/rank{}", b.ranks.rank);
   dist::refuse_earlier_keys(*b.store, line_key, b.ranks, dist::describe_store(*b.store));
   CommContext ctx;
   ctx.ranks = b.ranks;
-  ctx.store = b.meeting.get();
+  ctx.store = b.start_store.get();
   ctx.backend = b.backend.get();
   ctx.timeout = o.timeout;
   b.comm->connect(ctx);
@@ -484,12 +486,12 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
 
   // Who is where: every rank publishes one line; rank 0 prints them in rank order.
   const std::string payload = rank_line_payload(*b.backend);
-  b.store->set(line_key, std::vector<std::uint8_t>(payload.begin(), payload.end()));
+  b.start_store->set(line_key, std::vector<std::uint8_t>(payload.begin(), payload.end()));
   std::vector<std::string> rank_lines;
   std::vector<BenchJsonDevice> devices;
   if (b.ranks.rank == 0) {
     for (int r = 0; r < b.ranks.world_size; ++r) {
-      const auto v = b.meeting->get(fmt::format("kiln/bench-comm/rank{}", r), o.timeout);
+      const auto v = b.start_store->get(fmt::format("kiln/bench-comm/rank{}", r), o.timeout);
       const auto f = split(std::string(v.begin(), v.end()), '|', 5);
       rank_lines.push_back(fmt::format("#  Rank {:2} Group  0 Pid {:>6} on {:>10} device {:>2} [{}] {}", r, f[0], f[1],
                                        f[2], f[3], f[4]));
@@ -548,6 +550,7 @@ int run_bench_comm_command(const std::vector<std::string>& args, const std::vect
   const double avg_bw = rows.empty() ? 0.0 : bw_sum / static_cast<double>(2 * rows.size());
   b.comm->barrier();
   // Every rank is past the store: a `file:` directory is emptied for the next run (stores.hpp).
+  b.start_store->dismiss();
   if (b.ranks.rank == 0) dist::forget_rendezvous_keys(*b.store);
 
   if (b.ranks.rank == 0) {
