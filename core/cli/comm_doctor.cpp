@@ -11,8 +11,6 @@
 namespace kiln::cli {
 namespace {
 
-bool is_nccl(const std::string& comm) { return comm.rfind("nccl", 0) == 0; }
-
 /// "# Avg bus bandwidth    : 1.25" from bench-comm's table, or "".
 std::string bandwidth_line(const std::string& output) {
   const auto at = output.find("# Avg bus bandwidth");
@@ -33,6 +31,8 @@ std::string what_happened(const CommAttempt& a, const DoctorFacts& f) {
 }
 
 }  // namespace
+
+bool is_nccl_comm(const std::string& comm) { return comm.rfind("nccl", 0) == 0; }
 
 std::string failure_line(const std::string& output) {
   const auto line_at = [&](std::size_t at) { return output.substr(at + 13, output.find('\n', at) - at - 13); };
@@ -80,7 +80,7 @@ Diagnosis diagnose_comm(const DoctorFacts& f, const RunAttempt& run) {
   }
   d.exit_code = 1;
   std::string r = fmt::format("failed: {}: {}\n  ran: {}\n", what, what_happened(first, f), f.command);
-  if (is_nccl(f.comm) && !f.p2p_already_off) {
+  if (is_nccl_comm(f.comm) && !f.p2p_already_off) {
     const CommAttempt second = run({{"NCCL_P2P_DISABLE", "1"}});
     if (second.exit_code == 0 && !second.timed_out) {
       r += fmt::format(
@@ -99,7 +99,7 @@ Diagnosis diagnose_comm(const DoctorFacts& f, const RunAttempt& run) {
       r += "  Not a peer-to-peer problem. Rerun with NCCL_DEBUG=INFO exported to see where NCCL stops, and\n"
            "  check that every rank sees its own GPU (nvidia-smi; CUDA_VISIBLE_DEVICES).\n";
     }
-  } else if (is_nccl(f.comm)) {
+  } else if (is_nccl_comm(f.comm)) {
     r += "  NCCL_P2P_DISABLE=1 was already set. Rerun with NCCL_DEBUG=INFO exported to see where NCCL stops.\n";
   } else {
     r += "  Rerun the command above to see all of its output; for gloo, comm.interface chooses the network\n"

@@ -40,6 +40,10 @@ struct Diagnosis {
   std::string report;  ///< lines for the console
 };
 
+/// Whether `comm` names an NCCL communicator (nccl-ring, nccl-tree): it needs the cuda backend
+/// and honours NCCL_P2P_DISABLE.
+bool is_nccl_comm(const std::string& comm);
+
 /// Runs `run` once, and once more with NCCL_P2P_DISABLE=1 when an nccl-* communicator failed.
 Diagnosis diagnose_comm(const DoctorFacts& facts, const RunAttempt& run);
 

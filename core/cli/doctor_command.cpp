@@ -117,7 +117,7 @@ int run_doctor_command(const std::vector<std::string>& args, const std::vector<f
   po::notify(vm);
   if (nproc < 1) throw po::error("--nproc must be at least 1");
   if (timeout_s < 1) throw po::error("--timeout must be at least 1 second");
-  if (backend.empty()) backend = comm.rfind("nccl", 0) == 0 ? "cuda" : "cpu";
+  if (backend.empty()) backend = is_nccl_comm(comm) ? "cuda" : "cpu";
 
   std::vector<std::string> bench = {"bench-comm", "--comm", comm, "--backend", backend, "--nproc", std::to_string(nproc),
                                     "-b", "8", "-e", "4M", "-f", "8", "-n", "3", "-w", "1", "-c", "1",

@@ -442,6 +442,21 @@ BOOST_AUTO_TEST_CASE(sigstop_without_supervisor) {
   BOOST_TEST(ranks[2]->wait_for(kWallClock).value_or(-1) == 128 + SIGKILL);
 }
 
+/// Waits for the four ranks start_four_ranks(`name`, ...) started: each must exit 1 within
+/// kFailureLimit with the same error line as rank 0, which is returned.
+std::string same_error_on_every_rank(const std::vector<std::unique_ptr<Process>>& ranks, const std::string& name) {
+  std::string first;
+  for (int r = 0; r < 4; ++r) {
+    const auto status = ranks[static_cast<std::size_t>(r)]->wait_for(kFailureLimit);
+    BOOST_TEST_REQUIRE(status.has_value(), "rank " << r << " did not exit within " << kFailureLimit.count() << " s");
+    BOOST_TEST(*status == 1, "rank " << r);
+    const std::string line = error_line(err_of(fmt::format("{}-{}", name, r)));
+    if (r == 0) first = line;
+    BOOST_TEST(line == first, "rank " << r << ": " << line << "\n  rank 0: " << first);
+  }
+  return first;
+}
+
 BOOST_AUTO_TEST_CASE(ranks_that_run_something_else_stop_at_the_start) {
   // core/train/rank_agreement.hpp. Rank 1 differs only in keys that choose how a node runs
   // (allowed); rank 2 has another learning rate and rank 3 normalises its samples differently.
@@ -455,15 +470,7 @@ BOOST_AUTO_TEST_CASE(ranks_that_run_something_else_stop_at_the_start) {
       default: return std::vector<std::string>{};
     }
   });
-  std::string first;
-  for (int r = 0; r < 4; ++r) {
-    const auto status = ranks[static_cast<std::size_t>(r)]->wait_for(kFailureLimit);
-    BOOST_TEST_REQUIRE(status.has_value(), "rank " << r << " did not exit within " << kFailureLimit.count() << " s");
-    BOOST_TEST(*status == 1, "rank " << r);
-    const std::string line = error_line(err_of(fmt::format("differ-{}", r)));
-    if (r == 0) first = line;
-    BOOST_TEST(line == first, "rank " << r << ": " << line << "\n  rank 0: " << first);
-  }
+  const std::string first = same_error_on_every_rank(ranks, "differ");
   BOOST_TEST(first.find("the ranks do not run the same training: rank 2: optimizer.lr = 0.01 where rank 0 has 0.001; "
                         "rank 3: data.train's samples differ from rank 0's") != std::string::npos,
              first);
@@ -507,14 +514,8 @@ BOOST_AUTO_TEST_CASE(a_diverging_run_stops_every_rank_at_the_same_step) {
   const auto ranks = start_four_ranks("diverge", dir, [](int) {
     return std::vector<std::string>{"--set", "optimizer.lr=1e30"};
   });
-  std::string first;
+  const std::string first = same_error_on_every_rank(ranks, "diverge");
   for (int r = 0; r < 4; ++r) {
-    const auto status = ranks[static_cast<std::size_t>(r)]->wait_for(kFailureLimit);
-    BOOST_TEST_REQUIRE(status.has_value(), "rank " << r << " did not exit within " << kFailureLimit.count() << " s");
-    BOOST_TEST(*status == 1, "rank " << r);
-    const std::string line = error_line(err_of(fmt::format("diverge-{}", r)));
-    if (r == 0) first = line;
-    BOOST_TEST(line == first, "rank " << r << ": " << line << "\n  rank 0: " << first);
     // One loss check collective in the record, after the gradients of the step it names.
     const std::string record = slurp(dir / "debug" / fmt::format("rank{}.json", r));
     const auto check = record.find("\"purpose\": \"loss check\"");
