@@ -1,73 +1,35 @@
 // The fatal-signal handler (contract in kiln/crash/fatal_signal_report.hpp). Everything the
-// handler calls is async-signal-safe: it formats into a static buffer by hand (no snprintf, no
-// fmt, no allocation) and writes it with write(2).
+// handler calls is async-signal-safe: it formats into a static buffer by hand (io::BufferOut: no
+// snprintf, no fmt, no allocation) and writes it with write(2).
 #include "kiln/crash/fatal_signal_report.hpp"
 
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
 
 #include "kiln/crash/crash_context.hpp"
 #include "kiln/crash/thread_signal_stack.hpp"
+#include "kiln/io/text_out.hpp"
 
 namespace kiln::crash {
 namespace {
 
-/// Text appended into a fixed buffer; whatever does not fit is dropped.
-class Report {
- public:
-  Report& operator<<(std::string_view s) {
-    const std::size_t n = s.size() < sizeof(text_) - size_ ? s.size() : sizeof(text_) - size_;
-    std::memcpy(text_ + size_, s.data(), n);
-    size_ += n;
-    return *this;
-  }
-  Report& operator<<(const char* s) { return *this << std::string_view(s, std::strlen(s)); }
-  Report& operator<<(std::int64_t v) {
-    char digits[24];
-    std::size_t n = 0;
-    const bool negative = v < 0;
-    std::uint64_t u = negative ? 0 - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
-    do {
-      digits[sizeof(digits) - ++n] = static_cast<char>('0' + u % 10);
-      u /= 10;
-    } while (u != 0);
-    if (negative) digits[sizeof(digits) - ++n] = '-';
-    return *this << std::string_view(digits + sizeof(digits) - n, n);
-  }
-  Report& hex(std::uintptr_t v) {
-    char digits[2 + 2 * sizeof(v)];
-    std::size_t n = 0;
-    do {
-      digits[sizeof(digits) - ++n] = "0123456789abcdef"[v % 16];
-      v /= 16;
-    } while (v != 0);
-    digits[sizeof(digits) - ++n] = 'x';
-    digits[sizeof(digits) - ++n] = '0';
-    return *this << std::string_view(digits + sizeof(digits) - n, n);
-  }
-  void write_to_stderr() const {
-    std::size_t done = 0;
-    while (done < size_) {
-      const ssize_t n = ::write(STDERR_FILENO, text_ + done, size_ - done);
-      if (n <= 0) return;  // EINTR cannot matter here: nothing else will run
-      done += static_cast<std::size_t>(n);
-    }
-  }
+using io::BufferOut;
 
- private:
-  char text_[16384];
-  std::size_t size_ = 0;
-};
+// Static: the handler may run on a small alternate stack. One report per process (SA_RESETHAND).
+char g_report_text[16384];
 
-Report g_report;  // static: the handler may run on a small alternate stack
+/// The listener to tell after the report (set_fatal_signal_listener), or null.
+std::atomic<FatalSignalListener*> g_listener{nullptr};
 
 constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 
-void describe_signal(Report& r, int sig, const siginfo_t* info) {
+void describe_signal(BufferOut& r, int sig, const siginfo_t* info) {
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(info ? info->si_addr : nullptr);
   switch (sig) {
     case SIGSEGV:
@@ -97,7 +59,7 @@ void describe_signal(Report& r, int sig, const siginfo_t* info) {
   }
 }
 
-void describe_position(Report& r) {
+void describe_position(BufferOut& r) {
   const RunPosition p = run_position();
   if (p.phase != nullptr) {
     r << "kiln: it happened while " << p.phase;
@@ -115,8 +77,10 @@ void describe_position(Report& r) {
 }
 
 extern "C" void report_fatal_signal(int sig, siginfo_t* info, void*) {
-  Report& r = g_report;
+  // Written to stderr at once when complete, so the lines of a report stay together.
+  BufferOut r(g_report_text, sizeof(g_report_text), STDERR_FILENO);
   r << "kiln: fatal: ";
+  const std::size_t what_begins = r.text().size();
   describe_signal(r, sig, info);
   if (const PluginCallFrame* call = current_plugin_call()) {
     r << " during a call into " << call->kind << " plugin '" << call->name << "' (" << call->library << "), "
@@ -125,14 +89,34 @@ extern "C" void report_fatal_signal(int sig, siginfo_t* info, void*) {
     r << " outside any call into a model, data, precision or communicator plugin (in kiln's core, the backend "
          "plugin or a library they use)\n";
   }
+  // What the listener is told: the first line, without "kiln: fatal: " and the newline.
+  const std::size_t what_ends = r.text().size() - 1;
   describe_position(r);
-  r.write_to_stderr();
+  const std::string_view text = r.text();
+  if (FatalSignalListener* listener = g_listener.load()) {
+    // Copied aside first: flush() below empties the buffer the view points into.
+    static char what[1024];
+    const std::size_t n = what_ends > what_begins ? std::min(sizeof(what), what_ends - what_begins) : 0;
+    std::memcpy(what, text.data() + what_begins, n);
+    r.flush();
+    listener->on_fatal_signal(std::string_view(what, n));
+  } else {
+    r.flush();
+  }
   // SA_RESETHAND restored the default action; the signal is blocked until the handler returns,
   // when this one is delivered (a fault would also recur at the faulting instruction).
   ::raise(sig);
 }
 
 }  // namespace
+
+FatalSignalListener* set_fatal_signal_listener(FatalSignalListener* listener) noexcept {
+  return g_listener.exchange(listener);
+}
+
+bool clear_fatal_signal_listener(FatalSignalListener* listener) noexcept {
+  return g_listener.compare_exchange_strong(listener, nullptr);
+}
 
 void install_fatal_signal_report() {
   // The main thread's alternate stack, so that a stack overflow there is reported too (the data

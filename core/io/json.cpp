@@ -229,39 +229,60 @@ std::uint64_t JsonValue::as_uint(const std::string& what) const {
 
 JsonValue parse_json(std::string_view text, const std::string& what) { return Parser(text, what).document(); }
 
-std::string json_quoted(std::string_view text) {
-  std::string out = "\"";
+void put_json_quoted(TextOut& out, std::string_view text) {
+  // Written without allocating: the fatal-signal handler quotes the collective record's strings.
+  constexpr std::string_view kHex = "0123456789abcdef";
+  const auto escaped_byte = [&](unsigned char b) {
+    const char digits[] = {kHex[b >> 4], kHex[b & 15]};
+    out << "\\u00" << std::string_view(digits, 2);
+  };
+  out << "\"";
+  std::size_t plain = 0;  // the start of the run of bytes written as they are
+  const auto flush_plain = [&](std::size_t end) {
+    if (end > plain) out << text.substr(plain, end - plain);
+  };
   for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (static_cast<unsigned char>(c) >= 0x80) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
       // Well-formed UTF-8 as it is; any other byte (a Latin-1 file name, say) as the code point
       // of the same value, so that every document written is UTF-8 a strict reader accepts.
       const std::size_t length = utf8_sequence_length(text, i);
       if (length == 0) {
-        out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
+        flush_plain(i);
+        escaped_byte(c);
+        plain = i + 1;
       } else {
-        out.append(text.substr(i, length));
         i += length - 1;
       }
       continue;
     }
+    const char* shortcut = nullptr;
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"': shortcut = "\\\""; break;
+      case '\\': shortcut = "\\\\"; break;
+      case '\b': shortcut = "\\b"; break;
+      case '\f': shortcut = "\\f"; break;
+      case '\n': shortcut = "\\n"; break;
+      case '\r': shortcut = "\\r"; break;
+      case '\t': shortcut = "\\t"; break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<int>(c));
-        } else {
-          out += c;
-        }
+        if (c >= 0x20) continue;
     }
+    flush_plain(i);
+    if (shortcut) out << shortcut;
+    else escaped_byte(c);
+    plain = i + 1;
   }
-  return out + "\"";
+  flush_plain(text.size());
+  out << "\"";
+}
+
+std::string json_quoted(std::string_view text) {
+  std::string quoted;
+  quoted.reserve(text.size() + 2);
+  StringOut out(quoted);
+  put_json_quoted(out, text);
+  return quoted;
 }
 
 }  // namespace kiln::io

@@ -2,6 +2,9 @@
 #include "kiln/train/collective_recorder.hpp"
 
 #include <fmt/format.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <exception>
@@ -10,21 +13,46 @@
 #include "kiln/dist/reduce_op_name.hpp"
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/host_name.hpp"
+#include "kiln/io/text_out.hpp"
 #include "kiln/sdk/log.hpp"
 #include "kiln/train/collective_purpose.hpp"
 
 namespace kiln::train {
 namespace {
 
-std::string op_text(CollectiveRecorder::Kind kind, std::int64_t extra) {
+/// "all_reduce(sum)", "broadcast(root 0)": without allocating, for on_fatal_signal too.
+void put_op(io::TextOut& out, CollectiveRecorder::Kind kind, std::int64_t extra) {
   switch (kind) {
     case CollectiveRecorder::Kind::all_reduce:
-      return fmt::format("all_reduce({})", dist::reduce_op_name(static_cast<ReduceOp>(extra)));
-    case CollectiveRecorder::Kind::broadcast: return fmt::format("broadcast(root {})", extra);
-    case CollectiveRecorder::Kind::all_gather: return "all_gather";
-    case CollectiveRecorder::Kind::barrier: return "barrier";
+      out << "all_reduce(" << dist::reduce_op_name(static_cast<ReduceOp>(extra)) << ")";
+      return;
+    case CollectiveRecorder::Kind::broadcast: out << "broadcast(root " << extra << ")"; return;
+    case CollectiveRecorder::Kind::all_gather: out << "all_gather"; return;
+    case CollectiveRecorder::Kind::barrier: out << "barrier"; return;
   }
-  return "?";
+  out << "?";
+}
+
+/// "gradients, bucket 3" (a purpose and its number), "loss check", or nothing.
+void put_purpose(io::TextOut& out, const char* purpose, std::int64_t number) {
+  if (!purpose) return;
+  out << purpose;
+  if (number >= 0) out << " " << number;
+}
+
+/// Milliseconds since the Unix epoch by clock_gettime (async-signal-safe).
+std::int64_t wall_clock_ms_in_handler() noexcept {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<std::int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1'000'000;
+}
+
+/// One line on stderr from a signal handler.
+void say_in_handler(std::string_view a, std::string_view b, std::string_view c) noexcept {
+  char text[4096];
+  io::BufferOut out(text, sizeof(text), STDERR_FILENO);
+  out << a << b << c << "\n";
+  out.flush();
 }
 
 /// Forwards wait() and notes when it began and how it ended.
@@ -61,6 +89,8 @@ std::int64_t wall_clock_ms() {
 
 CollectiveRecorder::CollectiveRecorder(std::size_t capacity)
     : ring_(capacity == 0 ? 1 : capacity), started_ms_(wall_clock_ms()) {}
+
+CollectiveRecorder::~CollectiveRecorder() { crash::clear_fatal_signal_listener(this); }
 
 void CollectiveRecorder::set_identity(int rank, int world, std::string communicator) {
   const std::lock_guard<std::mutex> lock(mutex_);
@@ -119,6 +149,21 @@ void CollectiveRecorder::failed(std::int64_t seq, std::string error) {
   }
 }
 
+template <class Visit>
+void CollectiveRecorder::each_entry(Visit&& visit) const {
+  const auto kept = std::min<std::int64_t>(issued_, static_cast<std::int64_t>(ring_.size()));
+  for (std::int64_t seq = issued_ - kept + 1; seq <= issued_; ++seq) {
+    const Slot& s = ring_[static_cast<std::size_t>(seq - 1) % ring_.size()];
+    char op_text[64], purpose_text[256];  // ample: the longest op is ~30 bytes, purposes ~70
+    io::BufferOut op(op_text, sizeof(op_text)), purpose(purpose_text, sizeof(purpose_text));
+    put_op(op, s.kind, s.extra);
+    put_purpose(purpose, s.purpose, s.purpose_number);
+    visit(EntryView{s.seq, op.text(), s.dtype, s.count, purpose.text(), s.phase ? s.phase : "", s.epoch, s.step,
+                    s.issued_ms, s.wait_ms, s.end_ms, s.error},
+          seq == issued_ - kept + 1);
+  }
+}
+
 RankTrace CollectiveRecorder::snapshot(std::string reason) const {
   const crash::RunPosition at = crash::run_position();
   RankTrace t;
@@ -137,30 +182,60 @@ RankTrace CollectiveRecorder::snapshot(std::string reason) const {
   t.world = world_;
   t.communicator = communicator_;
   t.issued = issued_;
-  const auto kept = std::min<std::int64_t>(issued_, static_cast<std::int64_t>(ring_.size()));
-  for (std::int64_t seq = issued_ - kept + 1; seq <= issued_; ++seq) {
-    const Slot& s = ring_[static_cast<std::size_t>(seq - 1) % ring_.size()];
-    CollectiveEntry e;
-    e.seq = s.seq;
-    e.op = op_text(s.kind, s.extra);
-    e.dtype = s.dtype;
-    e.count = s.count;
-    if (s.purpose) e.purpose = s.purpose_number >= 0 ? fmt::format("{} {}", s.purpose, s.purpose_number) : s.purpose;
-    e.phase = s.phase ? s.phase : "";
-    e.epoch = s.epoch;
-    e.step = s.step;
-    e.issued_ms = s.issued_ms;
-    e.wait_ms = s.wait_ms;
-    e.end_ms = s.end_ms;
-    e.error = s.error;
-    t.entries.push_back(std::move(e));
-  }
+  each_entry([&](const EntryView& v, bool) {
+    t.entries.push_back(CollectiveEntry{v.seq, std::string(v.op), std::string(v.dtype), v.count, std::string(v.purpose),
+                                        std::string(v.phase), v.epoch, v.step, v.issued_ms, v.wait_ms, v.end_ms,
+                                        std::string(v.error)});
+  });
   return t;
 }
 
 void CollectiveRecorder::write_into(std::filesystem::path dir) {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  dir_ = std::move(dir);
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    dir_ = std::move(dir);
+    host_ = io::host_name();
+    crash_dir_ = dir_.string();
+    crash_file_ = (dir_ / fmt::format("rank{}.json", rank_)).string();
+    crash_temp_ = crash_file_ + ".tmp";
+  }
+  crash::set_fatal_signal_listener(this);
+}
+
+void CollectiveRecorder::on_fatal_signal(std::string_view what) noexcept {
+  if (crash_file_.empty() || dumped_.exchange(true)) return;
+  // The ring's lock, if another thread releases it soon; a thread holding it now may be the
+  // one that crashed, or stopped for good.
+  bool locked = false;
+  for (int tries = 0; tries < 100 && !(locked = mutex_.try_lock()); ++tries) {
+    const timespec millisecond{0, 1'000'000};
+    ::nanosleep(&millisecond, nullptr);
+  }
+  ::mkdir(crash_dir_.c_str(), 0755);  // EEXIST is the common case; open() reports the rest
+  const int fd = ::open(crash_temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  bool written = false;
+  if (fd >= 0) {
+    static char buffer[16384];  // static: the handler may run on a small alternate stack
+    io::BufferOut out(buffer, sizeof(buffer), fd);
+    const crash::RunPosition at = crash::run_position();
+    write_trace_head(out, TraceHeadView{rank_, world_, host_, ::getpid(), communicator_, what,
+                                        at.phase ? at.phase : "", at.epoch, at.epochs, at.step, at.steps,
+                                        started_ms_, wall_clock_ms_in_handler(), issued_});
+    each_entry([&](const EntryView& entry, bool first) { write_trace_entry(out, entry, first); });
+    write_trace_end(out);
+    out.flush();
+    written = out.ok() && ::fsync(fd) == 0;
+    written = ::close(fd) == 0 && written;
+    written = written && ::rename(crash_temp_.c_str(), crash_file_.c_str()) == 0;
+    if (!written) ::unlink(crash_temp_.c_str());
+  }
+  if (locked) mutex_.unlock();
+  if (written) {
+    say_in_handler("kiln: this rank's last collectives were written to ", crash_file_, "");
+  } else {
+    say_in_handler("kiln: could not write the record of this rank's last collectives to ", crash_file_,
+                   fd < 0 ? " (cannot create the file)" : " (a write failed)");
+  }
 }
 
 std::filesystem::path CollectiveRecorder::dump(const std::string& reason) noexcept {
@@ -172,8 +247,7 @@ std::filesystem::path CollectiveRecorder::dump(const std::string& reason) noexce
       file = dir_ / fmt::format("rank{}.json", rank_);
     }
     const std::lock_guard<std::mutex> once(dump_mutex_);
-    if (dumped_) return {};
-    dumped_ = true;
+    if (dumped_.exchange(true)) return {};
     std::filesystem::create_directories(file.parent_path());
     io::write_file_atomic(file, to_json(snapshot(reason)));
     log::get("train")->info("this rank's last collectives were written to {}", file.string());

@@ -132,7 +132,7 @@ TraceSet read_traces(const fs::path& dir, std::int64_t not_before_ms) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     throw IoError(fmt::format("{} does not exist: no rank wrote a record of its collectives (they are written when a "
-                              "rank of a multi-rank run stops on an error or by SIGTERM/SIGINT)",
+                              "rank of a multi-rank run stops on an error, by SIGTERM/SIGINT or by a crash)",
                               dir.string()));
   }
   const std::regex name(R"(rank(\d+)\.json)");
@@ -177,10 +177,12 @@ std::string verdict(const TraceSet& set) {
   for (int r = 0; r < set.world; ++r) {
     if (!have.count(r)) missing.push_back(r);
   }
+  // A crash writes a record too (from the fatal-signal handler), so a missing one points first at
+  // a kill no process can answer.
   const std::string missing_text =
       missing.empty() ? ""
-                      : fmt::format(" {} left no record: killed (SIGKILL, the out-of-memory killer), crashed or stopped "
-                                    "before {} could write one.",
+                      : fmt::format(" {} left no record: killed (SIGKILL, the out-of-memory killer), or ended before "
+                                    "{} could write one.",
                                     ranks_text(missing), missing.size() == 1 ? "it" : "they");
 
   if (const auto m = first_mismatch(set)) {

@@ -1,4 +1,4 @@
-// The debug record's JSON (see collective_trace.hpp): written by hand with json_quoted, read with
+// The debug record's JSON (see collective_trace.hpp): written by hand (io::TextOut, put_json_quoted), read with
 // the core's strict JSON reader. Every field is required, so a file cut short or edited into
 // another shape is refused with the field it lacks instead of being half read.
 #include "kiln/train/collective_trace.hpp"
@@ -13,20 +13,11 @@
 namespace kiln::train {
 namespace {
 
-using io::json_quoted;
 using io::JsonValue;
 
 constexpr std::int64_t kMaxWorld = 1 << 20;
 constexpr std::int64_t kMaxMs = 1'000'000'000'000'000;  // wall-clock milliseconds: the year 33658
 constexpr std::int64_t kMaxCount = std::int64_t{1} << 62;
-
-std::string entry_json(const CollectiveEntry& e) {
-  return fmt::format(
-      "{{\"seq\": {}, \"op\": {}, \"dtype\": {}, \"count\": {}, \"purpose\": {}, \"phase\": {}, \"epoch\": {}, "
-      "\"step\": {}, \"issued_ms\": {}, \"wait_ms\": {}, \"end_ms\": {}, \"error\": {}}}",
-      e.seq, json_quoted(e.op), json_quoted(e.dtype), e.count, json_quoted(e.purpose), json_quoted(e.phase), e.epoch,
-      e.step, e.issued_ms, e.wait_ms, e.end_ms, json_quoted(e.error));
-}
 
 /// Reads members of one JSON object by name, each exactly once.
 class Fields {
@@ -81,18 +72,52 @@ const CollectiveEntry* RankTrace::find(std::int64_t seq) const {
   return nullptr;
 }
 
+void write_trace_head(io::TextOut& out, const TraceHeadView& t) {
+  out << "{\n  \"format\": \"kiln-collectives-1\",\n  \"rank\": " << t.rank << ", \"world\": " << t.world
+      << ", \"host\": ";
+  io::put_json_quoted(out, t.host);
+  out << ", \"pid\": " << t.pid << ",\n  \"communicator\": ";
+  io::put_json_quoted(out, t.communicator);
+  out << ",\n  \"reason\": ";
+  io::put_json_quoted(out, t.reason);
+  out << ",\n  \"phase\": ";
+  io::put_json_quoted(out, t.phase);
+  out << ", \"epoch\": " << t.epoch << ", \"epochs\": " << t.epochs << ", \"step\": " << t.step
+      << ", \"steps\": " << t.steps << ",\n  \"started_ms\": " << t.started_ms << ", \"written_ms\": " << t.written_ms
+      << ", \"issued\": " << t.issued << ",\n  \"entries\": [";
+}
+
+void write_trace_entry(io::TextOut& out, const EntryView& e, bool first) {
+  out << (first ? "\n    " : ",\n    ") << "{\"seq\": " << e.seq << ", \"op\": ";
+  io::put_json_quoted(out, e.op);
+  out << ", \"dtype\": ";
+  io::put_json_quoted(out, e.dtype);
+  out << ", \"count\": " << e.count << ", \"purpose\": ";
+  io::put_json_quoted(out, e.purpose);
+  out << ", \"phase\": ";
+  io::put_json_quoted(out, e.phase);
+  out << ", \"epoch\": " << e.epoch << ", \"step\": " << e.step << ", \"issued_ms\": " << e.issued_ms
+      << ", \"wait_ms\": " << e.wait_ms << ", \"end_ms\": " << e.end_ms << ", \"error\": ";
+  io::put_json_quoted(out, e.error);
+  out << "}";
+}
+
+void write_trace_end(io::TextOut& out) { out << "\n  ]\n}\n"; }
+
 std::string to_json(const RankTrace& t) {
-  std::string out = fmt::format(
-      "{{\n  \"format\": \"kiln-collectives-1\",\n  \"rank\": {}, \"world\": {}, \"host\": {}, \"pid\": {},\n"
-      "  \"communicator\": {},\n  \"reason\": {},\n  \"phase\": {}, \"epoch\": {}, \"epochs\": {}, \"step\": {}, "
-      "\"steps\": {},\n  \"started_ms\": {}, \"written_ms\": {}, \"issued\": {},\n  \"entries\": [",
-      t.rank, t.world, json_quoted(t.host), t.pid, json_quoted(t.communicator), json_quoted(t.reason),
-      json_quoted(t.phase), t.epoch, t.epochs, t.step, t.steps, t.started_ms, t.written_ms, t.issued);
+  std::string text;
+  io::StringOut out(text);
+  write_trace_head(out, TraceHeadView{t.rank, t.world, t.host, t.pid, t.communicator, t.reason, t.phase, t.epoch,
+                                      t.epochs, t.step, t.steps, t.started_ms, t.written_ms, t.issued});
   for (std::size_t i = 0; i < t.entries.size(); ++i) {
-    out += (i == 0 ? "\n    " : ",\n    ") + entry_json(t.entries[i]);
+    const CollectiveEntry& e = t.entries[i];
+    write_trace_entry(out,
+                      EntryView{e.seq, e.op, e.dtype, e.count, e.purpose, e.phase, e.epoch, e.step, e.issued_ms,
+                                e.wait_ms, e.end_ms, e.error},
+                      i == 0);
   }
-  out += "\n  ]\n}\n";
-  return out;
+  write_trace_end(out);
+  return text;
 }
 
 RankTrace parse_rank_trace(std::string_view json, const std::string& what) {

@@ -76,7 +76,8 @@ constexpr kiln_param_spec_v1 kDist[] = {
      "sides shown when they differ, instead of hanging."},
     {"recent_collectives", KILN_PARAM_INT, "256", nullptr,
      "Collectives each rank remembers (op, size, purpose, times, state) and writes to <run_dir>/debug/rank<N>.json "
-     "when it stops on an error or by SIGTERM/SIGINT, for `kiln collectives`; 0 = none. Multi-rank runs only.",
+     "when it stops on an error, by SIGTERM/SIGINT or by a crash, for `kiln collectives`; 0 = none. Multi-rank runs "
+     "only.",
      "0", "1048576"},
     {"warn_after_s", KILN_PARAM_FLOAT, "60.0", nullptr,
      "Seconds a rank may wait in one collective before it warns, naming the collective and how to find the "

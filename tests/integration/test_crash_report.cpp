@@ -1,7 +1,8 @@
 // test_crash_report: a crash inside plugin code (a data source's read() dereferencing a
 // null pointer, on a loader worker thread) ends `kiln train` with the signal's own exit status,
 // after a report on stderr that names the signal, the plugin call, the run's position and the
-// last complete checkpoint, which stays whole. Not in the sanitizer job: there the sanitizer's
+// last complete checkpoint, which stays whole; in a multi-rank run the crashed rank also leaves
+// its record of collectives, which the supervisor's finding quotes. Not in the sanitizer job: there the sanitizer's
 // own SIGSEGV handler reports instead (fatal_signal_report.hpp leaves a handler it finds alone).
 #define KILN_TEST_MODULE test_crash_report
 #include "kiln_test_main.hpp"
@@ -67,6 +68,36 @@ BOOST_AUTO_TEST_CASE(a_stack_overflow_on_a_loader_worker_is_reported_too) {
                         "read()\n") != std::string::npos,
              "stderr: " << r.err);
   BOOST_TEST(r.err.find("kiln: it happened while training, epoch 1/2") != std::string::npos, "stderr: " << r.err);
+}
+
+BOOST_AUTO_TEST_CASE(a_crashed_rank_leaves_its_collectives_and_the_finding_names_its_crash,
+                     *boost::unit_test::enable_if<KILN_TEST_HAVE_GLOO>()) {
+  // Rank 1 crashes at its second epoch's first read; rank 0 waits for it in that step's gradients.
+  const fs::path run_dir = scratch_dir() / "run-crashes-on-rank-1";
+  const auto r = run_kiln(scratch_dir(),
+                          {"train", "--config", kiln::test::fixture_data_config("crashes-on-rank-1", 2).string(),
+                           "--plugin-path", fixture_dir("crashes-on-rank-1").string(), "--run-dir", run_dir.string(),
+                           "--nproc", "2", "--set", "comm.type=\"gloo\"", "--set", "log.level=warn"});
+  BOOST_TEST(r.status == 1, "exit status " << r.status << ", stderr: " << r.err);
+  const fs::path record = run_dir / "debug" / "rank1.json";
+  BOOST_TEST(r.err.find("kiln: this rank's last collectives were written to " + record.string() + "\n") !=
+                 std::string::npos,
+             "stderr: " << r.err);
+  BOOST_TEST(r.err.find("kiln: error: rank 1 (pid ") != std::string::npos, "stderr: " << r.err);
+  // Before crashes wrote records the finding said "rank 1 left no record: killed (SIGKILL, the
+  // out-of-memory killer), crashed or stopped before it could write one".
+  const std::string crash = "SIGSEGV (invalid memory access at 0x0) during a call into data plugin "
+                            "'crashes-on-rank-1' (libkiln-fixture-crashes-on-rank-1.so), read()";
+  BOOST_TEST(r.err.find("kiln: collectives: rank 1 never issued collective #") != std::string::npos,
+             "stderr: " << r.err);
+  BOOST_TEST(r.err.find("while training, epoch 2/2: " + crash) != std::string::npos, "stderr: " << r.err);
+  BOOST_TEST(r.err.find("left no record") == std::string::npos, "stderr: " << r.err);
+  BOOST_TEST(!fs::exists(record.string() + ".tmp"));
+
+  const auto listed = run_kiln(scratch_dir(), {"collectives", "--run-dir", run_dir.string()});
+  BOOST_TEST(listed.status == 0, "stderr: " << listed.err);
+  BOOST_TEST(listed.out.find("rank 1 (pid ") != std::string::npos, "stdout: " << listed.out);
+  BOOST_TEST(listed.out.find("): " + crash + " at ") != std::string::npos, "stdout: " << listed.out);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The collective flight recorder: RecordingCommunicator notes what it forwards (purpose, state,
 // the ring's latest entries), the record survives its JSON round trip and refuses damaged files,
-// a stop signal writes it before the process ends as the signal would end it, and the report
-// names the rank the others waited for in each situation it distinguishes.
+// a stop signal or a crash writes it before the process ends as the signal would end it (a crash
+// from inside the fatal-signal handler, in the same format), and the report names the rank the
+// others waited for in each situation it distinguishes.
 #include <boost/test/unit_test.hpp>
 
 #include <fmt/format.h>
@@ -9,9 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "kiln/communicator.hpp"
+#include "kiln/crash/fatal_signal_report.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/train/collective_purpose.hpp"
 #include "kiln/train/collective_recorder.hpp"
@@ -256,6 +260,80 @@ BOOST_AUTO_TEST_CASE(sigterm_writes_the_record_and_still_ends_the_process) {
   BOOST_TEST_REQUIRE(set.traces.size() == 1u);
   BOOST_TEST(set.traces[0].reason == "received SIGTERM");
   BOOST_TEST(set.traces[0].issued == 1);
+}
+
+// A crash writes the record from inside the fatal-signal handler, by hand (io::BufferOut): it must
+// be the very document an ordinary dump writes, so `kiln collectives` reads both alike.
+BOOST_AUTO_TEST_CASE(the_record_written_on_a_fatal_signal_is_the_ordinary_dump_byte_for_byte) {
+  TempDir dir;
+  Recording r(3);  // 5 issued, so the ring has wrapped: the entries are #3..#5
+  const kiln::Tensor grads = kiln::host_tensor({10}, kiln::DType::f32);
+  r.comm->barrier();
+  r.comm->all_reduce(grads, kiln::ReduceOp::max)->wait();
+  {
+    const kiln::train::CollectivePurpose purpose("gradients, bucket", 2);
+    r.comm->all_reduce(grads, kiln::ReduceOp::sum)->wait();
+  }
+  r.fake->fail_next = "peer \"rank 0\" closed\nthe connection \xe9";  // quotes, a newline, a Latin-1 byte
+  BOOST_CHECK_THROW(r.comm->all_gather(kiln::host_tensor({4}, kiln::DType::f32), grads)->wait(), kiln::CommError);
+  auto pending = r.comm->broadcast(kiln::host_tensor({3}, kiln::DType::i64), 1);  // never waited for
+  r.recorder->write_into(dir.path / "debug");
+  const std::string reason = "SIGSEGV (invalid memory access at 0x0) during a call into data plugin 'csv'";
+  r.recorder->on_fatal_signal(reason);
+
+  const fs::path file = dir.path / "debug" / "rank1.json";
+  BOOST_TEST_REQUIRE(fs::is_regular_file(file));
+  BOOST_TEST(!fs::exists(file.string() + ".tmp"));
+  std::ifstream in(file, std::ios::binary);
+  const std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  RankTrace expected = r.recorder->snapshot(reason);
+  const RankTrace back = kiln::train::parse_rank_trace(written, file.string());
+  expected.written_ms = back.written_ms;  // the one field read from the clock at another moment
+  BOOST_TEST(written == kiln::train::to_json(expected));
+  BOOST_TEST(back.issued == 5);
+  BOOST_TEST_REQUIRE(back.entries.size() == 3u);
+  BOOST_TEST(back.entries[0].purpose == "gradients, bucket 2");
+  BOOST_TEST(back.entries[1].error == "peer \"rank 0\" closed\nthe connection \u00e9");
+  BOOST_TEST(back.entries[2].signature() == "broadcast(root 1) i64 x 3");
+  BOOST_TEST(std::abs(back.written_ms - kiln::train::wall_clock_ms()) < 60'000);
+  // It was the first dump: a later one (the SIGTERM that follows, say) writes nothing.
+  BOOST_TEST(r.recorder->dump("received SIGTERM").empty());
+}
+
+BOOST_AUTO_TEST_CASE(nothing_is_written_on_a_fatal_signal_before_the_run_directory_is_known) {
+  TempDir dir;
+  Recording r(4);
+  r.comm->barrier();
+  r.recorder->on_fatal_signal("SIGABRT");
+  BOOST_TEST(fs::is_empty(dir.path));
+  r.recorder->write_into(dir.path);  // an ordinary dump still can
+  BOOST_TEST(!r.recorder->dump("collective #2 timed out").empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_crash_writes_the_record_and_still_ends_the_process_by_its_signal) {
+  TempDir dir;
+  const pid_t pid = ::fork();
+  BOOST_TEST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The test runner's own handler would keep the report's away. SIGABRT rather than SIGSEGV:
+    // a sanitizer build may hold on to SIGSEGV, and the path through the handler is the same.
+    ::signal(SIGABRT, SIG_DFL);
+    kiln::crash::install_fatal_signal_report();
+    Recording r(4);
+    r.comm->all_reduce(kiln::host_tensor({5}, kiln::DType::f32), kiln::ReduceOp::sum)->wait();
+    r.recorder->write_into(dir.path / "debug");
+    ::raise(SIGABRT);
+    ::_exit(3);  // not reached: the handler lets the signal end the process
+  }
+  int status = 0;
+  BOOST_TEST_REQUIRE(::waitpid(pid, &status, 0) == pid);
+  BOOST_TEST((WIFSIGNALED(status) ? WTERMSIG(status) : -1) == SIGABRT);
+  const auto set = kiln::train::read_traces(dir.path / "debug");
+  BOOST_TEST_REQUIRE(set.traces.size() == 1u);
+  BOOST_TEST(set.traces[0].reason.rfind("SIGABRT (aborted", 0) == 0, set.traces[0].reason);
+  BOOST_TEST(set.traces[0].pid == pid);
+  BOOST_TEST_REQUIRE(set.traces[0].entries.size() == 1u);
+  BOOST_TEST(set.traces[0].entries[0].completed());
 }
 
 BOOST_AUTO_TEST_CASE(names_the_rank_that_never_issued_what_the_others_wait_in) {

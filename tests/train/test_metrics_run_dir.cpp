@@ -1,12 +1,16 @@
 // metrics.jsonl records (JSON escaping, non-finite numbers as null, integers vs floats, key
-// order, append + flush) and the run directory (refuses an old run, makes fresh default dirs,
-// atomic writes). Every test works in its own temporary directory.
+// order, append + flush), io::BufferOut (the signal handlers' writer) and the run directory
+// (refuses an old run, makes fresh default dirs, atomic writes). Every test works in its own
+// temporary directory.
 #include <boost/test/unit_test.hpp>
 #include <fmt/format.h>
+
+#include <fcntl.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -17,6 +21,7 @@
 #include "kiln/io/json.hpp"
 #include "kiln/io/metrics_writer.hpp"
 #include "kiln/io/run_dir.hpp"
+#include "kiln/io/text_out.hpp"
 #include "kiln/train/run.hpp"
 #include "../nn/nn_fixture.hpp"
 
@@ -102,6 +107,42 @@ BOOST_AUTO_TEST_CASE(json_quoted_round_trips_every_ascii_byte) {
   for (const char c : quoted) BOOST_TEST(static_cast<unsigned char>(c) >= 0x20, "raw control byte in " << quoted);
   BOOST_TEST(kiln::io::parse_json(quoted, "quoted").text == all);
   BOOST_TEST(kiln::io::json_quoted("\b\f\n\r\t\x1f") == R"("\b\f\n\r\t\u001f")");
+}
+
+// io::BufferOut is how a fatal-signal handler writes (no allocation): into a fixed buffer that is
+// written out whenever it fills, or, without a file descriptor, cut short at its end.
+BOOST_AUTO_TEST_CASE(buffer_out_writes_through_a_small_buffer_or_cuts_short_without_a_file) {
+  char small[8];
+  kiln::io::BufferOut cut(small, sizeof(small));
+  cut << "epoch " << std::int64_t{-12345} << " done";
+  BOOST_TEST(cut.text() == "epoch -1");
+  BOOST_TEST(cut.ok());
+
+  TempDir tmp;
+  const fs::path file = tmp.path / "out.txt";
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  BOOST_TEST_REQUIRE(fd >= 0);
+  kiln::io::BufferOut out(small, sizeof(small), fd);
+  std::string expected;
+  for (int i = 0; i < 50; ++i) {
+    out << "line " << i << " at ";
+    out.hex(static_cast<std::uintptr_t>(i) * 4096) << "\n";
+    expected += fmt::format("line {} at {:#x}\n", i, i * 4096);
+  }
+  kiln::io::put_json_quoted(out, "a \"quoted\" text\n");
+  expected += "\"a \\\"quoted\\\" text\\n\"";
+  out.flush();
+  ::close(fd);
+  BOOST_TEST(out.ok());
+  std::ifstream in(file, std::ios::binary);
+  BOOST_TEST(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()) == expected);
+
+  const int read_only = ::open(file.c_str(), O_RDONLY);  // write(2) fails on it: EBADF
+  BOOST_TEST_REQUIRE(read_only >= 0);
+  kiln::io::BufferOut broken(small, sizeof(small), read_only);
+  broken << "more than eight bytes";
+  ::close(read_only);
+  BOOST_TEST(!broken.ok());
 }
 
 // JSON is UTF-8 (RFC 8259): the reader refuses any other bytes in a string, naming where, so a

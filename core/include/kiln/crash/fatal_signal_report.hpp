@@ -14,9 +14,33 @@
 // (kiln/crash/thread_signal_stack.hpp), so a stack overflow there is reported too.
 // A second crash while reporting (or one on another thread at the same moment) gets the default
 // action at once: the handler is installed with SA_RESETHAND.
+//
+// After the report, the handler tells one listener (set_fatal_signal_listener): `kiln train`'s
+// flight recorder of collectives writes this rank's record there (collective_recorder.hpp), so a
+// rank that crashes leaves its last collectives like one that stops on an error.
 #pragma once
 
+#include <string_view>
+
 namespace kiln::crash {
+
+/// Told of a fatal signal after the report is on stderr, inside the signal handler: on_fatal_signal
+/// must be async-signal-safe (no allocation, no locks it could already hold, no stdio) and
+/// noexcept. `what` is the report's first line without "kiln: fatal: " ("SIGSEGV (invalid memory
+/// access at 0x0) during a call into data plugin 'csv' (libkiln-data-csv.so), read()"); it lives
+/// in static storage until the process ends.
+class FatalSignalListener {
+ public:
+  virtual void on_fatal_signal(std::string_view what) noexcept = 0;
+
+ protected:
+  ~FatalSignalListener() = default;
+};
+
+/// Makes `listener` the one the handler tells (null: none) and returns the one it replaces.
+FatalSignalListener* set_fatal_signal_listener(FatalSignalListener* listener) noexcept;
+/// Stops telling `listener`, if it is still the one told; true if it was.
+bool clear_fatal_signal_listener(FatalSignalListener* listener) noexcept;
 
 /// Installs the handler for the five fatal signals. Signals whose disposition is not the default
 /// (a sanitizer's, an embedding program's) are left alone; a debugger sees the signal first anyway.

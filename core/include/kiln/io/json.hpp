@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/io/text_out.hpp"
+
 namespace kiln::io {
 
 struct JsonMember;
@@ -38,6 +40,8 @@ struct JsonMember {
 /// one writer-side escape of the JSON Kiln writes by hand (safetensors headers, profiles,
 /// metrics.jsonl, `kiln plugins --json`, `kiln bench-comm` JSON).
 std::string json_quoted(std::string_view text);
+/// json_quoted()'s text, written into `out` without allocating (async-signal-safe with a BufferOut).
+void put_json_quoted(TextOut& out, std::string_view text);
 
 /// Parses one JSON document (surrounding whitespace allowed). Strings must be well-formed UTF-8
 /// (\u escapes included: a surrogate only as half of a pair). `what` names the source in errors.

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/io/text_out.hpp"
+
 namespace kiln::train {
 
 /// One collective as this rank saw it.
@@ -55,6 +57,29 @@ struct RankTrace {
 
 /// The file's contents (one JSON object, a format of Kiln's own, documented in distributed.md).
 std::string to_json(const RankTrace& trace);
+
+/// The same document written in parts into `out` without allocating (async-signal-safe with an
+/// io::BufferOut): the head, each entry (oldest first), the end. to_json() writes through these
+/// too, so a record written by the fatal-signal handler (collective_recorder.hpp) has the same
+/// format. The views must stay valid for the call.
+struct TraceHeadView {
+  int rank = 0, world = 1;
+  std::string_view host;
+  std::int64_t pid = 0;
+  std::string_view communicator, reason, phase;
+  std::int64_t epoch = 0, epochs = 0, step = 0, steps = 0, started_ms = 0, written_ms = 0, issued = 0;
+};
+struct EntryView {
+  std::int64_t seq = 0;
+  std::string_view op, dtype;
+  std::int64_t count = 0;
+  std::string_view purpose, phase;
+  std::int64_t epoch = 0, step = 0, issued_ms = 0, wait_ms = -1, end_ms = -1;
+  std::string_view error;
+};
+void write_trace_head(io::TextOut& out, const TraceHeadView& head);
+void write_trace_entry(io::TextOut& out, const EntryView& entry, bool first);
+void write_trace_end(io::TextOut& out);
 /// Parses to_json()'s output; a malformed or incomplete document is a DataError naming `what`.
 RankTrace parse_rank_trace(std::string_view json, const std::string& what);
 
