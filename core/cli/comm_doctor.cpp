@@ -34,6 +34,17 @@ std::string what_happened(const CommAttempt& a, const DoctorFacts& f) {
 
 bool is_nccl_comm(const std::string& comm) { return comm.rfind("nccl", 0) == 0; }
 
+std::string failed_before_the_communicator(const CommAttempt& a) {
+  if (a.timed_out) return "";
+  const std::string cause = failure_line(a.output);
+  // Errors from a plugin call name the plugin first ("backend plugin 'cuda' (...): ...",
+  // plugin_call.hpp); the communicator's own, and the collectives' timeouts, do not start so.
+  for (const char* kind : {"backend", "model", "data", "precision"}) {
+    if (cause.rfind(fmt::format("{} plugin '", kind), 0) == 0) return fmt::format("the {} plugin", kind);
+  }
+  return "";
+}
+
 std::string failure_line(const std::string& output) {
   const auto line_at = [&](std::size_t at) { return output.substr(at + 13, output.find('\n', at) - at - 13); };
   const auto first = output.find("kiln: error: ");
@@ -80,7 +91,12 @@ Diagnosis diagnose_comm(const DoctorFacts& f, const RunAttempt& run) {
   }
   d.exit_code = 1;
   std::string r = fmt::format("failed: {}: {}\n  ran: {}\n", what, what_happened(first, f), f.command);
-  if (is_nccl_comm(f.comm) && !f.p2p_already_off) {
+  if (const std::string culprit = failed_before_the_communicator(first); !culprit.empty()) {
+    // Trying again without peer-to-peer transfers would fail the same way and say nothing new.
+    r += fmt::format("  Not the communicator: {} failed before any collective ran (the error above). Fix that, then\n"
+                     "  run the doctor again.\n",
+                     culprit);
+  } else if (is_nccl_comm(f.comm) && !f.p2p_already_off) {
     const CommAttempt second = run({{"NCCL_P2P_DISABLE", "1"}});
     if (second.exit_code == 0 && !second.timed_out) {
       r += fmt::format(

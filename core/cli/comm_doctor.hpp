@@ -44,8 +44,14 @@ struct Diagnosis {
 /// and honours NCCL_P2P_DISABLE.
 bool is_nccl_comm(const std::string& comm);
 
-/// Runs `run` once, and once more with NCCL_P2P_DISABLE=1 when an nccl-* communicator failed.
+/// Runs `run` once, and once more with NCCL_P2P_DISABLE=1 when an nccl-* communicator failed or
+/// hung (not when the failure came from before it: failed_before_the_communicator()).
 Diagnosis diagnose_comm(const DoctorFacts& facts, const RunAttempt& run);
+
+/// "the backend plugin" (model, data, precision) when the attempt failed with an error of that
+/// plugin -- no CUDA device, a library that does not load -- before any collective could run;
+/// "" when it may be the communicator's (its own errors, a timeout, a hang).
+std::string failed_before_the_communicator(const CommAttempt& attempt);
 
 /// The first "kiln: error: ..." line of `output` (the cause) and, when another follows, the last
 /// one (the supervisor's summary) after "; then: "; else its last non-empty line.

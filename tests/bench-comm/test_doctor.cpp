@@ -1,6 +1,7 @@
 // `kiln doctor`: the decision (cli/comm_doctor.hpp) with scripted attempts -- what it runs again
-// with NCCL_P2P_DISABLE=1 and what it says -- and the real command on the gloo communicator,
-// working and failing. The NCCL cases need no GPU: the attempts are scripted.
+// with NCCL_P2P_DISABLE=1, what it does not (a failure before the communicator ran), and what it
+// says -- and the real command on the gloo communicator, working and failing. The NCCL cases
+// need no GPU: the attempts are scripted.
 #define KILN_TEST_MODULE test_doctor
 #include "kiln_test_main.hpp"
 
@@ -82,6 +83,33 @@ BOOST_AUTO_TEST_CASE(nccl_that_fails_both_ways_is_not_blamed_on_peer_to_peer) {
   BOOST_TEST(contains(d.report, "with NCCL_P2P_DISABLE=1 too: it failed (exit status 1): rank 0: NCCL error"), d.report);
   BOOST_TEST(contains(d.report, "Not a peer-to-peer problem. Rerun with NCCL_DEBUG=INFO"), d.report);
   BOOST_TEST(!contains(d.report, "ACS"), d.report);
+}
+
+// Without a GPU the cuda backend fails before NCCL runs: a second attempt without peer-to-peer
+// transfers would fail the same way (it did, before), and "not a peer-to-peer problem, rerun with
+// NCCL_DEBUG=INFO" sent the user to NCCL for a backend's error.
+BOOST_AUTO_TEST_CASE(a_failure_before_the_communicator_is_not_retried_or_blamed_on_it) {
+  const std::string no_gpu =
+      "kiln: error: backend plugin 'cuda' (/opt/kiln/lib/libkiln-backend-cuda.so): backend 'cuda': no usable CUDA "
+      "device (cudaGetDeviceCount: no CUDA-capable device is detected)\n"
+      "kiln: error: rank 1 (pid 7 on host vm) exited with status 1; stopped the other rank\n";
+  Script s{{{1, false, no_gpu}}, {}};
+  const auto d = kiln::cli::diagnose_comm(facts("nccl-ring"), s.runner());
+  BOOST_TEST(d.exit_code == 1);
+  BOOST_TEST(s.envs.size() == 1u);
+  BOOST_TEST(contains(d.report, "it failed (exit status 1): backend plugin 'cuda' "), d.report);
+  BOOST_TEST(contains(d.report, "  Not the communicator: the backend plugin failed before any collective ran (the error "
+                                "above)."),
+             d.report);
+  BOOST_TEST(!contains(d.report, "NCCL_P2P_DISABLE"), d.report);
+  BOOST_TEST(!contains(d.report, "NCCL_DEBUG"), d.report);
+
+  // The communicator's own errors and hangs may still be peer-to-peer problems.
+  BOOST_TEST(kiln::cli::failed_before_the_communicator({1, false, "kiln: error: data plugin 'x' (l.so): read()\n"}) ==
+             "the data plugin");
+  BOOST_TEST(kiln::cli::failed_before_the_communicator(
+                 {1, false, "kiln: error: communicator plugin 'nccl-ring' (l.so), connect(): NCCL error\n"}) == "");
+  BOOST_TEST(kiln::cli::failed_before_the_communicator({137, true, "kiln: error: backend plugin 'cuda'\n"}) == "");
 }
 
 BOOST_AUTO_TEST_CASE(no_second_attempt_when_peer_to_peer_is_already_off_or_the_comm_is_not_nccl) {
