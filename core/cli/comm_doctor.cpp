@@ -117,6 +117,11 @@ Diagnosis diagnose_comm(const DoctorFacts& f, const RunAttempt& run) {
     }
   } else if (is_nccl_comm(f.comm)) {
     r += "  NCCL_P2P_DISABLE=1 was already set. Rerun with NCCL_DEBUG=INFO exported to see where NCCL stops.\n";
+  } else if (f.comm == "mpi") {
+    r += "  Rerun the command above to see all of its output, mpirun's included. The mpi communicator's ranks\n"
+         "  must all be started by one mpirun; Open MPI chooses the network interface with\n"
+         "  OMPI_MCA_btl_tcp_if_include (exported, e.g. =lo on one machine), and a firewall must let the ranks\n"
+         "  reach each other.\n";
   } else {
     r += "  Rerun the command above to see all of its output; for gloo, comm.interface chooses the network\n"
          "  interface (--set comm.interface=...), and a firewall must let the ranks reach each other.\n";

@@ -28,7 +28,7 @@ using RunAttempt = std::function<CommAttempt(const AttemptEnv&)>;
 
 struct DoctorFacts {
   std::string comm;             ///< the communicator plugin checked
-  int nproc = 2;                ///< local ranks
+  int nproc = 2;                ///< ranks
   double deadline_s = 0;        ///< the doctor's own limit on one attempt
   std::string command;          ///< the attempt's command line, for the user to rerun
   bool p2p_already_off = false; ///< NCCL_P2P_DISABLE=1 was set by the user already

@@ -9,6 +9,7 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +30,53 @@ namespace po = boost::program_options;
 
 std::string quoted(const std::string& s) {
   return s.find_first_of(" \t'\"") == std::string::npos ? s : "'" + s + "'";
+}
+
+/// `name` in a directory of PATH, as a shell would find it; empty if it is in none.
+fs::path find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (std::size_t from = 0; from <= dirs.size();) {
+    const std::size_t colon = std::min(dirs.find(':', from), dirs.size());
+    const fs::path candidate = fs::path(colon == from ? "." : dirs.substr(from, colon - from)) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    from = colon + 1;
+  }
+  return {};
+}
+
+/// Whether `mpirun` is Open MPI's (it takes --oversubscribe, --bind-to and --allow-run-as-root;
+/// MPICH's takes none of them).
+bool is_open_mpi(const fs::path& mpirun) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(mpirun, ec);
+  const std::string name = ec ? mpirun.filename().string() : real.filename().string();
+  return name == "orterun" || name == "prterun";
+}
+
+/// How the doctor starts the check: `kiln bench-comm --nproc N` (kiln's own supervisor), or for
+/// the mpi communicator, whose ranks only MPI can start, `mpirun -np N kiln bench-comm`.
+struct Launch {
+  fs::path program;
+  std::vector<std::string> args;  ///< before bench-comm's own
+  std::string how;                ///< "local rank(s)", "rank(s) started by mpirun"
+};
+
+Launch launch_for(const std::string& comm, int nproc, const fs::path& kiln) {
+  if (comm != "mpi") return {kiln, {}, "local rank(s)"};
+  const fs::path mpirun = find_on_path("mpirun");
+  if (mpirun.empty()) {
+    throw ConfigError("kiln doctor --comm mpi runs its check under mpirun, and there is no mpirun on PATH: install an "
+                      "MPI (scripts/setup.sh installs Open MPI: openmpi-bin)");
+  }
+  Launch l{mpirun, {"-np", std::to_string(nproc)}, "rank(s) started by mpirun"};
+  if (is_open_mpi(mpirun)) {
+    // As many ranks as asked, wherever the cores are; Open MPI refuses root without the flag.
+    l.args.insert(l.args.end(), {"--oversubscribe", "--bind-to", "none"});
+    if (::geteuid() == 0) l.args.emplace_back("--allow-run-as-root");
+  }
+  l.args.push_back(kiln.string());
+  return l;
 }
 
 /// Runs `program args` with `extra` added to the environment, stdout and stderr into `log`, and
@@ -75,8 +123,18 @@ CommAttempt run_child(const fs::path& program, const std::vector<std::string>& a
     if (done < 0 && errno != EINTR) throw IoError(fmt::format("kiln doctor lost its child: {}", std::strerror(errno)));
     if (std::chrono::steady_clock::now() >= stop_at) {
       a.timed_out = true;
-      ::kill(pid, SIGKILL);  // bench-comm's supervisor; its ranks follow
-      ::waitpid(pid, &status, 0);
+      // SIGTERM first: kiln's supervisor and mpirun both pass it on to the ranks they started,
+      // which a SIGKILL'd mpirun could not. SIGKILL if that has not ended it in 5 s.
+      ::kill(pid, SIGTERM);
+      const auto grace_until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (::waitpid(pid, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() >= grace_until) {
+          ::kill(pid, SIGKILL);  // kiln's supervisor's ranks follow it (PR_SET_PDEATHSIG)
+          ::waitpid(pid, &status, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -97,9 +155,9 @@ int run_doctor_command(const std::vector<std::string>& args, const std::vector<f
   std::vector<std::string> sets;
   opts.add_options()
       ("help,h", "show this help")
-      ("comm", po::value(&comm)->required(), "communicator plugin to check (gloo, nccl-ring, nccl-tree, ...)")
+      ("comm", po::value(&comm)->required(), "communicator plugin to check (gloo, nccl-ring, nccl-tree, mpi, ...)")
       ("backend", po::value(&backend), "backend whose memory is reduced (default: cuda for nccl-*, else cpu)")
-      ("nproc", po::value(&nproc), "local ranks to check with (default 2; one per GPU for nccl-*)")
+      ("nproc", po::value(&nproc), "ranks to check with (default 2; one per GPU for nccl-*; started by mpirun for mpi)")
       ("timeout", po::value(&timeout_s), "seconds a rendezvous or collective may take (default 30)")
       ("set", po::value(&sets), "communicator parameter, as for bench-comm: --set comm.interface=eth0 (repeatable)");
   po::variables_map vm;
@@ -110,7 +168,8 @@ int run_doctor_command(const std::vector<std::string>& args, const std::vector<f
            "Runs a small all-reduce (8 B to 4 MB, every result checked) on N local ranks with a short\n"
            "timeout, and says whether the communicator works here. When an nccl-* communicator fails it\n"
            "tries again with NCCL_P2P_DISABLE=1 and, if that works, points at PCIe ACS and the IOMMU\n"
-           "(docs/bench-comm.md#kiln-doctor). Exit status 0 when it works, 1 when it does not.\n\n"
+           "(docs/bench-comm.md#kiln-doctor). The mpi communicator's ranks are started by mpirun.\n"
+           "Exit status 0 when it works, 1 when it does not.\n\n"
         << opts;
     return 0;
   }
@@ -119,9 +178,12 @@ int run_doctor_command(const std::vector<std::string>& args, const std::vector<f
   if (timeout_s < 1) throw po::error("--timeout must be at least 1 second");
   if (backend.empty()) backend = is_nccl_comm(comm) ? "cuda" : "cpu";
 
-  std::vector<std::string> bench = {"bench-comm", "--comm", comm, "--backend", backend, "--nproc", std::to_string(nproc),
-                                    "-b", "8", "-e", "4M", "-f", "8", "-n", "3", "-w", "1", "-c", "1",
-                                    "--timeout", std::to_string(timeout_s), "--warn-after", "0"};
+  const Launch launch = launch_for(comm, nproc, fs::read_symlink("/proc/self/exe"));
+  std::vector<std::string> bench = launch.args;
+  bench.insert(bench.end(), {"bench-comm", "--comm", comm, "--backend", backend});
+  if (comm != "mpi") bench.insert(bench.end(), {"--nproc", std::to_string(nproc)});
+  bench.insert(bench.end(), {"-b", "8", "-e", "4M", "-f", "8", "-n", "3", "-w", "1", "-c", "1", "--timeout",
+                             std::to_string(timeout_s), "--warn-after", "0"});
   for (const auto& s : sets) {
     bench.push_back("--set");
     bench.push_back(s);
@@ -130,14 +192,13 @@ int run_doctor_command(const std::vector<std::string>& args, const std::vector<f
     bench.push_back("--plugin-path");
     bench.push_back(fs::absolute(d).string());
   }
-  const fs::path program = fs::read_symlink("/proc/self/exe");
   DoctorFacts facts;
   facts.comm = comm;
   facts.nproc = nproc;
   // bench-comm gives up after its own timeout per wait; this is the doctor's net under it.
   const auto deadline = std::chrono::seconds(2 * timeout_s + 30);
   facts.deadline_s = static_cast<double>(deadline.count());
-  facts.command = "kiln";
+  facts.command = comm == "mpi" ? quoted(launch.program.string()) : "kiln";
   for (const auto& a : bench) facts.command += " " + quoted(a);
   const char* p2p = std::getenv("NCCL_P2P_DISABLE");
   facts.p2p_already_off = p2p != nullptr && std::string(p2p) == "1";
@@ -158,10 +219,11 @@ int run_doctor_command(const std::vector<std::string>& args, const std::vector<f
     }
   } remove_log{log_name};
 
-  out << fmt::format("kiln doctor: {} on {} local rank(s), backend {}, timeout {} s\n", comm, nproc, backend, timeout_s);
+  out << fmt::format("kiln doctor: {} on {} {}, backend {}, timeout {} s\n", comm, nproc, launch.how, backend,
+                     timeout_s);
   out.flush();
   const Diagnosis d = diagnose_comm(facts, [&](const AttemptEnv& env) {
-    return run_child(program, bench, env, deadline, remove_log.path);
+    return run_child(launch.program, bench, env, deadline, remove_log.path);
   });
   out << d.report;
   return d.exit_code;

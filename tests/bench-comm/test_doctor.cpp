@@ -5,6 +5,7 @@
 #define KILN_TEST_MODULE test_doctor
 #include "kiln_test_main.hpp"
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,16 @@ BOOST_AUTO_TEST_CASE(no_second_attempt_when_peer_to_peer_is_already_off_or_the_c
   BOOST_TEST(contains(g.report, "comm.interface"), g.report);
 }
 
+BOOST_AUTO_TEST_CASE(an_mpi_failure_gets_mpi_advice_and_no_second_attempt) {
+  Script s{{{1, false, "kiln: error: mpi communicator: MPI_Init failed\n"}}, {}};
+  const auto d = kiln::cli::diagnose_comm(facts("mpi"), s.runner());
+  BOOST_TEST(d.exit_code == 1);
+  BOOST_TEST(s.envs.size() == 1u);
+  BOOST_TEST(contains(d.report, "ranks\n  must all be started by one mpirun"), d.report);
+  BOOST_TEST(contains(d.report, "OMPI_MCA_btl_tcp_if_include"), d.report);
+  BOOST_TEST(!contains(d.report, "comm.interface"), d.report);
+}
+
 BOOST_AUTO_TEST_CASE(the_failure_line_is_the_cause_and_the_summary_or_the_last_line) {
   BOOST_TEST(kiln::cli::failure_line("a\nkiln: error: first\nb\nkiln: error: second\nc\n") == "first; then: second");
   BOOST_TEST(kiln::cli::failure_line("kiln: error: only\n") == "only");
@@ -153,4 +164,28 @@ BOOST_AUTO_TEST_CASE(kiln_doctor_on_gloo_here) {
   BOOST_TEST(contains(bad.out, "gloo could not open a TCP device on interface 'kiln-no-such0'"), bad.out);
   BOOST_TEST(contains(bad.out, "; then: rank "), bad.out);  // the supervisor's summary
   BOOST_TEST(contains(bad.out, "  ran: kiln bench-comm --comm gloo --backend cpu --nproc 2 "), bad.out);
+}
+
+// The mpi communicator's ranks meet through MPI_COMM_WORLD, so the doctor starts them with
+// mpirun (before, it used --nproc and the ranks refused to start: "MPI_COMM_WORLD says rank 0 of
+// 1"); without an mpirun on PATH it says so.
+BOOST_AUTO_TEST_CASE(kiln_doctor_on_mpi_here_runs_under_mpirun, *boost::unit_test::enable_if<KILN_TEST_HAVE_MPI>()) {
+  const auto& cwd = kiln::test::scratch_dir();
+  // A PATH whose one directory holds only `env` (run_kiln starts kiln through it).
+  const std::string only_env = (cwd / "path-without-mpirun").string();
+  const auto none = kiln::test::run_kiln(
+      cwd, {"doctor", "--comm", "mpi"},
+      "mkdir -p " + only_env + " && ln -sf /usr/bin/env " + only_env + "/env && export PATH=" + only_env);
+  BOOST_TEST(none.status == 1, none.out << none.err);
+  BOOST_TEST(contains(none.err, "kiln: error: kiln doctor --comm mpi runs its check under mpirun, and there is no "
+                                "mpirun on PATH"),
+             none.err);
+  if (!std::filesystem::exists("/usr/bin/mpirun")) {
+    BOOST_TEST_MESSAGE("SKIPPED: /usr/bin/mpirun is not installed (scripts/setup.sh installs openmpi-bin)");
+    return;
+  }
+  const auto ok = kiln::test::run_kiln(cwd, {"doctor", "--comm", "mpi", "--nproc", "2", "--timeout", "20"});
+  BOOST_TEST(ok.status == 0, ok.out << ok.err);
+  BOOST_TEST(contains(ok.out, "kiln doctor: mpi on 2 rank(s) started by mpirun, backend cpu, timeout 20 s\n"), ok.out);
+  BOOST_TEST(contains(ok.out, "ok: an all-reduce of 8 B to 4 MB on 2 rank(s) with mpi: every result checked"), ok.out);
 }
