@@ -178,7 +178,15 @@ if want conformance; then
   echo "===== kiln plugins test libkiln-backend-cuda.so" >>"$OUT/conformance-cuda.log"
   timeout "$(budget 30)" "$BUILD/bin/kiln" plugins test "$BUILD/lib/kiln/plugins/libkiln-backend-cuda.so" \
     >>"$OUT/conformance-cuda.log" 2>&1 || rc=$?
-  grep -E '^  FAIL|checks passed|checks FAILED' "$OUT/conformance-cuda.log" | tail -n 8 | tee -a "$SUMMARY"
+  # `kiln doctor` on NCCL (bench-comm over nccl-ring, one rank per GPU, results checked): its
+  # NCCL path had only scripted tests before a GPU ran it.
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  ((ngpu >= 1)) || ngpu=1
+  echo "===== kiln doctor --comm nccl-ring --nproc $ngpu" >>"$OUT/conformance-cuda.log"
+  timeout "$(budget 40)" "$BUILD/bin/kiln" doctor --comm nccl-ring --nproc "$ngpu" --timeout 10 \
+    >>"$OUT/conformance-cuda.log" 2>&1 || rc=$?
+  grep -E '^  FAIL|checks passed|checks FAILED|^ok: an all-reduce|^failed: an all-reduce' "$OUT/conformance-cuda.log" |
+    tail -n 8 | tee -a "$SUMMARY"
   stage_done conformance $rc "$t0"
 fi
 
