@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "kiln/crash/crash_context.hpp"
+#include "kiln/crash/terminate_note.hpp"
 #include "kiln/crash/thread_signal_stack.hpp"
 #include "kiln/io/text_out.hpp"
 
@@ -52,7 +53,11 @@ void describe_signal(BufferOut& r, int sig, const siginfo_t* info) {
       r << "SIGFPE (an arithmetic fault, such as an integer division by zero)";
       break;
     case SIGABRT:
-      r << "SIGABRT (aborted: std::terminate, a failed assertion or abort())";
+      if (const std::string_view why = terminate_note(); !why.empty()) {
+        r << "SIGABRT (std::terminate " << why << ")";
+      } else {
+        r << "SIGABRT (aborted: std::terminate, a failed assertion or abort())";
+      }
       break;
     default:
       r << "signal " << static_cast<std::int64_t>(sig);
@@ -119,6 +124,7 @@ bool clear_fatal_signal_listener(FatalSignalListener* listener) noexcept {
 }
 
 void install_fatal_signal_report() {
+  install_terminate_note();
   // The main thread's alternate stack, so that a stack overflow there is reported too (the data
   // loader's workers make their own). Never destroyed: it must outlive everything that can crash.
   static const ThreadSignalStack* const main_thread_stack = new ThreadSignalStack;

@@ -1,9 +1,10 @@
-// test_crash_report: a crash inside plugin code (a data source's read() dereferencing a
-// null pointer, on a loader worker thread) ends `kiln train` with the signal's own exit status,
-// after a report on stderr that names the signal, the plugin call, the run's position and the
-// last complete checkpoint, which stays whole; in a multi-rank run the crashed rank also leaves
-// its record of collectives, which the supervisor's finding quotes. Not in the sanitizer job: there the sanitizer's
-// own SIGSEGV handler reports instead (fatal_signal_report.hpp leaves a handler it finds alone).
+// test_crash_report: a crash inside plugin code (a data source's read() dereferencing a null
+// pointer, on a loader worker thread) ends `kiln train` with the signal's own exit status, after
+// a report on stderr that names the signal (for an abort by std::terminate, the exception that
+// caused it), the plugin call, the run's position and the last complete checkpoint, which stays
+// whole; in a multi-rank run the crashed rank also leaves its record of collectives, which the
+// supervisor's finding quotes. Not in the sanitizer job: there the sanitizer's own SIGSEGV
+// handler reports instead (fatal_signal_report.hpp leaves a handler it finds alone).
 #define KILN_TEST_MODULE test_crash_report
 #include "kiln_test_main.hpp"
 
@@ -66,6 +67,18 @@ BOOST_AUTO_TEST_CASE(a_stack_overflow_on_a_loader_worker_is_reported_too) {
              "stderr: " << r.err);
   BOOST_TEST(r.err.find("during a call into data plugin 'overflows-stack' (libkiln-fixture-overflows-stack.so), "
                         "read()\n") != std::string::npos,
+             "stderr: " << r.err);
+  BOOST_TEST(r.err.find("kiln: it happened while training, epoch 1/2") != std::string::npos, "stderr: " << r.err);
+}
+
+// std::terminate ends in abort(); the report names the exception that got there (before, it said
+// only "SIGABRT (aborted: std::terminate, a failed assertion or abort())").
+BOOST_AUTO_TEST_CASE(an_exception_through_a_noexcept_function_is_named_in_the_report) {
+  const auto r = train_on_crashing("terminates-in-read", scratch_dir() / "run-terminates-in-read");
+  BOOST_TEST(r.status == 128 + SIGABRT, "exit status " << r.status << ", stderr: " << r.err);
+  BOOST_TEST(r.err.find("kiln: fatal: SIGABRT (std::terminate after an uncaught std::runtime_error: the fixture's "
+                        "read() threw through a noexcept function on two lines) during a call into data plugin "
+                        "'terminates-in-read' (libkiln-fixture-terminates-in-read.so), read()\n") != std::string::npos,
              "stderr: " << r.err);
   BOOST_TEST(r.err.find("kiln: it happened while training, epoch 1/2") != std::string::npos, "stderr: " << r.err);
 }

@@ -1,7 +1,9 @@
 // A last word before a crash ends the process.
 //
 // install_fatal_signal_report() (called once by `kiln`'s main) handles SIGSEGV, SIGBUS, SIGILL,
-// SIGFPE and SIGABRT: the handler writes what kiln/crash/crash_context.hpp recorded to stderr,
+// SIGFPE and SIGABRT (and sets the terminate handler that says which exception an abort() by
+// std::terminate came from, kiln/crash/terminate_note.hpp): the handler writes what
+// kiln/crash/crash_context.hpp recorded to stderr,
 //   kiln: fatal: SIGSEGV (invalid memory access at 0x0) during a call into data plugin 'csv'
 //         (libkiln-data-csv.so), read()
 //   kiln: it happened while training, epoch 2/10, step 17/938
