@@ -8,6 +8,7 @@
 #include "bench_comm_command.hpp"
 #include "bench_comm_check.hpp"
 #include "bench_comm_json.hpp"
+#include "option_args.hpp"
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
@@ -262,20 +263,6 @@ std::vector<std::string> split(const std::string& s, char sep, std::size_t parts
   }
   out.push_back(s.substr(start));
   while (out.size() < parts) out.emplace_back();
-  return out;
-}
-
-/// `args` without every "--NAME VALUE" and "--NAME=VALUE".
-std::vector<std::string> without_option(const std::vector<std::string>& args, const std::string& name) {
-  std::vector<std::string> out;
-  const std::string flag = "--" + name;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == flag) {
-      ++i;
-    } else if (args[i].rfind(flag + "=", 0) != 0) {
-      out.push_back(args[i]);
-    }
-  }
   return out;
 }
 

@@ -1,0 +1,146 @@
+// The supervisor of `kiln train --nproc` and its restarts (see supervised_train.hpp).
+#include "supervised_train.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include "kiln/config/config.hpp"
+#include "kiln/errors.hpp"
+#include "kiln/launch/rendezvous_dir.hpp"
+#include "kiln/launch/supervisor.hpp"
+#include "kiln/train/checkpoint.hpp"
+#include "kiln/train/collective_recorder.hpp"
+#include "kiln/train/collective_report.hpp"
+#include "kiln/train/core_tables.hpp"
+#include "option_args.hpp"
+
+namespace kiln::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kMaxNproc = 1024;
+constexpr int kMinNprocLimit = 16;  // so a small machine can still run the usual 2-8 rank tests
+
+/// After a failed job: which rank the others waited for, from the records the ranks wrote
+/// (collective_report.hpp). Silent when no rank wrote one (the job failed before training), and
+/// after Ctrl-C on a job that was not hung (no rank had waited a second in a collective): the
+/// ranks were merely caught at different points of a step.
+void explain_collectives(const fs::path& run_dir, std::int64_t job_started_ms, bool interrupted) {
+  train::TraceSet set;
+  try {
+    set = train::read_traces(run_dir / "debug", job_started_ms);
+  } catch (const Error&) {
+    return;
+  }
+  if (interrupted && train::longest_wait_ms(set) < 1000) return;
+  std::cerr << "kiln: collectives: " << train::verdict(set) << "\n"
+            << "kiln: each rank's latest collectives: kiln collectives --run-dir " << run_dir.string() << std::endl;
+}
+
+void check_nproc(int nproc) {
+  if (nproc < 1) throw ConfigError(fmt::format("--nproc {} must be at least 1", nproc));
+  // Every rank is a process with its own model, buffers and threads: far more of them than cores
+  // only thrashes, and a typo (--nproc 100000) would fork until the machine stops responding.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int max_nproc = std::min(kMaxNproc, std::max(kMinNprocLimit, 4 * cores));
+  if (nproc > max_nproc) {
+    throw ConfigError(fmt::format("--nproc {} is more local ranks than this machine can run: at most {} (4 x its {} "
+                                  "cores, at least {}, never more than {}); use fewer ranks, or start ranks on "
+                                  "several machines with --rank/--world-size",
+                                  nproc, max_nproc, cores, kMinNprocLimit, kMaxNproc));
+  }
+}
+
+/// The newest checkpoint a restart would continue from, or nothing. Warnings about damaged newer
+/// ones are logged by latest_intact_checkpoint, as the ranks' `--resume auto` would.
+std::optional<fs::path> checkpoint_to_restart_from(const fs::path& run_dir) {
+  std::error_code ec;
+  if (!fs::is_directory(run_dir / "checkpoints", ec)) return std::nullopt;
+  try {
+    if (auto latest = train::latest_intact_checkpoint(run_dir / "checkpoints")) return latest->dir;
+  } catch (const Error& e) {
+    std::cerr << "kiln: cannot read the checkpoints of " << run_dir.string() << ": " << e.what() << std::endl;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int run_supervised_train(const SupervisedTrain& job) {
+  check_nproc(job.nproc);
+  if (job.max_restarts < 0) throw ConfigError(fmt::format("--max-restarts {} must be >= 0", job.max_restarts));
+  // Only [run] and [dist] are read here; the ranks validate the whole config themselves.
+  config::Config cfg = config::Config::load(job.config, job.sets);
+  std::string run_dir = job.run_dir;
+  if (run_dir.empty()) run_dir = cfg.validate("run", train::run_schema()).get_string("run_dir");
+  // A rank stopped for longer than a collective may take fails the job, naming it (supervisor.hpp).
+  const double timeout_s = cfg.validate("dist", train::dist_schema()).get_float("timeout_s");
+  // Only chosen here (a timestamped default must be the same for every rank): the ranks create
+  // it once they have checked the config and their plugins and met, so a start that fails
+  // leaves nothing behind (run.hpp). Restarts use the same directory.
+  const fs::path dir = fs::absolute(io::plan_run_dir(run_dir, job.mode));
+
+  std::vector<std::string> rank_args = {"train"};
+  for (const auto& a : without_option(without_option(without_option(job.args, "nproc"), "run-dir"), "max-restarts")) {
+    rank_args.push_back(a);
+  }
+  rank_args.insert(rank_args.end(), {"--run-dir", dir.string()});
+
+  for (int restart = 0;; ++restart) {
+    launch::RendezvousDir rendezvous;  // a fresh one per attempt; also removes those of killed supervisors
+    launch::SuperviseOptions o;
+    o.program = fs::read_symlink("/proc/self/exe");
+    o.args = rank_args;
+    o.nproc = job.nproc;
+    o.rendezvous = "file:" + rendezvous.path().string();
+    if (timeout_s > 0 && timeout_s <= 604800) o.stall_limit = std::chrono::milliseconds(std::llround(timeout_s * 1000));
+    const std::int64_t started_ms = train::wall_clock_ms();
+    const launch::SuperviseOutcome outcome = launch::supervise(o);
+    if (outcome.exit_code == 0) {
+      if (restart > 0) {
+        std::cerr << fmt::format("kiln: the job completed after {} restart{}", restart, restart == 1 ? "" : "s")
+                  << std::endl;
+      }
+      return 0;
+    }
+    std::cerr << "kiln: error: " << outcome.message << std::endl;
+    explain_collectives(dir, started_ms, outcome.exit_code != 1);
+    if (job.max_restarts == 0) return outcome.exit_code;
+    // 1: a rank failed; anything else: the supervisor itself was interrupted (Ctrl-C, SIGTERM).
+    if (outcome.exit_code != 1) {
+      std::cerr << "kiln: not restarting: the job was stopped from outside (" << outcome.message << ")" << std::endl;
+      return outcome.exit_code;
+    }
+    if (restart == job.max_restarts) {
+      std::cerr << fmt::format("kiln: error: gave up after {} restart{} (--max-restarts {}); the run directory {} "
+                               "keeps what every attempt wrote",
+                               restart, restart == 1 ? "" : "s", job.max_restarts, dir.string())
+                << std::endl;
+      return outcome.exit_code;
+    }
+    const std::optional<fs::path> from = checkpoint_to_restart_from(dir);
+    if (!from) {
+      std::cerr << fmt::format("kiln: not restarting: {} holds no complete checkpoint to continue from (the job failed "
+                               "before writing one: during its start, or in its first epoch; [checkpoint] "
+                               "every_epochs and every_steps set how often they are written)",
+                               dir.string())
+                << std::endl;
+      return outcome.exit_code;
+    }
+    // Every restart continues from the newest checkpoint, whatever the first attempt resumed from.
+    rank_args = without_option(rank_args, "resume");
+    rank_args.insert(rank_args.end(), {"--resume", "auto"});
+    std::cerr << fmt::format("kiln: restarting the {} rank{} (restart {} of {}) from {}", job.nproc,
+                             job.nproc == 1 ? "" : "s", restart + 1, job.max_restarts, from->string())
+              << std::endl;
+  }
+}
+
+}  // namespace kiln::cli
