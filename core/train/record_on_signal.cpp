@@ -10,6 +10,7 @@
 #include <cerrno>
 
 #include "kiln/errors.hpp"
+#include "kiln/sdk_internal/log_setup.hpp"
 #include "kiln/train/collective_recorder.hpp"
 
 namespace kiln::train {
@@ -72,6 +73,7 @@ void RecordOnStopSignal::watch() {
     const int sig = byte;
     const char* abbrev = ::sigabbrev_np(sig);
     recorder_->dump(fmt::format("received SIG{}", abbrev ? abbrev : "?"));
+    log::flush();  // the log's buffered debug lines too: the signal ends the process without exit()
     // Do what the signal would have done without this handler (by default: end the process).
     ::sigaction(sig, sig == SIGTERM ? &old_term_ : &old_int_, nullptr);
     ::kill(::getpid(), sig);

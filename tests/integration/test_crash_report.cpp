@@ -106,6 +106,14 @@ BOOST_AUTO_TEST_CASE(a_crashed_rank_leaves_its_collectives_and_the_finding_names
   BOOST_TEST(r.err.find("while training, epoch 2/2: " + crash) != std::string::npos, "stderr: " << r.err);
   BOOST_TEST(r.err.find("left no record") == std::string::npos, "stderr: " << r.err);
   BOOST_TEST(!fs::exists(record.string() + ".tmp"));
+  // Both logs hold what the ranks said before the end: the crashed rank's and the one the
+  // supervisor stopped with SIGTERM (both were empty while info lines waited in a buffer).
+  for (const char* log : {"rank0.log", "rank1.log"}) {
+    const std::string text = kiln::test::slurp(run_dir / "logs" / log);
+    BOOST_TEST(text.find("| world 2 | rank ") != std::string::npos, log << ": " << text);
+  }
+  BOOST_TEST(kiln::test::slurp(run_dir / "logs" / "rank0.log")
+                 .find("checkpoint written: " + (run_dir / "checkpoints" / "epoch-0001").string()) != std::string::npos);
 
   const auto listed = run_kiln(scratch_dir(), {"collectives", "--run-dir", run_dir.string()});
   BOOST_TEST(listed.status == 0, "stderr: " << listed.err);
