@@ -12,12 +12,14 @@
 
 #include "kiln/config/config.hpp"
 #include "kiln/errors.hpp"
+#include "kiln/io/run_dir.hpp"
 #include "kiln/launch/rendezvous_dir.hpp"
 #include "kiln/launch/supervisor.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/collective_recorder.hpp"
 #include "kiln/train/collective_report.hpp"
 #include "kiln/train/core_tables.hpp"
+#include "kiln/train/run.hpp"
 #include "option_args.hpp"
 
 namespace kiln::cli {
@@ -85,7 +87,10 @@ int run_supervised_train(const SupervisedTrain& job) {
   // Only chosen here (a timestamped default must be the same for every rank): the ranks create
   // it once they have checked the config and their plugins and met, so a start that fails
   // leaves nothing behind (run.hpp). Restarts use the same directory.
-  const fs::path dir = fs::absolute(io::plan_run_dir(run_dir, job.mode));
+  // --resume if-any is decided here as the ranks will decide it, on the same directory.
+  const std::string resume = train::effective_resume(job.resume, run_dir);
+  const fs::path dir =
+      fs::absolute(io::plan_run_dir(run_dir, resume.empty() ? io::RunDirMode::fresh : io::RunDirMode::resume));
 
   std::vector<std::string> rank_args = {"train"};
   for (const auto& a : without_option(without_option(without_option(job.args, "nproc"), "run-dir"), "max-restarts")) {

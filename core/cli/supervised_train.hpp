@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "kiln/io/run_dir.hpp"
 
 namespace kiln::cli {
 
@@ -27,7 +26,7 @@ struct SupervisedTrain {
   std::string config;
   std::vector<std::string> sets;
   std::string run_dir;  ///< --run-dir, or empty
-  io::RunDirMode mode = io::RunDirMode::fresh;
+  std::string resume;   ///< --resume, or empty
 };
 
 /// Runs the job (and its restarts) and returns the exit code: 0 once an attempt completes.

@@ -7,7 +7,6 @@
 
 #include <iostream>
 
-#include "kiln/io/run_dir.hpp"
 #include "kiln/train/run.hpp"
 #include "supervised_train.hpp"
 
@@ -34,7 +33,8 @@ int run_train_command(const std::vector<std::string>& args) {
       ("rank", po::value(&rank), "this process's rank (with --world-size; overrides launcher variables)")
       ("world-size", po::value(&world), "number of ranks (with --rank)")
       ("resume", po::value(&resume),
-       "continue the run in --run-dir from its newest checkpoint (auto) or from a checkpoint directory")
+       "continue the run in --run-dir from its newest checkpoint (auto), from a checkpoint directory, or from the "
+       "newest checkpoint if there is one, else start it there (if-any: one command for a job and its restarts)")
       ("resume-ignore-config",
        "resume even if the checkpoint's run differs from this config (model, seed, batch, world size, data, precision)")
       ("dump-params", po::value(&dump_params), "after training, rank 0 writes the parameters here as raw f32")
@@ -57,8 +57,7 @@ int run_train_command(const std::vector<std::string>& args) {
     if (vm.count("rank") || vm.count("world-size")) {
       throw po::error("--nproc starts its own ranks; it cannot be combined with --rank/--world-size");
     }
-    return run_supervised_train(SupervisedTrain{args, nproc, max_restarts, config, sets, run_dir,
-                                                resume.empty() ? io::RunDirMode::fresh : io::RunDirMode::resume});
+    return run_supervised_train(SupervisedTrain{args, nproc, max_restarts, config, sets, run_dir, resume});
   }
   if (vm.count("max-restarts")) {
     throw po::error("--max-restarts restarts the ranks that --nproc starts; under mpirun, Slurm or torchrun use "

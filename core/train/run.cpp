@@ -146,6 +146,15 @@ void check_same_run(const TrainCommand& command, const std::filesystem::path& ch
 
 }  // namespace
 
+std::string effective_resume(const std::string& resume, const std::string& run_dir) {
+  if (resume != "if-any") return resume;
+  if (run_dir.empty()) {
+    throw ConfigError("--resume if-any continues the run in a named directory when it has a checkpoint: pass "
+                      "--run-dir DIR (or set run.run_dir); a runs/<timestamp> default is new every time");
+  }
+  return latest_checkpoint(std::filesystem::path(run_dir) / "checkpoints") ? "auto" : "";
+}
+
 RunOutcome run_training(const TrainCommand& command) {
   const RankInfo ranks = launch::resolve_ranks(command.ranks);
   log::configure(ranks);
@@ -213,13 +222,18 @@ RunOutcome run_training(const TrainCommand& command) {
   const std::int64_t checkpoint_keep = checkpoint.get_int("keep");
   if (checkpoint_every < 0) throw ConfigError(checkpoint.where("every_epochs") + " must be >= 0");
   if (checkpoint_keep < 1) throw ConfigError(checkpoint.where("keep") + " must be at least 1");
-  const io::RunDirMode dir_mode = command.resume.empty() ? io::RunDirMode::fresh : io::RunDirMode::resume;
+  // --resume if-any: `auto` where the run directory holds a complete checkpoint, else a fresh
+  // run in it, so that one command both starts a job and continues it after a restart (torchrun
+  // --max-restarts, a Slurm requeue). Every rank looks at the same directory before any of them
+  // writes to it; the ranks' agreement check compares what each chose.
+  const std::string resume = effective_resume(command.resume, requested);
+  const io::RunDirMode dir_mode = resume.empty() ? io::RunDirMode::fresh : io::RunDirMode::resume;
   std::filesystem::path resume_from;
   TrainerState saved;  // what the checkpoint to resume says, verified (checksums, metadata)
-  if (!command.resume.empty() && command.resume != "auto") {
-    resume_from = command.resume;
+  if (!resume.empty() && resume != "auto") {
+    resume_from = resume;
     if (!std::filesystem::exists(resume_from / "model.safetensors")) {
-      throw IoError(fmt::format("--resume {}: not a checkpoint directory (no model.safetensors)", command.resume));
+      throw IoError(fmt::format("--resume {}: not a checkpoint directory (no model.safetensors)", resume));
     }
     // An explicitly named checkpoint that is damaged stays an error: the user chose it.
     saved = inspect_checkpoint(resume_from);
@@ -228,7 +242,7 @@ RunOutcome run_training(const TrainCommand& command) {
   // ---- 2. where the run will go: chosen and checked, not created (see step 5) ----
   RunOutcome outcome;
   outcome.run_dir = ranks.rank == 0 ? io::plan_run_dir(requested, dir_mode) : std::filesystem::path(requested);
-  if (command.resume == "auto") {
+  if (resume == "auto") {
     // The newest checkpoint may be the one the crash damaged: fall back to the newest intact one
     // (latest_intact_checkpoint warns about each one it skips, naming it and why).
     auto latest = latest_intact_checkpoint(outcome.run_dir / "checkpoints");
@@ -459,6 +473,11 @@ RunOutcome run_training(const TrainCommand& command) {
   log->info("precision {} {}: params {}, compute {}", precision_c.info->name, precision_c.info->version,
             dtype_name(parts.precision->param_dtype()), dtype_name(parts.precision->compute_dtype()));
   log->info("run dir   {}", outcome.run_dir.string());
+  if (command.resume == "if-any") {
+    log->info("resume    --resume if-any: {}", resume_from.empty()
+                                                   ? fmt::format("no checkpoint in {}: a fresh run", requested)
+                                                   : fmt::format("continuing from {}", resume_from.string()));
+  }
   if (init_req && !resume_from.empty()) {
     log->info("init      {} not loaded: the run resumes from {}", init_req->file.string(), resume_from.string());
   }

@@ -3,12 +3,14 @@
 // always, then starts both ranks again with --resume auto from the newest intact checkpoint.
 // A crash that happens once: the restarted job completes, with the losses of a job that never
 // crashed. A crash every time: it gives up after K restarts. No checkpoint yet: no restart.
-// Without --nproc the option is refused.
+// Without --nproc the option is refused. `--resume if-any`: the same command starts the job and,
+// run again after the failure, continues it (the torchrun way).
 #define KILN_TEST_MODULE test_max_restarts
 #include "kiln_test_main.hpp"
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -108,7 +110,39 @@ BOOST_AUTO_TEST_CASE(no_restart_without_a_checkpoint_to_continue_from) {
   BOOST_TEST(!contains(r.err, "kiln: restarting"), r.err);
 }
 
+// What torchrun --max-restarts or a Slurm requeue does: the same command again after a failure.
+// `--resume if-any` starts the job where the run directory has no checkpoint and continues it
+// where it has one (`--resume auto` alone refuses the first start).
+BOOST_AUTO_TEST_CASE(resume_if_any_is_one_command_for_a_job_and_its_restart) {
+  const fs::path marker = scratch_dir() / "crashed-once-3";
+  const fs::path run_dir = scratch_dir() / "run-if-any";
+  const std::vector<std::string> same = {"--resume", "if-any"};
+  const auto first = train_twice_ranked("crashes-once-on-rank-1", run_dir, marker, same);
+  BOOST_TEST(first.status == 1, "stderr: " << first.err);
+  BOOST_TEST(fs::is_directory(run_dir / "checkpoints" / "epoch-0001"));
+  const auto again = train_twice_ranked("crashes-once-on-rank-1", run_dir, marker, same);
+  BOOST_TEST(again.status == 0, "stderr: " << again.err);
+  BOOST_TEST(fs::is_directory(run_dir / "checkpoints" / "epoch-0003"));
+  const auto losses = train_losses(run_dir);
+  BOOST_TEST_REQUIRE(losses.size() == 3u);
+  for (int e = 0; e < 3; ++e) BOOST_TEST(losses[static_cast<std::size_t>(e)].first == e + 1);
+  std::ifstream log_file(run_dir / "logs" / "rank0.log");
+  const std::string log((std::istreambuf_iterator<char>(log_file)), std::istreambuf_iterator<char>());
+  BOOST_TEST(contains(log, "--resume if-any: no checkpoint in " + run_dir.string() + ": a fresh run"), log);
+  BOOST_TEST(contains(log, "--resume if-any: continuing from " + (run_dir / "checkpoints" / "epoch-0001").string()),
+             log);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(resume_if_any_needs_a_named_run_directory) {
+  const auto r = run_kiln(scratch_dir(), {"train", "--config", kiln::test::fixture_data_config("crashes-in-read").string(),
+                                          "--plugin-path", fixture_dir("crashes-in-read").string(), "--resume",
+                                          "if-any"});
+  BOOST_TEST(r.status == 1);
+  BOOST_TEST(contains(r.err, "--resume if-any continues the run in a named directory when it has a checkpoint"),
+             r.err);
+}
 
 BOOST_AUTO_TEST_CASE(max_restarts_needs_nproc) {
   const auto r = run_kiln(scratch_dir(), {"train", "--config", kiln::test::fixture_data_config("crashes-in-read").string(),

@@ -36,7 +36,8 @@ struct TrainCommand {
   /// little-endian f32 in parameter order, no header (for equivalence tests). Empty: none.
   std::filesystem::path dump_params;
   /// --resume: "" (a fresh run), "auto" (the newest complete checkpoint in the run directory's
-  /// checkpoints/) or a checkpoint directory. Resuming appends to the run directory.
+  /// checkpoints/), "if-any" ("auto" when the run directory has a checkpoint, else a fresh run in
+  /// it) or a checkpoint directory. Resuming appends to the run directory.
   std::string resume;
   /// --resume-ignore-config: resume even though the checkpoint was written by a run whose
   /// identity (run_identity.hpp: model, seed, batch, world size, data sizes, precision) differs.
@@ -57,5 +58,11 @@ struct RunOutcome {
 
 /// Runs a training job. Throws kiln::Error subclasses with one-line messages.
 RunOutcome run_training(const TrainCommand& command);
+
+/// --resume as it applies to the run directory `run_dir` (--run-dir or run.run_dir): "if-any"
+/// becomes "auto" where run_dir/checkpoints holds a complete checkpoint and "" (a fresh run)
+/// where it does not; anything else is returned as it is. "if-any" without a run directory is a
+/// ConfigError (a runs/<timestamp> default is new every time).
+std::string effective_resume(const std::string& resume, const std::string& run_dir);
 
 }  // namespace kiln::train
