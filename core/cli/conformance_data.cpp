@@ -8,6 +8,7 @@
 
 #include "conformance.hpp"
 #include "kiln/errors.hpp"
+#include "kiln/train/class_names.hpp"
 
 namespace kiln::cli {
 namespace {
@@ -44,9 +45,16 @@ std::vector<CheckLine> check_data(const DataSource& source) {
       if (d < 1) return {false, fmt::format("sample_shape {} has a dimension below 1", shape_string(info.sample_shape))};
     }
     if (info.num_classes < 1) return {false, fmt::format("num_classes is {}", info.num_classes)};
+    try {
+      train::check_class_names(info, source.name(), "data.train");  // what a run would refuse
+    } catch (const DataError& e) {
+      return {false, e.what()};
+    }
     bytes = static_cast<std::size_t>(shape_numel(info.sample_shape)) * dtype_size(info.sample_dtype);
-    return {true, fmt::format("{} samples of {}{}, {} classes: {}", info.count, dtype_name(info.sample_dtype),
-                              shape_string(info.sample_shape), info.num_classes, info.description)};
+    return {true, fmt::format("{} samples of {}{}, {} classes{}: {}", info.count, dtype_name(info.sample_dtype),
+                              shape_string(info.sample_shape), info.num_classes,
+                              info.class_names.empty() ? "" : fmt::format(" ({} named)", info.class_names.size()),
+                              info.description)};
   }));
   if (!lines.back().ok) return lines;
 

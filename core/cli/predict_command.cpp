@@ -67,7 +67,7 @@ int run_predict_command(const std::vector<std::string>& args, std::ostream& out)
     throw ConfigError(fmt::format("--top-k {} is more than the model's {} classes", top_k, classes));
   }
   const std::int64_t k = explicit_k ? top_k : std::min(kDefaultTopK, classes);
-  PredictionFile file(output, k);
+  PredictionFile file(output, k, session.class_names());
 
   std::int64_t index = 0, correct = 0;
   Backend& backend = session.backend();

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "kiln/errors.hpp"
+#include "kiln/io/json.hpp"
 
 namespace kiln::cli {
 namespace fs = std::filesystem;
@@ -23,14 +24,19 @@ PredictionFile::Format PredictionFile::format_of(const fs::path& path) {
 
 void PredictionFile::check_name(const fs::path& path) { (void)format_of(path); }
 
-PredictionFile::PredictionFile(const fs::path& path, std::int64_t top_k) : path_(path), format_(format_of(path)) {
+PredictionFile::PredictionFile(const fs::path& path, std::int64_t top_k, const std::vector<std::string>& class_names)
+    : path_(path), format_(format_of(path)), names_(class_names) {
   temp_ = path;
   temp_ += fmt::format(".partial-{}", ::getpid());
   out_.open(temp_, std::ios::binary | std::ios::trunc);
   if (!out_) throw IoError(fmt::format("--output {}: cannot create {}", path.string(), temp_.string()));
   if (format_ == Format::csv) {
-    out_ << "index,label";
-    for (std::int64_t k = 1; k <= top_k; ++k) out_ << fmt::format(",top{0},prob{0}", k);
+    out_ << (names_.empty() ? "index,label" : "index,label,label_name");
+    for (std::int64_t k = 1; k <= top_k; ++k) {
+      out_ << fmt::format(",top{}", k);
+      if (!names_.empty()) out_ << fmt::format(",top{}_name", k);
+      out_ << fmt::format(",prob{}", k);
+    }
     out_ << "\n";
   }
 }
@@ -43,16 +49,47 @@ PredictionFile::~PredictionFile() {
   }
 }
 
+std::string PredictionFile::csv_name(std::int64_t c) const {
+  if (c < 0 || c >= static_cast<std::int64_t>(names_.size())) return "";
+  const std::string& n = names_[static_cast<std::size_t>(c)];
+  if (n.find_first_of(",\"") == std::string::npos) return n;
+  std::string quoted = "\"";  // RFC 4180: enclosed in quotes, a quote doubled ("tench, Tinca tinca")
+  for (const char ch : n) {
+    if (ch == '"') quoted += '"';
+    quoted += ch;
+  }
+  return quoted + '"';
+}
+
+std::string PredictionFile::json_name(std::int64_t c) const {
+  if (c < 0 || c >= static_cast<std::int64_t>(names_.size())) return "null";
+  return io::json_quoted(names_[static_cast<std::size_t>(c)]);
+}
+
 void PredictionFile::write(std::int64_t index, std::int32_t label, std::span<const std::int64_t> classes,
                            std::span<const double> probs) {
   // 17 significant digits: a double read back is the double written, so sums and comparisons
   // made from the file are exact.
+  const bool named = !names_.empty();
   if (format_ == Format::csv) {
     out_ << index << ',' << label;
-    for (std::size_t k = 0; k < classes.size(); ++k) out_ << fmt::format(",{},{:.17g}", classes[k], probs[k]);
+    if (named) out_ << ',' << csv_name(label);
+    for (std::size_t k = 0; k < classes.size(); ++k) {
+      out_ << ',' << classes[k];
+      if (named) out_ << ',' << csv_name(classes[k]);
+      out_ << fmt::format(",{:.17g}", probs[k]);
+    }
     out_ << '\n';
   } else {
-    out_ << fmt::format("{{\"index\":{},\"label\":{},\"top\":[{}],\"prob\":[", index, label, fmt::join(classes, ","));
+    out_ << fmt::format("{{\"index\":{},\"label\":{},", index, label);
+    if (named) out_ << "\"label_name\":" << json_name(label) << ',';
+    out_ << fmt::format("\"top\":[{}],", fmt::join(classes, ","));
+    if (named) {
+      out_ << "\"names\":[";
+      for (std::size_t k = 0; k < classes.size(); ++k) out_ << (k ? "," : "") << json_name(classes[k]);
+      out_ << "],";
+    }
+    out_ << "\"prob\":[";
     for (std::size_t k = 0; k < probs.size(); ++k) out_ << (k ? "," : "") << fmt::format("{:.17g}", probs[k]);
     out_ << "]}\n";
   }

@@ -1,5 +1,8 @@
 // The file `kiln predict` writes: one row per sample with its index, label and top-k classes
 // and probabilities, as CSV (FILE.csv) or JSON lines (FILE.jsonl), chosen by the extension.
+// Where the run knows its class names, each class index is followed by its name (CSV columns
+// label_name and topK_name, quoted as RFC 4180 says; JSON "label_name" and "names"); a class past
+// the end of the names gets an empty field (CSV) or null (JSON).
 //
 // Rows go to "<FILE>.partial-<pid>" in the same folder, renamed to FILE by commit(): a predict
 // that fails half way leaves neither a half file nor a clobbered old one (the temporary is
@@ -11,6 +14,8 @@
 #include <filesystem>
 #include <fstream>
 #include <span>
+#include <string>
+#include <vector>
 
 namespace kiln::cli {
 
@@ -19,8 +24,9 @@ class PredictionFile {
   /// Throws the constructor's ConfigError for a name it would refuse, creating nothing (so a
   /// command can refuse it before the slow part).
   static void check_name(const std::filesystem::path& path);
-  /// Creates the temporary and writes the CSV header for `top_k` (>= 1) classes.
-  PredictionFile(const std::filesystem::path& path, std::int64_t top_k);
+  /// Creates the temporary and writes the CSV header for `top_k` (>= 1) classes; `class_names`
+  /// (possibly empty: no name columns) must outlive the object.
+  PredictionFile(const std::filesystem::path& path, std::int64_t top_k, const std::vector<std::string>& class_names);
   ~PredictionFile();
   PredictionFile(const PredictionFile&) = delete;
   PredictionFile& operator=(const PredictionFile&) = delete;
@@ -34,8 +40,12 @@ class PredictionFile {
  private:
   enum class Format { csv, jsonl };
   static Format format_of(const std::filesystem::path& path);
+  /// The name of class `c` as a CSV field or a JSON value.
+  std::string csv_name(std::int64_t c) const;
+  std::string json_name(std::int64_t c) const;
   std::filesystem::path path_, temp_;
   Format format_;
+  const std::vector<std::string>& names_;
   std::ofstream out_;
   bool committed_ = false;
 };

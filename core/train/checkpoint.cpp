@@ -15,6 +15,7 @@
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/safetensors.hpp"
 #include "kiln/sdk/log.hpp"
+#include "kiln/train/class_names.hpp"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
@@ -135,6 +136,7 @@ void write_partial(const fs::path& partial, Backend& backend, const Model& model
                                                    {"producer", "kiln"},
                                                    {"model", std::string(model.name())},
                                                    {"epoch", std::to_string(state.epochs_done)}};
+  if (!state.class_names.empty()) model_meta[kClassNamesKey] = class_names_json(state.class_names);
   model_meta.insert(extra_meta.begin(), extra_meta.end());
   io::write_safetensors(partial / "model.safetensors", model_records, model_meta);
 
@@ -252,9 +254,12 @@ TrainerState parse_state(const io::SafetensorsFile& trainer, const fs::path& tra
 }  // namespace
 
 TrainerState inspect_checkpoint(const fs::path& checkpoint) {
-  (void)read_file(checkpoint / "model.safetensors");
+  const fs::path model_file = checkpoint / "model.safetensors";
+  const io::SafetensorsFile weights = read_file(model_file);
   const fs::path trainer_file = checkpoint / "trainer.safetensors";
-  return parse_state(read_file(trainer_file), trainer_file);
+  TrainerState st = parse_state(read_file(trainer_file), trainer_file);
+  st.class_names = parse_class_names(weights.metadata, model_file.string());
+  return st;
 }
 
 std::map<std::string, std::string> checkpoint_metadata(const fs::path& checkpoint) {
@@ -290,6 +295,7 @@ TrainerState load_checkpoint(const fs::path& checkpoint, Backend& backend, const
   const io::SafetensorsFile trainer = read_file(trainer_file);
   // Metadata first: nothing is copied into the model from a checkpoint whose position is nonsense.
   TrainerState st = parse_state(trainer, trainer_file);
+  st.class_names = parse_class_names(weights.metadata, model_file.string());
   auto params = model.parameters();
   std::set<std::string> used;
   for (const auto& p : params) restore(backend, weights, p.name, p.value, model_file, used);

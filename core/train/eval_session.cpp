@@ -14,6 +14,7 @@
 #include "kiln/plugin/registry.hpp"
 #include "kiln/sdk_internal/log_setup.hpp"
 #include "kiln/train/checkpoint.hpp"
+#include "kiln/train/class_names.hpp"
 #include "kiln/train/core_tables.hpp"
 #include "kiln/train/model_table.hpp"
 #include "kiln/train/freeze.hpp"
@@ -58,6 +59,7 @@ struct EvalSession::Impl {
   std::unique_ptr<nn::SoftmaxCrossEntropy> loss;
   ComputeBoundary boundary;
   std::int64_t classes = 0;
+  std::vector<std::string> class_names;  // the checkpoint's, else the eval source's
   plugin::PluginOrigin backend_origin;
   io::Progress::Options progress;  // the run's [log] progress settings, on stderr
 
@@ -142,7 +144,7 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
   s.data = plugin::guarded(registry.create_data(*eval_c.info, args_for(eval_c)), plugin::origin_of(*eval_c.info));
   const InputSpec spec = s.model->input_spec();
   const DatasetInfo info = s.data->describe();
-  check_model_data(spec, info, "data.eval");
+  check_model_data(spec, info, "data.eval", s.data->name());
   check_batch_bytes(loader, loader.get_int("eval_batch") > 0 ? "eval_batch" : "batch", eval_batch, info, "data.eval");
   data::LoaderOptions lo = loader_options(loader, ranks, info.count, eval_batch, "eval_last_batch", data::Shuffle::no, seed);
   if (request.every_sample) lo.shard.last_batch = data::LastBatch::partial;
@@ -171,7 +173,17 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
     if (freeze) opt->exclude(FrozenParameters(s.model->parameters(), *freeze, s.model->name()).names());
     const TrainerState st = load_checkpoint(s.checkpoint, *s.backend, *s.model, *opt);
     s.precision->load_state(st.precision);
+    s.class_names = st.class_names;
   });
+  // The checkpoint's names say what the outputs mean; data that numbers classes otherwise would be
+  // scored (and predicted) against the wrong outputs without a sign.
+  const std::string from_checkpoint = fmt::format("the checkpoint {}", s.checkpoint.string());
+  if (const auto conflict = class_names_conflict(s.class_names, from_checkpoint, info.class_names, "[data.eval]")) {
+    throw ConfigError(fmt::format("the eval data's classes differ from those the checkpoint was trained on: {}; "
+                                  "evaluate with data of the same classes in the same order",
+                                  *conflict));
+  }
+  if (s.class_names.empty()) s.class_names = info.class_names;  // a checkpoint from before names were kept
 }
 
 EvalSession::~EvalSession() = default;
@@ -202,6 +214,7 @@ EvalSums EvalSession::run(const LogitsCallback& on_logits) {
 
 const fs::path& EvalSession::checkpoint() const { return impl_->checkpoint; }
 std::int64_t EvalSession::num_classes() const { return impl_->classes; }
+const std::vector<std::string>& EvalSession::class_names() const { return impl_->class_names; }
 Backend& EvalSession::backend() { return *impl_->backend; }
 
 }  // namespace kiln::train

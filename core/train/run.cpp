@@ -31,6 +31,7 @@
 #include "kiln/profile/train_profile.hpp"
 #include "kiln/sdk/checked_size.hpp"
 #include "kiln/train/checkpoint.hpp"
+#include "kiln/train/class_names.hpp"
 #include "kiln/train/core_tables.hpp"
 #include "kiln/train/collective_purpose.hpp"
 #include "kiln/train/collective_recorder.hpp"
@@ -112,8 +113,21 @@ void dump_parameters(const std::filesystem::path& file, Backend& backend, const 
 /// Refuses to resume a checkpoint written by a different run (run_identity.hpp gives the rule),
 /// unless the command says the difference is intended.
 void check_same_run(const TrainCommand& command, const std::filesystem::path& checkpoint, const TrainerState& saved,
-                    const RunIdentity& current) {
+                    const RunIdentity& current, const ClassNames& train_classes) {
   auto log = log::get("kiln");
+  // The weights' outputs mean the checkpoint's classes: a train split that numbers them otherwise
+  // (an ImageFolder with a class directory added) would teach class 7 as class 8.
+  if (const auto conflict = class_names_conflict(saved.class_names, "the checkpoint", train_classes, "[data.train]")) {
+    if (!command.resume_ignore_config) {
+      throw ConfigError(fmt::format("--resume {}: the training data's classes differ from the "
+                                    "checkpoint's: {}; resume with the data it was trained on, or pass "
+                                    "--resume-ignore-config if the change is intended",
+                                    checkpoint.string(), *conflict));
+    }
+    log->warn("--resume {}: the training data's classes differ from the checkpoint's ({}); resuming anyway as "
+              "--resume-ignore-config asks",
+              checkpoint.string(), *conflict);
+  }
   if (saved.run.empty()) {
     log->warn("--resume {}: the checkpoint records no run identity (written by an older Kiln); cannot check that it "
               "is this run's",
@@ -309,11 +323,12 @@ RunOutcome run_training(const TrainCommand& command) {
 
   const InputSpec spec = parts.model->input_spec();
   const DatasetInfo train_info = parts.train_data->describe();
-  check_model_data(spec, train_info, "data.train");
+  check_model_data(spec, train_info, "data.train", parts.train_data->name());
   DatasetInfo eval_info;
   if (parts.eval_data) {
     eval_info = parts.eval_data->describe();
-    check_model_data(spec, eval_info, "data.eval");
+    check_model_data(spec, eval_info, "data.eval", parts.eval_data->name());
+    check_same_classes(train_info, eval_info);
   }
 
   check_batch_bytes(loader, "batch", batch, train_info, "data.train");
@@ -347,7 +362,7 @@ RunOutcome run_training(const TrainCommand& command) {
   if (parts.eval_data) identity["data.eval.count"] = std::to_string(eval_info.count);
   identity["precision.type"] = precision_c.info->name;
   add_feature_identity(loader, identity);
-  if (!resume_from.empty()) check_same_run(command, resume_from, saved, identity);
+  if (!resume_from.empty()) check_same_run(command, resume_from, saved, identity, train_info.class_names);
 
   // The trainer makes these checks again when it builds; made here too, they fail before the
   // run directory exists: a precision the backend cannot run, a batch larger than the data.
@@ -358,6 +373,7 @@ RunOutcome run_training(const TrainCommand& command) {
   to.label_smoothing = static_cast<float>(smoothing);
   to.stop_on_nonfinite_loss = run.get_bool("stop_on_nonfinite_loss");
   to.run_identity = identity;
+  to.class_names = train_info.class_names;
   to.loss_check_every = run.get_int("loss_check_every");
   to.check_sharding = command.check_sharding;
   to.bucket_bytes = static_cast<std::int64_t>(bucket_mb * 1e6);
@@ -458,8 +474,8 @@ RunOutcome run_training(const TrainCommand& command) {
   log->info("backend   {} {} ({} threads) {}", backend_c.info->name, backend_c.info->version, dev.threads, dev.detail);
   log->info("model     {} {}: input {} {}, {} classes", model_c.info->name, model_c.info->version,
             dtype_name(spec.dtype), shape_string(spec.sample_shape), spec.num_classes);
-  log->info("data      train: {}", train_info.description);
-  if (parts.eval_data) log->info("data      eval: {}", eval_info.description);
+  log->info("data      train: {}{}", train_info.description, class_names_brief(train_info.class_names));
+  if (parts.eval_data) log->info("data      eval: {}{}", eval_info.description, class_names_brief(eval_info.class_names));
   log->info("comm      {} {}: {}", comm_c.info->name, comm_c.info->version, parts.comm->describe());
   const std::string store_at = store && dist::describe_store(*store) != rendezvous
                                   ? fmt::format(" at {}", dist::describe_store(*store)) : "";

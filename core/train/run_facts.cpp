@@ -11,6 +11,7 @@
 #include "kiln/rng.hpp"
 #include "kiln/sdk/half.hpp"
 #include "kiln/sdk_internal/fingerprint.hpp"
+#include "kiln/train/class_names.hpp"
 #include "kiln/train/run_identity.hpp"
 #include "kiln/version.hpp"
 
@@ -100,6 +101,7 @@ RankFacts run_facts(const RunFactsInput& in) {
   for (const DataSplit& d : in.data) {
     must[d.table + ".samples"] = fmt::format("{} of {} {}, {} classes", d.info.count, dtype_name(d.info.sample_dtype),
                                              shape_string(d.info.sample_shape), d.info.num_classes);
+    must[d.table + ".class_names"] = class_names_summary(d.info.class_names);
     facts.close[fmt::format("{}'s samples", d.table)] = sample_digest(*d.source, d.info, in.seed);
   }
   return facts;

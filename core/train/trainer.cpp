@@ -225,6 +225,7 @@ struct Trainer::Impl {
     st.seed = static_cast<std::int64_t>(opt.seed);
     st.precision = parts.precision->state();
     st.run = opt.run_identity;
+    st.class_names = opt.class_names;
     if (early_stop) st.extra = early_stop->state();
     return st;
   }

@@ -5,6 +5,7 @@
 
 #include "kiln/errors.hpp"
 #include "kiln/sdk/checked_size.hpp"
+#include "kiln/train/class_names.hpp"
 
 namespace kiln::train {
 
@@ -29,7 +30,8 @@ void check_batch_bytes(const ParamMap& loader, const char* key, std::int64_t bat
   if (!bytes) throw ConfigError(fmt::format("{} needs more bytes than fit in 64 bits; {}", what, hint));
 }
 
-void check_model_data(const InputSpec& spec, const DatasetInfo& data, const std::string& table) {
+void check_model_data(const InputSpec& spec, const DatasetInfo& data, const std::string& table,
+                      std::string_view source) {
   const bool same_shape = spec.sample_shape == data.sample_shape;
   const bool flattenable = spec.sample_shape.size() == 1 && shape_numel(spec.sample_shape) == shape_numel(data.sample_shape);
   if (spec.dtype != data.sample_dtype || !(same_shape || flattenable)) {
@@ -40,6 +42,16 @@ void check_model_data(const InputSpec& spec, const DatasetInfo& data, const std:
   if (data.num_classes > spec.num_classes) {
     throw ConfigError(fmt::format("[{}] has {} classes but the model outputs only {}; set model.num_classes",
                                   table, data.num_classes, spec.num_classes));
+  }
+  check_class_names(data, source, table);
+}
+
+void check_same_classes(const DatasetInfo& train, const DatasetInfo& eval) {
+  if (const auto conflict = class_names_conflict(train.class_names, "[data.train]", eval.class_names, "[data.eval]")) {
+    throw ConfigError(fmt::format("the eval split's classes differ from the train split's: {}; its labels would be "
+                                  "scored against the wrong outputs. Give both splits the same classes in the same "
+                                  "order (an ImageFolder split needs the same class directories)",
+                                  *conflict));
   }
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "kiln/tensor.hpp"
 
@@ -25,6 +26,12 @@ struct DatasetInfo {
   std::int64_t num_classes = 0;
   std::int64_t count = 0;   ///< number of samples; valid indices are [0, count)
   std::string description;  ///< for the banner: "Fashion-MNIST train (60000 from /usr/share/...)"
+  /// What each class is called, where the source knows: class_names[i] names label i ("Coat",
+  /// an ImageFolder directory "n01440764"). Empty = unknown. At most num_classes entries (classes
+  /// past the end are unnamed); each non-empty, without control characters. The core records
+  /// them in checkpoints, refuses an eval split or a resumed run that numbers the classes
+  /// differently, and `kiln predict` writes them next to the indices.
+  std::vector<std::string> class_names;
 };
 
 /// Where read() writes one sample: `bytes` bytes at `data` (sample_shape x sample_dtype,

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <span>
 
+#include "class_names_file.hpp"
 #include "example_proto.hpp"
 #include "file_util.hpp"
 #include "kiln/errors.hpp"
@@ -169,6 +170,13 @@ ImagenetSource::ImagenetSource(const PluginArgs& args) {
   info_.sample_dtype = bytes ? DType::u8 : DType::f32;
   info_.num_classes = num_classes;
   info_.count = count;
+  // Names for `kiln predict` and for the core's check that both splits number classes alike.
+  const std::string& names_file = p.get_string("class_names_file");
+  if (!names_file.empty()) {
+    info_.class_names = read_class_names_file(names_file, p.where("class_names_file"), num_classes);
+  } else if (folder_) {
+    info_.class_names = folder_->classes();
+  }
   info_.description = fmt::format("ImageNet {} ({} transform, {}x{} {}): {} images, {}", split,
                                   transform_.kind == TransformKind::train ? "train" : "eval", size,
                                   size, bytes ? "u8" : "f32", count, source);

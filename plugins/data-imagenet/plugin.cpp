@@ -38,6 +38,9 @@ constexpr kiln_param_spec_v1 kImagenetParams[] = {
      "Added to TFRecord labels (build_imagenet_data.py writes 1..1000, so -1 gives 0..999)."},
     {"num_classes", KILN_PARAM_INT, "0", nullptr,
      "Number of classes; 0 = from the data (class directories, or 1001 + label_offset for TFRecord)."},
+    {"class_names_file", KILN_PARAM_PATH, "\"\"", nullptr,
+     "A text file naming the classes, one line per class, class 0 first (imagenet_classes.txt, "
+     "LOC_synset_mapping.txt); empty: the class directories' names (folder layout), none (TFRecord)."},
     {"max_pixels", KILN_PARAM_INT, "100000000", nullptr,
      "Largest width x height accepted, checked from the header before decoding."},
     {"max_record_bytes", KILN_PARAM_INT, "67108864", nullptr,

@@ -59,9 +59,15 @@ MnistSource::MnistSource(const PluginArgs& args) {
   const bool flatten = p.get_bool("flatten");
   const std::int64_t limit = p.get_int("limit");
   const std::int64_t num_classes = p.get_int("num_classes");
+  const auto& class_names = p.get<std::vector<std::string>>("class_names");
 
   if (split_ != "train" && split_ != "test") {
     throw ConfigError(fmt::format("{} = \"{}\": use \"train\" or \"test\"", p.where("split"), split_));
+  }
+  if (!class_names.empty() && static_cast<std::int64_t>(class_names.size()) != num_classes) {
+    // A shorter list would leave the last labels unnamed, a longer one name labels that cannot occur.
+    throw ConfigError(fmt::format("{} has {} names for num_classes = {}; give one per class, label 0 first",
+                                  p.where("class_names"), class_names.size(), num_classes));
   }
   // mean, std, limit and num_classes: the schema's ranges (plugin.cpp) were checked by the core.
   std::error_code ec;
@@ -110,6 +116,7 @@ MnistSource::MnistSource(const PluginArgs& args) {
   info_.sample_shape = flatten ? Shape{kImagePixels} : Shape{1, kImageSide, kImageSide};
   info_.sample_dtype = DType::f32;
   info_.num_classes = num_classes;
+  info_.class_names = class_names;
   info_.count = count;
   info_.description = fmt::format("{} {}: {} samples from {}{}", dataset_name(path), split_, count,
                                   path, count < available ? fmt::format(" (limit {} of {})", limit, available) : "");

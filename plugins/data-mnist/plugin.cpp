@@ -22,6 +22,9 @@ constexpr kiln_param_spec_v1 kMnistParams[] = {
      "Use only the first `limit` samples (quick tests); 0 uses all.", "0", nullptr},
     {"num_classes", KILN_PARAM_INT, "10", nullptr,
      "Number of classes; a label >= num_classes is an error (IDX labels are bytes).", "1", "256"},
+    {"class_names", KILN_PARAM_STRING_LIST, "[]", nullptr,
+     "What each label is called, label 0 first: exactly num_classes names, or [] for none. Kept in the "
+     "checkpoints and written by `kiln predict`."},
 };
 
 }  // namespace

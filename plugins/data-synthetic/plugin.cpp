@@ -12,6 +12,9 @@ constexpr kiln_param_spec_v1 kSyntheticParams[] = {
     {"seed", KILN_PARAM_INT, "0", nullptr, "Sample i is a pure function of (seed, i), the same every epoch.", "0", nullptr},
     {"output", KILN_PARAM_STRING, "\"f32\"", "f32|u8",
      "f32: normal-ish values in `shape`; u8: raw bytes (H, W, C) for shape [C, H, W] (model input = \"u8\")."},
+    {"class_names", KILN_PARAM_STRING_LIST, "[]", nullptr,
+     "Names of classes 0, 1, ... as given (the core checks them: at most `classes`), for trying out "
+     "what a run does with names; [] = none."},
 };
 
 }  // namespace

@@ -54,6 +54,8 @@ SyntheticSource::SyntheticSource(const PluginArgs& args) {
   info_.sample_dtype = output_ == Output::u8 ? DType::u8 : DType::f32;
   info_.num_classes = classes;
   info_.count = count;
+  // Passed on unchecked: the core's own check of the contract is what a test of it needs to reach.
+  info_.class_names = p.get<std::vector<std::string>>("class_names");
   numel_ = shape_numel(info_.sample_shape);
   info_.description = fmt::format("synthetic {} samples of {} {}, {} classes, seed {}", count,
                                   shape_string(info_.sample_shape), dtype_name(info_.sample_dtype), classes, seed);

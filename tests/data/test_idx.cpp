@@ -159,6 +159,7 @@ kiln::ParamMap mnist_params(const std::string& path) {
   p.set("flatten", true, "default");
   p.set("limit", std::int64_t{0}, "default");
   p.set("num_classes", std::int64_t{10}, "default");
+  p.set("class_names", std::vector<std::string>{}, "default");
   return p;
 }
 
@@ -404,6 +405,27 @@ BOOST_AUTO_TEST_CASE(plugin_test_split_limit_and_shape) {
   std::vector<float> small(10);
   check_data_error([&] { source->read(0, 0, kiln::SampleSlot{small.data(), 40, &label}); },
                    "mnist: sample 0 asked into a slot of 40 bytes; it needs 3136 bytes");
+}
+
+BOOST_AUTO_TEST_CASE(plugin_passes_class_names_and_wants_one_per_class) {
+  TempDir dir;
+  write_split(dir, "train", Naming::dashed, Compression::raw);
+  kiln::ParamMap p = mnist_params(dir.path().string());
+  BOOST_TEST(make_source(p)->describe().class_names.empty());  // the default: none
+  const std::vector<std::string> names = {"zero", "one", "two", "three", "four",
+                                          "five", "six", "seven", "eight", "nine"};
+  p.set("class_names", names, "test.toml:9");
+  BOOST_TEST(make_source(p)->describe().class_names == names, boost::test_tools::per_element());
+  // Nine names for ten classes would leave label 9 unnamed: refused, naming the key.
+  p.set("class_names", std::vector<std::string>(names.begin(), names.end() - 1), "test.toml:9");
+  try {
+    (void)make_source(p);
+    BOOST_ERROR("nine names for ten classes were accepted");
+  } catch (const kiln::ConfigError& e) {
+    BOOST_TEST(std::string(e.what()) ==
+               "data.train.class_names (test.toml:9) has 9 names for num_classes = 10; give one per class, label 0 "
+               "first");
+  }
 }
 
 BOOST_AUTO_TEST_CASE(plugin_lists_the_candidates_when_no_file_exists) {

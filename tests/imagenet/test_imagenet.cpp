@@ -73,6 +73,8 @@ const Dataset& data() {
   return dataset;
 }
 
+Bytes text_bytes(std::string_view text) { return Bytes(text.begin(), text.end()); }
+
 std::string folder_table(const std::string& extra = "") {
   return fmt::format("root = \"{}\"\n{}", (data().root / "folder").string(), extra);
 }
@@ -109,6 +111,33 @@ BOOST_AUTO_TEST_CASE(folder_describe_and_labels_follow_sorted_wnids) {
     read_sample(*source, i, 7, label);
     BOOST_TEST(label == expected[i], "sample " << i);
   }
+}
+
+BOOST_AUTO_TEST_CASE(class_names_are_the_directories_or_a_names_file) {
+  // Without a file, the class directories in index order; a file names them one line each (CRLF
+  // too); TFRecord shards carry no names.
+  BOOST_TEST(make_source(folder_table())->describe().class_names == (std::vector<std::string>{"n001", "n002", "n003"}),
+             boost::test_tools::per_element());
+  const fs::path names = data().root / "names.txt";
+  write_file(names, text_bytes("tench, Tinca tinca\r\ngoldfish\nwhite shark\n"));
+  const std::string with_file = fmt::format("class_names_file = \"{}\"\n", names.string());
+  BOOST_TEST(make_source(folder_table(with_file))->describe().class_names ==
+                 (std::vector<std::string>{"tench, Tinca tinca", "goldfish", "white shark"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(make_source(tf_table(data().root / "tf"))->describe().class_names.empty());
+
+  // A count other than the classes, an empty line, a control character: each names file and line.
+  write_file(names, text_bytes("tench\ngoldfish\n"));
+  std::string e = error_of([&] { make_source(folder_table(with_file)); });
+  BOOST_TEST(contains(e, names.string() + ": 2 names, but the split has 3 classes (num_classes); data.train.class_names_file "
+                                   "(test.toml:4) needs one line per class"),
+             e);
+  write_file(names, text_bytes("tench\n\nwhite shark\n"));
+  e = error_of([&] { make_source(folder_table(with_file)); });
+  BOOST_TEST(contains(e, names.string() + ":2: empty line"), e);
+  write_file(names, text_bytes("tench\ngold\tfish\nwhite shark\n"));
+  e = error_of([&] { make_source(folder_table(with_file)); });
+  BOOST_TEST(contains(e, names.string() + ":2: control character 0x09 in a class name"), e);
 }
 
 BOOST_AUTO_TEST_CASE(folder_decodes_rgb_gray_and_cmyk_colours) {

@@ -267,6 +267,95 @@ BOOST_AUTO_TEST_CASE(run_without_eval_split_says_so) {
   BOOST_TEST(kiln::test::json::parse(r.out).at("samples").number == 20.0);
 }
 
+/// The fields of one CSV line as RFC 4180 writes them: a quoted field may hold commas, and a
+/// doubled quote inside it is one quote.
+std::vector<std::string> split_quoted_csv(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+      out.back() += '"';
+      ++i;
+    } else if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+// The names a run's training data gives its classes travel in its checkpoints; predict writes
+// each class's name next to its index (one with a comma, one with quotes, to test the quoting).
+BOOST_AUTO_TEST_CASE(predict_writes_the_class_names_the_checkpoint_keeps) {
+  const std::vector<std::string> names = {"cat", "tench, Tinca tinca", "say \"hi\""};
+  const fs::path dir = train("run-named", kEvalTable,
+                             {R"(data.train.class_names=["cat", "tench, Tinca tinca", "say \"hi\""])"});
+  BOOST_TEST(slurp(dir / "logs" / "rank0.log").find("classes named \"cat\" ... \"say \\\"hi\\\"\"") != std::string::npos);
+  const fs::path csv = kiln::test::scratch_dir() / "named.csv", jsonl = kiln::test::scratch_dir() / "named.jsonl";
+  BOOST_TEST_REQUIRE(kiln({"predict", "--run-dir", dir.string(), "--output", csv.string(), "--top-k", "3"}).status == 0);
+  const auto lines = lines_of(slurp(csv));
+  BOOST_TEST_REQUIRE(lines.size() == static_cast<std::size_t>(kEvalCount) + 1);
+  BOOST_TEST(lines[0] == "index,label,label_name,top1,top1_name,prob1,top2,top2_name,prob2,top3,top3_name,prob3");
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const auto cells = split_quoted_csv(lines[i]);
+    BOOST_TEST_REQUIRE(cells.size() == 3u + 3u * kClasses, lines[i]);
+    BOOST_TEST(cells[2] == names.at(std::stoul(cells[1])), lines[i]);
+    for (int k = 0; k < kClasses; ++k) BOOST_TEST(cells[4 + 3 * k] == names.at(std::stoul(cells[3 + 3 * k])), lines[i]);
+  }
+  BOOST_TEST(slurp(csv).find(R"(,"tench, Tinca tinca",)") != std::string::npos);
+  BOOST_TEST(slurp(csv).find(R"(,"say ""hi""",)") != std::string::npos);
+
+  BOOST_TEST_REQUIRE(kiln({"predict", "--run-dir", dir.string(), "--output", jsonl.string(), "--top-k", "2"}).status == 0);
+  for (const std::string& line : lines_of(slurp(jsonl))) {
+    const Value v = kiln::test::json::parse(line);
+    BOOST_TEST(v.at("label_name").string == names.at(static_cast<std::size_t>(v.at("label").number)));
+    BOOST_TEST_REQUIRE(v.at("names").items.size() == 2u);
+    for (std::size_t k = 0; k < 2; ++k) {
+      BOOST_TEST(v.at("names").items[k].string == names.at(static_cast<std::size_t>(v.at("top").items[k].number)));
+    }
+  }
+  // A run whose data names no classes writes no name columns (the other cases check its header).
+}
+
+// Data that numbers the classes otherwise than the data the weights learnt from is refused before
+// anything is scored or written, by eval, predict and train alike.
+BOOST_AUTO_TEST_CASE(data_that_names_its_classes_otherwise_is_refused) {
+  const fs::path dir = train("run-named-2", kEvalTable, {R"(data.train.class_names=["cat", "dog", "eel"])"});
+  const std::string checkpoint = (dir / "checkpoints" / "epoch-0001").string();
+  BOOST_TEST(one_line_error(kiln({"eval", "--run-dir", dir.string(), "--set",
+                                  R"(data.eval.class_names=["cat", "eel", "dog"])"})) ==
+             "the eval data's classes differ from those the checkpoint was trained on: class 1 is \"dog\" in the "
+             "checkpoint " + checkpoint + " but \"eel\" in [data.eval]; evaluate with data of the same classes in the "
+             "same order");
+  const fs::path out = kiln::test::scratch_dir() / "refused.csv";
+  one_line_error(kiln({"predict", "--run-dir", dir.string(), "--output", out.string(), "--set",
+                       R"(data.eval.class_names=["dog"])"}));
+  BOOST_TEST(!fs::exists(out));
+  // The same names, or fewer of them (a split without the last class): accepted.
+  BOOST_TEST(kiln({"eval", "--run-dir", dir.string(), "--set", R"(data.eval.class_names=["cat", "dog"])"}).status == 0);
+
+  // kiln train compares its two splits before the run directory exists.
+  const fs::path config = kiln::test::scratch_dir() / "run-named-2.toml";
+  const fs::path never = kiln::test::scratch_dir() / "run-never";
+  BOOST_TEST(one_line_error(kiln({"train", "--config", config.string(), "--run-dir", never.string(), "--set",
+                                  R"(data.train.class_names=["cat", "dog", "eel"])", "--set",
+                                  R"(data.eval.class_names=["dog", "cat", "eel"])"})) ==
+             "the eval split's classes differ from the train split's: class 0 is \"cat\" in [data.train] but \"dog\" "
+             "in [data.eval]; its labels would be scored against the wrong outputs. Give both splits the same classes "
+             "in the same order (an ImageFolder split needs the same class directories)");
+  BOOST_TEST(!fs::exists(never));
+  // A source breaking the contract (more names than classes) is named with its table.
+  BOOST_TEST(one_line_error(kiln({"train", "--config", config.string(), "--run-dir", never.string(), "--set",
+                                  R"(data.train.class_names=["a", "b", "c", "d"])"}))
+                 .find("data source 'synthetic' ([data.train]) names 4 classes but has only 3 (num_classes)") !=
+             std::string::npos);
+  BOOST_TEST(!fs::exists(never));
+}
+
 BOOST_AUTO_TEST_CASE(errors_are_one_line) {
   const fs::path dir = run_with_eval();
   const fs::path missing = kiln::test::scratch_dir() / "no-such-run";

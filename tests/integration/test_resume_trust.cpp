@@ -107,6 +107,27 @@ BOOST_AUTO_TEST_CASE(another_runs_checkpoint_is_refused_naming_the_difference_un
   BOOST_TEST(records_per_epoch(dir / "metrics.jsonl").size() == 2u);  // epoch 2, train and test
 }
 
+BOOST_AUTO_TEST_CASE(training_data_that_names_its_classes_otherwise_is_refused_unless_overridden) {
+  // The sample names Fashion-MNIST's classes; its checkpoints keep them (class_names.hpp).
+  const fs::path dir = kiln::test::scratch_dir() / "run-renamed";
+  const Result first = train(dir, {"--set", "run.epochs=1"});
+  BOOST_REQUIRE_MESSAGE(first.status == 0, first.err);
+  const std::string shifted = R"(data.train.class_names=["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                 "Sandal", "Shirt", "Sneaker", "Ankle boot", "Bag"])";
+  const Result refused = train(dir, {"--set", "run.epochs=2", "--set", shifted, "--resume", "auto"});
+  BOOST_TEST(refused.status == 1);
+  BOOST_TEST(refused.err.find("the training data's classes differ from the checkpoint's: class 8 is \"Bag\" in the "
+                              "checkpoint but \"Ankle boot\" in [data.train]; resume with the data it was trained on, "
+                              "or pass --resume-ignore-config if the change is intended") != std::string::npos,
+             refused.err);
+  BOOST_TEST(records_per_epoch(dir / "metrics.jsonl").size() == 2u);  // epoch 1 only: nothing written
+
+  const Result accepted = train(dir, {"--set", "run.epochs=2", "--set", shifted, "--resume", "auto",
+                                      "--resume-ignore-config"});
+  BOOST_TEST(accepted.status == 0, accepted.err);
+  BOOST_TEST(accepted.err.find("classes differ from the checkpoint's (class 8 is") != std::string::npos, accepted.err);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace

@@ -293,13 +293,14 @@ BOOST_AUTO_TEST_CASE(test_passes_a_correct_model_and_data_source) {
                           "unchanged bit for bit by two training steps"),
              bn);
   BOOST_TEST(contains(plugin_test("data-ok").second, "  ok    threads   40 samples read by 4 threads at once"));
+  BOOST_TEST(contains(plugin_test("data-ok").second, "  ok    describe  40 samples of f32(4), 3 classes (3 named): "));
 }
 
 BOOST_AUTO_TEST_CASE(test_finds_each_planted_bug) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"model-grad-x2", "gradient"}, {"model-unreported", "backward"}, {"model-overwrites", "accumulate"},
       {"model-frozen-stops", "frozen"}, {"model-bn-writes-kept", "frozen_bn"}, {"data-half-written", "read"},
-      {"data-bad-label", "read"}};
+      {"data-bad-label", "read"}, {"data-extra-name", "describe"}};
   for (const auto& [fixture, check] : cases) {
     const auto [status, report] = plugin_test(fixture);
     BOOST_TEST(status == 1, fixture << ":\n" << report);
@@ -309,6 +310,8 @@ BOOST_AUTO_TEST_CASE(test_finds_each_planted_bug) {
   BOOST_TEST(contains(plugin_test("model-unreported").second, "never reported as ready: linear.bias"));
   BOOST_TEST(contains(plugin_test("model-overwrites").second, "must add into the gradients (+=)"));
   BOOST_TEST(contains(plugin_test("data-bad-label").second, "has label 3, outside [0, 3)"));
+  BOOST_TEST(contains(plugin_test("data-extra-name").second,
+                      "names 4 classes but has only 3 (num_classes); a source names at most its classes"));
   BOOST_TEST(contains(plugin_test("model-grad-x2").second, "backward disagrees with the forward pass"));
   BOOST_TEST(contains(plugin_test("model-frozen-stops").second,
                       "with all but the last frozen: trainable 'linear.bias' reported 0 times, not once"));

@@ -43,7 +43,7 @@ using Run = kiln::test::PluginRun;
 /// Trains the MLP on 640 Fashion-MNIST samples for `epochs`, checkpointing into `ckpt`, resuming
 /// from `resume` if given; returns the final parameter values.
 std::vector<double> train(std::int64_t epochs, const fs::path& ckpt, const fs::path& resume, std::int64_t keep = 3,
-                          kiln::train::RunIdentity identity = {}) {
+                          kiln::train::RunIdentity identity = {}, std::vector<std::string> class_names = {}) {
   Run run;
   using R = kiln::plugin::Registry;
   run.parts.backend = run.make(KILN_KIND_BACKEND, "cpu", "threads = 1", &R::create_backend);
@@ -69,6 +69,7 @@ std::vector<double> train(std::int64_t epochs, const fs::path& ckpt, const fs::p
   o.checkpoint_every = 1;
   o.checkpoint_keep = keep;
   o.run_identity = std::move(identity);
+  o.class_names = std::move(class_names);
   o.resume_from = resume;
   auto model = run.parts.model;
   kiln::train::Trainer trainer(run.parts, o, kiln::RankInfo{}, nullptr);
@@ -333,6 +334,24 @@ BOOST_AUTO_TEST_CASE(the_run_identity_is_recorded_and_differences_are_named) {
   BOOST_TEST(diffs[1] == "checkpoint was written with seed = none, this run has 7");
   BOOST_TEST(diffs[2] == "checkpoint was written with world_size = 1, this run has none");
   BOOST_TEST(kiln::train::param_text(kiln::ParamValue(std::vector<std::int64_t>{128, 64})) == "[128, 64]");
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(the_class_names_travel_with_the_weights) {
+  // In model.safetensors' own metadata (the file a user takes elsewhere), read back by inspect
+  // and by load; a run without names writes no key.
+  const fs::path dir = fresh_dir("class-names");
+  const std::vector<std::string> names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                          "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+  (void)train(2, dir / "named", {}, 3, {}, names);
+  const auto meta = kiln::io::read_safetensors(dir / "named" / "epoch-0001" / "model.safetensors").metadata;
+  BOOST_TEST(meta.at("class_names").rfind("[\"T-shirt/top\",\"Trouser\",", 0) == 0u);
+  BOOST_TEST(kiln::train::inspect_checkpoint(dir / "named" / "epoch-0001").class_names == names,
+             boost::test_tools::per_element());
+  (void)train(1, dir / "unnamed", {});
+  BOOST_TEST(kiln::io::read_safetensors(dir / "unnamed" / "epoch-0001" / "model.safetensors").metadata.count(
+                 "class_names") == 0u);
+  BOOST_TEST(kiln::train::inspect_checkpoint(dir / "unnamed" / "epoch-0001").class_names.empty());
   fs::remove_all(dir);
 }
 

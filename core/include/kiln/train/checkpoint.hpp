@@ -1,7 +1,8 @@
 // Checkpoints: everything needed to continue a run exactly where it stopped.
 //
 //   <run_dir>/checkpoints/epoch-0003/model.safetensors    parameters and buffers, PyTorch names
-//                                                         (no wrapper prefixes), f32
+//                                                         (no wrapper prefixes), f32; as metadata
+//                                                         the training data's class names
 //   <run_dir>/checkpoints/epoch-0003/trainer.safetensors  optimizer state ("exp_avg.<name>", ...)
 //                                                         and, as metadata, epoch, global step,
 //                                                         optimizer steps, precision state, seed,
@@ -26,6 +27,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kiln/backend.hpp"
 #include "kiln/communicator.hpp"
@@ -53,6 +55,9 @@ struct TrainerState {
   RunIdentity run;  ///< read from a checkpoint; empty for one written before identities existed
   /// State of the loop's other helpers ("early_stop.best", ...), saved as "state.<key>".
   std::map<std::string, double> extra;
+  /// The training data's class names (class_names.hpp), saved in model.safetensors' metadata so
+  /// that the weights say what their outputs mean; empty when the source named none.
+  std::vector<std::string> class_names;
 };
 
 /// The directory name of the rotating checkpoint for `state`: "epoch-0003" at the end of epoch

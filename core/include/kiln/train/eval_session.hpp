@@ -13,8 +13,9 @@
 // With every_sample the last-batch policy is "partial" whatever the run used: every sample once.
 //
 // Errors, each one line: IoError for a missing run directory, config.toml or checkpoint;
-// ConfigError for a run (after overrides) without [data.eval] and for config mistakes; DataError
-// when the checkpoint does not fit the model (naming the tensor); plugin errors name the plugin.
+// ConfigError for a run (after overrides) without [data.eval], for config mistakes and for eval
+// data that names its classes otherwise than the checkpoint's training data; DataError when the
+// checkpoint does not fit the model (naming the tensor); plugin errors name the plugin.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +51,10 @@ class EvalSession {
   const std::filesystem::path& checkpoint() const;
   /// The model's number of outputs.
   std::int64_t num_classes() const;
+  /// What the classes are called: the names the checkpoint recorded from its training data, else
+  /// the eval source's; empty when neither names them (class_names.hpp). The constructor refuses
+  /// eval data that numbers the classes otherwise than the checkpoint.
+  const std::vector<std::string>& class_names() const;
   /// For copying logits to the host in a callback.
   Backend& backend();
 

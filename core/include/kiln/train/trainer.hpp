@@ -82,6 +82,8 @@ struct TrainerOptions {
   std::optional<std::string> sync_bn;
   /// What this run is (run_identity.hpp), written into every checkpoint so a resume can check it.
   RunIdentity run_identity;
+  /// The training data's class names (class_names.hpp), written into every checkpoint.
+  std::vector<std::string> class_names;
   /// Stop with a NumericError when the training loss becomes inf or nan (loss_guard.hpp).
   bool stop_on_nonfinite_loss = true;
   /// Optimizer steps between those checks; each reads the loss back to the host (a device sync).

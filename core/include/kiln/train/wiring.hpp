@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "kiln/config/config.hpp"
 #include "kiln/data/data_loader.hpp"
@@ -34,8 +35,14 @@ void check_batch_bytes(const ParamMap& loader, const char* key, std::int64_t bat
                        const std::string& table);
 
 /// Accepts a data source whose samples the model can take: same dtype and element count (a
-/// model with a 1-D input takes any sample shape of that size, flattened), no more classes.
-void check_model_data(const InputSpec& spec, const DatasetInfo& data, const std::string& table);
+/// model with a 1-D input takes any sample shape of that size, flattened), no more classes; and
+/// class names that keep the contract (class_names.hpp; a DataError names `source`, the plugin).
+void check_model_data(const InputSpec& spec, const DatasetInfo& data, const std::string& table,
+                      std::string_view source);
+
+/// Refuses an eval split that numbers its classes differently from the train split (both named:
+/// class_names.hpp says why), before anything is written.
+void check_same_classes(const DatasetInfo& train, const DatasetInfo& eval);
 
 /// Loader options from the [loader] table; `policy_key` names its last-batch policy key.
 data::LoaderOptions loader_options(const ParamMap& loader, const RankInfo& ranks, std::int64_t count,
