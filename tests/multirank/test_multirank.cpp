@@ -459,20 +459,28 @@ std::string same_error_on_every_rank(const std::vector<std::unique_ptr<Process>>
 
 BOOST_AUTO_TEST_CASE(ranks_that_run_something_else_stop_at_the_start) {
   // core/train/rank_agreement.hpp. Rank 1 differs only in keys that choose how a node runs
-  // (allowed); rank 2 has another learning rate and rank 3 normalises its samples differently.
-  // Every rank stops before the run directory exists, with the same message naming both.
+  // (allowed); rank 2 has another learning rate and a names list with two classes swapped (its
+  // first and last names as rank 0's: the checksum tells them apart), and rank 3 normalises its
+  // samples differently. Every rank stops before the run directory exists, with the same message
+  // naming both.
   const fs::path dir = scratch() / "differ";
   const auto ranks = start_four_ranks("differ", dir, [](int r) {
     switch (r) {
       case 1: return std::vector<std::string>{"--set", "loader.workers=2", "--set", "backend.threads=2"};
-      case 2: return std::vector<std::string>{"--set", "optimizer.lr=0.01"};
+      case 2:
+        return std::vector<std::string>{"--set", "optimizer.lr=0.01", "--set",
+                                        R"(data.train.class_names=["T-shirt/top", "Trouser", "Pullover", "Dress",
+                                           "Coat", "Shirt", "Sandal", "Sneaker", "Bag", "Ankle boot"])"};
       case 3: return std::vector<std::string>{"--set", "data.train.mean=0.5"};
       default: return std::vector<std::string>{};
     }
   });
   const std::string first = same_error_on_every_rank(ranks, "differ");
-  BOOST_TEST(first.find("the ranks do not run the same training: rank 2: optimizer.lr = 0.01 where rank 0 has 0.001; "
-                        "rank 3: data.train's samples differ from rank 0's") != std::string::npos,
+  BOOST_TEST(first.find("the ranks do not run the same training: rank 2: data.train.class_names = 10 names, "
+                        "\"T-shirt/top\" ... \"Ankle boot\", crc32c ") != std::string::npos,
+             first);
+  BOOST_TEST(first.find("; optimizer.lr = 0.01 where rank 0 has 0.001; rank 3: data.train's samples differ from rank "
+                        "0's") != std::string::npos,
              first);
   BOOST_TEST(first.find("rank 1") == std::string::npos, first);
   BOOST_TEST(!fs::exists(dir));
