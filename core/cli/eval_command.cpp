@@ -8,10 +8,12 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <optional>
 
 #include "eval_options.hpp"
 #include "kiln/io/metrics_writer.hpp"
 #include "kiln/train/eval_session.hpp"
+#include "per_class_report.hpp"
 
 namespace kiln::cli {
 namespace po = boost::program_options;
@@ -19,29 +21,41 @@ namespace po = boost::program_options;
 int run_eval_command(const std::vector<std::string>& args, std::ostream& out) {
   po::options_description opts("kiln eval options");
   EvalOptions common;
-  opts.add_options()("help,h", "show this help")("json", "print one JSON object instead of a line");
+  opts.add_options()("help,h", "show this help")("json", "print one JSON object instead of a line")(
+      "per-class", "also precision, recall and F1 of each class, with its name where the run knows it");
   common.add_to(opts);
   po::variables_map vm;
   const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
   po::store(po::command_line_parser(args).options(opts).style(style).run(), vm);
   if (vm.count("help")) {
-    out << "usage: kiln eval --run-dir DIR [--checkpoint DIR] [--set key=value]... [--json]\n\n" << opts << "\n";
+    out << "usage: kiln eval --run-dir DIR [--checkpoint DIR] [--set key=value]... [--json] [--per-class]\n\n" << opts
+        << "\n";
     return 0;
   }
   po::notify(vm);
 
   train::EvalSession session(common.request());
-  const train::EvalSums sums = session.run();
+  std::optional<PerClassReport> per_class;
+  if (vm.count("per-class")) per_class.emplace(session.num_classes(), session.class_names());
+  const train::EvalSums sums =
+      per_class ? session.run_on_host([&](std::int64_t rows, const std::int32_t* labels, const float* logits) {
+        per_class->add(rows, labels, logits);
+      })
+                : session.run();
   if (vm.count("json")) {
     io::MetricsRecord rec;
     rec.add("checkpoint", session.checkpoint().string())
         .add("loss", sums.loss())
         .add("accuracy", sums.accuracy())
         .add("samples", static_cast<std::int64_t>(sums.samples));
-    out << rec.to_json() << "\n";
+    std::string json = rec.to_json();
+    // The record is flat; the per-class array goes in as the last member.
+    if (per_class) json.insert(json.size() - 1, ", \"per_class\": " + per_class->json());
+    out << json << "\n";
   } else {
     out << fmt::format("eval  loss {:.4f}  accuracy {:.4f}  samples {}  checkpoint {}\n", sums.loss(),
                        sums.accuracy(), static_cast<std::int64_t>(sums.samples), session.checkpoint().string());
+    if (per_class) per_class->write_table(out);
   }
   return 0;
 }

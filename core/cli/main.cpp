@@ -35,6 +35,7 @@ constexpr const char* kUsage =
     "        [--profile]                                         ... and print a per-op time table (docs/profiling.md)\n"
     "        [--nproc N]                                         ... on N local ranks (docs/distributed.md)\n"
     "  eval --run-dir DIR [--checkpoint DIR] [--json]            evaluate a run's checkpoint on its eval split\n"
+    "        [--per-class]                                       ... with precision, recall and F1 of each class\n"
     "  predict --run-dir DIR --output FILE.csv|.jsonl [--top-k K] top-k classes of every eval sample\n"
     "        (both: [--set key=value]...; docs/eval-predict.md)\n"
     "  bench-comm --comm NAME [-b 8 -e 64M -f 2] [--nproc N]     all-reduce bandwidth as an nccl-tests table\n"

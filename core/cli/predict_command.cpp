@@ -70,17 +70,9 @@ int run_predict_command(const std::vector<std::string>& args, std::ostream& out)
   PredictionFile file(output, k, session.class_names());
 
   std::int64_t index = 0, correct = 0;
-  Backend& backend = session.backend();
-  const train::EvalSums sums = session.run([&](const data::Batch& batch, const Tensor& labels, const Tensor& logits) {
-    Tensor host_logits = host_tensor(logits.shape(), DType::f32);
-    Tensor host_labels = host_tensor(labels.shape(), DType::i32);
-    backend.copy(logits, host_logits);
-    backend.copy(labels, host_labels);
-    backend.synchronize();
-    const auto* l = static_cast<const float*>(host_logits.data());
-    const auto* y = static_cast<const std::int32_t*>(host_labels.data());
+  const train::EvalSums sums = session.run_on_host([&](std::int64_t rows, const std::int32_t* y, const float* l) {
     std::vector<std::int64_t> order(static_cast<std::size_t>(classes));
-    for (std::int64_t r = 0; r < batch.valid_rows; ++r, ++index) {
+    for (std::int64_t r = 0; r < rows; ++r, ++index) {
       const std::vector<double> p = softmax(l + r * classes, classes);
       std::iota(order.begin(), order.end(), 0);
       // Stable: equal probabilities keep the lower class first, as an argmax does.

@@ -212,9 +212,21 @@ EvalSums EvalSession::run(const LogitsCallback& on_logits) {
   return sums;
 }
 
+EvalSums EvalSession::run_on_host(const HostBatchCallback& on_batch) {
+  Backend& backend = *impl_->backend;
+  return run([&](const data::Batch& batch, const Tensor& labels, const Tensor& logits) {
+    Tensor host_logits = host_tensor(logits.shape(), DType::f32);
+    Tensor host_labels = host_tensor(labels.shape(), DType::i32);
+    backend.copy(logits, host_logits);
+    backend.copy(labels, host_labels);
+    backend.synchronize();
+    on_batch(batch.valid_rows, static_cast<const std::int32_t*>(host_labels.data()),
+             static_cast<const float*>(host_logits.data()));
+  });
+}
+
 const fs::path& EvalSession::checkpoint() const { return impl_->checkpoint; }
 std::int64_t EvalSession::num_classes() const { return impl_->classes; }
 const std::vector<std::string>& EvalSession::class_names() const { return impl_->class_names; }
-Backend& EvalSession::backend() { return *impl_->backend; }
 
 }  // namespace kiln::train

@@ -267,6 +267,43 @@ BOOST_AUTO_TEST_CASE(run_without_eval_split_says_so) {
   BOOST_TEST(kiln::test::json::parse(r.out).at("samples").number == 20.0);
 }
 
+// eval --per-class counts what predict writes: the same top-1 per sample, so each class's samples,
+// predictions and hits agree with the CSV, and the hits add up to the overall accuracy.
+BOOST_AUTO_TEST_CASE(eval_per_class_agrees_with_predict_and_the_overall_accuracy) {
+  const fs::path dir = run_with_eval();
+  const KilnResult r = kiln({"eval", "--run-dir", dir.string(), "--json", "--per-class"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  const Value got = kiln::test::json::parse(r.out);
+  const fs::path csv = kiln::test::scratch_dir() / "per-class.csv";
+  BOOST_TEST_REQUIRE(kiln({"predict", "--run-dir", dir.string(), "--output", csv.string(), "--top-k", "3"}).status == 0);
+  std::map<long, double> samples, predicted, hits;
+  for (const Row& row : read_csv(csv)) {
+    ++samples[row.label];
+    ++predicted[row.top[0]];
+    if (row.top[0] == row.label) ++hits[row.label];
+  }
+  double all_hits = 0, all_samples = 0;
+  for (const Value& c : got.at("per_class").items) {
+    const long cls = static_cast<long>(c.at("class").number);
+    BOOST_TEST(c.find("name") == nullptr);  // this run names no classes
+    BOOST_TEST(c.at("samples").number == samples[cls], "class " << cls);
+    BOOST_TEST(c.at("predicted").number == predicted[cls], "class " << cls);
+    BOOST_TEST(std::abs(c.at("recall").number * samples[cls] - hits[cls]) < 1e-9, "class " << cls);
+    all_hits += hits[cls];
+    all_samples += c.at("samples").number;
+  }
+  BOOST_TEST(all_samples == static_cast<double>(kEvalCount));
+  BOOST_TEST(all_hits / all_samples == got.at("accuracy").number);
+  // The plain form: the eval line, then the table.
+  const KilnResult text = kiln({"eval", "--run-dir", dir.string(), "--per-class"});
+  BOOST_TEST_REQUIRE(text.status == 0, text.err);
+  const auto lines = lines_of(text.out);
+  BOOST_TEST_REQUIRE(lines.size() >= 3u);
+  BOOST_TEST(lines[0].rfind("eval  loss ", 0) == 0u);
+  BOOST_TEST(lines[1].rfind("class  name ", 0) == 0u);
+  BOOST_TEST(lines.back().find("macro average") != std::string::npos);
+}
+
 /// The fields of one CSV line as RFC 4180 writes them: a quoted field may hold commas, and a
 /// doubled quote inside it is one quote.
 std::vector<std::string> split_quoted_csv(const std::string& line) {
@@ -318,6 +355,10 @@ BOOST_AUTO_TEST_CASE(predict_writes_the_class_names_the_checkpoint_keeps) {
       BOOST_TEST(v.at("names").items[k].string == names.at(static_cast<std::size_t>(v.at("top").items[k].number)));
     }
   }
+  // eval --per-class names them too.
+  const KilnResult table = kiln({"eval", "--run-dir", dir.string(), "--per-class"});
+  BOOST_TEST_REQUIRE(table.status == 0, table.err);
+  BOOST_TEST(table.out.find("\n    1  tench, Tinca tinca ") != std::string::npos, table.out);
   // A run whose data names no classes writes no name columns (the other cases check its header).
 }
 

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,11 @@ class EvalSession {
   /// One pass over the eval data in its order; `on_logits` sees each batch's f32 logits.
   EvalSums run(const LogitsCallback& on_logits = {});
 
+  /// One batch's samples on the host: `rows` labels and rows x num_classes() f32 logits, row-major.
+  using HostBatchCallback = std::function<void(std::int64_t rows, const std::int32_t* labels, const float* logits)>;
+  /// run(), with each batch's labels and logits copied to the host first.
+  EvalSums run_on_host(const HostBatchCallback& on_batch);
+
   /// The checkpoint directory the weights came from.
   const std::filesystem::path& checkpoint() const;
   /// The model's number of outputs.
@@ -55,8 +61,6 @@ class EvalSession {
   /// the eval source's; empty when neither names them (class_names.hpp). The constructor refuses
   /// eval data that numbers the classes otherwise than the checkpoint.
   const std::vector<std::string>& class_names() const;
-  /// For copying logits to the host in a callback.
-  Backend& backend();
 
  private:
   struct Impl;
