@@ -43,6 +43,12 @@ class CsvSource final : public kiln::DataSource {
     if (!std::isfinite(scale)) throw kiln::ConfigError(p.where("scale") + " must be a finite number");
     if (limit < 0) throw kiln::ConfigError(p.where("limit") + " must be >= 0 (0 reads every row)");
     if (classes_ < 2) throw kiln::ConfigError(p.where("num_classes") + " must be at least 2");
+    // Optional, but worth giving: runs keep the names in checkpoints and `kiln predict` prints them.
+    class_names_ = p.get<std::vector<std::string>>("class_names");
+    if (!class_names_.empty() && static_cast<std::int64_t>(class_names_.size()) != classes_) {
+      throw kiln::ConfigError(fmt::format("{} has {} names; give one per class ({})", p.where("class_names"),
+                                          class_names_.size(), p.where("num_classes")));
+    }
 
     std::ifstream in(path_, std::ios::binary);
     if (!in) throw kiln::DataError(fmt::format("{}: cannot open ({}); set {}", path_, std::strerror(errno), p.where("path")));
@@ -72,6 +78,7 @@ class CsvSource final : public kiln::DataSource {
     info.sample_shape = {features_};
     info.sample_dtype = kiln::DType::f32;
     info.num_classes = classes_;
+    info.class_names = class_names_;
     info.count = static_cast<std::int64_t>(labels_.size());
     info.description = fmt::format("CSV {} ({} rows)", path_, labels_.size());
     return info;
@@ -124,6 +131,7 @@ class CsvSource final : public kiln::DataSource {
 
   std::string path_;
   std::int64_t classes_ = 0;
+  std::vector<std::string> class_names_;
   std::int64_t features_ = 0;
   std::vector<float> values_;  // row-major, features_ per row
   std::vector<std::int32_t> labels_;
@@ -135,6 +143,7 @@ constexpr kiln_param_spec_v1 kCsvParams[] = {
     {"header", KILN_PARAM_BOOL, "false", nullptr, "Skip the first line (column names)."},
     {"label_column", KILN_PARAM_INT, "0", nullptr, "Zero-based column holding the class index."},
     {"num_classes", KILN_PARAM_INT, "10", nullptr, "Number of classes; labels must be in 0..num_classes-1."},
+    {"class_names", KILN_PARAM_STRING_LIST, "[]", nullptr, "What labels 0, 1, ... are called: one per class, or []."},
     {"scale", KILN_PARAM_FLOAT, "1.0", nullptr, "Every feature is multiplied by this (1/255 for pixel bytes)."},
     {"limit", KILN_PARAM_INT, "0", nullptr, "Read at most this many rows (0: all)."},
 };
