@@ -373,7 +373,8 @@ RunOutcome run_training(const TrainCommand& command) {
   to.label_smoothing = static_cast<float>(smoothing);
   to.stop_on_nonfinite_loss = run.get_bool("stop_on_nonfinite_loss");
   to.run_identity = identity;
-  to.class_names = train_info.class_names;
+  // A resumed run whose data names no classes keeps the checkpoint's names in its own checkpoints.
+  to.class_names = train_info.class_names.empty() ? saved.class_names : train_info.class_names;
   to.loss_check_every = run.get_int("loss_check_every");
   to.check_sharding = command.check_sharding;
   to.bucket_bytes = static_cast<std::int64_t>(bucket_mb * 1e6);

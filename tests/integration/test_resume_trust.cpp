@@ -126,6 +126,13 @@ BOOST_AUTO_TEST_CASE(training_data_that_names_its_classes_otherwise_is_refused_u
                                       "--resume-ignore-config"});
   BOOST_TEST(accepted.status == 0, accepted.err);
   BOOST_TEST(accepted.err.find("classes differ from the checkpoint's (class 8 is") != std::string::npos, accepted.err);
+
+  // Resumed from data that names no classes, the run keeps the checkpoint's names (the swapped
+  // ones epoch 2 was trained with) in its next checkpoint.
+  const Result unnamed = train(dir, {"--set", "run.epochs=3", "--set", "data.train.class_names=[]", "--resume", "auto"});
+  BOOST_TEST_REQUIRE(unnamed.status == 0, unnamed.err);
+  const std::string header = slurp(dir / "checkpoints" / "epoch-0003" / "model.safetensors").substr(0, 4096);
+  BOOST_TEST(header.find(R"(\"Sneaker\",\"Ankle boot\",\"Bag\"])") != std::string::npos, header);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
