@@ -1,6 +1,8 @@
-// The checkpoint target: a checkpoint directory whose trainer.safetensors is the input (its
+// The checkpoint targets: a checkpoint directory whose trainer.safetensors is the input (its
 // model.safetensors is valid), read as `--resume` and `kiln eval` do before any model exists:
-// both files' headers and checksums, then the position and run identity in the metadata.
+// both files' headers and checksums, then the position and run identity in the metadata; and one
+// whose model.safetensors is the input (trainer.safetensors valid): the class names its metadata
+// keeps (class_names.hpp).
 #include <cmath>
 #include <filesystem>
 
@@ -8,6 +10,7 @@
 #include "kiln/errors.hpp"
 #include "kiln/io/safetensors.hpp"
 #include "kiln/train/checkpoint.hpp"
+#include "kiln/train/class_names.hpp"
 
 namespace kiln::fuzz {
 namespace {
@@ -59,9 +62,58 @@ std::vector<Bytes> checkpoint_seeds() {
                             4)};
 }
 
+/// A directory whose trainer.safetensors is valid and whose model.safetensors is the input.
+const fs::path& model_file_dir() {
+  static const fs::path dir = [] {
+    const fs::path d = fs::path(scratch_dir()) / "checkpoints-model" / "epoch-0001";
+    fs::create_directories(d);
+    const float m[1] = {0.5f};
+    io::write_safetensors(d / "trainer.safetensors", {{"exp_avg.fc.weight", DType::f32, {1}, m}},
+                          {{"epochs_done", "1"}, {"global_step", "10"}, {"seed", "1"}, {"optimizer_steps", "10"}});
+    return d;
+  }();
+  return dir;
+}
+
+bool run_checkpoint_classes(Input input) {
+  const fs::path model = model_file_dir() / "model.safetensors";
+  write_bytes(model.string(), input);
+  try {
+    const train::TrainerState state = train::inspect_checkpoint(model_file_dir());
+    // What is accepted must be names a data source could have given (class_names.hpp's rule).
+    DatasetInfo info;
+    info.num_classes = static_cast<std::int64_t>(state.class_names.size());
+    info.class_names = state.class_names;
+    try {
+      train::check_class_names(info, "checkpoint", "fuzz");
+    } catch (const kiln::Error& e) {
+      finding(std::string("inspect_checkpoint accepted class names a source may not give: ") + e.what());
+    }
+    return true;
+  } catch (const kiln::Error& e) {
+    expect_named(e, model.string());
+    return false;
+  }
+}
+
+std::vector<Bytes> checkpoint_classes_seeds() {
+  const fs::path path = fs::path(scratch_dir()) / "seed-model.safetensors";
+  const float w[2] = {0.5f, -1};
+  const train::ClassNames names = {"T-shirt/top", "tench, Tinca tinca", "say \"hi\"", "caf\xc3\xa9"};
+  io::write_safetensors(path, {{"fc.weight", DType::f32, {2}, w}},
+                        {{"format", "pt"}, {train::kClassNamesKey, train::class_names_json(names)}});
+  // Without checksums, so that mutations of the names get past the metadata's CRC to their parser.
+  return {read_bytes(path.string()),
+          plain_safetensors(R"({"__metadata__":{"format":"pt","class_names":"[\"cat\",\"dog\",\"\\u00e9\"]"},)"
+                            R"("fc.weight":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                            4)};
+}
+
 const Target kTargets[] = {
     {"checkpoint", "kiln::train::inspect_checkpoint (--resume, kiln eval): trainer.safetensors' position and identity",
      run_checkpoint, checkpoint_seeds},
+    {"checkpoint_classes", "kiln::train::inspect_checkpoint: the class names in model.safetensors' metadata",
+     run_checkpoint_classes, checkpoint_classes_seeds},
 };
 
 }  // namespace

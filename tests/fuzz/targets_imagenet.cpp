@@ -1,8 +1,10 @@
 // The `imagenet` plugin's readers (compiled in): a sample from a JPEG (header, region decode by
-// libjpeg-turbo, crop and resampling), tf.train.Example records, and TFRecord shards with their CRCs.
+// libjpeg-turbo, crop and resampling), tf.train.Example records, TFRecord shards with their CRCs,
+// and the class names file.
 #include <filesystem>
 
 #include "../imagenet/fixtures.hpp"
+#include "class_names_file.hpp"
 #include "example_proto.hpp"
 #include "fuzz_target.hpp"
 #include "kiln/errors.hpp"
@@ -122,7 +124,34 @@ std::vector<Bytes> tfrecord_seeds() {
   return {two, empty_record, Bytes{}};
 }
 
+/// Input: a class names file for a split of three classes.
+bool run_class_names_file(Input input) {
+  const std::string path = std::string(scratch_dir()) + "/class-names.txt";
+  write_bytes(path, input);
+  try {
+    const std::vector<std::string> names = imagenet::read_class_names_file(path, "data.train.class_names_file", 3);
+    if (names.size() != 3) finding("read_class_names_file accepted a count other than num_classes");
+    for (const std::string& n : names) {
+      if (n.empty()) finding("read_class_names_file accepted an empty name");
+      for (const char c : n) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) finding("read_class_names_file accepted a control character");
+      }
+    }
+    return true;
+  } catch (const kiln::DataError& e) {
+    expect_named(e, path);
+    return false;
+  }
+}
+
+std::vector<Bytes> class_names_file_seeds() {
+  return {bytes_of("tench, Tinca tinca\ngoldfish\nwhite shark\n"), bytes_of("n01440764\r\nn01443537\r\nn01484850"),
+          bytes_of("\xce\xb1\n\xce\xb2\n\xce\xb3\n")};
+}
+
 const Target kTargets[] = {
+    {"class_names_file", "the imagenet plugin's class_names_file: one class name per line", run_class_names_file,
+     class_names_file_seeds},
     {"jpeg", "the imagenet plugin's sample from a JPEG: decode_sample (header, region decode, crop, resampling)",
      run_jpeg, jpeg_seeds},
     {"tf_example", "the imagenet plugin's tf.train.Example parser", run_example, example_seeds},
