@@ -3,6 +3,20 @@
 
 namespace kiln::train {
 
+std::int64_t top_k_hits(const float* logits, const std::int32_t* labels, std::int64_t rows, std::int64_t classes,
+                        std::int64_t k) {
+  std::int64_t hits = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* row = logits + r * classes;
+    const std::int32_t y = labels[r];
+    const float mine = row[y];
+    std::int64_t above = 0;  // classes ranked above the label's
+    for (std::int64_t c = 0; c < classes && above < k; ++c) above += row[c] > mine || (row[c] == mine && c < y);
+    hits += above < k;
+  }
+  return hits;
+}
+
 EvalSums evaluate_pass(const EvalParts& p, std::int64_t epoch, const LogitsCallback& on_logits) {
   Backend& backend = *p.backend;
   p.precision->before_forward(backend, p.model->parameters());

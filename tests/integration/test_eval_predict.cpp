@@ -12,6 +12,8 @@
 #define KILN_TEST_MODULE test_eval_predict
 #include "kiln_test_main.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -173,6 +175,8 @@ BOOST_AUTO_TEST_CASE(eval_reproduces_the_runs_test_record_and_writes_nothing) {
   BOOST_TEST(got.at("loss").number == want.at("loss").number);
   BOOST_TEST(got.at("accuracy").number == want.at("accuracy").number);
   BOOST_TEST(got.at("checkpoint").string == (dir / "checkpoints" / "epoch-0001").string());
+  // Three classes: a top-5 accuracy would be 1 by definition, so none is reported.
+  BOOST_TEST(got.find("accuracy_top5") == nullptr);
 
   // The plain line: the same figures, rounded as a run's epoch line rounds them.
   const KilnResult line = kiln({"eval", "--run-dir", dir.string(), "--checkpoint", (dir / "checkpoints" / "epoch-0001").string()});
@@ -302,6 +306,32 @@ BOOST_AUTO_TEST_CASE(eval_per_class_agrees_with_predict_and_the_overall_accuracy
   BOOST_TEST(lines[0].rfind("eval  loss ", 0) == 0u);
   BOOST_TEST(lines[1].rfind("class  name ", 0) == 0u);
   BOOST_TEST(lines.back().find("macro average") != std::string::npos);
+}
+
+// For a model of more than five classes kiln eval reports the top-5 accuracy (ImageNet's Acc@5):
+// the fraction of predict's rows whose label is among its five classes, exactly.
+BOOST_AUTO_TEST_CASE(eval_top5_accuracy_agrees_with_predict) {
+  const std::string ten = "[data.eval]\ntype = \"synthetic\"\nshape = [8]\nclasses = 10\ncount = 50\nseed = 7\n";
+  const fs::path dir = train("run-ten", ten, {"model.num_classes=10", "data.train.classes=10"});
+  const KilnResult r = kiln({"eval", "--run-dir", dir.string(), "--json"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  const Value got = kiln::test::json::parse(r.out);
+  const double top5 = got.at("accuracy_top5").number;
+  BOOST_TEST(top5 >= got.at("accuracy").number);
+  BOOST_TEST(got.at("accuracy").number == test_record(dir).at("accuracy").number);  // the rest as before
+  const KilnResult line = kiln({"eval", "--run-dir", dir.string()});
+  BOOST_TEST(line.out.find(fmt::format("  top-5 {:.4f}  samples 50", top5)) != std::string::npos, line.out);
+
+  const fs::path out = kiln::test::scratch_dir() / "ten.jsonl";
+  BOOST_TEST_REQUIRE(kiln({"predict", "--run-dir", dir.string(), "--output", out.string(), "--top-k", "5"}).status == 0);
+  int rows = 0, hits = 0;
+  for (const std::string& l : lines_of(slurp(out))) {
+    const Value v = kiln::test::json::parse(l);
+    ++rows;
+    for (const Value& t : v.at("top").items) hits += t.number == v.at("label").number;
+  }
+  BOOST_TEST(rows == kEvalCount);
+  BOOST_TEST(static_cast<double>(hits) / rows == top5);
 }
 
 /// The fields of one CSV line as RFC 4180 writes them: a quoted field may hold commas, and a
