@@ -42,12 +42,12 @@ int run_eval_command(const std::vector<std::string>& args, std::ostream& out) {
   // Top-5 only where it says something: with 5 classes or fewer every sample is a hit.
   const bool top_k = session.num_classes() > train::kTopK;
   std::int64_t top_k_hits = 0;
-  const train::EvalSums sums =
-      per_class || top_k ? session.run_on_host([&](std::int64_t rows, const std::int32_t* labels, const float* logits) {
-        if (per_class) per_class->add(rows, labels, logits);
-        if (top_k) top_k_hits += train::top_k_hits(logits, labels, rows, session.num_classes(), train::kTopK);
-      })
-                         : session.run();
+  auto on_batch = [&](std::int64_t rows, const std::int32_t* labels, const float* logits) {
+    if (per_class) per_class->add(rows, labels, logits);
+    if (top_k) top_k_hits += train::top_k_hits(logits, labels, rows, session.num_classes(), train::kTopK);
+  };
+  // Only these need the logits on the host; a plain eval leaves them where they are.
+  const train::EvalSums sums = per_class || top_k ? session.run_on_host(on_batch) : session.run();
   const double top_k_accuracy = sums.samples > 0 ? static_cast<double>(top_k_hits) / sums.samples : 0.0;
   if (vm.count("json")) {
     io::MetricsRecord rec;

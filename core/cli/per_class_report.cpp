@@ -7,6 +7,8 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/io/metrics_writer.hpp"
+
 namespace kiln::cli {
 namespace {
 

@@ -10,8 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "kiln/io/metrics_writer.hpp"
-
 namespace kiln::cli {
 
 class PerClassReport {

@@ -11,6 +11,7 @@
 
 #include "fuzz_target.hpp"
 #include "kiln/errors.hpp"
+#include "kiln/train/class_names.hpp"
 
 namespace kiln::fuzz {
 
@@ -46,6 +47,21 @@ void expect_named(const kiln::Error& error, std::string_view source) {
   if (verbose) std::fprintf(stderr, "kiln-fuzz: rejected: %s\n", error.what());
   if (message.find(source) == std::string_view::npos)
     finding("the error does not name its source '" + std::string(source) + "': " + std::string(message));
+}
+
+void expect_valid_class_names(const std::vector<std::string>& names, std::int64_t classes, std::string_view parser) {
+  DatasetInfo info;
+  info.num_classes = classes;
+  info.class_names = names;
+  try {
+    train::check_class_names(info, parser, "fuzz");
+  } catch (const kiln::Error& e) {
+    finding(std::string(parser) + " accepted class names a source may not give: " + e.what());
+  }
+  if (static_cast<std::int64_t>(names.size()) != classes) {
+    finding(std::string(parser) + " accepted " + std::to_string(names.size()) + " names for " +
+            std::to_string(classes) + " classes");
+  }
 }
 
 Bytes read_bytes(const std::string& path) {

@@ -48,6 +48,10 @@ std::span<const Target> all_targets();
 /// names `source` (the file, table or peer the input came from). Otherwise finding().
 void expect_named(const kiln::Error& error, std::string_view source);
 
+/// Names a parser accepted must be ones a data source may give (kiln::train::check_class_names,
+/// with exactly `classes` classes): otherwise finding(), naming `parser`.
+void expect_valid_class_names(const std::vector<std::string>& names, std::int64_t classes, std::string_view parser);
+
 /// With it on, expect_named() prints every message it accepts (kiln_fuzz_replay --verbose).
 void set_verbose(bool on);
 

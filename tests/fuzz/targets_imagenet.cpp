@@ -129,14 +129,8 @@ bool run_class_names_file(Input input) {
   const std::string path = std::string(scratch_dir()) + "/class-names.txt";
   write_bytes(path, input);
   try {
-    const std::vector<std::string> names = imagenet::read_class_names_file(path, "data.train.class_names_file", 3);
-    if (names.size() != 3) finding("read_class_names_file accepted a count other than num_classes");
-    for (const std::string& n : names) {
-      if (n.empty()) finding("read_class_names_file accepted an empty name");
-      for (const char c : n) {
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) finding("read_class_names_file accepted a control character");
-      }
-    }
+    expect_valid_class_names(imagenet::read_class_names_file(path, "data.train.class_names_file", 3), 3,
+                             "read_class_names_file");
     return true;
   } catch (const kiln::DataError& e) {
     expect_named(e, path);
