@@ -11,7 +11,13 @@ namespace kiln::imagenet {
 std::vector<std::string> read_class_names_file(const std::string& path, const std::string& where,
                                                std::int64_t num_classes) {
   constexpr std::uint64_t kMaxBytes = 16u << 20;  // 21k ImageNet classes take well under 1 MiB
-  const File file(path);
+  const File file = [&] {
+    try {
+      return File(path);
+    } catch (const DataError& e) {  // "<path>: cannot open: ...", and which parameter named it
+      throw DataError(fmt::format("{}; set by {}", e.what(), where));
+    }
+  }();
   const std::uint64_t size = file.size();
   if (size > kMaxBytes) {
     throw DataError(fmt::format("{}: {} bytes, over the 16 MiB a class names file may have; is {} the right file?",

@@ -12,8 +12,9 @@
 namespace kiln::imagenet {
 
 /// Reads the names from `path` (`where` names the parameter in errors). Lines end in \n or \r\n;
-/// one final empty line is allowed. Throws DataError naming path:line for an empty line, a
-/// control character or a file over 16 MiB, and for a count other than `num_classes`.
+/// one final empty line is allowed. Throws DataError naming path:line for an empty line or a
+/// control character, and naming the path for a file that cannot be opened (with `where`), one
+/// over 16 MiB and a count other than `num_classes`.
 std::vector<std::string> read_class_names_file(const std::string& path, const std::string& where,
                                                std::int64_t num_classes);
 

@@ -135,6 +135,11 @@ BOOST_AUTO_TEST_CASE(class_names_are_the_directories_or_a_names_file) {
   write_file(names, text_bytes("tench\n\nwhite shark\n"));
   e = error_of([&] { make_source(folder_table(with_file)); });
   BOOST_TEST(contains(e, names.string() + ":2: empty line"), e);
+  const std::string missing = fmt::format("class_names_file = \"{}\"\n", (data().root / "no-names.txt").string());
+  e = error_of([&] { make_source(folder_table(missing)); });
+  BOOST_TEST(contains(e, "no-names.txt: cannot open: No such file or directory; set by data.train.class_names_file "
+                         "(test.toml:4)"),
+             e);
   write_file(names, text_bytes("tench\ngold\tfish\nwhite shark\n"));
   e = error_of([&] { make_source(folder_table(with_file)); });
   BOOST_TEST(contains(e, names.string() + ":2: control character 0x09 in a class name"), e);
