@@ -12,13 +12,18 @@
 # as localhost/kiln-debian-base:bookworm and reused by later runs), then builds with
 # `--network host`, runc and a containers.conf with `default_ulimits = []`. Nothing here skips:
 # a step that cannot run fails the script. scripts/run-tests.sh (CI) calls it.
+# Every image the build makes carries the label org.kiln.container-test; on exit the images of
+# earlier runs are removed and this run's are kept, tagged $cache_repo:*, as the next run's layer
+# cache, so repeated runs hold one build's images instead of adding ~2 GB each.
 # Environment: KILN_CONTAINER_NO_CACHE=1 builds every layer afresh (a cold image);
-#              KILN_CONTAINER_KEEP=1 keeps the test image and the scratch folder.
+#              KILN_CONTAINER_KEEP=1 keeps the test image, earlier runs' images and the scratch folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 base_image=localhost/kiln-debian-base:bookworm
 image=localhost/kiln:cpu-test
+test_label=org.kiln.container-test
+cache_repo=localhost/kiln-container-test-cache
 min_accuracy=0.87         # README: the main job ends at 0.875-0.882 (seeds 42, 1, 2)
 min_plugin_accuracy=0.80  # samples/03: one epoch of logreg, as tests/sdk/build_sample_plugin.sh
 
@@ -36,12 +41,36 @@ python=/usr/bin/python3
 
 work=$(mktemp -d /var/tmp/kiln-container-test-XXXXXX)
 container=kiln-test-$$
+
+# keep_only_this_runs_images: a multi-stage build leaves each stage's last image untagged (the
+# builder stage alone is ~1.8 GB); podman removes none of them, and they are also what makes the
+# next build's layers cached. So: tag this run's untagged stage images (their ids are the "--> id"
+# lines of build.log) and its test image as $cache_repo:*, move the tags off the previous run's,
+# and prune the untagged images that carry this test's label -- only ever images this script built.
+keep_only_this_runs_images() {
+  local ref id stage=0
+  for ref in $(podman images --filter "reference=$cache_repo" --format '{{.Repository}}:{{.Tag}}'); do
+    podman untag "$ref" "$ref" > /dev/null 2>&1 || true
+  done
+  if [[ -s $work/build.log ]]; then
+    for id in $(podman images --filter dangling=true --filter "label=$test_label" --format '{{.ID}}'); do
+      if grep -q "^--> ${id:0:11}" "$work/build.log"; then
+        stage=$((stage + 1))
+        podman tag "$id" "$cache_repo:stage-$stage"
+      fi
+    done
+  fi
+  podman tag "$image" "$cache_repo:final" > /dev/null 2>&1 || true
+  podman untag "$image" "$image" > /dev/null 2>&1 || true
+  podman image prune -f --filter "label=$test_label" > /dev/null || true
+}
+
 cleanup() {
   podman rm -f "$container" > /dev/null 2>&1 || true
   if [[ ${KILN_CONTAINER_KEEP:-0} == 1 ]]; then
     echo "kept: image $image, scratch $work"
   else
-    podman rmi -f "$image" > /dev/null 2>&1 || true
+    keep_only_this_runs_images
     rm -rf "$work"
   fi
 }
@@ -54,7 +83,7 @@ debian_base_image bookworm "$base_image" "$work"
 
 step "podman build (CPU-only image) $image"
 # --jobs 2: the runtime stage's pip install runs beside the builder's compile.
-build_args=(--network host --jobs 2 -f docker/Dockerfile -t "$image"
+build_args=(--network host --jobs 2 -f docker/Dockerfile -t "$image" --label "$test_label=1"
             --build-arg BASE_IMAGE="$base_image" --build-arg OS_IMAGE="$base_image")
 # JupyterLab comes from PyPI: give pip this host's CA bundle, which also trusts a TLS-intercepting
 # proxy's CA where the host has one (a build secret: it is not stored in the image).
