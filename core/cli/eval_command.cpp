@@ -39,29 +39,26 @@ int run_eval_command(const std::vector<std::string>& args, std::ostream& out) {
   train::EvalSession session(common.request());
   std::optional<PerClassReport> per_class;
   if (vm.count("per-class")) per_class.emplace(session.num_classes(), session.class_names());
-  // Top-5 only where it says something: with 5 classes or fewer every sample is a hit.
-  const bool top_k = session.num_classes() > train::kTopK;
-  std::int64_t top_k_hits = 0;
   auto on_batch = [&](std::int64_t rows, const std::int32_t* labels, const float* logits) {
-    if (per_class) per_class->add(rows, labels, logits);
-    if (top_k) top_k_hits += train::top_k_hits(logits, labels, rows, session.num_classes(), train::kTopK);
+    per_class->add(rows, labels, logits);
   };
-  // Only these need the logits on the host; a plain eval leaves them where they are.
-  const train::EvalSums sums = per_class || top_k ? session.run_on_host(on_batch) : session.run();
-  const double top_k_accuracy = sums.samples > 0 ? static_cast<double>(top_k_hits) / sums.samples : 0.0;
+  // Only the per-class table needs the logits on the host; top-1 and top-5 are counted where the
+  // logits are. Top-5 comes only where it says something: with 5 classes or fewer every sample is a hit.
+  const train::EvalSums sums = per_class ? session.run_on_host(on_batch) : session.run();
+  const std::optional<double> top_k_accuracy = sums.top_k_accuracy();
   if (vm.count("json")) {
     io::MetricsRecord rec;
     rec.add("checkpoint", session.checkpoint().string())
         .add("loss", sums.loss())
         .add("accuracy", sums.accuracy());
-    if (top_k) rec.add("accuracy_top5", top_k_accuracy);
+    if (top_k_accuracy) rec.add("accuracy_top5", *top_k_accuracy);
     rec.add("samples", static_cast<std::int64_t>(sums.samples));
     std::string json = rec.to_json();
     // The record is flat; the per-class array goes in as the last member.
     if (per_class) json.insert(json.size() - 1, ", \"per_class\": " + per_class->json());
     out << json << "\n";
   } else {
-    const std::string top5 = top_k ? fmt::format("  top-5 {:.4f}", top_k_accuracy) : "";
+    const std::string top5 = top_k_accuracy ? fmt::format("  top-5 {:.4f}", *top_k_accuracy) : "";
     out << fmt::format("eval  loss {:.4f}  accuracy {:.4f}{}  samples {}  checkpoint {}\n", sums.loss(),
                        sums.accuracy(), top5, static_cast<std::int64_t>(sums.samples), session.checkpoint().string());
     if (per_class) per_class->write_table(out);

@@ -245,6 +245,10 @@ void ProfilingBackend::softmax_xent_backward(const Tensor& dlogits, const Tensor
   timed("softmax_xent_backward", probs.dtype(), memory({&probs, &labels}, {&dlogits}),
         [&] { inner_->softmax_xent_backward(dlogits, probs, labels, label_smoothing, scale); });
 }
+void ProfilingBackend::top_k_hits(const Tensor& count, const Tensor& logits, const Tensor& labels, std::int64_t k) {
+  timed("top_k_hits", logits.dtype(), memory({&logits, &labels, &count}, {&count}),
+        [&] { inner_->top_k_hits(count, logits, labels, k); });
+}
 void ProfilingBackend::sgd_update(const Tensor& param, const Tensor& momentum, const Tensor& grad,
                                   const SgdStep& step) {
   // param and momentum (undefined without momentum) are read and written.

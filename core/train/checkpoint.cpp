@@ -29,7 +29,7 @@ constexpr kiln_param_spec_v1 kCheckpointSchema[] = {
      nullptr},
     {"keep_best", KILN_PARAM_STRING, "\"\"", nullptr,
      "Keep the checkpoint with the best value of this epoch metric in checkpoints/best (never pruned): "
-     "eval_loss, eval_accuracy, train_loss, train_accuracy; \"\" = off."},
+     "eval_loss, eval_accuracy, eval_accuracy_top5, train_loss, train_accuracy; \"\" = off."},
     {"keep_best_mode", KILN_PARAM_STRING, "\"auto\"", "auto|min|max",
      "Whether lower or higher is better for keep_best; auto: min for a loss, max for an accuracy."},
 };

@@ -12,15 +12,15 @@ namespace {
 
 constexpr kiln_param_spec_v1 kEarlyStop[] = {
     {"metric", KILN_PARAM_STRING, "\"\"", nullptr,
-     "Stop when this epoch metric stops improving: eval_loss, eval_accuracy (need [data.eval]), train_loss, "
-     "train_accuracy; \"\" = never."},
+     "Stop when this epoch metric stops improving: eval_loss, eval_accuracy, eval_accuracy_top5 (need [data.eval]), "
+     "train_loss, train_accuracy; \"\" = never."},
     {"mode", KILN_PARAM_STRING, "\"auto\"", "auto|min|max", "Whether lower or higher is better; auto: min for a loss, max for an accuracy."},
     {"patience", KILN_PARAM_INT, "3", nullptr, "Epochs without an improvement after which the run stops.", "1", nullptr},
     {"min_delta", KILN_PARAM_FLOAT, "0.0", nullptr, "How much better than the best a value must be to count as an improvement.",
      "0", nullptr},
 };
 
-constexpr const char* kMetricNames = "eval_loss, eval_accuracy, train_loss, train_accuracy";
+constexpr const char* kMetricNames = "eval_loss, eval_accuracy, eval_accuracy_top5, train_loss, train_accuracy";
 
 }  // namespace
 
@@ -29,7 +29,9 @@ std::span<const kiln_param_spec_v1> early_stop_schema() { return kEarlyStop; }
 double WatchedMetric::of(const EpochMetrics& m) const {
   if (name == "train_loss") return m.train_loss;
   if (name == "train_accuracy") return m.train_accuracy;
-  const std::optional<double>& v = name == "eval_loss" ? m.eval_loss : m.eval_accuracy;
+  const std::optional<double>& v = name == "eval_loss"       ? m.eval_loss
+                                   : name == kEvalAccuracyTop5 ? m.eval_accuracy_top5
+                                                               : m.eval_accuracy;
   if (!v) throw Error(fmt::format("metric {} needs an evaluation, and this epoch had none", name));
   return *v;
 }
@@ -42,8 +44,9 @@ WatchedMetric parse_watched_metric(const std::string& name, const std::string& n
                                    bool has_eval_split) {
   WatchedMetric m;
   m.name = name;
+  m.where = name_where;
   const bool is_loss = name == "eval_loss" || name == "train_loss";
-  const bool is_accuracy = name == "eval_accuracy" || name == "train_accuracy";
+  const bool is_accuracy = name == "eval_accuracy" || name == "eval_accuracy_top5" || name == "train_accuracy";
   if (!is_loss && !is_accuracy) {
     throw ConfigError(fmt::format("{} = \"{}\" is not a metric; valid metrics: {}", name_where, name, kMetricNames));
   }

@@ -57,6 +57,7 @@ struct EvalSession::Impl {
   std::shared_ptr<DataSource> data;
   std::unique_ptr<data::DataLoader> loader;
   std::unique_ptr<nn::SoftmaxCrossEntropy> loss;
+  std::unique_ptr<TopKCounter> top_k;  // null: no top-5 (top_k_counter.hpp says when)
   ComputeBoundary boundary;
   std::int64_t classes = 0;
   std::vector<std::string> class_names;  // the checkpoint's, else the eval source's
@@ -166,6 +167,11 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
     s.classes = spec.num_classes;
     s.loss = std::make_unique<nn::SoftmaxCrossEntropy>(static_cast<float>(smoothing));
     s.loss->build(*s.backend, ctx.max_batch, spec.num_classes);
+    if (const auto why_not = TopKCounter::not_counted(*s.backend, spec.num_classes); !why_not) {
+      s.top_k = std::make_unique<TopKCounter>(*s.backend);
+    } else if (spec.num_classes > kTopK) {
+      log::get("eval")->info("no top-{} accuracy: {}", kTopK, *why_not);
+    }
     s.boundary.build(*s.backend, ctx.compute_dtype, spec, ctx.max_batch, std::string(s.model->name()));
     // load_checkpoint restores the optimizer state too; an optimizer of the run's kind takes it,
     // which also checks that trainer.safetensors belongs to this model.
@@ -194,7 +200,8 @@ EvalSums EvalSession::run(const LogitsCallback& on_logits) {
   io::Progress progress(s.progress);
   progress.begin("eval", s.loader->steps_per_epoch());
   double seen = 0;
-  EvalParts parts{s.backend.get(), s.model.get(), s.precision.get(), s.loader.get(), s.loss.get(), &s.boundary};
+  EvalParts parts{s.backend.get(), s.model.get(), s.precision.get(), s.loader.get(), s.loss.get(), &s.boundary,
+                  {}, s.top_k.get()};
   // For the fatal-signal report: the step is the batch being evaluated (the hook runs after each).
   crash::set_phase("evaluating a checkpoint");
   const std::int64_t steps = s.loader->steps_per_epoch();

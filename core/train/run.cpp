@@ -38,6 +38,8 @@
 #include "kiln/train/fingerprint_communicator.hpp"
 #include "kiln/train/record_on_signal.hpp"
 #include "kiln/train/stall_warning.hpp"
+#include "kiln/train/top_k_counter.hpp"
+#include "kiln/train/trainer.hpp"
 #include "kiln/train/freeze.hpp"
 #include "kiln/train/model_table.hpp"
 #include "kiln/train/sync_batch_norm.hpp"
@@ -398,6 +400,7 @@ RunOutcome run_training(const TrainCommand& command) {
   to.checkpoint_keep = checkpoint_keep;
   to.resume_from = resume_from;
   read_training_features({&optimizer, &loader, &checkpoint, &early_stop, eval_c.has_value()}, to);
+  if (eval_c) check_watched_top_k(*parts.backend, spec.num_classes, watched_metrics(to));
   to.load_init = init_req && resume_from.empty();
   to.sync_bn = sync_bn;
   to.freeze = freeze;
@@ -553,8 +556,10 @@ RunOutcome run_training(const TrainCommand& command) {
   // A run without [data.eval] has no test accuracy; printing 0.0000 would read as a failed model.
   if (!outcome.result.stopped_early.empty()) log->info("{}", outcome.result.stopped_early);
   if (eval_c) {
-    log->info("done: {} steps; final test accuracy {:.4f}; outputs in {}", outcome.result.steps,
-              outcome.result.final_eval_accuracy, outcome.run_dir.string());
+    const std::optional<double>& top5 = outcome.result.final_eval_accuracy_top5;
+    log->info("done: {} steps; final test accuracy {:.4f}{}; outputs in {}", outcome.result.steps,
+              outcome.result.final_eval_accuracy, top5 ? fmt::format(" (top-5 {:.4f})", *top5) : "",
+              outcome.run_dir.string());
   } else {
     log->info("done: {} steps; no eval split ([data.eval]), so no test accuracy; outputs in {}",
               outcome.result.steps, outcome.run_dir.string());

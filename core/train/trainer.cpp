@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <optional>
+#include <vector>
 
 #include "kiln/crash/crash_context.hpp"
 #include "kiln/errors.hpp"
@@ -30,6 +32,7 @@
 #include "kiln/train/progress_values.hpp"
 #include "kiln/train/step_metrics.hpp"
 #include "kiln/train/sync_batch_norm.hpp"
+#include "kiln/train/top_k_counter.hpp"
 
 namespace kiln::train {
 namespace {
@@ -43,11 +46,23 @@ double seconds_since(Clock::time_point t0) {
 /// Sums of one epoch's statistics, reduced over ranks.
 struct SplitTotals {
   double loss_sum = 0, correct = 0, samples = 0;
+  std::optional<double> top_k_hits;  // the test split's, where the run counts top-5
   double loss() const { return samples > 0 ? loss_sum / samples : 0.0; }
   double accuracy() const { return samples > 0 ? correct / samples : 0.0; }
+  std::optional<double> top_k_accuracy() const {
+    if (!top_k_hits) return std::nullopt;
+    return samples > 0 ? *top_k_hits / samples : 0.0;
+  }
 };
 
 }  // namespace
+
+std::vector<const WatchedMetric*> watched_metrics(const TrainerOptions& o) {
+  std::vector<const WatchedMetric*> out;
+  if (o.early_stop) out.push_back(&o.early_stop->metric);
+  if (o.keep_best) out.push_back(&*o.keep_best);
+  return out;
+}
 
 struct Trainer::Impl {
   RunParts parts;
@@ -67,6 +82,7 @@ struct Trainer::Impl {
   std::unique_ptr<CheckpointPolicy> checkpoints;
   std::optional<EarlyStopper> early_stop;
   nn::SoftmaxCrossEntropy loss;
+  std::unique_ptr<TopKCounter> top_k;  // the test split's top-5 (null: no eval split, or not counted)
   ComputeBoundary boundary;  // the casts between f32 data/loss and the model's compute dtype
   std::vector<Tensor> grad_zero_views;
   FrozenParameters frozen;                  // [model] freeze; empty: every parameter trains
@@ -119,6 +135,7 @@ struct Trainer::Impl {
       log->info("{}", sync_bn->describe());
     }
     loss.build(backend(), max_batch, parts.model->input_spec().num_classes);
+    if (eval_loader) build_top_k(parts.model->input_spec().num_classes);
     boundary.build(backend(), ctx.compute_dtype, parts.model->input_spec(), max_batch,
                    std::string(parts.model->name()));
 
@@ -198,10 +215,28 @@ struct Trainer::Impl {
     if (frozen_bn_line) log->info("{}", *frozen_bn_line);
   }
 
-  SplitTotals reduce(double loss_sum, double correct, double samples) {
-    const CollectivePurpose purpose("epoch metrics (loss, correct, samples)");
-    const auto v = sum_over_ranks(backend(), *parts.comm, {loss_sum, correct, samples});
-    return SplitTotals{v[0], v[1], v[2]};
+  /// The test split's top-5 counter where it says something, and a clear refusal when early
+  /// stopping or keep_best watch a top-5 the run cannot count (`kiln train` checks that before
+  /// its banner; this is for code that builds a Trainer itself).
+  void build_top_k(std::int64_t classes) {
+    check_watched_top_k(backend(), classes, watched_metrics(opt));
+    const std::optional<std::string> why_not = TopKCounter::not_counted(backend(), classes);
+    if (!why_not) {
+      top_k = std::make_unique<TopKCounter>(backend());
+    } else if (classes > kTopK) {
+      log->info("no top-{} accuracy in the test records: {}", kTopK, *why_not);
+    }
+  }
+
+  /// top_k_hits travels in every reduction (0 where none is counted), so every rank makes the
+  /// same collective whatever it counts.
+  SplitTotals reduce(double loss_sum, double correct, double samples,
+                     std::optional<double> top_k_hits = std::nullopt) {
+    const CollectivePurpose purpose("epoch metrics (loss, correct, samples, top-5 hits)");
+    const auto v = sum_over_ranks(backend(), *parts.comm, {loss_sum, correct, samples, top_k_hits.value_or(0.0)});
+    SplitTotals t{v[0], v[1], v[2], std::nullopt};
+    if (top_k_hits) t.top_k_hits = v[3];
+    return t;
   }
 
   struct EpochStats {
@@ -378,7 +413,8 @@ struct Trainer::Impl {
     buffer_sync->from_rank0();  // every rank evaluates the model a checkpoint saves
     progress.begin(fmt::format("eval  {}/{}", epoch + 1, opt.epochs), eval_loader->steps_per_epoch());
     double local_seen = 0, global_seen = 0;
-    EvalParts eval{&backend(), parts.model.get(), parts.precision.get(), eval_loader.get(), &loss, &boundary};
+    EvalParts eval{&backend(), parts.model.get(), parts.precision.get(), eval_loader.get(), &loss, &boundary, {},
+                   top_k.get()};
     eval.after_batch = [&](const data::Batch& b) {
       local_seen += static_cast<double>(b.valid_rows);
       global_seen += static_cast<double>(b.global_valid);
@@ -388,7 +424,7 @@ struct Trainer::Impl {
       }
     };
     const EvalSums local = evaluate_pass(eval, epoch);
-    return reduce(local.loss_sum, local.correct, local.samples);
+    return reduce(local.loss_sum, local.correct, local.samples, local.top_k_hits);
   }
 
   void write(std::int64_t epoch, const char* split, const SplitTotals& t, double samples_per_s, double lr,
@@ -399,8 +435,9 @@ struct Trainer::Impl {
         .add("step", global_step)
         .add("split", std::string(split))
         .add("loss", t.loss())
-        .add("accuracy", t.accuracy())
-        .add("samples", static_cast<std::int64_t>(t.samples))
+        .add("accuracy", t.accuracy());
+    if (const auto top5 = t.top_k_accuracy()) rec.add("accuracy_top5", *top5);
+    rec.add("samples", static_cast<std::int64_t>(t.samples))
         .add("samples_per_s", samples_per_s)
         .add("lr", lr)
         .add("time_s", seconds);
@@ -442,7 +479,7 @@ struct Trainer::Impl {
       result.final_train_accuracy = st.totals.accuracy();
       std::string line = fmt::format("epoch {:>3}/{}  train loss {:.4f} acc {:.4f}", epoch + 1, opt.epochs,
                                      st.totals.loss(), st.totals.accuracy());
-      EpochMetrics watched{st.totals.loss(), st.totals.accuracy(), std::nullopt, std::nullopt};
+      EpochMetrics watched{st.totals.loss(), st.totals.accuracy(), std::nullopt, std::nullopt, std::nullopt};
       if (eval_loader) {
         const auto te = Clock::now();
         const SplitTotals ev = evaluate(epoch);
@@ -452,7 +489,10 @@ struct Trainer::Impl {
         result.final_eval_accuracy = ev.accuracy();
         watched.eval_loss = ev.loss();
         watched.eval_accuracy = ev.accuracy();
+        watched.eval_accuracy_top5 = ev.top_k_accuracy();
+        result.final_eval_accuracy_top5 = ev.top_k_accuracy();
         line += fmt::format("  |  test loss {:.4f} acc {:.4f}", ev.loss(), ev.accuracy());
+        if (const auto top5 = ev.top_k_accuracy()) line += fmt::format(" top-5 {:.4f}", *top5);
       }
       line += fmt::format("  |  {} samples/s  {:.2f}s  lr {:.3g}", io::format_si(sps), st.seconds, lr);
       if (st.skipped) line += fmt::format("  skipped {}", st.skipped);

@@ -157,6 +157,14 @@ class Backend {
   /// dlogits = scale * (probs - target), the gradient of scale * sum of losses.
   virtual void softmax_xent_backward(const Tensor& dlogits, const Tensor& probs,
                                      const Tensor& labels, float label_smoothing, float scale);
+  /// Top-k accuracy's numerator (ImageNet's Acc@5 for k = 5), counted where the logits are:
+  /// count (1) f32 += the rows of logits (B, K) f32 whose label (labels (B) i32) is among the k
+  /// highest logits, k >= 1. Ties rank as argmax does: a class ranks above the label when its
+  /// logit is greater, or equal with a lower index; so a row counts when fewer than k classes
+  /// rank above its label (k = 1 counts what softmax_xent_forward's argmax counts), and a row
+  /// whose label's logit is NaN never counts. A label outside [0, K) is an error where the
+  /// backend can see it (cpu) and a row that does not count where it cannot (cuda).
+  virtual void top_k_hits(const Tensor& count, const Tensor& logits, const Tensor& labels, std::int64_t k);
 
   // ---- optimizers (fused over flat buffers) --------------------------------------------------
   /// One SGD step over param/grad/momentum of equal shape (momentum undefined if momentum == 0).

@@ -40,4 +40,5 @@
   X(convert_layout)            \
   X(batchnorm_stats)           \
   X(batchnorm_backward_reduce) \
-  X(batchnorm_backward_elemt)
+  X(batchnorm_backward_elemt)  \
+  X(top_k_hits)

@@ -112,6 +112,7 @@ class CudaBackend final : public Backend {
                             const Tensor& labels, float label_smoothing) override;
   void softmax_xent_backward(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
                              float label_smoothing, float scale) override;
+  void top_k_hits(const Tensor& count, const Tensor& logits, const Tensor& labels, std::int64_t k) override;
 
   void sgd_update(const Tensor& param, const Tensor& momentum, const Tensor& grad,
                   const SgdStep& step) override;

@@ -9,6 +9,8 @@
 //   probs_k   = exp(x_k - lse)
 //   loss      = -sum_k t_k * (x_k - lse)
 //   dlogits_k = scale * (probs_k - t_k)              (the gradient of scale * sum of losses)
+// Top-k hits (the per-epoch top-5 accuracy): a row counts when fewer than k classes rank above
+// its label, a class ranking above when its logit is greater, or equal with a lower index.
 #include <cmath>
 #include <string>
 
@@ -82,6 +84,27 @@ void NaiveBackend::softmax_xent_backward(const Tensor& dlogits, const Tensor& pr
       d[i * classes + k] = static_cast<float>(double{scale} * (double{p[i * classes + k]} - t));
     }
   }
+}
+
+void NaiveBackend::top_k_hits(const Tensor& count, const Tensor& logits, const Tensor& labels, std::int64_t k) {
+  const OpCheck check(Op::top_k_hits);
+  const sdk::RowsClasses rc = sdk::check_top_k_hits(check, count, logits, labels, k);
+  const std::int64_t rows = rc.rows, classes = rc.classes;
+  const std::int32_t* label = labels.data_as<std::int32_t>();
+  check_labels(check, label, rows, classes);
+  double hits = 0.0;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* x = floats(logits) + i * classes;
+    const float mine = x[label[i]];
+    if (std::isnan(mine)) continue;  // NaN compares false with everything: it would always count
+    std::int64_t above = 0;
+    for (std::int64_t c = 0; c < classes; ++c) {
+      if (x[c] > mine || (x[c] == mine && c < label[i])) ++above;
+    }
+    if (above < k) hits += 1.0;
+  }
+  float* n = floats(count);
+  n[0] = static_cast<float>(double{n[0]} + hits);
 }
 
 void NaiveBackend::sgd_update(const Tensor& param, const Tensor& momentum, const Tensor& grad,

@@ -163,7 +163,7 @@ BOOST_AUTO_TEST_CASE(supports_table) {
     for (DType d : {DType::f32, DType::f16, DType::bf16}) BOOST_TEST(cuda_supports(op, d), kiln::op_name(op));
     BOOST_TEST(!cuda_supports(op, DType::f64), kiln::op_name(op));
   }
-  for (Op op : {Op::softmax_xent_forward, Op::softmax_xent_backward, Op::sgd_update, Op::adam_update}) {
+  for (Op op : {Op::softmax_xent_forward, Op::softmax_xent_backward, Op::sgd_update, Op::adam_update, Op::top_k_hits}) {
     BOOST_TEST(cuda_supports(op, DType::f32), kiln::op_name(op));
     BOOST_TEST(!cuda_supports(op, DType::bf16), kiln::op_name(op));
   }
@@ -260,6 +260,20 @@ BOOST_AUTO_TEST_CASE(softmax_xent_arguments) {
                     "logits f32(8, 0) has no classes");
   KILN_EXPECT_ERROR(validate_softmax_xent_backward(probs, probs, dev({8}, DType::i64), 0.0f),
                     "cuda backend, softmax_xent_backward: labels is i64(8) but must be i32");
+}
+
+BOOST_AUTO_TEST_CASE(top_k_hits_arguments) {
+  using namespace kiln::cuda;
+  const Tensor logits = dev({8, 1000}, DType::f32), labels = dev({8}, DType::i32), count = dev({1}, DType::f32);
+  const kiln::cuda::kernels::RowsClasses rc = validate_top_k_hits(count, logits, labels, 5);
+  BOOST_TEST(rc.rows == 8);
+  BOOST_TEST(rc.classes == 1000);
+  KILN_EXPECT_ERROR(validate_top_k_hits(count, logits, labels, 0), "cuda backend, top_k_hits: k = 0 must be at least 1");
+  KILN_EXPECT_ERROR(validate_top_k_hits(dev({2}, DType::f32), logits, labels, 5), "count is f32(2) but must have shape (1)");
+  KILN_EXPECT_ERROR(validate_top_k_hits(count, dev({8, 1000}, DType::bf16), labels, 5),
+                    "logits is bf16(8, 1000) but must be f32");
+  KILN_EXPECT_ERROR(validate_top_k_hits(count, logits, dev({7}, DType::i32), 5), "labels is i32(7) but must have shape (8)");
+  KILN_EXPECT_ERROR(validate_top_k_hits(count, dev({8, 0}, DType::f32), labels, 5), "logits f32(8, 0) has no classes");
 }
 
 BOOST_AUTO_TEST_CASE(optimizer_arguments) {

@@ -513,6 +513,38 @@ BOOST_AUTO_TEST_CASE(softmax_xent_forward_backward_and_determinism) {
   BOOST_TEST(std::isnan(download(stats)[0]));
 }
 
+// Top-k hits against the host rule (a class ranks above the label when its logit is greater, or
+// equal at a lower index; a NaN label logit never counts), on logits full of ties, for ImageNet's
+// 1000 classes too; the count accumulates and is the same from call to call.
+BOOST_AUTO_TEST_CASE(top_k_hits_match_the_host_rule) {
+  for (std::int64_t classes : {10, 1000}) {
+    const std::int64_t rows = 67;
+    Values x(static_cast<std::size_t>(rows * classes)), labels(static_cast<std::size_t>(rows));
+    for (double& v : x) v = static_cast<double>(rng()() % 4);  // whole numbers: many ties
+    for (double& l : labels) l = static_cast<double>(rng()() % static_cast<std::uint64_t>(classes));
+    x[static_cast<std::size_t>(3 * classes + static_cast<std::int64_t>(labels[3]))] = std::nan("");
+    const Tensor logits = device_with({rows, classes}, DType::f32, x);
+    const Tensor labels_d = device_with({rows}, DType::i32, labels);
+    for (std::int64_t k : {std::int64_t{1}, std::int64_t{5}, classes}) {
+      double want = 0.0;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const double* xr = x.data() + r * classes;
+        const auto y = static_cast<std::int64_t>(labels[static_cast<std::size_t>(r)]);
+        if (std::isnan(xr[y])) continue;
+        std::int64_t above = 0;
+        for (std::int64_t c = 0; c < classes; ++c) above += xr[c] > xr[y] || (xr[c] == xr[y] && c < y);
+        want += above < k ? 1.0 : 0.0;
+      }
+      const std::string what = "K=" + std::to_string(classes) + " k=" + std::to_string(k);
+      const Tensor count = device_with({1}, DType::f32, {4.0});
+      cuda().top_k_hits(count, logits, labels_d, k);
+      BOOST_TEST(download(count)[0] == 4.0 + want, what);
+      cuda().top_k_hits(count, logits, labels_d, k);
+      BOOST_TEST(download(count)[0] == 4.0 + 2 * want, what);
+    }
+  }
+}
+
 // ---- optimizers -------------------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(sgd_variants_match_the_reference) {

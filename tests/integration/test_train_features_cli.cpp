@@ -2,7 +2,9 @@
 // without an eval split is refused before anything is written, naming the file and line; an
 // early-stopped run ends normally saying why, with its last checkpoint; a run cut short after a
 // mid-epoch checkpoint (every_steps) continues with `--resume auto` to the same weights, bit for
-// bit; and the best checkpoint is kept apart from rotation.
+// bit; and the best checkpoint is kept apart from rotation. The test split's top-5 accuracy can
+// be watched where the run counts it (more than 5 classes), and watching it elsewhere is refused
+// naming the key, with nothing left behind.
 #define KILN_TEST_MODULE test_train_features_cli
 #include "kiln_test_main.hpp"
 
@@ -77,6 +79,38 @@ BOOST_AUTO_TEST_CASE(an_early_stopped_run_ends_normally_with_its_last_checkpoint
   BOOST_TEST(count_of(r.err, "early stopping: ") == 1u, r.err);  // said once
   BOOST_TEST(fs::exists(cwd / "run" / "checkpoints" / "epoch-0002" / "model.safetensors"));
   BOOST_TEST(count_of(slurp(cwd / "run" / "metrics.jsonl"), "\"split\": \"train\"") == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(early_stopping_on_the_top5_accuracy_reads_it_each_epoch) {
+  const fs::path cwd = workdir("top5");
+  // Ten classes, so each test record has accuracy_top5. No accuracy improves by more than 1, so
+  // with min_delta = 1 the run stops after its second epoch -- and only if it read a value both
+  // times (an epoch without one is an error).
+  const fs::path cfg = config(cwd, "[data.eval]\ntype = \"synthetic\"\nshape = [8]\nclasses = 10\ncount = 32\nseed = 7\n\n"
+                                   "[early_stop]\nmetric = \"eval_accuracy_top5\"\npatience = 1\nmin_delta = 1.0\n");
+  const auto r = run_kiln(cwd, {"train", "--config", cfg.string(), "--run-dir", (cwd / "run").string(), "--set",
+                                "model.num_classes=10", "--set", "data.train.classes=10"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  BOOST_TEST(r.err.find("early stopping: eval_accuracy_top5 (max) has not improved by more than 1 for 1 epoch") !=
+                 std::string::npos,
+             r.err);
+  BOOST_TEST(r.err.find("stopped after epoch 2 of 3") != std::string::npos, r.err);
+  BOOST_TEST(count_of(slurp(cwd / "run" / "metrics.jsonl"), "\"accuracy_top5\": ") == 2u);
+  BOOST_TEST(r.err.find("top-5 ") != std::string::npos, r.err);  // in the epoch lines and the last line
+}
+
+BOOST_AUTO_TEST_CASE(watching_a_top5_the_run_cannot_count_is_refused_naming_the_key) {
+  const fs::path cwd = workdir("top5-3");
+  // Three classes: every label is among the top 5, so the run counts no top-5 accuracy.
+  const fs::path cfg = config(cwd, "[data.eval]\ntype = \"synthetic\"\nshape = [8]\nclasses = 3\ncount = 32\n\n"
+                                   "[checkpoint]\nkeep_best = \"eval_accuracy_top5\"\n");
+  const std::string msg =
+      one_line_error(run_kiln(cwd, {"train", "--config", cfg.string(), "--run-dir", (cwd / "run").string()}));
+  BOOST_TEST(msg.find("checkpoint.keep_best (" + cfg.string() + ":") == 0u, msg);
+  BOOST_TEST(msg.find("\"eval_accuracy_top5\" cannot be counted in this run: the model has 3 classes, and top-5 "
+                      "needs more than 5") != std::string::npos,
+             msg);
+  BOOST_TEST(!fs::exists(cwd / "run"));
 }
 
 BOOST_AUTO_TEST_CASE(resume_auto_from_a_mid_epoch_checkpoint_reaches_the_same_weights) {

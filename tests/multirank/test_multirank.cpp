@@ -1,6 +1,7 @@
 // Real multi-process training with the gloo communicator:
 //   - data-parallel equivalence: `--nproc 4` x batch 16 ends with the same parameters as one
-//     rank x batch 64 after 20 steps (dropout 0), and reports the same train metrics; so does
+//     rank x batch 64 after 20 steps (dropout 0), and reports the same train metrics, and its
+//     test record's top-5 accuracy (4 ranks' counts summed) is its checkpoint's; so does
 //     `--nproc 2` x batch 8 x 4 accumulated micro-steps;
 //   - a rank killed with SIGKILL mid-epoch under `--nproc`: kiln names it and stops the others;
 //   - the same without a supervisor (ranks started like mpirun would): the survivors exit
@@ -96,14 +97,15 @@ std::vector<float> read_f32(const fs::path& file) {
   return v;
 }
 
-kiln::test::json::Value train_record(const fs::path& run_dir) {
+/// The first record of `split` ("train", "test") in the run's metrics.jsonl.
+kiln::test::json::Value first_record(const fs::path& run_dir, const std::string& split = "train") {
   std::istringstream in(slurp(run_dir / "metrics.jsonl"));
   std::string line;
   while (std::getline(in, line)) {
     auto v = kiln::test::json::parse(line);
-    if (v.at("split").string == "train") return v;
+    if (v.at("split").string == split) return v;
   }
-  throw std::runtime_error("no train record in " + (run_dir / "metrics.jsonl").string());
+  throw std::runtime_error("no " + split + " record in " + (run_dir / "metrics.jsonl").string());
 }
 
 /// Waits until `file` contains `text` (or the wall clock passes: test failure).
@@ -213,11 +215,26 @@ BOOST_AUTO_TEST_CASE(four_ranks_equal_one_rank) {
   }
   BOOST_TEST(worst <= 1e-5, "element " << worst_at << ": " << a[worst_at] << " vs " << b[worst_at]);
 
-  const auto r1 = train_record(one), r4 = train_record(four);
+  const auto r1 = first_record(one), r4 = first_record(four);
   BOOST_TEST(r4.at("step").number == 20.0);
   BOOST_TEST(r4.at("samples").number == r1.at("samples").number);
   BOOST_TEST(r4.at("accuracy").number == r1.at("accuracy").number);
   BOOST_TEST(std::fabs(r4.at("loss").number - r1.at("loss").number) <= 1e-5 * r1.at("loss").number);
+
+  // The test split's top-5 accuracy is each rank's count summed: kiln eval of the same
+  // checkpoint on one rank counts every sample itself. (Up to 2 of the 10000 samples may fall
+  // the other way: one rank's batch of 2500 rows and a batch of 10000 need not round the logits
+  // alike. A count that was not summed would be off by three quarters.)
+  const auto t4 = first_record(four, "test");
+  Process eval({kKiln, "eval", "--run-dir", four.string(), "--json"}, clean_env(), scratch(), scratch() / "eq-4-eval.out",
+               scratch() / "eq-4-eval.err");
+  BOOST_TEST_REQUIRE(eval.wait_for(kWallClock).value_or(-1) == 0, err_of("eq-4-eval"));
+  const auto got = kiln::test::json::parse(slurp(scratch() / "eq-4-eval.out"));
+  BOOST_TEST(t4.at("samples").number == got.at("samples").number);
+  BOOST_TEST(std::fabs(t4.at("accuracy_top5").number - got.at("accuracy_top5").number) <= 2e-4,
+             "the 4-rank run reported top-5 " << t4.at("accuracy_top5").number << ", its checkpoint evaluates to "
+                                             << got.at("accuracy_top5").number);
+  BOOST_TEST(t4.at("accuracy_top5").number >= t4.at("accuracy").number);
 }
 
 BOOST_AUTO_TEST_CASE(two_ranks_accumulating_four_micro_steps_equal_one_rank_of_the_whole_batch) {
@@ -247,8 +264,8 @@ BOOST_AUTO_TEST_CASE(two_ranks_accumulating_four_micro_steps_equal_one_rank_of_t
   }
   BOOST_TEST_MESSAGE("2 ranks x 8 x 4 micro-steps vs 1 rank x 64: largest relative difference " << worst);
   BOOST_TEST(worst <= 1e-5);
-  BOOST_TEST(train_record(two).at("step").number == 20.0);  // optimizer steps, not micro-steps
-  BOOST_TEST(train_record(two).at("samples").number == train_record(one).at("samples").number);
+  BOOST_TEST(first_record(two).at("step").number == 20.0);  // optimizer steps, not micro-steps
+  BOOST_TEST(first_record(two).at("samples").number == first_record(one).at("samples").number);
 }
 
 BOOST_AUTO_TEST_CASE(sigkill_under_nproc) {

@@ -100,6 +100,9 @@ class ForwardingBackend : public Backend {
                              float label_smoothing, float scale) override {
     run_op([=, this] { inner_->softmax_xent_backward(dlogits, probs, labels, label_smoothing, scale); });
   }
+  void top_k_hits(const Tensor& count, const Tensor& logits, const Tensor& labels, std::int64_t k) override {
+    run_op([=, this] { inner_->top_k_hits(count, logits, labels, k); });
+  }
   void sgd_update(const Tensor& param, const Tensor& momentum, const Tensor& grad, const SgdStep& step) override {
     run_op([=, this] { inner_->sgd_update(param, momentum, grad, step); });
   }

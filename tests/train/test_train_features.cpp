@@ -467,7 +467,7 @@ BOOST_AUTO_TEST_CASE(out_of_range_keys_are_refused_with_where_they_were_set) {
   const auto ckpt = core_table("checkpoint", "keep_best = \"eval_acc\"", kiln::train::checkpoint_schema());
   const std::string unknown = error_text([&] { kiln::train::checkpoint_policy_options(ckpt, true); });
   BOOST_TEST(unknown.find("checkpoint.keep_best (test.toml:2) = \"eval_acc\" is not a metric") == 0u, unknown);
-  BOOST_TEST(unknown.find("valid metrics: eval_loss, eval_accuracy, train_loss, train_accuracy") != std::string::npos);
+  BOOST_TEST(unknown.find("valid metrics: eval_loss, eval_accuracy, eval_accuracy_top5, train_loss, train_accuracy") != std::string::npos);
 
   const auto es = core_table("early_stop", "metric = \"eval_loss\"", kiln::train::early_stop_schema());
   const std::string no_eval = error_text([&] { kiln::train::early_stop_options(es, false); });

@@ -1,8 +1,10 @@
 // Conformance cases of the loss and the optimizers, which layers run in f32 only (the loss reads
 // f32 logits; updates are over the f32 master arena): softmax cross-entropy forward (probs, the
 // accumulated [loss sum, correct count] stats) and backward, with and without label smoothing;
+// top-k hits over logits full of ties and one NaN, for k = 1 (argmax), 3, 5 and K;
 // SGD (plain, momentum with dampening, Nesterov, weight decay) and Adam/AdamW at steps 1 and 7.
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "harness.hpp"
@@ -63,6 +65,25 @@ void softmax_xent_case(const Variant& /*f32*/) {
                                     static_cast<float>(smoothing), 0.125f);
     expect_close(fetch(dlogits), ref::softmax_xent_backward(b, k, want.probs, labels, smoothing, 0.125),
                  tolerance(DType::f32), "dlogits" + s);
+  }
+}
+
+void top_k_hits_case(const Variant& /*f32*/) {
+  const std::int64_t b = 24, k = 10;
+  Rng rng(13);
+  // Whole numbers in [0, 4): most rows hold ties, including at the label, so the tie rule (a
+  // lower class index ranks higher) decides many counts.
+  std::vector<double> logits = integers(rng, static_cast<std::size_t>(b * k), 4);
+  const auto labels = integers(rng, static_cast<std::size_t>(b), k);
+  logits[static_cast<std::size_t>(5 * k + static_cast<std::int64_t>(labels[5]))] = std::nan("");
+  const Tensor logits_t = upload(logits, {b, k}, DType::f32);
+  const Tensor labels_t = to_device(labels, {b}, DType::i32);
+  for (const std::int64_t top : {std::int64_t{1}, std::int64_t{3}, std::int64_t{5}, k}) {
+    const double count0 = 7.0;  // accumulated into, not overwritten
+    const Tensor count = upload({count0}, {1}, DType::f32);
+    backend().top_k_hits(count, logits_t, labels_t, top);
+    expect_equal(fetch(count), {count0 + ref::top_k_hits(b, k, logits, labels, top)},
+                 "count for k = " + std::to_string(top));
   }
 }
 
@@ -127,6 +148,7 @@ void adam_case(const Variant& /*f32*/) {
 
 void add_loss_optim_cases(CaseList& cases) {
   cases.add("softmax_xent", {Op::softmax_xent_forward, Op::softmax_xent_backward}, Axes::f32_only, softmax_xent_case);
+  cases.add("top_k_hits", {Op::top_k_hits}, Axes::f32_only, top_k_hits_case);
   cases.add("sgd_update", {Op::sgd_update}, Axes::f32_only, sgd_case);
   cases.add("adam_update", {Op::adam_update}, Axes::f32_only, adam_case);
 }

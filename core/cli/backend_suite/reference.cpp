@@ -111,6 +111,19 @@ XentForward softmax_xent_forward(std::int64_t b, std::int64_t k, const Vec& logi
   return out;
 }
 
+double top_k_hits(std::int64_t b, std::int64_t k, const Vec& logits, const Vec& labels, std::int64_t top) {
+  double hits = 0.0;
+  for (std::int64_t i = 0; i < b; ++i) {
+    const double* row = &logits[at(i * k)];
+    const auto label = static_cast<std::int64_t>(labels[at(i)]);
+    if (std::isnan(row[label])) continue;
+    std::int64_t above = 0;
+    for (std::int64_t j = 0; j < k; ++j) above += row[j] > row[label] || (row[j] == row[label] && j < label);
+    if (above < top) hits += 1.0;
+  }
+  return hits;
+}
+
 Vec softmax_xent_backward(std::int64_t b, std::int64_t k, const Vec& probs, const Vec& labels,
                           double smoothing, double scale) {
   Vec d(at(b * k));

@@ -41,6 +41,9 @@ XentForward softmax_xent_forward(std::int64_t b, std::int64_t k, const Vec& logi
 /// dlogits = scale (probs - target).
 Vec softmax_xent_backward(std::int64_t b, std::int64_t k, const Vec& probs, const Vec& labels,
                           double smoothing, double scale);
+/// Rows (B of logits (B, K)) whose label has fewer than `top` classes ranked above it: a greater
+/// logit, or an equal one at a lower index. A NaN label logit never counts.
+double top_k_hits(std::int64_t b, std::int64_t k, const Vec& logits, const Vec& labels, std::int64_t top);
 
 /// One SGD step (ops.hpp SgdStep); updates param and momentum in place.
 void sgd(Vec& param, Vec& momentum, const Vec& grad, const SgdStep& step);

@@ -5,6 +5,8 @@
 //   probs = exp(x - lse);  loss = -sum_k t_k (x_k - lse) = lse - (1 - s) x_label - (s / K) sum x
 // stats[0] += sum of losses, stats[1] += rows whose argmax (first maximum) equals the label.
 // Backward: dlogits = scale * (probs - t). A label outside [0, K) is an error naming the row.
+// top_k_hits counts the rows whose label is among the k highest logits (the same tie rule as the
+// argmax above: an equal logit ranks higher when its class index is lower).
 #include <cmath>
 
 #include <fmt/format.h>
@@ -108,6 +110,25 @@ void CpuBackend::softmax_xent_backward(const Tensor& dlogits, const Tensor& prob
   } else {
     for (std::int64_t i = 0; i < rows; ++i) row(i);
   }
+}
+
+void CpuBackend::top_k_hits(const Tensor& count, const Tensor& logits, const Tensor& labels, std::int64_t k) {
+  const OpCheck check(Op::top_k_hits);
+  const sdk::RowsClasses rc = sdk::check_top_k_hits(check, count, logits, labels, k);
+  const std::int64_t rows = rc.rows, classes = rc.classes;
+  const float* x = logits.data_as<float>();
+  const std::int32_t* y = labels.data_as<std::int32_t>();
+  check_labels(check, y, rows, classes);
+  std::int64_t hits = 0;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* xi = x + i * classes;
+    const float mine = xi[y[i]];
+    if (std::isnan(mine)) continue;
+    std::int64_t above = 0;  // stops at k: a row with k classes above its label cannot count
+    for (std::int64_t c = 0; c < classes && above < k; ++c) above += xi[c] > mine || (xi[c] == mine && c < y[i]);
+    hits += above < k ? 1 : 0;
+  }
+  count.data_as<float>()[0] += static_cast<float>(hits);
 }
 
 }  // namespace kiln::cpu

@@ -1,4 +1,4 @@
-// Softmax cross-entropy with label smoothing (f32), the cpu backend's math on the GPU:
+// Softmax cross-entropy with label smoothing (f32), the cpu backend's math on the GPU, and top-k hits:
 //   lse = max + log(sum exp(x - max));  probs = exp(x - lse);
 //   loss = lse - (1 - s) x_label - (s / K) sum x;  dlogits = scale (probs - t).
 // Forward: one block per row (block size from row_block_size) finds the first maximum, the
@@ -84,7 +84,34 @@ __global__ void softmax_xent_backward_kernel(float* dlogits, const float* probs,
   }
 }
 
+// Launched with row_block_size(classes) threads, one block per row.
+__global__ void __launch_bounds__(kMaxRowBlock) top_k_hits_kernel(float* count, const float* logits,
+                                                                  const std::int32_t* labels, std::int64_t classes,
+                                                                  std::int64_t k) {
+  const std::int64_t row = blockIdx.x;
+  const float* x = logits + row * classes;
+  const std::int32_t label = labels[row];
+  const bool valid = label >= 0 && label < classes && !isnan(x[label]);
+  const float mine = valid ? x[label] : 0.0f;
+  float above = 0.0f;  // a whole number of classes, exact in f32
+  if (valid) {
+    for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+      above += (x[c] > mine || (x[c] == mine && c < label)) ? 1.0f : 0.0f;
+    }
+  }
+  above = block_sum(above);  // every thread of the block takes part, valid row or not
+  if (threadIdx.x == 0 && valid && above < static_cast<float>(k)) atomicAdd(count, 1.0f);
+}
+
 }  // namespace
+
+void top_k_hits(float* count, const float* logits, const std::int32_t* labels, std::int64_t rows,
+                std::int64_t classes, std::int64_t k, cudaStream_t stream) {
+  if (rows <= 0) return;
+  top_k_hits_kernel<<<static_cast<unsigned>(rows), row_block_size(classes), 0, stream>>>(count, logits, labels,
+                                                                                          classes, k);
+  check_last_launch("top_k_hits");
+}
 
 void softmax_xent_forward(float* probs, float* stats, float* row_stats, const float* logits,
                           const std::int32_t* labels, std::int64_t rows, std::int64_t classes,

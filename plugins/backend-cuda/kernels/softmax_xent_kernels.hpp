@@ -31,4 +31,12 @@ void softmax_xent_backward(float* dlogits, const float* probs, const std::int32_
                            std::int64_t rows, std::int64_t classes, float label_smoothing,
                            float scale, cudaStream_t stream);
 
+/// count[0] += rows whose label is among the k highest logits (a class ranks above the label when
+/// its logit is greater, or equal with a lower index). One block per row counts the classes above
+/// its label; thread 0 adds 1 with an atomic. The count is a whole number, exact in f32 below 2^24
+/// in any order, so the result does not depend on the blocks' order. A label outside [0, K) or
+/// with a NaN logit does not count (its loss is NaN already: softmax_xent_forward).
+void top_k_hits(float* count, const float* logits, const std::int32_t* labels, std::int64_t rows,
+                std::int64_t classes, std::int64_t k, cudaStream_t stream);
+
 }  // namespace kiln::cuda::kernels

@@ -68,6 +68,18 @@ kernels::RowsClasses validate_softmax_xent_backward(const Tensor& dlogits, const
   return {rc.rows, rc.classes};
 }
 
+kernels::RowsClasses validate_top_k_hits(const Tensor& count, const Tensor& logits, const Tensor& labels,
+                                         std::int64_t k) {
+  const KernelCheck check(Op::top_k_hits);
+  const sdk::RowsClasses rc = sdk::check_top_k_hits(check, count, logits, labels, k);
+  if (rc.classes > INT32_MAX || rc.rows > INT32_MAX) {
+    check.fail(fmt::format("logits {} is too large: the kernel takes at most 2^31 - 1 rows and "
+                           "classes",
+                           logits.describe()));
+  }
+  return {rc.rows, rc.classes};
+}
+
 void validate_sgd_update(const Tensor& param, const Tensor& momentum, const Tensor& grad,
                          const SgdStep& step) {
   sdk::check_sgd_update(KernelCheck(Op::sgd_update), param, momentum, grad, step);

@@ -35,6 +35,9 @@ kernels::RowsClasses validate_softmax_xent_forward(const Tensor& probs, const Te
                                                    float label_smoothing);
 kernels::RowsClasses validate_softmax_xent_backward(const Tensor& dlogits, const Tensor& probs,
                                                     const Tensor& labels, float label_smoothing);
+/// logits (rows, classes) of top_k_hits, within the kernel's 32-bit indexing.
+kernels::RowsClasses validate_top_k_hits(const Tensor& count, const Tensor& logits, const Tensor& labels,
+                                         std::int64_t k);
 void validate_sgd_update(const Tensor& param, const Tensor& momentum, const Tensor& grad,
                          const SgdStep& step);
 void validate_adam_update(const Tensor& param, const Tensor& m, const Tensor& v,

@@ -30,4 +30,10 @@ void CudaBackend::softmax_xent_backward(const Tensor& dlogits, const Tensor& pro
                                  label_smoothing, scale, compute_stream());
 }
 
+void CudaBackend::top_k_hits(const Tensor& count, const Tensor& logits, const Tensor& labels, std::int64_t k) {
+  const kernels::RowsClasses rc = validate_top_k_hits(count, logits, labels, k);
+  kernels::top_k_hits(count.data_as<float>(), logits.data_as<float>(), labels.data_as<std::int32_t>(), rc.rows,
+                      rc.classes, k, compute_stream());
+}
+
 }  // namespace kiln::cuda

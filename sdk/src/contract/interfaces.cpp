@@ -74,6 +74,9 @@ void Backend::softmax_xent_backward(const Tensor& dlogits, const Tensor&, const 
                                     float) {
   unsupported(Op::softmax_xent_backward, dlogits.dtype());
 }
+void Backend::top_k_hits(const Tensor&, const Tensor& logits, const Tensor&, std::int64_t) {
+  unsupported(Op::top_k_hits, logits.dtype());
+}
 void Backend::sgd_update(const Tensor& param, const Tensor&, const Tensor&, const SgdStep&) {
   unsupported(Op::sgd_update, param.dtype());
 }

@@ -1,4 +1,4 @@
-// Shared argument checks of bias_grad, softmax cross-entropy and the fused optimizers
+// Shared argument checks of bias_grad, softmax cross-entropy, top-k hits and the fused optimizers
 // (kiln/sdk/op_args.hpp). Their operands are matrices and flat f32 buffers, never image
 // activations, so they must be row-major.
 #include <fmt/format.h>
@@ -45,6 +45,16 @@ RowsClasses check_softmax_xent_backward(const OpCheck& check, const Tensor& dlog
   check.shape("labels", labels, {probs.dim(0)});
   smoothing(check, label_smoothing);
   return {probs.dim(0), probs.dim(1)};
+}
+
+RowsClasses check_top_k_hits(const OpCheck& check, const Tensor& count, const Tensor& logits, const Tensor& labels,
+                             std::int64_t k) {
+  check.usable("count", count).usable("logits", logits).usable("labels", labels);
+  check.dtype("count", count, DType::f32).dtype("logits", logits, DType::f32).dtype("labels", labels, DType::i32);
+  check.rank("logits", logits, 2).shape("labels", labels, {logits.dim(0)}).shape("count", count, {1});
+  if (logits.dim(1) == 0) check.fail(fmt::format("logits {} has no classes", logits.describe()));
+  if (k < 1) check.fail(fmt::format("k = {} must be at least 1", k));
+  return {logits.dim(0), logits.dim(1)};
 }
 
 void check_sgd_update(const OpCheck& check, const Tensor& param, const Tensor& momentum, const Tensor& grad,

@@ -86,6 +86,7 @@ class ProfilingBackend final : public Backend {
                             float label_smoothing) override;
   void softmax_xent_backward(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
                              float label_smoothing, float scale) override;
+  void top_k_hits(const Tensor& count, const Tensor& logits, const Tensor& labels, std::int64_t k) override;
   void sgd_update(const Tensor& param, const Tensor& momentum, const Tensor& grad, const SgdStep& step) override;
   void adam_update(const Tensor& param, const Tensor& m, const Tensor& v, const Tensor& grad,
                    const AdamStep& step) override;

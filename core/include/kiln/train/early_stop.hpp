@@ -1,8 +1,10 @@
 // Epoch metrics to watch, early stopping on one of them, and the [early_stop] table.
 //
-// A watched metric is one of the numbers each epoch ends with: eval_loss, eval_accuracy (need an
-// eval split, [data.eval]), train_loss, train_accuracy. Its goal is min or max; "auto" means min
-// for a loss and max for an accuracy. keep_best ([checkpoint]) uses the same names and goals.
+// A watched metric is one of the numbers each epoch ends with: eval_loss, eval_accuracy,
+// eval_accuracy_top5 (need an eval split, [data.eval]; top-5 also a model of more than 5 classes,
+// which the trainer checks when it builds), train_loss, train_accuracy. Its goal is min or max;
+// "auto" means min for a loss and max for an accuracy. keep_best ([checkpoint]) uses the same
+// names and goals.
 //
 // EarlyStopper, as Keras' EarlyStopping and Lightning's: after each evaluated epoch, a value
 // better than the best so far by more than min_delta is an improvement and resets the count of
@@ -26,10 +28,14 @@ namespace kiln::train {
 /// Keys of the [early_stop] table: metric ("" = off), mode, patience, min_delta.
 std::span<const kiln_param_spec_v1> early_stop_schema();
 
-/// The numbers an epoch ends with (eval ones absent without an eval split).
+/// The name of the test split's top-5 accuracy as a watched metric.
+inline constexpr const char* kEvalAccuracyTop5 = "eval_accuracy_top5";
+
+/// The numbers an epoch ends with (eval ones absent without an eval split; top-5 also absent
+/// where the run does not count it, top_k_counter.hpp).
 struct EpochMetrics {
   double train_loss = 0, train_accuracy = 0;
-  std::optional<double> eval_loss, eval_accuracy;
+  std::optional<double> eval_loss, eval_accuracy, eval_accuracy_top5;
 };
 
 enum class Goal : std::uint8_t { min, max };
@@ -37,6 +43,7 @@ enum class Goal : std::uint8_t { min, max };
 struct WatchedMetric {
   std::string name;  ///< "eval_loss", ...
   Goal goal = Goal::min;
+  std::string where;  ///< the key that chose it, "[early_stop] metric (run.toml:12)", for errors
   /// The value of this metric in `m`; throws Error when it is an eval metric and m has none.
   double of(const EpochMetrics& m) const;
   /// True when `value` is better than `best` by more than `min_delta`.

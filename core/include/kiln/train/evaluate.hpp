@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "kiln/backend.hpp"
 #include "kiln/data/data_loader.hpp"
@@ -17,27 +18,21 @@
 #include "kiln/precision_policy.hpp"
 #include "kiln/sdk/nn/layers.hpp"
 #include "kiln/train/compute_boundary.hpp"
+#include "kiln/train/top_k_counter.hpp"
 
 namespace kiln::train {
-
-/// The k of the top-k accuracy `kiln eval` reports besides top-1 (ImageNet's Acc@5), for a model
-/// of more than kTopK classes.
-inline constexpr std::int64_t kTopK = 5;
 
 /// This rank's sums over one evaluation pass.
 struct EvalSums {
   double loss_sum = 0, correct = 0, samples = 0;
+  std::optional<double> top_k_hits;  ///< with a TopKCounter in EvalParts
   double loss() const { return samples > 0 ? loss_sum / samples : 0.0; }
   double accuracy() const { return samples > 0 ? correct / samples : 0.0; }
+  std::optional<double> top_k_accuracy() const {
+    if (!top_k_hits) return std::nullopt;
+    return samples > 0 ? *top_k_hits / samples : 0.0;
+  }
 };
-
-/// How many of `rows` samples have their label among the `k` highest of their `classes` logits
-/// (row-major), a tie going to the lower class as argmax and `kiln predict` order them: a label
-/// is in the top k when fewer than k classes rank above it. Host memory: evaluate_pass does not
-/// count it, since reading each batch's logits back would stall a device's eval pipeline (top-1
-/// is counted on the device by the loss op).
-std::int64_t top_k_hits(const float* logits, const std::int32_t* labels, std::int64_t rows, std::int64_t classes,
-                        std::int64_t k);
 
 /// Called per batch with its labels (rows, i32) and f32 logits (rows x classes), both in the
 /// backend's memory; only the first batch.valid_rows rows are samples. The batch's own host
@@ -54,6 +49,8 @@ struct EvalParts {
   ComputeBoundary* boundary = nullptr;
   /// Called after each batch, empty ones included (a progress display); may be empty.
   std::function<void(const data::Batch& batch)> after_batch;
+  /// Counts the top-k hits as well when set (reset at the start of the pass); may be null.
+  TopKCounter* top_k = nullptr;
 };
 
 /// Runs `epoch` of the loader (its order; unshuffled eval loaders ignore the epoch).

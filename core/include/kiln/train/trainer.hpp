@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kiln/backend.hpp"
 #include "kiln/communicator.hpp"
@@ -105,10 +106,14 @@ struct TrainerOptions {
   std::optional<EarlyStopOptions> early_stop;
 };
 
+/// The metrics `o` watches: early stopping's and keep_best's, where set.
+std::vector<const WatchedMetric*> watched_metrics(const TrainerOptions& o);
+
 /// What the run achieved, for the CLI and tests.
 struct TrainResult {
   double final_train_loss = 0, final_train_accuracy = 0;
   double final_eval_loss = 0, final_eval_accuracy = 0;
+  std::optional<double> final_eval_accuracy_top5;  ///< where the run counts top-5
   std::int64_t steps = 0;
   /// Why the run ended before its last epoch ("early stopping: ..."); empty when it did not.
   std::string stopped_early;

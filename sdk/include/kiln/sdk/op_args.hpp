@@ -53,6 +53,9 @@ RowsClasses check_softmax_xent_forward(const OpCheck& check, const Tensor& probs
                                        const Tensor& logits, const Tensor& labels, float label_smoothing);
 RowsClasses check_softmax_xent_backward(const OpCheck& check, const Tensor& dlogits, const Tensor& probs,
                                         const Tensor& labels, float label_smoothing);
+/// logits f32 (B, K) with K > 0, labels i32 (B), count f32 (1), k >= 1.
+RowsClasses check_top_k_hits(const OpCheck& check, const Tensor& count, const Tensor& logits, const Tensor& labels,
+                             std::int64_t k);
 /// param, grad (and momentum when step.momentum != 0) f32 of one shape, row-major.
 void check_sgd_update(const OpCheck& check, const Tensor& param, const Tensor& momentum, const Tensor& grad,
                       const SgdStep& step);
