@@ -44,15 +44,25 @@ std::vector<CheckLine> check_data(const DataSource& source) {
     for (std::int64_t d : info.sample_shape) {
       if (d < 1) return {false, fmt::format("sample_shape {} has a dimension below 1", shape_string(info.sample_shape))};
     }
-    if (info.num_classes < 1) return {false, fmt::format("num_classes is {}", info.num_classes)};
+    if (!info.labeled) {
+      // Images to predict on: no classes of their own (the model's checkpoint names them).
+      if (info.num_classes != 0 || !info.class_names.empty()) {
+        return {false, fmt::format("an unlabeled source (labeled = false) has num_classes {} and {} class names; "
+                                   "it must have neither",
+                                   info.num_classes, info.class_names.size())};
+      }
+    } else if (info.num_classes < 1) {
+      return {false, fmt::format("num_classes is {}", info.num_classes)};
+    }
     try {
       train::check_class_names(info, source.name(), "data.train");  // what a run would refuse
     } catch (const DataError& e) {
       return {false, e.what()};
     }
     bytes = static_cast<std::size_t>(shape_numel(info.sample_shape)) * dtype_size(info.sample_dtype);
-    return {true, fmt::format("{} samples of {}{}, {} classes{}: {}", info.count, dtype_name(info.sample_dtype),
-                              shape_string(info.sample_shape), info.num_classes,
+    return {true, fmt::format("{} samples of {}{}, {}{}: {}", info.count, dtype_name(info.sample_dtype),
+                              shape_string(info.sample_shape),
+                              info.labeled ? fmt::format("{} classes", info.num_classes) : std::string("unlabeled"),
                               info.class_names.empty() ? "" : fmt::format(" ({} named)", info.class_names.size()),
                               info.description)};
   }));
@@ -68,8 +78,18 @@ std::vector<CheckLine> check_data(const DataSource& source) {
                                    index, kSeed)};
       }
       if (a.label != b.label) return {false, fmt::format("sample {}'s label differs between two reads", index)};
-      if (a.label < 0 || a.label >= info.num_classes) {
+      if (!info.labeled && a.label != 0) {
+        return {false, fmt::format("sample {} of an unlabeled source has label {}; read() must write 0", index, a.label)};
+      }
+      if (info.labeled && (a.label < 0 || a.label >= info.num_classes)) {
         return {false, fmt::format("sample {} has label {}, outside [0, {})", index, a.label, info.num_classes)};
+      }
+      // kiln predict decides from sample 0 whether rows carry ids: all named or none, each stable.
+      const std::string id = source.sample_id(index);
+      if (id != source.sample_id(index)) return {false, fmt::format("sample_id({}) differs between two calls", index)};
+      if (id.empty() != source.sample_id(0).empty()) {
+        return {false, fmt::format("sample_id(0) is {} but sample_id({}) is {}: name every sample or none",
+                                   source.sample_id(0).empty() ? "empty" : "not", index, id.empty() ? "empty" : "not")};
       }
       if (info.sample_dtype == DType::f32) {
         const auto* f = reinterpret_cast<const float*>(a.bytes.data());

@@ -58,6 +58,7 @@ int run_predict_command(const std::vector<std::string>& args, std::ostream& out)
 
   train::EvalRequest request = common.request();
   request.every_sample = true;
+  request.unlabeled_ok = true;  // predicting is what unlabeled images are for
   // Checked first: a wrong extension or --top-k fails before the model is built.
   PredictionFile::check_name(output);
   if (explicit_k && top_k < 1) throw ConfigError(fmt::format("--top-k {} must be at least 1", top_k));
@@ -67,7 +68,10 @@ int run_predict_command(const std::vector<std::string>& args, std::ostream& out)
     throw ConfigError(fmt::format("--top-k {} is more than the model's {} classes", top_k, classes));
   }
   const std::int64_t k = explicit_k ? top_k : std::min(kDefaultTopK, classes);
-  PredictionFile file(output, k, session.class_names());
+  // A source names all of its samples or none (DataSource::sample_id), so the first one decides.
+  const bool labeled = session.labeled();
+  const PredictionFile::Columns columns{.ids = !session.sample_id(0).empty(), .labels = labeled};
+  PredictionFile file(output, k, session.class_names(), columns);
 
   std::int64_t index = 0, correct = 0;
   const train::EvalSums sums = session.run_on_host([&](std::int64_t rows, const std::int32_t* y, const float* l) {
@@ -79,11 +83,17 @@ int run_predict_command(const std::vector<std::string>& args, std::ostream& out)
       std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return p[a] > p[b]; });
       std::vector<double> top_p(static_cast<std::size_t>(k));
       for (std::int64_t j = 0; j < k; ++j) top_p[j] = p[order[j]];
-      file.write(index, y[r], std::span(order.data(), static_cast<std::size_t>(k)), top_p);
+      file.write(index, columns.ids ? session.sample_id(index) : std::string(), y[r],
+                 std::span(order.data(), static_cast<std::size_t>(k)), top_p);
       if (order[0] == y[r]) ++correct;
     }
   });
   file.commit();
+  if (!labeled) {
+    // The loss and accuracy of label-0 placeholders would mean nothing.
+    out << fmt::format("predict  {} samples (unlabeled)  -> {}\n", index, output);
+    return 0;
+  }
   out << fmt::format("predict  {} samples  top-1 accuracy {:.4f}  (eval loss {:.4f})  -> {}\n", index,
                      index > 0 ? static_cast<double>(correct) / static_cast<double>(index) : 0.0, sums.loss(),
                      output);

@@ -24,14 +24,17 @@ PredictionFile::Format PredictionFile::format_of(const fs::path& path) {
 
 void PredictionFile::check_name(const fs::path& path) { (void)format_of(path); }
 
-PredictionFile::PredictionFile(const fs::path& path, std::int64_t top_k, const std::vector<std::string>& class_names)
-    : path_(path), format_(format_of(path)), names_(class_names) {
+PredictionFile::PredictionFile(const fs::path& path, std::int64_t top_k, const std::vector<std::string>& class_names,
+                               Columns columns)
+    : path_(path), format_(format_of(path)), names_(class_names), columns_(columns) {
   temp_ = path;
   temp_ += fmt::format(".partial-{}", ::getpid());
   out_.open(temp_, std::ios::binary | std::ios::trunc);
   if (!out_) throw IoError(fmt::format("--output {}: cannot create {}", path.string(), temp_.string()));
   if (format_ == Format::csv) {
-    out_ << (names_.empty() ? "index,label" : "index,label,label_name");
+    out_ << "index";
+    if (columns_.ids) out_ << ",id";
+    if (columns_.labels) out_ << (names_.empty() ? ",label" : ",label,label_name");
     for (std::int64_t k = 1; k <= top_k; ++k) {
       out_ << fmt::format(",top{}", k);
       if (!names_.empty()) out_ << fmt::format(",top{}_name", k);
@@ -49,16 +52,19 @@ PredictionFile::~PredictionFile() {
   }
 }
 
-std::string PredictionFile::csv_name(std::int64_t c) const {
-  if (c < 0 || c >= static_cast<std::int64_t>(names_.size())) return "";
-  const std::string& n = names_[static_cast<std::size_t>(c)];
-  if (n.find_first_of(",\"") == std::string::npos) return n;
+std::string PredictionFile::csv_field(std::string_view text) {
+  if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);
   std::string quoted = "\"";  // RFC 4180: enclosed in quotes, a quote doubled ("tench, Tinca tinca")
-  for (const char ch : n) {
+  for (const char ch : text) {
     if (ch == '"') quoted += '"';
     quoted += ch;
   }
   return quoted + '"';
+}
+
+std::string PredictionFile::csv_name(std::int64_t c) const {
+  if (c < 0 || c >= static_cast<std::int64_t>(names_.size())) return "";
+  return csv_field(names_[static_cast<std::size_t>(c)]);
 }
 
 std::string PredictionFile::json_name(std::int64_t c) const {
@@ -66,14 +72,18 @@ std::string PredictionFile::json_name(std::int64_t c) const {
   return io::json_quoted(names_[static_cast<std::size_t>(c)]);
 }
 
-void PredictionFile::write(std::int64_t index, std::int32_t label, std::span<const std::int64_t> classes,
-                           std::span<const double> probs) {
+void PredictionFile::write(std::int64_t index, std::string_view id, std::int32_t label,
+                           std::span<const std::int64_t> classes, std::span<const double> probs) {
   // 17 significant digits: a double read back is the double written, so sums and comparisons
   // made from the file are exact.
   const bool named = !names_.empty();
   if (format_ == Format::csv) {
-    out_ << index << ',' << label;
-    if (named) out_ << ',' << csv_name(label);
+    out_ << index;
+    if (columns_.ids) out_ << ',' << csv_field(id);
+    if (columns_.labels) {
+      out_ << ',' << label;
+      if (named) out_ << ',' << csv_name(label);
+    }
     for (std::size_t k = 0; k < classes.size(); ++k) {
       out_ << ',' << classes[k];
       if (named) out_ << ',' << csv_name(classes[k]);
@@ -81,8 +91,12 @@ void PredictionFile::write(std::int64_t index, std::int32_t label, std::span<con
     }
     out_ << '\n';
   } else {
-    out_ << fmt::format("{{\"index\":{},\"label\":{},", index, label);
-    if (named) out_ << "\"label_name\":" << json_name(label) << ',';
+    out_ << fmt::format("{{\"index\":{},", index);
+    if (columns_.ids) out_ << "\"id\":" << io::json_quoted(id) << ',';
+    if (columns_.labels) {
+      out_ << fmt::format("\"label\":{},", label);
+      if (named) out_ << "\"label_name\":" << json_name(label) << ',';
+    }
     out_ << fmt::format("\"top\":[{}],", fmt::join(classes, ","));
     if (named) {
       out_ << "\"names\":[";

@@ -22,6 +22,9 @@ class GuardedDataSource final : public DataSource {
   std::map<std::string, double> counters() const override {
     return plugin_call(origin_, "counters()", [&] { return inner_->counters(); });
   }
+  std::string sample_id(std::int64_t index) const override {
+    return plugin_call(origin_, "sample_id()", [&] { return inner_->sample_id(index); });
+  }
 
  private:
   std::shared_ptr<DataSource> inner_;

@@ -61,6 +61,7 @@ struct EvalSession::Impl {
   ComputeBoundary boundary;
   std::int64_t classes = 0;
   std::vector<std::string> class_names;  // the checkpoint's, else the eval source's
+  bool labeled = true;                    // the eval source's DatasetInfo::labeled
   plugin::PluginOrigin backend_origin;
   io::Progress::Options progress;  // the run's [log] progress settings, on stderr
 
@@ -146,6 +147,8 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
   const InputSpec spec = s.model->input_spec();
   const DatasetInfo info = s.data->describe();
   check_model_data(spec, info, "data.eval", s.data->name());
+  if (!request.unlabeled_ok) require_labels(info, "data.eval", s.data->name(), "kiln eval");
+  s.labeled = info.labeled;
   check_batch_bytes(loader, loader.get_int("eval_batch") > 0 ? "eval_batch" : "batch", eval_batch, info, "data.eval");
   data::LoaderOptions lo = loader_options(loader, ranks, info.count, eval_batch, "eval_last_batch", data::Shuffle::no, seed);
   if (request.every_sample) lo.shard.last_batch = data::LastBatch::partial;
@@ -234,6 +237,8 @@ EvalSums EvalSession::run_on_host(const HostBatchCallback& on_batch) {
 
 const fs::path& EvalSession::checkpoint() const { return impl_->checkpoint; }
 std::int64_t EvalSession::num_classes() const { return impl_->classes; }
+bool EvalSession::labeled() const { return impl_->labeled; }
+std::string EvalSession::sample_id(std::int64_t index) const { return impl_->data->sample_id(index); }
 const std::vector<std::string>& EvalSession::class_names() const { return impl_->class_names; }
 
 }  // namespace kiln::train

@@ -326,10 +326,12 @@ RunOutcome run_training(const TrainCommand& command) {
   const InputSpec spec = parts.model->input_spec();
   const DatasetInfo train_info = parts.train_data->describe();
   check_model_data(spec, train_info, "data.train", parts.train_data->name());
+  require_labels(train_info, "data.train", parts.train_data->name(), "kiln train");
   DatasetInfo eval_info;
   if (parts.eval_data) {
     eval_info = parts.eval_data->describe();
     check_model_data(spec, eval_info, "data.eval", parts.eval_data->name());
+    require_labels(eval_info, "data.eval", parts.eval_data->name(), "kiln train");
     check_same_classes(train_info, eval_info);
   }
 

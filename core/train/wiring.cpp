@@ -46,6 +46,14 @@ void check_model_data(const InputSpec& spec, const DatasetInfo& data, const std:
   check_class_names(data, source, table);
 }
 
+void require_labels(const DatasetInfo& data, const std::string& table, std::string_view source,
+                    std::string_view command) {
+  if (data.labeled) return;
+  throw ConfigError(fmt::format("[{}] ({}: {}) has no labels, and {} scores predictions against labels; "
+                                "kiln predict writes a model's predictions for unlabeled samples",
+                                table, source, data.description, command));
+}
+
 void check_same_classes(const DatasetInfo& train, const DatasetInfo& eval) {
   if (const auto conflict = class_names_conflict(train.class_names, "[data.train]", eval.class_names, "[data.eval]")) {
     throw ConfigError(fmt::format("the eval split's classes differ from the train split's: {}; its labels would be "

@@ -32,6 +32,10 @@ struct DatasetInfo {
   /// them in checkpoints, refuses an eval split or a resumed run that numbers the classes
   /// differently, and `kiln predict` writes them next to the indices.
   std::vector<std::string> class_names;
+  /// False for samples without labels (a folder of images to predict on): read() writes label 0,
+  /// num_classes is 0 and class_names empty. Only `kiln predict` reads such a source (it writes
+  /// no label columns); `kiln train` and `kiln eval` refuse it.
+  bool labeled = true;
 };
 
 /// Where read() writes one sample: `bytes` bytes at `data` (sample_shape x sample_dtype,
@@ -58,6 +62,10 @@ class DataSource {
   /// epoch end. Called from the trainer thread while workers read: must be thread-safe.
   /// Default: none.
   virtual std::map<std::string, double> counters() const;
+  /// What a user calls sample `index` in [0, count), for `kiln predict`'s output: an image's path
+  /// under the dataset root, a record's shard and position. The same for every call; called from
+  /// one thread at a time. Default: "" (the source has no names: the index is the id).
+  virtual std::string sample_id(std::int64_t index) const;
 };
 
 }  // namespace kiln

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -64,6 +66,15 @@ std::size_t read_whole_file(const std::string& path, std::uint64_t max_bytes,
     throw DataError(fmt::format("{}: file shrank while being read (expected {} bytes)", path, size));
   }
   return bytes;
+}
+
+bool is_image_name(const std::string& name) {
+  const auto dot = name.rfind('.');
+  if (dot == std::string::npos) return false;
+  std::string ext = name.substr(dot + 1);
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext == "jpeg" || ext == "jpg" || ext == "png";
 }
 
 }  // namespace kiln::imagenet

@@ -36,4 +36,7 @@ class File {
 /// cannot be read.
 std::size_t read_whole_file(const std::string& path, std::uint64_t max_bytes, std::vector<unsigned char>& out);
 
+/// Whether a file name ends in any case of .jpeg, .jpg or .png: the files both image layouts list.
+bool is_image_name(const std::string& name);
+
 }  // namespace kiln::imagenet

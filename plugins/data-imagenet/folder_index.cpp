@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 
+#include "file_util.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/sdk/log.hpp"
 
@@ -14,15 +14,6 @@ namespace kiln::imagenet {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool is_image_name(const std::string& name) {
-  const auto dot = name.rfind('.');
-  if (dot == std::string::npos) return false;
-  std::string ext = name.substr(dot + 1);
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext == "jpeg" || ext == "jpg" || ext == "png";
-}
 
 }  // namespace
 
@@ -72,9 +63,11 @@ FolderIndex::FolderIndex(const fs::path& dir) : dir_(dir) {
   }
 }
 
-std::string FolderIndex::path(std::int64_t i) const {
+std::string FolderIndex::path(std::int64_t i) const { return (dir_ / relative(i)).string(); }
+
+std::string FolderIndex::relative(std::int64_t i) const {
   const Entry& e = files_[static_cast<std::size_t>(i)];
-  return (dir_ / names_.substr(e.name_offset, e.name_size)).string();
+  return names_.substr(e.name_offset, e.name_size);
 }
 
 }  // namespace kiln::imagenet

@@ -23,6 +23,8 @@ class FolderIndex {
   const std::vector<std::string>& classes() const noexcept { return classes_; }
   /// Full path of file `i`.
   std::string path(std::int64_t i) const;
+  /// File `i`'s path under the split directory ("n01440764/n01440764_10026.JPEG").
+  std::string relative(std::int64_t i) const;
   std::int32_t label(std::int64_t i) const noexcept {
     return files_[static_cast<std::size_t>(i)].label;
   }

@@ -52,10 +52,12 @@ ImagenetSource::ImagenetSource(const PluginArgs& args) {
     throw ConfigError(fmt::format("{} = \"{}\": use \"train\" or \"val\"", p.where("split"), split));
   }
 
-  transform_.kind = transform == "train" ? TransformKind::train
-                    : transform == "eval" ? TransformKind::eval
-                    : split == "train"    ? TransformKind::train
-                                          : TransformKind::eval;
+  split_ = split;
+  // Unlabeled images are only predicted on: "auto" means the eval transform whatever the split.
+  transform_.kind = transform == "train"                   ? TransformKind::train
+                    : transform == "eval"                  ? TransformKind::eval
+                    : split == "train" && layout != "files" ? TransformKind::train
+                                                            : TransformKind::eval;
   const std::int64_t size = p.get_int("size"), resize = p.get_int("resize");
   if (size < 8 || size > 4096) {
     throw ConfigError(fmt::format("{} = {} must be in 8..4096", p.where("size"), size));
@@ -121,7 +123,9 @@ ImagenetSource::ImagenetSource(const PluginArgs& args) {
                                 p.where("root"), root.string(), split, TfRecordIndex::pattern(split)));
   }
   const fs::path folder_dir = root / split;
-  if (layout == "folder") {
+  if (layout == "files") {
+    layout_ = Layout::files;
+  } else if (layout == "folder") {
     layout_ = Layout::folder;
   } else if (layout == "tfrecord") {
     layout_ = Layout::tfrecord;
@@ -138,7 +142,22 @@ ImagenetSource::ImagenetSource(const PluginArgs& args) {
 
   std::int64_t count = 0;
   std::string source;
-  if (layout_ == Layout::folder) {
+  if (layout_ == Layout::files) {
+    // Images without labels: nothing about classes can come from the data.
+    if (num_classes != 0) {
+      throw ConfigError(fmt::format("{} = {}: layout = \"files\" reads images without labels, so it has no classes "
+                                    "(the model's checkpoint names them); leave num_classes at 0",
+                                    p.where("num_classes"), num_classes));
+    }
+    if (!p.get_string("class_names_file").empty()) {
+      throw ConfigError(fmt::format("{}: layout = \"files\" reads images without labels, so it has no classes "
+                                    "(the model's checkpoint names them); leave class_names_file empty",
+                                    p.where("class_names_file")));
+    }
+    files_ = std::make_unique<FileList>(root);
+    count = files_->size();
+    source = fmt::format("unlabeled, under {}", root.string());
+  } else if (layout_ == Layout::folder) {
     folder_ = std::make_unique<FolderIndex>(folder_dir);
     count = folder_->size();
     if (num_classes == 0) {
@@ -170,6 +189,7 @@ ImagenetSource::ImagenetSource(const PluginArgs& args) {
   info_.sample_dtype = bytes ? DType::u8 : DType::f32;
   info_.num_classes = num_classes;
   info_.count = count;
+  info_.labeled = layout_ != Layout::files;
   // Names for `kiln predict` and for the core's check that both splits number classes alike.
   const std::string& names_file = p.get_string("class_names_file");
   if (!names_file.empty()) {
@@ -177,9 +197,22 @@ ImagenetSource::ImagenetSource(const PluginArgs& args) {
   } else if (folder_) {
     info_.class_names = folder_->classes();
   }
-  info_.description = fmt::format("ImageNet {} ({} transform, {}x{} {}): {} images, {}", split,
+  info_.description = fmt::format("ImageNet {} ({} transform, {}x{} {}): {} images, {}",
+                                  layout_ == Layout::files ? "images" : split,
                                   transform_.kind == TransformKind::train ? "train" : "eval", size,
                                   size, bytes ? "u8" : "f32", count, source);
+}
+
+std::string ImagenetSource::sample_id(std::int64_t index) const {
+  if (index < 0 || index >= info_.count) {
+    throw DataError(fmt::format("imagenet: sample index {} is out of range [0, {})", index, info_.count));
+  }
+  switch (layout_) {
+    case Layout::folder: return split_ + "/" + folder_->relative(index);
+    case Layout::files: return files_->relative(index);
+    case Layout::tfrecord: return records_->id(index);
+  }
+  return {};
 }
 
 void ImagenetSource::read(std::int64_t index, std::uint64_t seed, const SampleSlot& out) const {
@@ -225,7 +258,12 @@ void ImagenetSource::read_one(std::int64_t index, std::uint64_t seed, void* pixe
   thread_local std::vector<unsigned char> rgb;
   std::span<const unsigned char> image;
   std::string where;
-  if (layout_ == Layout::folder) {
+  if (layout_ == Layout::files) {
+    where = files_->path(index);
+    const std::size_t size = read_whole_file(where, max_record_bytes_, buffer);
+    image = std::span<const unsigned char>(buffer.data(), size);
+    *label = 0;  // no label: DatasetInfo::labeled is false
+  } else if (layout_ == Layout::folder) {
     where = folder_->path(index);
     // Read first, then take data(): read_whole_file may reallocate `buffer`, and in one expression
     // the order is the compiler's (GCC read the file first, clang took data() first and got the

@@ -1,6 +1,7 @@
 // ImagenetSource: the `imagenet` data plugin, reading ImageNet as an ImageFolder tree or as
-// TFRecord shards and producing f32 (3, size, size) normalised CHW samples, or with
-// output = "u8" the (size, size, 3) bytes before normalisation (the model's backend normalises).
+// TFRecord shards, or unlabeled images under a directory (layout = "files", for kiln predict),
+// and producing f32 (3, size, size) normalised CHW samples, or with output = "u8" the
+// (size, size, 3) bytes before normalisation (the model's backend normalises).
 //
 // Decisions: the file list / record offsets are built once in the constructor; read() keeps no
 // shared mutable state except the skipped-sample counter (atomic), so any number of loader
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "file_list.hpp"
 #include "folder_index.hpp"
 #include "kiln/data_source.hpp"
 #include "kiln/plugin_args.hpp"
@@ -25,7 +27,7 @@
 
 namespace kiln::imagenet {
 
-enum class Layout { folder, tfrecord };
+enum class Layout { folder, tfrecord, files };
 enum class OnError { fail, skip };
 
 class ImagenetSource final : public DataSource {
@@ -37,6 +39,9 @@ class ImagenetSource final : public DataSource {
   std::string_view name() const override { return "imagenet"; }
   DatasetInfo describe() const override { return info_; }
   void read(std::int64_t index, std::uint64_t seed, const SampleSlot& out) const override;
+  /// The image's path under root ("val/n01440764/x.JPEG", with layout = "files" "cats/01.jpg"),
+  /// or "<shard file>:<record>" for TFRecord.
+  std::string sample_id(std::int64_t index) const override;
 
   /// Samples replaced so far under on_error = "skip".
   std::int64_t skipped() const noexcept { return skipped_.load(); }
@@ -58,6 +63,8 @@ class ImagenetSource final : public DataSource {
   std::int64_t label_offset_ = -1;
   std::unique_ptr<FolderIndex> folder_;
   std::unique_ptr<TfRecordIndex> records_;
+  std::unique_ptr<FileList> files_;
+  std::string split_;
   DatasetInfo info_;
   mutable std::atomic<std::int64_t> skipped_{0};
 };

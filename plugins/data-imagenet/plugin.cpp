@@ -12,8 +12,9 @@ constexpr kiln_param_spec_v1 kImagenetParams[] = {
     {"root", KILN_PARAM_PATH, nullptr, nullptr,
      "ImageNet root (relative: to the config file): holds <split>/<wnid>/*.JPEG (ImageFolder) or train-NNNNN-of-MMMMM / "
      "validation-NNNNN-of-MMMMM TFRecord shards."},
-    {"layout", KILN_PARAM_STRING, "\"auto\"", "auto|folder|tfrecord",
-     "On-disk layout; auto uses <root>/<split>/ if it is a directory, else the shards."},
+    {"layout", KILN_PARAM_STRING, "\"auto\"", "auto|folder|tfrecord|files",
+     "On-disk layout; auto uses <root>/<split>/ if it is a directory, else the shards; files: every image under "
+     "<root>, without labels (for kiln predict)."},
     {"split", KILN_PARAM_STRING, "\"train\"", "train|val", "Which split to read."},
     {"transform", KILN_PARAM_STRING, "\"auto\"", "auto|train|eval",
      "train: RandomResizedCrop + flip; eval: resize shorter side + centre crop; auto: train for "

@@ -155,6 +155,11 @@ std::string TfRecordIndex::where(std::int64_t i) const {
   return fmt::format("{} (record {} at offset {})", paths_[r.shard], r.in_shard, r.offset);
 }
 
+std::string TfRecordIndex::id(std::int64_t i) const {
+  const Record& r = records_[static_cast<std::size_t>(i)];
+  return fmt::format("{}:{}", std::filesystem::path(paths_[r.shard]).filename().string(), r.in_shard);
+}
+
 void TfRecordIndex::read_record(std::int64_t i, std::vector<unsigned char>& out) const {
   const Record& r = records_[static_cast<std::size_t>(i)];
   File file(paths_[r.shard]);

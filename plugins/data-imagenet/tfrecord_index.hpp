@@ -36,6 +36,8 @@ class TfRecordIndex {
   void read_record(std::int64_t i, std::vector<unsigned char>& out) const;
   /// "<shard path> (record r at offset o)".
   std::string where(std::int64_t i) const;
+  /// "<shard file name>:<record r>" ("validation-00003-of-00128:17"), what kiln predict calls it.
+  std::string id(std::int64_t i) const;
 
  private:
   struct Record {

@@ -222,6 +222,51 @@ BOOST_AUTO_TEST_CASE(eval_transform_takes_the_centre_crop) {
   BOOST_TEST(saw_red);
 }
 
+BOOST_AUTO_TEST_CASE(sample_ids_are_paths_under_the_root_or_shard_and_record) {
+  auto folder = make_source(folder_table());
+  BOOST_TEST(folder->sample_id(0) == "train/n001/a_green.JPEG");
+  BOOST_TEST(folder->sample_id(4) == "train/n002/c_gradient.JPEG");
+  BOOST_TEST(folder->describe().labeled);
+  auto tf = make_source(tf_table(data().root / "tf"));
+  BOOST_TEST(tf->sample_id(0) == "train-00000-of-00002:0");
+  BOOST_TEST(tf->sample_id(3) == "train-00001-of-00002:1");
+  const std::string e = error_of([&] { (void)tf->sample_id(4); });
+  BOOST_TEST(contains(e, "sample index 4 is out of range [0, 4)"), e);
+}
+
+BOOST_AUTO_TEST_CASE(files_layout_lists_every_image_below_the_root_without_labels) {
+  // Any depth, sorted by the path under the root, non-images left out; the eval transform even
+  // though split is "train" (auto); no classes, so num_classes and class_names_file are refused.
+  const fs::path root = data().root / "unlabeled";
+  write_file(root / "b.jpg", solid_jpeg(64, 48, kRed));
+  write_file(root / "a" / "z.JPEG", solid_jpeg(40, 40, kGreen));
+  write_file(root / "a" / "deeper" / "x.png.txt", Bytes{'x'});
+  write_file(root / "a" / "deeper" / "y.jpeg", solid_jpeg(50, 60, kBlue));
+  auto source = make_source(fmt::format("root = \"{}\"\nlayout = \"files\"\nsize = 32\nresize = 32\n", root.string()));
+  const auto info = source->describe();
+  BOOST_TEST(!info.labeled);
+  BOOST_TEST(info.count == 3);
+  BOOST_TEST(info.num_classes == 0);
+  BOOST_TEST(info.class_names.empty());
+  BOOST_TEST(contains(info.description, "eval transform"), info.description);
+  BOOST_TEST(source->sample_id(0) == "a/deeper/y.jpeg");
+  BOOST_TEST(source->sample_id(1) == "a/z.JPEG");
+  BOOST_TEST(source->sample_id(2) == "b.jpg");
+  std::int32_t label = -1;
+  check_solid(read_sample(*source, 2, 5, label), 32, kRed);
+  BOOST_TEST(label == 0);
+  check_solid(read_sample(*source, 0, 5, label), 32, kBlue);
+
+  std::string e = error_of([&] {
+    make_source(fmt::format("root = \"{}\"\nlayout = \"files\"\nnum_classes = 10\n", root.string()));
+  });
+  BOOST_TEST(contains(e, "data.train.num_classes (test.toml:5) = 10: layout = \"files\" reads images without labels"), e);
+  const fs::path empty = data().root / "no-images";
+  write_file(empty / "readme.txt", Bytes{'x'});
+  e = error_of([&] { make_source(fmt::format("root = \"{}\"\nlayout = \"files\"\n", empty.string())); });
+  BOOST_TEST(contains(e, empty.string() + ": no .JPEG/.jpg/.png files in it or its subdirectories"), e);
+}
+
 BOOST_AUTO_TEST_CASE(tfrecord_labels_pixels_and_layout_detection) {
   auto source = make_source(tf_table(data().root / "tf", "size = 32\n"));
   const auto info = source->describe();

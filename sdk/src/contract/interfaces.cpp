@@ -25,6 +25,7 @@ PrecisionPolicy::~PrecisionPolicy() = default;
 
 std::span<const ModelBuffer> Model::buffers() const { return {}; }
 std::map<std::string, double> DataSource::counters() const { return {}; }
+std::string DataSource::sample_id(std::int64_t) const { return {}; }
 
 Layout Backend::activation_layout(DType) const { return Layout::row_major; }
 std::map<std::string, double> Backend::counters() const { return {}; }

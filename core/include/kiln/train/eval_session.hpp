@@ -35,6 +35,7 @@ struct EvalRequest {
   std::vector<std::string> overrides;              ///< "--set key=value" texts, applied to config.toml
   std::vector<std::filesystem::path> plugin_dirs;  ///< --plugin-path entries
   bool every_sample = false;                       ///< force the "partial" last batch (predict)
+  bool unlabeled_ok = false;                       ///< accept eval data without labels (predict)
 };
 
 class EvalSession {
@@ -61,6 +62,11 @@ class EvalSession {
   /// the eval source's; empty when neither names them (class_names.hpp). The constructor refuses
   /// eval data that numbers the classes otherwise than the checkpoint.
   const std::vector<std::string>& class_names() const;
+  /// Whether the eval data has labels (only with EvalRequest::unlabeled_ok can it have none;
+  /// then each batch's labels are 0 and the loss and accuracy mean nothing).
+  bool labeled() const;
+  /// What the eval source calls sample `index` (DataSource::sample_id; "" when it names none).
+  std::string sample_id(std::int64_t index) const;
 
  private:
   struct Impl;

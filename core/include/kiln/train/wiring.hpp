@@ -40,6 +40,11 @@ void check_batch_bytes(const ParamMap& loader, const char* key, std::int64_t bat
 void check_model_data(const InputSpec& spec, const DatasetInfo& data, const std::string& table,
                       std::string_view source);
 
+/// Refuses a source without labels (DatasetInfo::labeled) where `command` ("kiln train", "kiln
+/// eval") needs them, naming the table and plugin and pointing at `kiln predict`.
+void require_labels(const DatasetInfo& data, const std::string& table, std::string_view source,
+                    std::string_view command);
+
 /// Refuses an eval split that numbers its classes differently from the train split (both named:
 /// class_names.hpp says why), before anything is written.
 void check_same_classes(const DatasetInfo& train, const DatasetInfo& eval);
