@@ -14,6 +14,11 @@ namespace fs = std::filesystem;
 
 FileList::FileList(const fs::path& dir) : dir_(dir) {
   std::error_code ec;
+  if (fs::is_regular_file(dir, ec) && is_image_name(dir.filename().string())) {
+    dir_ = dir.parent_path();
+    relative_.push_back(dir.filename().string());
+    return;
+  }
   for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code type_ec;
     if (is_image_name(it->path().filename().string()) && it->is_regular_file(type_ec)) {

@@ -117,7 +117,13 @@ ImagenetSource::ImagenetSource(const PluginArgs& args) {
   }
 
   std::error_code ec;
-  if (!fs::is_directory(root, ec)) {
+  if (layout == "files") {
+    // A folder of images, or one image: `kiln predict` on a single photo.
+    if (!fs::is_directory(root, ec) && !(fs::is_regular_file(root, ec) && is_image_name(root.filename().string()))) {
+      throw DataError(fmt::format("{}: \"{}\" is neither a directory nor a .JPEG/.jpg/.png file", p.where("root"),
+                                  root.string()));
+    }
+  } else if (!fs::is_directory(root, ec)) {
     throw DataError(fmt::format("{}: \"{}\" is not a directory; point it at the ImageNet root "
                                 "(holding {}/<wnid>/*.JPEG or {} shards)",
                                 p.where("root"), root.string(), split, TfRecordIndex::pattern(split)));

@@ -261,6 +261,16 @@ BOOST_AUTO_TEST_CASE(files_layout_lists_every_image_below_the_root_without_label
     make_source(fmt::format("root = \"{}\"\nlayout = \"files\"\nnum_classes = 10\n", root.string()));
   });
   BOOST_TEST(contains(e, "data.train.num_classes (test.toml:5) = 10: layout = \"files\" reads images without labels"), e);
+  // One image file is a list of one, named by its file name.
+  auto one = make_source(fmt::format("root = \"{}\"\nlayout = \"files\"\nsize = 32\nresize = 32\n",
+                                     (root / "b.jpg").string()));
+  BOOST_TEST(one->describe().count == 1);
+  BOOST_TEST(one->sample_id(0) == "b.jpg");
+  check_solid(read_sample(*one, 0, 5, label), 32, kRed);
+  e = error_of([&] {
+    make_source(fmt::format("root = \"{}\"\nlayout = \"files\"\n", (root / "a" / "deeper" / "x.png.txt").string()));
+  });
+  BOOST_TEST(contains(e, "is neither a directory nor a .JPEG/.jpg/.png file"), e);
   const fs::path empty = data().root / "no-images";
   write_file(empty / "readme.txt", Bytes{'x'});
   e = error_of([&] { make_source(fmt::format("root = \"{}\"\nlayout = \"files\"\n", empty.string())); });
