@@ -34,6 +34,7 @@ class CsvSource final : public kiln::DataSource {
   explicit CsvSource(const kiln::PluginArgs& args) {
     const kiln::ParamMap& p = *args.params;
     path_ = p.get_string("path");
+    file_name_ = path_.substr(path_.find_last_of('/') + 1);
     const bool header = p.get_bool("header");
     const std::int64_t label_column = p.get_int("label_column");
     const double scale = p.get_float("scale");
@@ -65,6 +66,7 @@ class CsvSource final : public kiln::DataSource {
         throw error_at(path_, line_no, 1, fmt::format("{} feature columns, but the first row has {}", row.size(), features_));
       }
       values_.insert(values_.end(), row.begin(), row.end());
+      lines_.push_back(line_no);
     }
     if (in.bad()) throw kiln::DataError(fmt::format("{}: read error after line {}", path_, line_no));
     if (labels_.empty()) throw kiln::DataError(fmt::format("{}: no data rows", path_));
@@ -92,6 +94,15 @@ class CsvSource final : public kiln::DataSource {
     }
     std::memcpy(out.data, values_.data() + index * features_, bytes);
     *out.label = labels_[static_cast<std::size_t>(index)];
+  }
+
+  // Optional: what a user calls a sample. `kiln predict` writes it in its id column, so the rows
+  // a model gets wrong can be found in the file: "test.csv:2" is its second line.
+  std::string sample_id(std::int64_t index) const override {
+    if (index < 0 || index >= static_cast<std::int64_t>(lines_.size())) {
+      throw kiln::DataError(fmt::format("{}: sample_id({}); rows are 0..{}", path_, index, lines_.size() - 1));
+    }
+    return fmt::format("{}:{}", file_name_, lines_[static_cast<std::size_t>(index)]);
   }
 
  private:
@@ -135,6 +146,8 @@ class CsvSource final : public kiln::DataSource {
   std::int64_t features_ = 0;
   std::vector<float> values_;  // row-major, features_ per row
   std::vector<std::int32_t> labels_;
+  std::string file_name_;          // path_'s last component, for sample ids
+  std::vector<std::size_t> lines_;  // the line each row came from (1-based)
 };
 
 constexpr kiln_param_spec_v1 kCsvParams[] = {

@@ -3,7 +3,7 @@
 # prefix, build samples/04_write_a_data_plugin out of tree with find_package(Kiln) (no build type
 # given), check it links libkiln_sdk and not libkiln_core, pass the installed `kiln plugins test`
 # on a CSV file made from Fashion-MNIST, then train the mlp from such files with the installed
-# kiln and check the test accuracy and that `kiln predict` writes the class names it gave.
+# kiln and check the test accuracy and that `kiln predict` writes the class names it gave and its row ids.
 # Usage: build_data_sample.sh <kiln build dir> <kiln source dir>
 set -euo pipefail
 
@@ -68,10 +68,11 @@ awk -v a="$accuracy" 'BEGIN { exit !(a >= 0.78) }' || fail "test accuracy $accur
 step "kiln predict names the classes the plugin named (kept in the checkpoint)"
 "$kiln" predict --run-dir "$work/run" --plugin-path "$work/csv-build" --output "$work/pred.csv" --top-k 1 ||
   fail "kiln predict failed"
-head -1 "$work/pred.csv" | grep -qx 'index,label,label_name,top1,top1_name,prob1' ||
-  fail "no name columns in $work/pred.csv: $(head -1 "$work/pred.csv")"
-# The first test row of Fashion-MNIST is an ankle boot (label 9).
-sed -n 2p "$work/pred.csv" | grep -q '^0,9,Ankle boot,' || fail "row 0 is not named: $(sed -n 2p "$work/pred.csv")"
+head -1 "$work/pred.csv" | grep -qx 'index,id,label,label_name,top1,top1_name,prob1' ||
+  fail "no id and name columns in $work/pred.csv: $(head -1 "$work/pred.csv")"
+# The first test row of Fashion-MNIST is an ankle boot (label 9), on line 1 of test.csv (no
+# header): the plugin's sample_id names it.
+sed -n 2p "$work/pred.csv" | grep -q '^0,test.csv:1,9,Ankle boot,' || fail "row 0 is not named: $(sed -n 2p "$work/pred.csv")"
 
 step "a malformed row is refused at start-up with file:line:column"
 printf '3,0,1\n4,0,x\n' > "$work/bad.csv"
