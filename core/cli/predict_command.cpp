@@ -50,7 +50,10 @@ int run_predict_command(const std::vector<std::string>& args, std::ostream& out)
   if (vm.count("help")) {
     out << "usage: kiln predict --run-dir DIR --output FILE.csv|FILE.jsonl [--checkpoint DIR] [--top-k K] "
            "[--set key=value]...\n\n"
-        << opts << "\n";
+        << opts
+        << "\nYour own images, without labels (every .jpeg/.jpg/.png under DIR; docs/eval-predict.md):\n"
+           "  kiln predict --run-dir RUN --output photos.csv --set data.eval.type=imagenet \\\n"
+           "    --set data.eval.root=DIR --set data.eval.layout=files\n";
     return 0;
   }
   po::notify(vm);
