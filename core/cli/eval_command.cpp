@@ -1,8 +1,7 @@
 // Options and output of `kiln eval`. The figures are those of a run's "test" records in
 // metrics.jsonl (loss, accuracy, samples), computed by the trainer's own evaluation pass; the
-// JSON form uses the metrics writer's number formatting, so the two compare exactly. Besides, for
-// a model of more than five classes, the top-5 accuracy, counted here from each batch's logits
-// on the host (the run's records have none: evaluate.hpp says why).
+// JSON form uses the metrics writer's number formatting, so the two compare exactly; that includes
+// the top-5 accuracy of a model of more than five classes (top_k_counter.hpp).
 #include "eval_command.hpp"
 
 #include <boost/program_options.hpp>

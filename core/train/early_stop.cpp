@@ -46,7 +46,7 @@ WatchedMetric parse_watched_metric(const std::string& name, const std::string& n
   m.name = name;
   m.where = name_where;
   const bool is_loss = name == "eval_loss" || name == "train_loss";
-  const bool is_accuracy = name == "eval_accuracy" || name == "eval_accuracy_top5" || name == "train_accuracy";
+  const bool is_accuracy = name == "eval_accuracy" || name == kEvalAccuracyTop5 || name == "train_accuracy";
   if (!is_loss && !is_accuracy) {
     throw ConfigError(fmt::format("{} = \"{}\" is not a metric; valid metrics: {}", name_where, name, kMetricNames));
   }

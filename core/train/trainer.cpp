@@ -43,17 +43,9 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-/// Sums of one epoch's statistics, reduced over ranks.
-struct SplitTotals {
-  double loss_sum = 0, correct = 0, samples = 0;
-  std::optional<double> top_k_hits;  // the test split's, where the run counts top-5
-  double loss() const { return samples > 0 ? loss_sum / samples : 0.0; }
-  double accuracy() const { return samples > 0 ? correct / samples : 0.0; }
-  std::optional<double> top_k_accuracy() const {
-    if (!top_k_hits) return std::nullopt;
-    return samples > 0 ? *top_k_hits / samples : 0.0;
-  }
-};
+/// Sums of one epoch's statistics, reduced over ranks: the evaluation pass's sums (top-5 hits
+/// only for the test split, where the run counts them), added up over the ranks.
+using SplitTotals = EvalSums;
 
 }  // namespace
 

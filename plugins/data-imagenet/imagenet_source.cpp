@@ -264,19 +264,15 @@ void ImagenetSource::read_one(std::int64_t index, std::uint64_t seed, void* pixe
   thread_local std::vector<unsigned char> rgb;
   std::span<const unsigned char> image;
   std::string where;
-  if (layout_ == Layout::files) {
-    where = files_->path(index);
-    const std::size_t size = read_whole_file(where, max_record_bytes_, buffer);
-    image = std::span<const unsigned char>(buffer.data(), size);
-    *label = 0;  // no label: DatasetInfo::labeled is false
-  } else if (layout_ == Layout::folder) {
-    where = folder_->path(index);
+  if (layout_ != Layout::tfrecord) {  // one image file per sample
+    const bool unlabeled = layout_ == Layout::files;
+    where = unlabeled ? files_->path(index) : folder_->path(index);
     // Read first, then take data(): read_whole_file may reallocate `buffer`, and in one expression
     // the order is the compiler's (GCC read the file first, clang took data() first and got the
     // old, freed pointer).
     const std::size_t size = read_whole_file(where, max_record_bytes_, buffer);
     image = std::span<const unsigned char>(buffer.data(), size);
-    *label = folder_->label(index);
+    *label = unlabeled ? 0 : folder_->label(index);  // files: no label (DatasetInfo::labeled is false)
   } else {
     where = records_->where(index);
     records_->read_record(index, buffer);

@@ -1,8 +1,8 @@
 // Epoch metrics to watch, early stopping on one of them, and the [early_stop] table.
 //
 // A watched metric is one of the numbers each epoch ends with: eval_loss, eval_accuracy,
-// eval_accuracy_top5 (need an eval split, [data.eval]; top-5 also a model of more than 5 classes,
-// which the trainer checks when it builds), train_loss, train_accuracy. Its goal is min or max;
+// eval_accuracy_top5 (need an eval split, [data.eval]; top-5 also a run that counts it,
+// check_watched_top_k in top_k_counter.hpp), train_loss, train_accuracy. Its goal is min or max;
 // "auto" means min for a loss and max for an accuracy. keep_best ([checkpoint]) uses the same
 // names and goals.
 //
@@ -43,7 +43,7 @@ enum class Goal : std::uint8_t { min, max };
 struct WatchedMetric {
   std::string name;  ///< "eval_loss", ...
   Goal goal = Goal::min;
-  std::string where;  ///< the key that chose it, "[early_stop] metric (run.toml:12)", for errors
+  std::string where;  ///< the key that chose it, "early_stop.metric (run.toml:12)", for errors
   /// The value of this metric in `m`; throws Error when it is an eval metric and m has none.
   double of(const EpochMetrics& m) const;
   /// True when `value` is better than `best` by more than `min_delta`.

@@ -33,7 +33,6 @@ class TopKCounter {
   /// A zeroed counter; the caller has checked not_counted() is nullopt.
   TopKCounter(Backend& backend, std::int64_t k = kTopK);
 
-  std::int64_t k() const { return k_; }
   void reset();
   /// Adds the hits of the first valid_rows rows of logits (rows, classes) f32 and labels i32.
   void add(const Tensor& logits, const Tensor& labels, std::int64_t valid_rows);
