@@ -150,10 +150,10 @@ void write_schema(const plugin::Registry& registry, std::ostream& out) {
   for (std::string_view type : train::optimizer_types()) {
     optimizers.push_back({std::string(type), train::optimizer_schema(std::string(type))});
   }
+  for (std::string_view type : train::schedule_types()) {
+    schedules.push_back({std::string(type), train::schedule_schema(std::string(type))});
+  }
   const std::string data_table = chosen_table("a data source plugin", plugins_of(registry, KILN_KIND_DATA), "");
-  std::vector<std::string> schedule_names(train::schedule_types().begin(), train::schedule_types().end());
-  const std::string schedule_type =
-      "{\"type\": \"string\", \"enum\": " + enum_of(schedule_names) + ", \"default\": \"constant\"}";
   const std::map<std::string, std::string> tables = {
       {"run", closed_table({train::run_schema()})},
       {"loader", closed_table({train::loader_schema()})},
@@ -163,7 +163,7 @@ void write_schema(const plugin::Registry& registry, std::ostream& out) {
       {"checkpoint", closed_table({train::checkpoint_schema()})},
       {"early_stop", closed_table({train::early_stop_schema()})},
       {"optimizer", chosen_table("the optimizer", optimizers, "adam")},
-      {"schedule", closed_table({train::schedule_schema()}, schedule_type)},
+      {"schedule", chosen_table("the learning-rate schedule", schedules, "constant")},
       {"backend", chosen_table("the compute backend plugin", plugins_of(registry, KILN_KIND_BACKEND), "cpu")},
       {"model", chosen_table("the model plugin, and the keys Kiln reads itself (init, freeze, frozen_bn, sync_bn)",
                              plugins_of(registry, KILN_KIND_MODEL), "", train::model_host_schema())},

@@ -236,6 +236,18 @@ ParamMap Config::validate(std::string_view table, std::span<const kiln_param_spe
   return out;
 }
 
+void Config::drop_defaults(std::string_view table, std::span<const kiln_param_spec_v1> specs) {
+  toml::table* t = impl_->root.at_path(table).as_table();
+  if (t == nullptr) return;
+  for (const kiln_param_spec_v1& spec : specs) {
+    const toml::node* node = t->get(spec.name);
+    if (node == nullptr || spec.default_value == nullptr) continue;
+    const Conversion c = to_param(*node, spec.type);
+    const std::string what = fmt::format("bad default in the schema of [{}] for key '{}'", table, spec.name);
+    if (c.value && *c.value == parse_literal(spec.default_value, spec.type, what)) t->erase(spec.name);
+  }
+}
+
 void Config::check_all_consumed() const {
   const Impl& I = *impl_;
   std::vector<std::string> consumed;

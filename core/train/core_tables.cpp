@@ -106,7 +106,8 @@ CoreTables validate_core_tables(config::Config& cfg) {
   t.optimizer_type = cfg.plugin_type("optimizer", "adam", optimizer_types());
   t.optimizer = cfg.validate("optimizer", optimizer_schema(t.optimizer_type));
   t.schedule_type = cfg.plugin_type("schedule", "constant", schedule_types());
-  t.schedule = cfg.validate("schedule", schedule_schema());
+  cfg.drop_defaults("schedule", schedule_keys_of_other_types(t.schedule_type));
+  t.schedule = cfg.validate("schedule", schedule_schema(t.schedule_type));
   return t;
 }
 

@@ -5,38 +5,95 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "kiln/errors.hpp"
 
 namespace kiln::train {
 namespace {
 
-constexpr kiln_param_spec_v1 kScheduleSchema[] = {
-    {"warmup_epochs", KILN_PARAM_FLOAT, "0.0", nullptr, "Linear warmup length in epochs (fractions allowed).", "0", nullptr},
-    {"min_lr", KILN_PARAM_FLOAT, "0.0", nullptr, "cosine: the floor the rate decays to at the end of the run.", "0", nullptr},
-    {"milestones", KILN_PARAM_INT_LIST, "[]", nullptr, "step: epochs at which the rate is multiplied by gamma.", "0", nullptr},
-    {"gamma", KILN_PARAM_FLOAT, "0.1", nullptr, "step: factor applied at each milestone.", "0", nullptr, KILN_PARAM_MIN_EXCLUSIVE},
+// Keys every schedule takes, then each type's own; a key of another type is an unknown key (with
+// did-you-mean and file:line) like any other, as for [optimizer], and config.toml holds only keys
+// that apply: gamma under cosine is refused, not ignored.
+constexpr kiln_param_spec_v1 kWarmup = {
+    "warmup_epochs", KILN_PARAM_FLOAT, "0.0", nullptr, "Linear warmup length in epochs (fractions allowed).", "0", nullptr};
+constexpr kiln_param_spec_v1 kCosineMinLr = {"min_lr", KILN_PARAM_FLOAT, "0.0", nullptr,
+                                             "The floor the rate decays to at the end of the run.", "0", nullptr};
+constexpr kiln_param_spec_v1 kPlateauMinLr = {"min_lr", KILN_PARAM_FLOAT, "0.0", nullptr,
+                                              "The rate is never lowered below it.", "0", nullptr};
+
+constexpr kiln_param_spec_v1 kConstantSchema[] = {kWarmup};
+constexpr kiln_param_spec_v1 kCosineSchema[] = {kWarmup, kCosineMinLr};
+constexpr kiln_param_spec_v1 kStepSchema[] = {
+    kWarmup,
+    {"milestones", KILN_PARAM_INT_LIST, "[]", nullptr, "Epochs at which the rate is multiplied by gamma.", "0", nullptr},
+    {"gamma", KILN_PARAM_FLOAT, "0.1", nullptr, "Factor applied at each milestone.", "0", nullptr, KILN_PARAM_MIN_EXCLUSIVE},
 };
+constexpr kiln_param_spec_v1 kPlateauSchema[] = {
+    kWarmup,
+    kPlateauMinLr,
+    {"metric", KILN_PARAM_STRING, "\"eval_loss\"", nullptr,
+     "The epoch metric to watch: eval_loss, eval_accuracy, eval_accuracy_top5 (need [data.eval]), train_loss, "
+     "train_accuracy."},
+    {"mode", KILN_PARAM_STRING, "\"auto\"", "auto|min|max",
+     "Whether lower or higher is better; auto: min for a loss, max for an accuracy."},
+    {"factor", KILN_PARAM_FLOAT, "0.1", nullptr, "What the rate is multiplied by at each reduction.", "0", "1",
+     KILN_PARAM_MIN_EXCLUSIVE | KILN_PARAM_MAX_EXCLUSIVE},
+    {"patience", KILN_PARAM_INT, "10", nullptr, "Epochs without an improvement after which the rate is lowered.", "1",
+     nullptr},
+    {"cooldown", KILN_PARAM_INT, "0", nullptr, "Epochs after a reduction that are not counted.", "0", nullptr},
+    {"min_delta", KILN_PARAM_FLOAT, "0.0001", nullptr,
+     "How much better than the best a value must be to count as an improvement.", "0", nullptr},
+};
+
+double float_or(const ParamMap& t, std::string_view key, double fallback) {
+  return t.contains(key) ? t.get_float(key) : fallback;
+}
 
 }  // namespace
 
-std::span<const kiln_param_spec_v1> schedule_schema() { return kScheduleSchema; }
+std::span<const kiln_param_spec_v1> schedule_schema(const std::string& type) {
+  if (type == "constant") return kConstantSchema;
+  if (type == "cosine") return kCosineSchema;
+  if (type == "step") return kStepSchema;
+  if (type == "plateau") return kPlateauSchema;
+  throw ConfigError(fmt::format("schedule.type = '{}' is not one of constant, cosine, step, plateau", type));
+}
+
+std::vector<kiln_param_spec_v1> schedule_keys_of_other_types(const std::string& type) {
+  const auto own = schedule_schema(type);
+  const auto has = [](std::span<const kiln_param_spec_v1> keys, std::string_view name) {
+    return std::any_of(keys.begin(), keys.end(), [&](const kiln_param_spec_v1& k) { return name == k.name; });
+  };
+  std::vector<kiln_param_spec_v1> out;
+  for (std::string_view other : schedule_types()) {
+    for (const kiln_param_spec_v1& k : schedule_schema(std::string(other))) {
+      if (!has(own, k.name) && !has(out, k.name)) out.push_back(k);
+    }
+  }
+  return out;
+}
 
 std::span<const std::string_view> schedule_types() {
-  static constexpr std::string_view kTypes[] = {"constant", "cosine", "step"};
+  static constexpr std::string_view kTypes[] = {"constant", "cosine", "step", "plateau"};
   return kTypes;
 }
 
 LrSchedule::LrSchedule(const std::string& type, const ParamMap& t, double base_lr,
-                       std::int64_t steps_per_epoch, std::int64_t epochs)
-    : base_lr_(base_lr), min_lr_(t.get_float("min_lr")), gamma_(t.get_float("gamma")),
-      total_steps_(steps_per_epoch * epochs), steps_per_epoch_(steps_per_epoch),
-      milestones_(t.get<std::vector<std::int64_t>>("milestones")) {
+                       std::int64_t steps_per_epoch, std::int64_t epochs, std::optional<PlateauOptions> plateau)
+    : base_lr_(base_lr), min_lr_(float_or(t, "min_lr", 0.0)), gamma_(float_or(t, "gamma", 1.0)),
+      total_steps_(steps_per_epoch * epochs), steps_per_epoch_(steps_per_epoch) {
+  if (t.contains("milestones")) milestones_ = t.get<std::vector<std::int64_t>>("milestones");
   if (type == "constant") kind_ = Kind::constant;
   else if (type == "cosine") kind_ = Kind::cosine;
   else if (type == "step") kind_ = Kind::step;
-  else throw ConfigError(fmt::format("schedule.type = '{}' is not one of constant, cosine, step", type));
-  const double warmup = t.get_float("warmup_epochs");
+  else if (type == "plateau") kind_ = Kind::plateau;
+  else throw ConfigError(fmt::format("schedule.type = '{}' is not one of constant, cosine, step, plateau", type));
+  if (kind_ == Kind::plateau) {
+    if (!plateau) throw std::logic_error("LrSchedule: the plateau schedule needs plateau_options() of its table");
+    plateau_.emplace(std::move(*plateau), base_lr);
+  }
+  const double warmup = float_or(t, "warmup_epochs", 0.0);
   if (warmup < 0) throw ConfigError(t.where("warmup_epochs") + " must be >= 0");
   warmup_steps_ = static_cast<std::int64_t>(std::llround(warmup * static_cast<double>(steps_per_epoch)));
   if (min_lr_ < 0 || min_lr_ > base_lr_) {
@@ -52,6 +109,7 @@ double LrSchedule::at(std::int64_t step) const {
   double lr = base_lr_;
   switch (kind_) {
     case Kind::constant: break;
+    case Kind::plateau: lr *= plateau_->scale(); break;
     case Kind::cosine: {
       const std::int64_t span = std::max<std::int64_t>(1, total_steps_ - warmup_steps_);
       const double t = std::clamp(static_cast<double>(step - warmup_steps_) / static_cast<double>(span), 0.0, 1.0);
@@ -70,9 +128,20 @@ double LrSchedule::at(std::int64_t step) const {
   return lr;
 }
 
+std::optional<std::string> LrSchedule::end_epoch(std::int64_t epoch, const EpochMetrics& m) {
+  return plateau_ ? plateau_->update(epoch, m) : std::nullopt;
+}
+
 std::string LrSchedule::describe() const {
-  const char* name = kind_ == Kind::constant ? "constant" : kind_ == Kind::cosine ? "cosine" : "step";
-  return fmt::format("{} (warmup {} steps)", name, warmup_steps_);
+  const std::string_view name = schedule_types()[static_cast<std::size_t>(kind_)];
+  const std::string rule = plateau_ ? " " + plateau_->describe() : "";
+  return fmt::format("{}{} (warmup {} steps)", name, rule, warmup_steps_);
+}
+
+std::map<std::string, double> LrSchedule::state() const { return plateau_ ? plateau_->state() : std::map<std::string, double>{}; }
+
+void LrSchedule::load_state(const std::map<std::string, double>& state) {
+  if (plateau_) plateau_->load_state(state);
 }
 
 }  // namespace kiln::train

@@ -219,7 +219,8 @@ RunOutcome run_training(const TrainCommand& command) {
   // Build the optimizer and schedule once now, only to check their values before anything is
   // written; the trainer makes the real ones when it knows the steps per epoch.
   (void)make_optimizer(optimizer_type, optimizer);
-  (void)LrSchedule(schedule_type, schedule, optimizer.get_float("lr"), 1, epochs);
+  (void)LrSchedule(schedule_type, schedule, optimizer.get_float("lr"), 1, epochs,
+                   plateau_options(schedule_type, schedule, eval_c.has_value()));
   const double bucket_mb = run.get_float("grad_bucket_mb");
   if (!(bucket_mb > 0)) throw ConfigError(run.where("grad_bucket_mb") + " must be > 0");
   const std::chrono::milliseconds timeout = collective_timeout(dist);
@@ -401,7 +402,8 @@ RunOutcome run_training(const TrainCommand& command) {
   to.checkpoint_every = checkpoint_every;
   to.checkpoint_keep = checkpoint_keep;
   to.resume_from = resume_from;
-  read_training_features({&optimizer, &loader, &checkpoint, &early_stop, eval_c.has_value()}, to);
+  read_training_features({&optimizer, &loader, &checkpoint, &early_stop, &schedule, schedule_type, eval_c.has_value()},
+                         to);
   if (eval_c) check_watched_top_k(*parts.backend, spec.num_classes, watched_metrics(to));
   to.load_init = init_req && resume_from.empty();
   to.sync_bn = sync_bn;

@@ -53,6 +53,7 @@ std::vector<const WatchedMetric*> watched_metrics(const TrainerOptions& o) {
   std::vector<const WatchedMetric*> out;
   if (o.early_stop) out.push_back(&o.early_stop->metric);
   if (o.keep_best) out.push_back(&*o.keep_best);
+  if (o.lr_plateau) out.push_back(&o.lr_plateau->metric);
   return out;
 }
 
@@ -143,8 +144,9 @@ struct Trainer::Impl {
     shard.count = train_loader->info().count;
     accumulation = std::make_unique<AccumulationPlan>(shard, opt.accumulate_steps);
     if (opt.early_stop) early_stop.emplace(*opt.early_stop);
+    std::optional<TrainerState> resumed;  // the schedule, made below, takes its state from it
     if (!opt.resume_from.empty()) {
-      const TrainerState st = load_checkpoint(opt.resume_from, backend(), *parts.model, *optimizer);
+      const TrainerState& st = resumed.emplace(load_checkpoint(opt.resume_from, backend(), *parts.model, *optimizer));
       precision.load_state(st.precision);
       if (early_stop) early_stop->load_state(st.extra);
       start_epoch = st.epochs_done;
@@ -185,7 +187,8 @@ struct Trainer::Impl {
     // The schedule counts optimizer steps, so with accumulation an epoch is fewer of them.
     schedule = std::make_unique<LrSchedule>(opt.schedule_type, opt.schedule_table,
                                             opt.optimizer_table.get_float("lr"),
-                                            accumulation->updates_per_epoch(), opt.epochs);
+                                            accumulation->updates_per_epoch(), opt.epochs, opt.lr_plateau);
+    if (resumed) load_schedule_state(*resumed);
     std::int64_t count = 0;
     for (const auto& p : params) count += p.value.numel();
     log->info("model {}: {} parameters in {} tensors; optimizer {}; lr schedule {}; grad sync {}",
@@ -205,6 +208,19 @@ struct Trainer::Impl {
     if (clipper) log->info("gradient clipping: global L2 norm at most {}", clipper->max_norm());
     if (!frozen.empty()) log->info("{}", frozen.describe(params));
     if (frozen_bn_line) log->info("{}", *frozen_bn_line);
+  }
+
+  /// The plateau schedule continues where the checkpoint's run left it (lr_plateau.hpp).
+  void load_schedule_state(const TrainerState& st) {
+    try {
+      schedule->load_state(st.extra);
+    } catch (const DataError& e) {
+      throw DataError(fmt::format("{}: {}; {}", opt.resume_from.string(), e.what(), kDamagedHint));
+    }
+    if (const LrPlateau* p = schedule->plateau(); p && p->reductions() > 0) {
+      log->info("lr schedule: rate {:.6g} after {} reduction{} on a plateau (from the checkpoint)",
+                schedule->at(global_step), p->reductions(), p->reductions() == 1 ? "" : "s");
+    }
   }
 
   /// The test split's top-5 counter where it says something, and a clear refusal when early
@@ -254,6 +270,7 @@ struct Trainer::Impl {
     st.run = opt.run_identity;
     st.class_names = opt.class_names;
     if (early_stop) st.extra = early_stop->state();
+    st.extra.merge(schedule->state());
     return st;
   }
 
@@ -492,6 +509,8 @@ struct Trainer::Impl {
       log->debug("{}", line);
       // Every rank holds the same reduced metrics, so every rank decides the same.
       const bool stop = early_stop && early_stop->update(epoch, watched);
+      // Before this epoch's checkpoint, which must hold the rate the next epoch trains at.
+      if (const auto reduced = schedule->end_epoch(epoch, watched)) log->info("epoch {}: {}", epoch + 1, *reduced);
       const bool last = epoch + 1 == opt.epochs;
       // An early stop writes the checkpoint of the epoch it stops after, like the last epoch's.
       const bool checkpointing = opt.checkpoint_every > 0 || opt.checkpoint_every_steps > 0;

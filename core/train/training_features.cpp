@@ -8,6 +8,7 @@
 #include "kiln/errors.hpp"
 #include "kiln/train/checkpoint_policy.hpp"
 #include "kiln/train/early_stop.hpp"
+#include "kiln/train/lr_plateau.hpp"
 
 namespace kiln::train {
 
@@ -22,6 +23,7 @@ void read_training_features(const FeatureTables& t, TrainerOptions& o) {
   o.checkpoint_every_steps = c.every_steps;
   o.keep_best = c.keep_best;
   o.early_stop = early_stop_options(*t.early_stop, t.has_eval_split);
+  o.lr_plateau = plateau_options(t.schedule_type, *t.schedule, t.has_eval_split);
 }
 
 void add_feature_identity(const ParamMap& loader, RunIdentity& identity) {

@@ -57,6 +57,8 @@ def main() -> int:
             lambda c: c.update(optimizer={"lr": 0.01, "beta1": 0.8})),
         "the backend's default type (cpu) with a cpu key": edited(lambda c: c.update(backend={"threads": 1})),
         "the host's freeze key in [model]": edited(lambda c: c["model"].update(freeze=["layers.0.*"])),
+        "a plateau schedule with its own keys": edited(
+            lambda c: c.update(schedule={"type": "plateau", "metric": "eval_accuracy", "patience": 2, "min_lr": 1e-5})),
     }
     invalid = {
         "an unknown key in [model]": edited(lambda c: c["model"].update(hiden=[64])),
@@ -66,6 +68,8 @@ def main() -> int:
         "loader.last_batch not one of its choices": edited(lambda c: c["loader"].update(last_batch="dropp")),
         "an adam key in an sgd [optimizer]": edited(
             lambda c: c.update(optimizer={"type": "sgd", "lr": 0.1, "beta1": 0.9})),
+        "a step key in a cosine [schedule]": edited(lambda c: c.update(schedule={"type": "cosine", "gamma": 0.5})),
+        "a plateau key in the default (constant) [schedule]": edited(lambda c: c.update(schedule={"patience": 3})),
         "a backend no plugin provides": edited(lambda c: c.update(backend={"type": "tpu"})),
         "a data table without its type": edited(lambda c: c["data"]["train"].pop("type")),
         "a cpu key on the cuda backend": edited(lambda c: c.update(backend={"type": "cuda", "conv3x3": "auto"})),

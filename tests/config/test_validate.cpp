@@ -6,6 +6,7 @@
 #include "fixtures.hpp"
 #include "kiln/config/config.hpp"
 #include "kiln/errors.hpp"
+#include "kiln/train/core_tables.hpp"
 
 using kiln::ConfigError;
 using kiln::config::Config;
@@ -211,6 +212,28 @@ BOOST_AUTO_TEST_CASE(a_core_type_outside_its_choices_names_file_and_line) {
   BOOST_TEST(msg.find("--set optimizer.type: [optimizer] type = 'lamb' is not one of") == 0, msg);
   Config absent = parse("[run]\nepochs = 1\n");
   BOOST_TEST(absent.plugin_type("optimizer", "adam", kTypes) == "adam");
+}
+
+// Each [schedule] type has its own keys (lr_schedule.hpp). A config.toml written before that listed
+// min_lr, milestones and gamma at their defaults under every type: it still loads (kiln eval on an
+// older run directory), while a value such a key would have had no effect with is refused as the
+// unknown key it is.
+BOOST_AUTO_TEST_CASE(an_older_config_toml_listing_every_schedule_key_still_loads) {
+  Config old = parse("[schedule]\ngamma = 0.10000000000000001\nmilestones = []\nmin_lr = 0.0\ntype = 'constant'\n"
+                     "warmup_epochs = 0.0\n");
+  const kiln::train::CoreTables tables = kiln::train::validate_core_tables(old);
+  BOOST_TEST(tables.schedule_type == "constant");
+  BOOST_TEST(tables.schedule.entries().size() == 1u);  // warmup_epochs
+  BOOST_TEST(old.resolved_toml().find("gamma") == std::string::npos);
+  Config step = parse("[schedule]\ntype = \"step\"\nmilestones = [2]\nmin_lr = 0.0\n");
+  BOOST_TEST(kiln::train::validate_core_tables(step).schedule.get<std::vector<std::int64_t>>("milestones").size() == 1u);
+
+  Config cosine = parse("[schedule]\ntype = \"cosine\"\ngamma = 0.5\n");
+  std::string msg = message_of<ConfigError>([&] { (void)kiln::train::validate_core_tables(cosine); });
+  BOOST_TEST(msg == "run.toml:3:1: unknown key 'gamma' in [schedule]; valid keys: min_lr, warmup_epochs", msg);
+  Config constant = parse("[schedule]\npatience = 3\n");
+  msg = message_of<ConfigError>([&] { (void)kiln::train::validate_core_tables(constant); });
+  BOOST_TEST(msg.find("run.toml:2:1: unknown key 'patience' in [schedule]") == 0u, msg);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

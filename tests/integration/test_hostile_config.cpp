@@ -80,8 +80,14 @@ BOOST_AUTO_TEST_CASE(values_outside_their_range_are_refused_before_the_run_direc
   BOOST_TEST(error_with("optimizer.eps=inf") ==
              "--set optimizer.eps: [optimizer] eps = inf is out of range: it must be a finite number");
   BOOST_TEST(error_with("optimizer.eps=0.0") == "--set optimizer.eps: [optimizer] eps = 0 is out of range: it must be > 0");
-  BOOST_TEST(error_with("schedule.milestones=[-1]") ==
-             "--set schedule.milestones: [schedule] milestones[0] = -1 is out of range: it must be >= 0");
+  const std::string milestones = one_line_error(run_kiln(cwd, {"train", "--config", kSample, "--run-dir",
+                                                               run_dir.string(), "--set", "schedule.type=\"step\"",
+                                                               "--set", "schedule.milestones=[-1]"}));
+  BOOST_TEST(milestones == "--set schedule.milestones: [schedule] milestones[0] = -1 is out of range: it must be >= 0",
+             milestones);
+  // A key of another schedule type is unknown here, not ignored (the sample's schedule is constant).
+  const std::string gamma = error_with("schedule.gamma=0.5");
+  BOOST_TEST(gamma.find("unknown key 'gamma' in [schedule]") != std::string::npos, gamma);
   BOOST_TEST(error_with("model.dropout=1.0") ==
              "--set model.dropout: [model] dropout = 1 is out of range: it must be in [0, 1)");
   BOOST_TEST(error_with("model.hidden=[0]") ==

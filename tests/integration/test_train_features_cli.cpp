@@ -4,13 +4,17 @@
 // mid-epoch checkpoint (every_steps) continues with `--resume auto` to the same weights, bit for
 // bit; and the best checkpoint is kept apart from rotation. The test split's top-5 accuracy can
 // be watched where the run counts it (more than 5 classes), and watching it elsewhere is refused
-// naming the key, with nothing left behind.
+// naming the key, with nothing left behind. The plateau schedule lowers the rate the epoch after
+// its metric stalls, says so, and a run resumed from a checkpoint after a reduction trains on at
+// the lowered rate, to the uninterrupted run's weights.
 #define KILN_TEST_MODULE test_train_features_cli
 #include "kiln_test_main.hpp"
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "kiln_process.hpp"
 
@@ -39,6 +43,18 @@ fs::path config(const fs::path& dir, const std::string& extra) {
                          "[log]\nprogress = \"never\"\n\n"
                       << extra;
   return file;
+}
+
+/// Every "lr" of the train records in a metrics.jsonl, in order.
+std::vector<double> train_rates(const std::string& jsonl) {
+  std::vector<double> out;
+  std::istringstream lines(jsonl);
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find("\"lr\": ");
+    if (line.find("\"split\": \"train\"") == std::string::npos || at == std::string::npos) continue;
+    out.push_back(std::stod(line.substr(at + 6)));
+  }
+  return out;
 }
 
 std::size_t count_of(const std::string& text, const std::string& what) {
@@ -137,4 +153,44 @@ BOOST_AUTO_TEST_CASE(resume_auto_from_a_mid_epoch_checkpoint_reaches_the_same_we
   const std::string a = slurp(cwd / "straight.bin"), b = slurp(cwd / "resumed.bin");
   BOOST_TEST_REQUIRE(!a.empty());
   BOOST_TEST((a == b), "the resumed run's weights differ from the uninterrupted run's");
+}
+
+BOOST_AUTO_TEST_CASE(the_plateau_schedule_lowers_the_rate_and_a_resumed_run_keeps_it_lowered) {
+  const fs::path cwd = workdir("plateau");
+  // The training loss falls, so watched for a maximum it stops improving after epoch 1: with
+  // patience 1 each later epoch halves the rate the next one trains at.
+  const fs::path cfg = config(cwd, "[checkpoint]\nkeep = 10\n\n"
+                                   "[schedule]\ntype = \"plateau\"\nmetric = \"train_loss\"\nmode = \"max\"\n"
+                                   "patience = 1\nfactor = 0.5\n");
+  const fs::path run = cwd / "run";
+  const std::vector<std::string> common = {"train", "--config", cfg.string(), "--run-dir", run.string(), "--set",
+                                           "run.epochs=4", "--set", "optimizer.lr=0.01"};
+  auto args = common;
+  args.insert(args.end(), {"--dump-params", (cwd / "straight.bin").string()});
+  const auto straight = run_kiln(cwd, args);
+  BOOST_TEST_REQUIRE(straight.status == 0, straight.err);
+  const std::vector<double> rates = train_rates(slurp(run / "metrics.jsonl"));
+  const std::vector<double> want = {0.01, 0.01, 0.005, 0.0025};
+  BOOST_TEST(rates == want, boost::test_tools::per_element());
+  BOOST_TEST(straight.err.find("epoch 2: lr 0.01 -> 0.005: train_loss (max) has not improved by more than 0.0001 for "
+                               "1 epoch; best ") != std::string::npos,
+             straight.err);
+  BOOST_TEST(straight.err.find("lr schedule plateau on train_loss (max): x0.5 after 1 epoch") != std::string::npos,
+             straight.err);
+
+  // As if the run had died during epoch 3: the epoch-2 checkpoint holds the halved rate. A
+  // resume that started again at 0.01 would train epoch 3 differently.
+  fs::remove_all(run / "checkpoints" / "epoch-0003");
+  fs::remove_all(run / "checkpoints" / "epoch-0004");
+  args = common;
+  args.insert(args.end(), {"--resume", "auto", "--dump-params", (cwd / "resumed.bin").string()});
+  const auto resumed = run_kiln(cwd, args);
+  BOOST_TEST_REQUIRE(resumed.status == 0, resumed.err);
+  BOOST_TEST(resumed.err.find("lr schedule: rate 0.005 after 1 reduction on a plateau (from the checkpoint)") !=
+                 std::string::npos,
+             resumed.err);
+  const std::string a = slurp(cwd / "straight.bin"), b = slurp(cwd / "resumed.bin");
+  BOOST_TEST_REQUIRE(!a.empty());
+  BOOST_TEST((a == b), "the resumed run's weights differ from the uninterrupted run's");
+  BOOST_TEST(train_rates(slurp(run / "metrics.jsonl")) == want, boost::test_tools::per_element());
 }

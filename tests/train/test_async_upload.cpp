@@ -208,7 +208,7 @@ Result train_mlp(bool deferred_uploads) {
   o.optimizer_type = "sgd";
   o.optimizer_table = test::core_table("optimizer", "lr = 0.05\nmomentum = 0.9", train::optimizer_schema("sgd"));
   o.schedule_type = "constant";
-  o.schedule_table = test::core_table("schedule", "", train::schedule_schema());
+  o.schedule_table = test::core_table("schedule", "", train::schedule_schema("constant"));
   o.progress = io::Progress::Mode::never;
   auto model = run.parts.model;
   auto backend = run.parts.backend;

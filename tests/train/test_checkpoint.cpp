@@ -63,7 +63,7 @@ std::vector<double> train(std::int64_t epochs, const fs::path& ckpt, const fs::p
   o.optimizer_type = "adam";
   o.optimizer_table = kiln::test::core_table("optimizer", "lr = 0.01", kiln::train::optimizer_schema("adam"));
   o.schedule_type = "cosine";
-  o.schedule_table = kiln::test::core_table("schedule", "", kiln::train::schedule_schema());
+  o.schedule_table = kiln::test::core_table("schedule", "", kiln::train::schedule_schema("constant"));
   o.progress = kiln::io::Progress::Mode::never;
   o.checkpoint_dir = ckpt;
   o.checkpoint_every = 1;

@@ -166,7 +166,7 @@ kiln::train::TrainResult train_logistic(const std::string& precision, const std:
   o.optimizer_type = "adam";
   o.optimizer_table = kiln::test::core_table("optimizer", "lr = 0.01", kiln::train::optimizer_schema("adam"));
   o.schedule_type = "cosine";
-  o.schedule_table = kiln::test::core_table("schedule", "", kiln::train::schedule_schema());
+  o.schedule_table = kiln::test::core_table("schedule", "", kiln::train::schedule_schema("constant"));
   o.progress = kiln::io::Progress::Mode::never;
   kiln::train::Trainer trainer(run.parts, o, kiln::RankInfo{}, nullptr);
   return trainer.run();

@@ -1,9 +1,12 @@
 // LrSchedule: constant, cosine, step and linear warmup evaluated at chosen steps against the
-// formulas in lr_schedule.hpp, and the configurations it must refuse.
+// formulas in lr_schedule.hpp, the plateau schedule as the trainer drives it (its rule itself is
+// checked against PyTorch in tests/golden/test_plateau_golden.cpp), and the configurations it
+// must refuse.
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "kiln/errors.hpp"
 #include "kiln/train/lr_schedule.hpp"
@@ -17,8 +20,15 @@ constexpr double kPi = 3.14159265358979323846;
 
 LrSchedule make(const std::string& type, const std::string& body, double lr, std::int64_t steps_per_epoch,
                 std::int64_t epochs) {
-  return LrSchedule(type, kiln::test::core_table("schedule", body, kiln::train::schedule_schema()), lr,
-                    steps_per_epoch, epochs);
+  const kiln::ParamMap table = kiln::test::core_table("schedule", body, kiln::train::schedule_schema(type));
+  return LrSchedule(type, table, lr, steps_per_epoch, epochs, kiln::train::plateau_options(type, table, true));
+}
+
+/// The epoch's numbers with only the train loss set (what the plateau tests watch).
+kiln::train::EpochMetrics train_loss(double v) {
+  kiln::train::EpochMetrics m;
+  m.train_loss = v;
+  return m;
 }
 
 BOOST_AUTO_TEST_CASE(constant_is_flat) {
@@ -72,10 +82,97 @@ BOOST_AUTO_TEST_CASE(linear_warmup) {
   BOOST_TEST(s.at(20) == 0.0, boost::test_tools::tolerance(1e-12));
 }
 
+BOOST_AUTO_TEST_CASE(plateau_lowers_the_rate_after_patience_bad_epochs_under_the_warmup) {
+  auto s = make("plateau", "metric = \"train_loss\"\npatience = 2\nfactor = 0.5\nwarmup_epochs = 0.5", 0.1, 10, 9);
+  BOOST_TEST(s.describe() == "plateau on train_loss (min): x0.5 after 2 epochs without an improvement > 0.0001, "
+                             "cooldown 0, min_lr 0 (warmup 5 steps)");
+  BOOST_TEST(s.at(0) == 0.02, boost::test_tools::tolerance(1e-12));  // warmup as for every type
+  BOOST_TEST(s.at(9) == 0.1);
+  BOOST_TEST(!s.end_epoch(0, train_loss(1.0)));
+  BOOST_TEST(!s.end_epoch(1, train_loss(0.99995)));  // better, but not by more than min_delta
+  const auto said = s.end_epoch(2, train_loss(1.5));
+  BOOST_TEST_REQUIRE(said.has_value());
+  BOOST_TEST(*said == "lr 0.1 -> 0.05: train_loss (min) has not improved by more than 0.0001 for 2 epochs; best 1 "
+                      "after epoch 1");
+  BOOST_TEST(s.at(30) == 0.05);
+  BOOST_TEST(s.plateau()->reductions() == 1);
+
+  // A checkpoint's state puts a fresh schedule where this one is: same rate, same counts (one
+  // more bad epoch reduces both at once).
+  BOOST_TEST(!s.end_epoch(3, train_loss(2.0)));
+  auto resumed = make("plateau", "metric = \"train_loss\"\npatience = 2\nfactor = 0.5", 0.1, 10, 9);
+  resumed.load_state(s.state());
+  BOOST_TEST(resumed.at(40) == 0.05);
+  BOOST_TEST(s.end_epoch(4, train_loss(2.0)).has_value());
+  BOOST_TEST(resumed.end_epoch(4, train_loss(2.0)).has_value());
+  BOOST_TEST(resumed.at(50) == s.at(50));
+  BOOST_TEST(s.at(50) == 0.025);
+
+  // The other schedules keep nothing, and ignore a plateau's state.
+  auto cosine = make("cosine", "", 0.1, 10, 2);
+  BOOST_TEST(cosine.state().empty());
+  cosine.load_state(s.state());
+  BOOST_TEST(cosine.at(0) == 0.1);
+  BOOST_TEST(!cosine.end_epoch(0, train_loss(1.0)));
+}
+
+BOOST_AUTO_TEST_CASE(plateau_stops_at_min_lr_and_counts_no_cooldown_epochs) {
+  auto s = make("plateau", "metric = \"train_accuracy\"\npatience = 1\nfactor = 0.1\ncooldown = 1\nmin_lr = 0.002",
+                0.1, 10, 9);
+  kiln::train::EpochMetrics m;
+  m.train_accuracy = 0.5;
+  BOOST_TEST(!s.end_epoch(0, m));            // the first value is the best
+  BOOST_TEST(s.end_epoch(1, m).has_value());  // equal is no improvement: 0.1 -> 0.01
+  BOOST_TEST(!s.end_epoch(2, m));            // the cooldown epoch is not counted
+  const auto floor = s.end_epoch(3, m);      // 0.01 -> 0.002, not 0.001
+  BOOST_TEST_REQUIRE(floor.has_value());
+  BOOST_TEST(floor->find("lr 0.01 -> 0.002 (min_lr): train_accuracy (max)") == 0u, *floor);
+  BOOST_TEST(s.at(0) == 0.002, boost::test_tools::tolerance(1e-12));
+  for (std::int64_t e = 4; e < 9; ++e) BOOST_TEST(!s.end_epoch(e, m));  // nothing left to lower, nothing said
+  BOOST_TEST(s.plateau()->reductions() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_plateau_state_no_run_could_write_is_refused) {
+  auto s = make("plateau", "", 0.1, 10, 2);
+  for (double bad : {0.0, -0.5, 1.5, std::nan("")}) {
+    BOOST_TEST(kiln::test::error_text<kiln::DataError>([&] { s.load_state({{"lr_plateau.scale", bad}}); })
+                   .find("lr_plateau.scale = ") == 0u);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(each_schedule_type_takes_only_its_own_keys) {
+  using kiln::test::error_text;
+  // Validated against its type's schema, a key of another type is unknown (gamma = 0.5 under
+  // cosine would otherwise train with no decay and no word said).
+  for (const auto& [type, body, key] : {std::tuple{"cosine", "gamma = 0.5", "gamma"}, {"step", "min_lr = 0.01", "min_lr"},
+                                        {"constant", "patience = 3", "patience"}, {"plateau", "milestones = [2]", "milestones"}}) {
+    const std::string msg = error_text<kiln::ConfigError>([&] { make(type, body, 0.1, 10, 2); });
+    BOOST_TEST(msg.find(std::string("unknown key '") + key + "' in [schedule]") != std::string::npos, msg);
+    BOOST_TEST(msg.find("test.toml:2") != std::string::npos, msg);
+  }
+  // Keys every type reads, and keys of the chosen type, pass.
+  (void)make("plateau", "warmup_epochs = 1.0\nmin_lr = 0.01\nfactor = 0.5", 0.1, 10, 2);
+  (void)make("step", "warmup_epochs = 1.0\nmilestones = [1]\ngamma = 0.5", 0.1, 10, 2);
+  BOOST_TEST(kiln::train::schedule_schema("constant").size() == 1u);
+  BOOST_TEST(kiln::train::schedule_schema("plateau").size() == 8u);
+  BOOST_TEST(error_text<kiln::ConfigError>([] { (void)kiln::train::schedule_schema("linear"); }) ==
+             "schedule.type = 'linear' is not one of constant, cosine, step, plateau");
+  // The plateau's metric is refused as early stopping's is, naming the key.
+  const auto no_eval = [] {
+    const kiln::ParamMap t = kiln::test::core_table("schedule", "", kiln::train::schedule_schema("plateau"));
+    (void)kiln::train::plateau_options("plateau", t, false);
+  };
+  BOOST_TEST(error_text<kiln::ConfigError>(no_eval).find(
+                 "schedule.metric (default) = \"eval_loss\" needs an eval split, and this run has none") == 0u,
+             error_text<kiln::ConfigError>(no_eval));
+  BOOST_TEST(error_text<kiln::ConfigError>([] { make("plateau", "factor = 1.0", 0.1, 10, 2); }).find("factor") !=
+             std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(bad_configs_are_rejected) {
   using kiln::test::error_text;
   BOOST_TEST(error_text<kiln::ConfigError>([] { make("linear", "", 0.1, 10, 2); }) ==
-             "schedule.type = 'linear' is not one of constant, cosine, step");
+             "schedule.type = 'linear' is not one of constant, cosine, step, plateau");
   BOOST_TEST(error_text<kiln::ConfigError>([] { make("constant", "warmup_epochs = -1.0", 0.1, 10, 2); }) ==
              "test.toml:2:17: [schedule] warmup_epochs = -1 is out of range: it must be >= 0");
   BOOST_TEST(error_text<kiln::ConfigError>([] { make("cosine", "min_lr = 0.5", 0.1, 10, 2); }) ==

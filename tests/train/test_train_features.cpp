@@ -104,7 +104,7 @@ Trained train(const std::function<void(TrainerOptions&)>& tweak, const std::stri
   o.optimizer_type = "adam";
   o.optimizer_table = kiln::test::core_table("optimizer", "lr = 0.01", kiln::train::optimizer_schema("adam"));
   o.schedule_type = "cosine";
-  o.schedule_table = kiln::test::core_table("schedule", "", kiln::train::schedule_schema());
+  o.schedule_table = kiln::test::core_table("schedule", "", kiln::train::schedule_schema("constant"));
   o.progress = kiln::io::Progress::Mode::never;
   o.stop_on_nonfinite_loss = false;  // its checks are collectives too; counted tests want only the gradients'
   tweak(o);

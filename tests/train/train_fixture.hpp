@@ -74,7 +74,7 @@ inline train::TrainerOptions sgd_trainer_options(int epochs, std::int64_t batch,
   o.optimizer_table = core_table("optimizer", "lr = " + std::to_string(lr) + "\nmomentum = 0.9",
                                  train::optimizer_schema("sgd"));
   o.schedule_type = "constant";
-  o.schedule_table = core_table("schedule", "", train::schedule_schema());
+  o.schedule_table = core_table("schedule", "", train::schedule_schema("constant"));
   o.progress = io::Progress::Mode::never;
   return o;
 }

@@ -66,6 +66,12 @@ class Config {
   /// as empty (all defaults; an error if a key is required). Marks the table consumed and
   /// records the resolved values for resolved_toml(); validating a table again replaces them.
   ParamMap validate(std::string_view table, std::span<const kiln_param_spec_v1> schema);
+  /// Removes from `table` each key of `specs` that holds exactly its spec's default, before the
+  /// table is validated against a schema without those keys. For a core table whose keys depend
+  /// on its type ([schedule]): a value equal to another type's default changes nothing, and
+  /// config.toml files written when the table listed every type's keys still load. Any other
+  /// value of such a key stays, and validation refuses it as an unknown key.
+  void drop_defaults(std::string_view table, std::span<const kiln_param_spec_v1> specs);
   /// Throws ConfigError for the first table or key that no validate() call consumed, with a
   /// "did you mean" against the consumed tables.
   void check_all_consumed() const;

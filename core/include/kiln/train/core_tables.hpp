@@ -27,7 +27,7 @@ struct CoreTables {
   ParamMap run, loader, loss, log, dist, checkpoint, early_stop;
   std::string optimizer_type;  ///< "sgd", "adam" (the default) or "adamw"
   ParamMap optimizer;
-  std::string schedule_type;  ///< "constant" (the default), "cosine" or "step"
+  std::string schedule_type;  ///< "constant" (the default), "cosine", "step" or "plateau"
   ParamMap schedule;
 };
 

@@ -104,9 +104,11 @@ struct TrainerOptions {
   std::optional<WatchedMetric> keep_best;
   /// Stop when a metric stops improving (early_stop.hpp); empty = off.
   std::optional<EarlyStopOptions> early_stop;
+  /// The plateau schedule's rule (lr_plateau.hpp): set when schedule_type is "plateau".
+  std::optional<PlateauOptions> lr_plateau;
 };
 
-/// The metrics `o` watches: early stopping's and keep_best's, where set.
+/// The metrics `o` watches: early stopping's, keep_best's and the plateau schedule's, where set.
 std::vector<const WatchedMetric*> watched_metrics(const TrainerOptions& o);
 
 /// What the run achieved, for the CLI and tests.

@@ -1,5 +1,5 @@
 // Reading the optional training features (gradient clipping, accumulation, step checkpoints,
-// keep-best, early stopping) from their validated tables into TrainerOptions, so that run.cpp
+// keep-best, early stopping, the plateau schedule's rule) from their validated tables into TrainerOptions, so that run.cpp
 // wires them with one call. Every bad value is a ConfigError naming where it was set, raised
 // before the run directory exists.
 #pragma once
@@ -15,10 +15,13 @@ struct FeatureTables {
   const ParamMap* loader = nullptr;      ///< accumulate_steps
   const ParamMap* checkpoint = nullptr;  ///< every_steps, keep_best, keep_best_mode
   const ParamMap* early_stop = nullptr;  ///< the [early_stop] table
+  const ParamMap* schedule = nullptr;    ///< the [schedule] table
+  std::string schedule_type;             ///< its type (lr_plateau.hpp for "plateau")
   bool has_eval_split = false;
 };
 
-/// Sets clip_grad_norm, accumulate_steps, checkpoint_every_steps, keep_best and early_stop.
+/// Sets clip_grad_norm, accumulate_steps, checkpoint_every_steps, keep_best, early_stop and
+/// lr_plateau.
 void read_training_features(const FeatureTables& tables, TrainerOptions& options);
 
 /// What of these features belongs to the run's identity (run_identity.hpp): accumulate_steps,
