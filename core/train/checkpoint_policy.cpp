@@ -9,6 +9,7 @@
 #include "kiln/errors.hpp"
 #include "kiln/sdk/log.hpp"
 #include "kiln/train/checkpoint.hpp"
+#include "kiln/train/keys_without_effect.hpp"
 
 namespace kiln::train {
 
@@ -22,6 +23,10 @@ CheckpointPolicyOptions checkpoint_policy_options(const ParamMap& t, bool has_ev
   if (o.keep < 1) throw ConfigError(t.where("keep") + " must be at least 1");
   if (const std::string name = t.get_string("keep_best"); !name.empty()) {
     o.keep_best = parse_watched_metric(name, t.where("keep_best"), t.get_string("keep_best_mode"), has_eval_split);
+  } else {
+    refuse_keys_without_effect(t, checkpoint_schema(), {"keep_best_mode"},
+                               "no best checkpoint is kept (checkpoint.keep_best is \"\"); set checkpoint.keep_best to "
+                               "the metric to judge by, or remove the key");
   }
   return o;
 }

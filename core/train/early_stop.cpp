@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kiln/errors.hpp"
+#include "kiln/train/keys_without_effect.hpp"
 
 namespace kiln::train {
 namespace {
@@ -63,7 +64,12 @@ WatchedMetric parse_watched_metric(const std::string& name, const std::string& n
 
 std::optional<EarlyStopOptions> early_stop_options(const ParamMap& t, bool has_eval_split) {
   const std::string name = t.get_string("metric");
-  if (name.empty()) return std::nullopt;
+  if (name.empty()) {
+    refuse_keys_without_effect(t, kEarlyStop, {"mode", "patience", "min_delta"},
+                               "early stopping is off (early_stop.metric is \"\"); set early_stop.metric to the metric "
+                               "to watch, or remove the key");
+    return std::nullopt;
+  }
   EarlyStopOptions o;
   o.metric = parse_watched_metric(name, t.where("metric"), t.get_string("mode"), has_eval_split);
   o.patience = t.get_int("patience");

@@ -478,4 +478,33 @@ BOOST_AUTO_TEST_CASE(out_of_range_keys_are_refused_with_where_they_were_set) {
   BOOST_TEST(!kiln::train::early_stop_options(off, false).has_value());
 }
 
+// A key of a feature that is off would change nothing: refused where it was set, unless it holds
+// its default (a run's config.toml writes every key out, and must rerun as it is).
+BOOST_AUTO_TEST_CASE(keys_of_a_feature_that_is_off_are_refused_unless_at_their_default) {
+  using kiln::test::core_table;
+  auto error_text = [](const std::function<void()>& f) { return kiln::test::error_text<kiln::ConfigError>(f); };
+  const auto es_schema = kiln::train::early_stop_schema();
+  const auto patience = core_table("early_stop", "patience = 5", es_schema);
+  BOOST_TEST(error_text([&] { kiln::train::early_stop_options(patience, true); }) ==
+             "early_stop.patience (test.toml:2) = 5 has no effect: early stopping is off (early_stop.metric is \"\"); "
+             "set early_stop.metric to the metric to watch, or remove the key");
+  BOOST_TEST(error_text([&] { kiln::train::early_stop_options(core_table("early_stop", "mode = \"max\"", es_schema), true); })
+                 .find("early_stop.mode (test.toml:2) = \"max\" has no effect") == 0u);
+  BOOST_TEST(error_text([&] { kiln::train::early_stop_options(core_table("early_stop", "min_delta = 0.5", es_schema), true); })
+                 .find("early_stop.min_delta (test.toml:2) = 0.5 has no effect") == 0u);
+  // Written out at their defaults, as config.toml has them: accepted, and still off.
+  const auto resolved = core_table("early_stop", "metric = \"\"\nmin_delta = 0.0\nmode = \"auto\"\npatience = 3", es_schema);
+  BOOST_TEST(!kiln::train::early_stop_options(resolved, true).has_value());
+  // With a metric, the same keys are read.
+  BOOST_TEST(kiln::train::early_stop_options(core_table("early_stop", "metric = \"train_loss\"\npatience = 5", es_schema),
+                                             false)->patience == 5);
+
+  const auto ck_schema = kiln::train::checkpoint_schema();
+  BOOST_TEST(error_text([&] {
+               kiln::train::checkpoint_policy_options(core_table("checkpoint", "keep_best_mode = \"min\"", ck_schema), true);
+             }).find("checkpoint.keep_best_mode (test.toml:2) = \"min\" has no effect: no best checkpoint is kept") == 0u);
+  BOOST_TEST(!kiln::train::checkpoint_policy_options(core_table("checkpoint", "keep_best_mode = \"auto\"", ck_schema), true)
+                  .keep_best.has_value());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
