@@ -20,6 +20,7 @@ int run_train_command(const std::vector<std::string>& args) {
   std::string run_dir, dump_params, resume;
   int rank = -1, world = -1, nproc = 0, max_restarts = 0;
   std::int64_t profile_warmup = 1;
+  std::int64_t dry_run_steps = 3;
   opts.add_options()
       ("help,h", "show this help")
       ("config,c", po::value(&config)->required(), "TOML file describing the run")
@@ -42,7 +43,10 @@ int run_train_command(const std::vector<std::string>& args) {
       ("check-sharding", "before training, check that every sample is read by exactly one rank in the first two "
                          "epochs and that the order changes (docs/distributed.md)")
       ("profile", "time every backend op of the training steps; print a per-op table at the end (docs/profiling.md)")
-      ("profile-warmup", po::value(&profile_warmup), "steps not profiled first (default 1: plans are made then)");
+      ("profile-warmup", po::value(&profile_warmup), "steps not profiled first (default 1: plans are made then)")
+      ("dry-run", "start as for real, train 3 optimizer steps and evaluate 3 batches on every rank, print what the "
+                  "whole run would take, and keep nothing (docs/dry-run.md)")
+      ("dry-run-steps", po::value(&dry_run_steps), "the steps (and eval batches) of --dry-run (implies it)");
   po::variables_map vm;
   const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
   po::store(po::command_line_parser(args).options(opts).style(style).run(), vm);
@@ -76,6 +80,10 @@ int run_train_command(const std::vector<std::string>& args) {
   cmd.check_sharding = vm.count("check-sharding") > 0;
   if (profile_warmup < 0) throw po::error("--profile-warmup must be >= 0");
   cmd.profile_warmup = profile_warmup;
+  if (vm.count("dry-run") || vm.count("dry-run-steps")) {
+    if (dry_run_steps < 1) throw po::error("--dry-run-steps must be at least 1");
+    cmd.dry_run_steps = dry_run_steps;
+  }
   for (const auto& p : plugin_paths) cmd.plugin_dirs.emplace_back(p);
   if (vm.count("rank")) cmd.ranks.rank = rank;
   if (vm.count("world-size")) cmd.ranks.world_size = world;

@@ -10,7 +10,9 @@ EvalSums evaluate_pass(const EvalParts& p, std::int64_t epoch, const LogitsCallb
   if (p.top_k) p.top_k->reset();
   double local_samples = 0;
   p.loader->start_epoch(epoch);
-  while (auto batch = p.loader->next()) {
+  for (std::int64_t batches = 0; p.max_batches == 0 || batches < p.max_batches; ++batches) {
+    const std::optional<data::Batch> batch = p.loader->next();
+    if (!batch) break;
     if (batch->rows == 0) {
       if (p.after_batch) p.after_batch(*batch);
       continue;

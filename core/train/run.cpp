@@ -22,6 +22,7 @@
 #include "kiln/errors.hpp"
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/run_dir.hpp"
+#include "kiln/train/dry_run.hpp"
 #include "kiln/io/run_dir_rollback.hpp"
 #include "kiln/io/stop_signal_deferral.hpp"
 #include "kiln/sdk_internal/log_setup.hpp"
@@ -404,6 +405,13 @@ RunOutcome run_training(const TrainCommand& command) {
   to.resume_from = resume_from;
   read_training_features({&optimizer, &loader, &checkpoint, &early_stop, &schedule, schedule_type, eval_c.has_value()},
                          to);
+  const bool dry_run = command.dry_run_steps > 0;
+  if (dry_run) {  // a few steps, nothing kept: no checkpoints to write (dry_run.hpp)
+    to.dry_run_steps = command.dry_run_steps;
+    to.checkpoint_every = 0;
+    to.checkpoint_every_steps = 0;
+    to.keep_best.reset();
+  }
   if (eval_c) check_watched_top_k(*parts.backend, spec.num_classes, watched_metrics(to));
   to.load_init = init_req && resume_from.empty();
   to.sync_bn = sync_bn;
@@ -466,7 +474,8 @@ RunOutcome run_training(const TrainCommand& command) {
   {
     const CollectivePurpose purpose("start: the run directory and the logs");
     if (ranks.world_size > 1) parts.comm->barrier();
-    if (!outcome.run_dir.empty()) log::attach_log_dir(outcome.run_dir / "logs");
+    // A dry run's log lines go to the console only: a resumed run's logs/ are the run's own.
+    if (!outcome.run_dir.empty() && !dry_run) log::attach_log_dir(outcome.run_dir / "logs");
     if (ranks.world_size > 1) parts.comm->barrier();
   }
   // Every rank has connected and passed the barriers: nobody reads the store again, and a `file:`
@@ -496,7 +505,8 @@ RunOutcome run_training(const TrainCommand& command) {
   }
   log->info("precision {} {}: params {}, compute {}", precision_c.info->name, precision_c.info->version,
             dtype_name(parts.precision->param_dtype()), dtype_name(parts.precision->compute_dtype()));
-  log->info("run dir   {}", outcome.run_dir.string());
+  log->info("run dir   {}{}", outcome.run_dir.string(),
+            dry_run ? " (a dry run: left as it was at the end)" : "");
   if (command.resume == "if-any") {
     log->info("resume    --resume if-any: {}", resume_from.empty()
                                                    ? fmt::format("no checkpoint in {}: a fresh run", requested)
@@ -508,9 +518,10 @@ RunOutcome run_training(const TrainCommand& command) {
 
   // ---- 7. train ----
   std::unique_ptr<io::MetricsWriter> metrics;
-  if (ranks.rank == 0) metrics = std::make_unique<io::MetricsWriter>(outcome.run_dir / "metrics.jsonl");
+  if (ranks.rank == 0 && !dry_run) metrics = std::make_unique<io::MetricsWriter>(outcome.run_dir / "metrics.jsonl");
   // Kept for --dump-params; the backend reference is taken first so it is released last.
   const std::shared_ptr<Backend> backend_ref = parts.backend;
+  const std::shared_ptr<Communicator> comm_ref = parts.comm;  // a dry run's last barrier
   const std::shared_ptr<Model> model_ref = parts.model;
   std::optional<Trainer> trainer;
   if (profiler) {
@@ -519,7 +530,7 @@ RunOutcome run_training(const TrainCommand& command) {
   }
   backend_call("a call from the trainer's build",
                [&] { trainer.emplace(std::move(parts), std::move(to), ranks, metrics.get()); });
-  if (rollback) rollback->commit();
+  if (rollback && !dry_run) rollback->commit();  // a dry run's start is undone at its end
   stop_signals_held.reset();  // a signal that came during the start takes effect now
   // After commit: the rollback promises to leave what was there before untouched on a failed
   // start, and these are records of the earlier run.
@@ -557,6 +568,18 @@ RunOutcome run_training(const TrainCommand& command) {
     log->info("parameters written to {}", command.dump_params.string());
   }
   if (profiler && ranks.rank == 0) profile::report(*profiler, dev, outcome.run_dir);
+  if (outcome.result.dry_run) {
+    for (const std::string& line : dry_run_summary(*outcome.result.dry_run, host_peak_rss_mb())) log->info("{}", line);
+    {
+      const CollectivePurpose purpose("dry run: every rank done before the run directory is restored");
+      if (ranks.world_size > 1) comm_ref->barrier();
+    }
+    rollback.reset();  // rank 0: removes the directory, or what this start added to an existing one
+    log->info("dry run: nothing kept in {}; run the same command without --dry-run to train",
+              outcome.run_dir.string());
+    log::flush();
+    return outcome;
+  }
   // A run without [data.eval] has no test accuracy; printing 0.0000 would read as a failed model.
   if (!outcome.result.stopped_early.empty()) log->info("{}", outcome.result.stopped_early);
   if (eval_c) {

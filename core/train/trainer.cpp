@@ -256,6 +256,7 @@ struct Trainer::Impl {
     std::int64_t updates = 0;                       // optimizer steps (groups of micro-steps)
     double grad_norm_sum = 0;                       // pre-clip norms of the applied steps
     std::int64_t clipped = 0, norms = 0;
+    std::vector<double> step_seconds;  // a dry run's optimizer steps, each timed (dry_run.hpp)
   };
 
   /// The loop's position and state, for a checkpoint after `epochs_done` epochs and
@@ -305,6 +306,7 @@ struct Trainer::Impl {
     progress.begin(fmt::format("epoch {}/{}", epoch + 1, opt.epochs), steps);
     step_metrics.start_epoch();
     std::int64_t first_unchecked_step = first_step;  // of the non-finite loss check
+    auto step_start = t0;                            // a dry run times each optimizer step
     while (auto batch = train_loader->next()) {
       st.wait_seconds += batch->wait_seconds;
       crash::set_step(batch->step + 1, steps);
@@ -405,6 +407,13 @@ struct Trainer::Impl {
         progress.update(batch->step + 1, st.global_samples,
                         train_progress_values(loss_sum, correct, local_samples, lr, precision.metrics()));
       }
+      if (opt.dry_run_steps > 0) {
+        backend().synchronize();  // the step's time is where its work was done, queued or not
+        const auto now = Clock::now();
+        st.step_seconds.push_back(std::chrono::duration<double>(now - step_start).count());
+        step_start = now;
+        if (st.updates >= opt.dry_run_steps) break;  // every rank at the same step: no collective left open
+      }
     }
     backend().synchronize();
     st.seconds = seconds_since(t0);
@@ -423,7 +432,7 @@ struct Trainer::Impl {
     progress.begin(fmt::format("eval  {}/{}", epoch + 1, opt.epochs), eval_loader->steps_per_epoch());
     double local_seen = 0, global_seen = 0;
     EvalParts eval{&backend(), parts.model.get(), parts.precision.get(), eval_loader.get(), &loss, &boundary, {},
-                   top_k.get()};
+                   top_k.get(), opt.dry_run_steps};
     eval.after_batch = [&](const data::Batch& b) {
       local_seen += static_cast<double>(b.valid_rows);
       global_seen += static_cast<double>(b.global_valid);
@@ -477,8 +486,35 @@ struct Trainer::Impl {
     metrics->write(rec);
   }
 
+  /// A few steps of the first epoch and as many eval batches, timed; nothing recorded or saved.
+  DryRunReport dry_run() {
+    DryRunReport r;
+    const EpochStats st = train_epoch(start_epoch, start_step);
+    r.step_seconds = st.step_seconds;
+    r.steps_per_epoch = accumulation->updates_per_epoch();
+    r.epoch = start_epoch + 1;
+    r.epochs_left = std::max<std::int64_t>(0, opt.epochs - start_epoch);
+    r.train_loss = st.totals.loss();
+    if (eval_loader) {
+      const auto te = Clock::now();
+      (void)evaluate(start_epoch);  // reduced over the ranks like a real epoch's: the same collectives
+      r.eval_seconds = seconds_since(te);
+      r.eval_batches = std::min(opt.dry_run_steps, eval_loader->steps_per_epoch());
+      r.eval_batches_per_epoch = eval_loader->steps_per_epoch();
+    }
+    progress.clear();
+    const auto counters = backend().counters();
+    if (const auto it = counters.find("allocator_peak_mib"); it != counters.end()) r.device_peak_mib = it->second;
+    return r;
+  }
+
   TrainResult run() {
     TrainResult result;
+    if (opt.dry_run_steps > 0) {
+      result.dry_run = dry_run();
+      result.steps = global_step;
+      return result;
+    }
     for (std::int64_t epoch = start_epoch; epoch < opt.epochs; ++epoch) {
       const EpochStats st = train_epoch(epoch, epoch == start_epoch ? start_step : 0);
       const double lr = schedule->at(std::max<std::int64_t>(0, global_step - 1));

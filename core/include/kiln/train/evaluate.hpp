@@ -51,6 +51,8 @@ struct EvalParts {
   std::function<void(const data::Batch& batch)> after_batch;
   /// Counts the top-k hits as well when set (reset at the start of the pass); may be null.
   TopKCounter* top_k = nullptr;
+  /// Stop after this many loader steps (`kiln train --dry-run`); 0 = the whole split.
+  std::int64_t max_batches = 0;
 };
 
 /// Runs `epoch` of the loader (its order; unshuffled eval loaders ignore the epoch).

@@ -49,6 +49,10 @@ struct TrainCommand {
   std::int64_t profile_warmup = 1;
   /// --check-sharding: before training, the ranks check their samples (shard_check.hpp).
   bool check_sharding = false;
+  /// --dry-run / --dry-run-steps N: train this many optimizer steps and evaluate as many batches,
+  /// print what a real run would take, and leave the run directory as it was (dry_run.hpp).
+  /// 0 = a real run.
+  std::int64_t dry_run_steps = 0;
 };
 
 struct RunOutcome {

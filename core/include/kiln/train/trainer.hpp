@@ -31,6 +31,7 @@
 #include "kiln/precision_policy.hpp"
 #include "kiln/train/freeze.hpp"
 #include "kiln/train/init_weights.hpp"
+#include "kiln/train/dry_run.hpp"
 #include "kiln/train/early_stop.hpp"
 #include "kiln/train/lr_schedule.hpp"
 #include "kiln/train/optimizer.hpp"
@@ -106,6 +107,10 @@ struct TrainerOptions {
   std::optional<EarlyStopOptions> early_stop;
   /// The plateau schedule's rule (lr_plateau.hpp): set when schedule_type is "plateau".
   std::optional<PlateauOptions> lr_plateau;
+  /// `kiln train --dry-run`: run only this many optimizer steps of the first epoch (each timed,
+  /// the device synchronised after it) and as many eval batches, then stop: no epoch records, no
+  /// checkpoints (dry_run.hpp). 0 = a real run.
+  std::int64_t dry_run_steps = 0;
 };
 
 /// The metrics `o` watches: early stopping's, keep_best's and the plateau schedule's, where set.
@@ -119,6 +124,8 @@ struct TrainResult {
   std::int64_t steps = 0;
   /// Why the run ended before its last epoch ("early stopping: ..."); empty when it did not.
   std::string stopped_early;
+  /// What a dry run measured (TrainerOptions::dry_run_steps); empty for a real run.
+  std::optional<DryRunReport> dry_run;
 };
 
 class Trainer {

@@ -1,0 +1,57 @@
+// The lines `kiln train --dry-run` ends with (core/train/dry_run.hpp), from made-up timings: the
+// pace is the steps after the first (which makes plans), the estimates multiply it out, and a
+// resumed run with nothing left says so.
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+#include <vector>
+
+#include "kiln/train/dry_run.hpp"
+
+namespace {
+
+kiln::train::DryRunReport report() {
+  kiln::train::DryRunReport r;
+  r.step_seconds = {0.5, 0.1, 0.1, 0.1};
+  r.steps_per_epoch = 600;
+  r.epoch = 1;
+  r.epochs_left = 10;
+  r.train_loss = 2.30259;
+  r.eval_batches = 4;
+  r.eval_batches_per_epoch = 100;
+  r.eval_seconds = 0.2;
+  return r;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(dry_run_summary)
+
+BOOST_AUTO_TEST_CASE(the_pace_leaves_out_the_first_step_and_the_estimates_multiply_it_out) {
+  const std::vector<std::string> lines = kiln::train::dry_run_summary(report(), 512.4);
+  BOOST_TEST_REQUIRE(lines.size() == 3u);
+  BOOST_TEST(lines[0] == "dry run: 4 of 600 optimizer steps of epoch 1 in 800 ms (the first 500 ms, then 100 ms "
+                         "each); train loss 2.3026");
+  BOOST_TEST(lines[1] == "dry run: 4 of 100 eval batches in 200 ms (50 ms each)");
+  // 600 x 0.1 s = 60 s of training + 100 x 0.05 s = 5 s of eval: 65 s an epoch, 650 s for ten.
+  BOOST_TEST(lines[2] == "dry run: at that pace an epoch takes about 1 min 5 s (train 1 min 0 s + eval 5 s), the 10 "
+                         "epochs to train about 10 min 50 s; peak memory 512 MB on the host");
+}
+
+BOOST_AUTO_TEST_CASE(device_memory_one_step_no_eval_and_nothing_left_to_train) {
+  kiln::train::DryRunReport r = report();
+  r.step_seconds = {0.25};
+  r.eval_batches = 0;
+  r.epochs_left = 0;
+  r.epoch = 4;
+  r.device_peak_mib = 2048;
+  r.steps_per_epoch = 50000;  // 12500 s: hours and minutes
+  const std::vector<std::string> lines = kiln::train::dry_run_summary(r, 100);
+  BOOST_TEST_REQUIRE(lines.size() == 2u);
+  BOOST_TEST(lines[0] == "dry run: 1 of 50000 optimizer steps of epoch 4 in 250 ms; train loss 2.3026");
+  BOOST_TEST(lines[1] == "dry run: at that pace an epoch takes about 3 h 28 min (train 3 h 28 min), but the checkpoint holds "
+                         "every epoch of the run: it has nothing left to train; peak memory 100 MB on the host, "
+                         "2048 MiB on the device");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
