@@ -39,6 +39,13 @@ const fs::path& scratch_dir() {
   return s.path;
 }
 
+fs::path fresh_workdir(const std::string& name) {
+  const fs::path dir = scratch_dir() / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
 fs::path fixture_data_config(const std::string& data_plugin, int epochs) {
   const fs::path file = scratch_dir() / fmt::format("{}-{}-epochs.toml", data_plugin, epochs);
   std::ofstream(file) << "[run]\nepochs = " << epochs

@@ -16,6 +16,9 @@ struct KilnResult {
 
 /// A fresh directory under the system temp dir for this test process, removed at exit.
 const std::filesystem::path& scratch_dir();
+/// scratch_dir()/name, empty (emptied if an earlier test case of this process used the name): a
+/// test case's working directory.
+std::filesystem::path fresh_workdir(const std::string& name);
 
 /// Runs `kiln args...` with `cwd` as its working directory, after the shell command `setup` if
 /// one is given (e.g. "ulimit -f 1200"; it applies to kiln, not to the test).

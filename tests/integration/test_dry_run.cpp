@@ -20,12 +20,7 @@ using kiln::test::one_line_error;
 using kiln::test::run_kiln;
 using kiln::test::slurp;
 
-fs::path workdir(const std::string& name) {
-  const fs::path dir = kiln::test::scratch_dir() / ("dry-run-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path workdir(const std::string& name) { return kiln::test::fresh_workdir("dry-run-" + name); }
 
 /// The mlp on 64 synthetic samples, batch 16: 4 optimizer steps an epoch; 32 eval samples: 2
 /// eval batches.

@@ -14,17 +14,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using kiln::test::run_kiln;
-using kiln::test::scratch_dir;
 
 const std::string kSample = std::string(KILN_SOURCE_DIR) + "/samples/fashion-mnist-mlp.toml";
 
 using kiln::test::one_line_error;
 
-fs::path workdir(const std::string& name) {
-  const fs::path dir = scratch_dir() / ("hostile-" + name);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path workdir(const std::string& name) { return kiln::test::fresh_workdir("hostile-" + name); }
 
 /// The mlp on `synthetic` data: 64 samples of 8 features, batch 16 (4 steps an epoch).
 fs::path synthetic_config(const fs::path& dir) {

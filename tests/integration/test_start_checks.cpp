@@ -13,7 +13,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using kiln::test::run_kiln;
-using kiln::test::scratch_dir;
 
 const std::string kSample = std::string(KILN_SOURCE_DIR) + "/samples/fashion-mnist-mlp.toml";
 // A parameter only the mlp itself rejects (its schema's ranges cannot see the total): a layer of
@@ -23,11 +22,7 @@ const std::string kHugeLayer = "model.hidden=[1099511627776]";
 using kiln::test::one_line_error;
 
 /// A fresh empty working directory for one test.
-fs::path workdir(const std::string& name) {
-  const fs::path dir = scratch_dir() / name;
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path workdir(const std::string& name) { return kiln::test::fresh_workdir(name); }
 
 std::set<fs::path> entries_under(const fs::path& dir) {
   std::set<fs::path> out;

@@ -25,12 +25,7 @@ using kiln::test::one_line_error;
 using kiln::test::run_kiln;
 using kiln::test::slurp;
 
-fs::path workdir(const std::string& name) {
-  const fs::path dir = kiln::test::scratch_dir() / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path workdir(const std::string& name) { return kiln::test::fresh_workdir(name); }
 
 /// The mlp on 64 synthetic samples, batch 16: 4 steps an epoch. `extra` is appended.
 fs::path config(const fs::path& dir, const std::string& extra) {
