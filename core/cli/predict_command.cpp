@@ -62,6 +62,7 @@ int run_predict_command(const std::vector<std::string>& args, std::ostream& out)
   train::EvalRequest request = common.request();
   request.every_sample = true;
   request.unlabeled_ok = true;  // predicting is what unlabeled images are for
+  request.top_k_accuracy = false;  // the rows carry each sample's top k; no accuracy of it is reported
   // Checked first: a wrong extension or --top-k fails before the model is built.
   PredictionFile::check_name(output);
   if (explicit_k && top_k < 1) throw ConfigError(fmt::format("--top-k {} must be at least 1", top_k));

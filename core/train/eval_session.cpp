@@ -170,7 +170,9 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
     s.classes = spec.num_classes;
     s.loss = std::make_unique<nn::SoftmaxCrossEntropy>(static_cast<float>(smoothing));
     s.loss->build(*s.backend, ctx.max_batch, spec.num_classes);
-    if (const auto why_not = TopKCounter::not_counted(*s.backend, spec.num_classes); !why_not) {
+    if (const auto why_not = TopKCounter::not_counted(*s.backend, spec.num_classes); !request.top_k_accuracy) {
+      // Predictions are ranked on the host; a count nobody reports would cost an op per batch.
+    } else if (!why_not) {
       s.top_k = std::make_unique<TopKCounter>(*s.backend);
     } else if (spec.num_classes > kTopK) {
       log::get("eval")->info("no top-{} accuracy: {}", kTopK, *why_not);

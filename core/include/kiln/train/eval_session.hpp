@@ -36,6 +36,7 @@ struct EvalRequest {
   std::vector<std::filesystem::path> plugin_dirs;  ///< --plugin-path entries
   bool every_sample = false;                       ///< force the "partial" last batch (predict)
   bool unlabeled_ok = false;                       ///< accept eval data without labels (predict)
+  bool top_k_accuracy = true;                      ///< count the top-5 hits (predict reports none)
 };
 
 class EvalSession {
