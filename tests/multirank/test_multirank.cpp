@@ -268,6 +268,23 @@ BOOST_AUTO_TEST_CASE(two_ranks_accumulating_four_micro_steps_equal_one_rank_of_t
   BOOST_TEST(first_record(two).at("samples").number == first_record(one).at("samples").number);
 }
 
+BOOST_AUTO_TEST_CASE(two_ranks_lower_the_rate_on_a_plateau_at_the_same_epoch) {
+  // The training loss falls, so watched for a maximum it stalls after epoch 1: each later epoch
+  // halves the rate. Each rank decides from the metrics reduced over both, so both logs say so at
+  // the same epochs (a rank that decided alone would train on at another rate, unnoticed).
+  const fs::path run = scratch() / "plateau";
+  auto p = start("plateau", {"--nproc", "2", "--set", "comm.type=\"gloo\"", "--set", "run.epochs=3", "--set",
+                             "data.train.limit=1280", "--set", "data.eval.limit=256", "--set", "schedule.type=\"plateau\"",
+                             "--set", "schedule.metric=\"train_loss\"", "--set", "schedule.mode=\"max\"", "--set",
+                             "schedule.patience=1", "--set", "schedule.factor=0.5", "--run-dir", run.string()});
+  BOOST_TEST_REQUIRE(p->wait_for(kWallClock).value_or(-1) == 0, err_of("plateau"));
+  for (const char* log : {"logs/rank0.log", "logs/rank1.log"}) {
+    const std::string text = slurp(run / log);
+    BOOST_TEST(text.find("epoch 2: lr 0.001 -> 0.0005: train_loss (max)") != std::string::npos, log);
+    BOOST_TEST(text.find("epoch 3: lr 0.0005 -> 0.00025: train_loss (max)") != std::string::npos, log);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(sigkill_under_nproc) {
   const fs::path dir = scratch() / "kill-nproc";
   auto sup = start("kill-nproc", with(kLongRun, {"--nproc", "4", "--run-dir", dir.string()}));
