@@ -530,8 +530,11 @@ RunOutcome run_training(const TrainCommand& command) {
   }
   backend_call("a call from the trainer's build",
                [&] { trainer.emplace(std::move(parts), std::move(to), ranks, metrics.get()); });
-  if (rollback && !dry_run) rollback->commit();  // a dry run's start is undone at its end
-  stop_signals_held.reset();  // a signal that came during the start takes effect now
+  // A dry run is a start that is always undone: Ctrl-C waits for its few steps and the undoing.
+  if (!dry_run) {
+    if (rollback) rollback->commit();
+    stop_signals_held.reset();  // a signal that came during the start takes effect now
+  }
   // After commit: the rollback promises to leave what was there before untouched on a failed
   // start, and these are records of the earlier run.
   if (metrics && !resume_from.empty()) {
@@ -548,7 +551,7 @@ RunOutcome run_training(const TrainCommand& command) {
   std::optional<StallWarning> stall_warning;  // dist.warn_after_s (stall_warning.hpp)
   if (recorder) {
     recorder->write_into(outcome.run_dir / "debug");
-    record_on_stop.emplace(recorder);
+    if (!dry_run) record_on_stop.emplace(recorder);  // a dry run holds the signals until it is undone
     if (warn_after.count() > 0) {
       stall_warning.emplace(recorder, StallWarningOptions{warn_after, static_cast<double>(timeout.count()) / 1000.0,
                                                           outcome.run_dir});
@@ -578,6 +581,7 @@ RunOutcome run_training(const TrainCommand& command) {
     log->info("dry run: nothing kept in {}; run the same command without --dry-run to train",
               outcome.run_dir.string());
     log::flush();
+    stop_signals_held.reset();  // a Ctrl-C during the dry run ends the process now
     return outcome;
   }
   // A run without [data.eval] has no test accuracy; printing 0.0000 would read as a failed model.

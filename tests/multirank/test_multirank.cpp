@@ -397,6 +397,24 @@ BOOST_AUTO_TEST_CASE(start_failing_after_the_run_directory_exists_leaves_none) {
   BOOST_TEST(!fs::exists(dir), "the failed start left " << dir << (fs::exists(dir / "logs") ? " with logs/" : ""));
 }
 
+BOOST_AUTO_TEST_CASE(ctrl_c_during_a_dry_run_ends_it_after_its_steps_with_nothing_kept) {
+  // A dry run is a start that is always undone, so SIGINT waits for its steps and the undoing
+  // (docs/dry-run.md). Batch 1 makes its 60000 steps last seconds: the signal lands inside them.
+  const fs::path dir = scratch() / "dry-run-interrupted";
+  auto p = start("dry-run-interrupted", {"--run-dir", dir.string(), "--set", "loader.batch=1", "--set",
+                                         "loader.eval_batch=64", "--dry-run-steps", "60000"});
+  wait_for_text(scratch() / "dry-run-interrupted.err", "(a dry run: left as it was at the end)", kWallClock);
+  BOOST_TEST_REQUIRE(fs::exists(dir / "config.toml"));  // the start wrote it, as a real one does
+  ::kill(p->pid(), SIGINT);
+  const auto status = p->wait_for(kWallClock);
+  BOOST_TEST_REQUIRE(status.has_value());
+  const std::string err = err_of("dry-run-interrupted");
+  BOOST_TEST(*status == 128 + SIGINT, err);  // stopped by the signal, once the run directory was undone
+  BOOST_TEST(err.find("dry run: 60000 of 60000 optimizer steps of epoch 1") != std::string::npos, err);
+  BOOST_TEST(err.find("dry run: nothing kept in ") != std::string::npos, err);
+  BOOST_TEST(!fs::exists(dir));
+}
+
 BOOST_AUTO_TEST_CASE(start_failing_as_rank_0_writes_config_leaves_the_directory_as_it_was) {
   // An existing run directory in which rank 0 cannot write config.toml (config.toml.tmp is a
   // folder): rank 0 fails right after creating logs/ and removes it again. The other ranks must
