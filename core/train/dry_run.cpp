@@ -47,6 +47,10 @@ std::vector<std::string> dry_run_summary(const DryRunReport& r, double host_peak
     out.push_back(fmt::format("dry run: {} of {} eval batches in {} ({} each)", r.eval_batches,
                               r.eval_batches_per_epoch, duration(r.eval_seconds), duration(per_batch)));
   }
+  if (r.checkpoint_seconds) {
+    out.push_back(fmt::format("dry run: a checkpoint of {:.1f} MB written in {} (checkpoints/dry-run, not kept)",
+                              r.checkpoint_mb, duration(*r.checkpoint_seconds)));
+  }
   const double train_epoch = pace * static_cast<double>(r.steps_per_epoch);
   const std::string eval_part = r.eval_batches > 0 ? fmt::format(" + eval {}", duration(eval_epoch)) : "";
   std::string memory = fmt::format("peak memory {:.0f} MB on the host", host_peak_mb);

@@ -406,8 +406,9 @@ RunOutcome run_training(const TrainCommand& command) {
   read_training_features({&optimizer, &loader, &checkpoint, &early_stop, &schedule, schedule_type, eval_c.has_value()},
                          to);
   const bool dry_run = command.dry_run_steps > 0;
-  if (dry_run) {  // a few steps, nothing kept: no checkpoints to write (dry_run.hpp)
+  if (dry_run) {  // a few steps, nothing kept: one checkpoint at most, written aside (dry_run.hpp)
     to.dry_run_steps = command.dry_run_steps;
+    to.dry_run_checkpoint = to.checkpoint_every > 0 || to.checkpoint_every_steps > 0 || to.keep_best.has_value();
     to.checkpoint_every = 0;
     to.checkpoint_every_steps = 0;
     to.keep_best.reset();

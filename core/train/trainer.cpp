@@ -502,6 +502,19 @@ struct Trainer::Impl {
       r.eval_batches = std::min(opt.dry_run_steps, eval_loader->steps_per_epoch());
       r.eval_batches_per_epoch = eval_loader->steps_per_epoch();
     }
+    if (opt.dry_run_checkpoint) {  // what the real run's first checkpoint will meet: disk, permissions, time
+      const std::filesystem::path dir = opt.checkpoint_dir / "dry-run";
+      const auto tc = Clock::now();
+      buffer_sync->from_rank0();
+      stop_if_weights_diverged(dir);
+      save_checkpoint_to(dir, backend(), *parts.comm, *parts.model, *optimizer, *parts.precision,
+                         position(start_epoch + 1, 0));
+      r.checkpoint_seconds = seconds_since(tc);
+      std::error_code ec;  // rank 0 wrote it; the others report no size
+      for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        if (e.is_regular_file(ec)) r.checkpoint_mb += static_cast<double>(e.file_size(ec)) / 1e6;
+      }
+    }
     progress.clear();
     const auto counters = backend().counters();
     if (const auto it = counters.find("allocator_peak_mib"); it != counters.end()) r.device_peak_mib = it->second;

@@ -1,5 +1,6 @@
-// `kiln train --dry-run` through the real binary: a few optimizer steps and as many eval batches
-// run, the summary says how many of how many and what a whole epoch and the run would take, and
+// `kiln train --dry-run` through the real binary: a few optimizer steps, as many eval batches and
+// one checkpoint (where the run writes any) run, the summary says how many of how many and what a
+// whole epoch and the run would take, and
 // the run directory is left exactly as it was -- gone when the dry run made it (folders above it
 // too), byte for byte the same when it was a run being resumed. A config a real run refuses is
 // refused the same way, and on two ranks every rank steps and nothing is kept.
@@ -60,6 +61,7 @@ BOOST_AUTO_TEST_CASE(a_dry_run_trains_a_few_steps_says_what_the_run_would_take_a
   BOOST_TEST(has(r.err, "dry run: 2 of 4 optimizer steps of epoch 1 in "), r.err);
   BOOST_TEST(has(r.err, "; train loss "), r.err);
   BOOST_TEST(has(r.err, "dry run: 2 of 2 eval batches in "), r.err);
+  BOOST_TEST(has(r.err, "dry run: a checkpoint of "), r.err);  // every_epochs = 1: the run writes some
   BOOST_TEST(has(r.err, "dry run: at that pace an epoch takes about "), r.err);
   BOOST_TEST(has(r.err, "the 5 epochs to train about "), r.err);
   BOOST_TEST(has(r.err, "peak memory "), r.err);
@@ -73,6 +75,13 @@ BOOST_AUTO_TEST_CASE(a_dry_run_trains_a_few_steps_says_what_the_run_would_take_a
                                   "--set", "loader.accumulate_steps=2"});
   BOOST_TEST_REQUIRE(acc.status == 0, acc.err);
   BOOST_TEST(has(acc.err, "dry run: 2 of 2 optimizer steps of epoch 1 in "), acc.err);
+  BOOST_TEST(!fs::exists(cwd / "runs"));
+
+  // A run that writes no checkpoints: the dry run writes none either.
+  const auto none = run_kiln(cwd, {"train", "--config", config(cwd).string(), "--run-dir", run.string(), "--dry-run",
+                                   "--set", "checkpoint.every_epochs=0"});
+  BOOST_TEST_REQUIRE(none.status == 0, none.err);
+  BOOST_TEST(!has(none.err, "a checkpoint of"), none.err);
   BOOST_TEST(!fs::exists(cwd / "runs"));
 }
 
@@ -90,6 +99,7 @@ BOOST_AUTO_TEST_CASE(a_dry_run_of_a_resumed_run_leaves_its_directory_byte_for_by
   BOOST_TEST(has(dry.err, "resumed from "), dry.err);
   BOOST_TEST(has(dry.err, "dry run: 3 of 4 optimizer steps of epoch 3 in "), dry.err);
   BOOST_TEST(has(dry.err, "the 3 epochs to train about "), dry.err);
+  BOOST_TEST(has(dry.err, "dry run: a checkpoint of "), dry.err);  // written beside the run's own, then removed
   BOOST_TEST((snapshot(run) == before), "the dry run changed the run directory it resumed");
 }
 

@@ -38,6 +38,15 @@ BOOST_AUTO_TEST_CASE(the_pace_leaves_out_the_first_step_and_the_estimates_multip
                          "epochs to train about 10 min 50 s; peak memory 512 MB on the host");
 }
 
+BOOST_AUTO_TEST_CASE(the_checkpoint_it_wrote_has_a_line_of_its_own) {
+  kiln::train::DryRunReport r = report();
+  r.checkpoint_seconds = 0.41;
+  r.checkpoint_mb = 204.71;
+  const std::vector<std::string> lines = kiln::train::dry_run_summary(r, 512);
+  BOOST_TEST_REQUIRE(lines.size() == 4u);
+  BOOST_TEST(lines[2] == "dry run: a checkpoint of 204.7 MB written in 410 ms (checkpoints/dry-run, not kept)");
+}
+
 BOOST_AUTO_TEST_CASE(device_memory_one_step_no_eval_and_nothing_left_to_train) {
   kiln::train::DryRunReport r = report();
   r.step_seconds = {0.25};

@@ -1,6 +1,7 @@
 // `kiln train --dry-run`: a config checked by running it -- every rank starts, meets, builds its
-// model and loaders, trains a few optimizer steps of the first epoch and evaluates as many
-// batches, with every collective of a real step -- and then nothing of it is kept: the run
+// model and loaders, trains a few optimizer steps of the first epoch, evaluates as many batches
+// and writes one checkpoint, with every collective of a real step -- and then nothing of it is
+// kept: the run
 // directory is removed as a failed start's is (run_dir_rollback.hpp). Lightning's fast_dev_run,
 // with an estimate of what the real run will take, so a model x data x communicator x precision
 // combination can be tried in seconds before it is given hours.
@@ -25,6 +26,10 @@ struct DryRunReport {
   std::int64_t eval_batches = 0;     ///< evaluated (0: no [data.eval])
   std::int64_t eval_batches_per_epoch = 0;
   double eval_seconds = 0;  ///< the eval batches together, their result read back
+  /// The one checkpoint a dry run writes (into checkpoints/dry-run, removed with the rest) where
+  /// the real run would write any: how long it took, and its size on rank 0.
+  std::optional<double> checkpoint_seconds;
+  double checkpoint_mb = 0;
   std::optional<double> device_peak_mib;  ///< where the backend counts it (allocator_peak_mib)
 };
 

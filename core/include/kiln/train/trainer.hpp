@@ -111,6 +111,9 @@ struct TrainerOptions {
   /// the device synchronised after it) and as many eval batches, then stop: no epoch records, no
   /// checkpoints (dry_run.hpp). 0 = a real run.
   std::int64_t dry_run_steps = 0;
+  /// A dry run also writes one checkpoint, into checkpoint_dir/dry-run (never rotated, never
+  /// resumed from; removed with what the dry run added), where the real run would write any.
+  bool dry_run_checkpoint = false;
 };
 
 /// The metrics `o` watches: early stopping's, keep_best's and the plateau schedule's, where set.
