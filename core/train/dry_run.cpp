@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <numeric>
 
-
 namespace kiln::train {
 namespace {
 

@@ -50,14 +50,26 @@ double float_or(const ParamMap& t, std::string_view key, double fallback) {
   return t.contains(key) ? t.get_float(key) : fallback;
 }
 
+/// `type`'s place in schedule_types(), which is the order of LrSchedule::Kind.
+LrSchedule::Kind kind_of(const std::string& type) {
+  const auto types = schedule_types();
+  const auto it = std::find(types.begin(), types.end(), type);
+  if (it == types.end()) {
+    throw ConfigError(fmt::format("schedule.type = '{}' is not one of constant, cosine, step, plateau", type));
+  }
+  return static_cast<LrSchedule::Kind>(it - types.begin());
+}
+
 }  // namespace
 
 std::span<const kiln_param_spec_v1> schedule_schema(const std::string& type) {
-  if (type == "constant") return kConstantSchema;
-  if (type == "cosine") return kCosineSchema;
-  if (type == "step") return kStepSchema;
-  if (type == "plateau") return kPlateauSchema;
-  throw ConfigError(fmt::format("schedule.type = '{}' is not one of constant, cosine, step, plateau", type));
+  switch (kind_of(type)) {
+    case LrSchedule::Kind::constant: return kConstantSchema;
+    case LrSchedule::Kind::cosine: return kCosineSchema;
+    case LrSchedule::Kind::step: return kStepSchema;
+    case LrSchedule::Kind::plateau: return kPlateauSchema;
+  }
+  return {};
 }
 
 std::vector<kiln_param_spec_v1> schedule_keys_of_other_types(const std::string& type) {
@@ -75,7 +87,7 @@ std::vector<kiln_param_spec_v1> schedule_keys_of_other_types(const std::string& 
 }
 
 std::span<const std::string_view> schedule_types() {
-  static constexpr std::string_view kTypes[] = {"constant", "cosine", "step", "plateau"};
+  static constexpr std::string_view kTypes[] = {"constant", "cosine", "step", "plateau"};  // LrSchedule::Kind's order
   return kTypes;
 }
 
@@ -83,12 +95,8 @@ LrSchedule::LrSchedule(const std::string& type, const ParamMap& t, double base_l
                        std::int64_t steps_per_epoch, std::int64_t epochs, std::optional<PlateauOptions> plateau)
     : base_lr_(base_lr), min_lr_(float_or(t, "min_lr", 0.0)), gamma_(float_or(t, "gamma", 1.0)),
       total_steps_(steps_per_epoch * epochs), steps_per_epoch_(steps_per_epoch) {
+  kind_ = kind_of(type);
   if (t.contains("milestones")) milestones_ = t.get<std::vector<std::int64_t>>("milestones");
-  if (type == "constant") kind_ = Kind::constant;
-  else if (type == "cosine") kind_ = Kind::cosine;
-  else if (type == "step") kind_ = Kind::step;
-  else if (type == "plateau") kind_ = Kind::plateau;
-  else throw ConfigError(fmt::format("schedule.type = '{}' is not one of constant, cosine, step, plateau", type));
   if (kind_ == Kind::plateau) {
     if (!plateau) throw std::logic_error("LrSchedule: the plateau schedule needs plateau_options() of its table");
     plateau_.emplace(std::move(*plateau), base_lr);

@@ -35,7 +35,7 @@ std::vector<kiln_param_spec_v1> schedule_keys_of_other_types(const std::string& 
 
 class LrSchedule {
  public:
-  enum class Kind : std::uint8_t { constant, cosine, step, plateau };
+  enum class Kind : std::uint8_t { constant, cosine, step, plateau };  // schedule_types()'s order
   /// `table` was validated against schedule_schema(type); `plateau` is plateau_options() of it:
   /// required for type "plateau", ignored otherwise. Throws ConfigError for a bad type, negative
   /// warmup, min_lr above the rate, milestones out of order.
