@@ -261,6 +261,10 @@ void ProfilingBackend::adam_update(const Tensor& param, const Tensor& m, const T
   timed("adam_update", param.dtype(), memory({&param, &m, &v, &grad}, {&param, &m, &v}),
         [&] { inner_->adam_update(param, m, v, grad, step); });
 }
+void ProfilingBackend::lerp(const Tensor& dst, const Tensor& src, float weight) {
+  // dst is read and written.
+  timed("lerp", dst.dtype(), memory({&dst, &src}, {&dst}), [&] { inner_->lerp(dst, src, weight); });
+}
 void ProfilingBackend::conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, const Tensor& w) {
   Work work = memory({&x, &w}, {&y});
   work.flops = conv_flops(y, w);

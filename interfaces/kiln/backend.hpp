@@ -173,6 +173,13 @@ class Backend {
   /// One Adam/AdamW step over param/grad/m/v of equal shape.
   virtual void adam_update(const Tensor& param, const Tensor& m, const Tensor& v,
                            const Tensor& grad, const AdamStep& step);
+  /// dst += weight * (src - dst) over dst and src f32 of one shape, row-major, weight in [0, 1]:
+  /// PyTorch's in-place torch.lerp, and how [ema] keeps its moving average of the weights
+  /// (weight = 1 - decay). Computed as PyTorch does, dst + weight * (src - dst) for weight < 0.5
+  /// and src - (src - dst) * (1 - weight) otherwise, each rounded once per operation or fused
+  /// (a backend may contract a * b + c into one fma), so weight 0 leaves dst and weight 1 gives src
+  /// (finite values; as in PyTorch a zero may change sign, and an inf difference gives NaN).
+  virtual void lerp(const Tensor& dst, const Tensor& src, float weight);
 
   // ---- convolution, normalisation, pooling (ResNet) ------------------------------------------
   // What the trainer guarantees, so a backend may cache data derived from a convolution's

@@ -41,4 +41,5 @@
   X(batchnorm_stats)           \
   X(batchnorm_backward_reduce) \
   X(batchnorm_backward_elemt)  \
-  X(top_k_hits)
+  X(top_k_hits)                \
+  X(lerp)

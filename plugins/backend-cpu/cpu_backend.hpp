@@ -98,6 +98,7 @@ class CpuBackend final : public Backend {
                   const SgdStep& step) override;
   void adam_update(const Tensor& param, const Tensor& m, const Tensor& v, const Tensor& grad,
                    const AdamStep& step) override;
+  void lerp(const Tensor& dst, const Tensor& src, float weight) override;
 
   std::shared_ptr<OpPlan> plan_conv2d(const Conv2dDesc& desc) override;
   void conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, const Tensor& w) override;

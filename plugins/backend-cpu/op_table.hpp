@@ -54,6 +54,7 @@ inline constexpr CpuOp kCpuOps[] = {
     {Op::batchnorm_backward_reduce, Engine::loop, sdk::kFloatTypes},
     {Op::batchnorm_backward_elemt, Engine::loop, sdk::kFloatTypes},
     {Op::top_k_hits, Engine::loop, sdk::kF32Only},
+    {Op::lerp, Engine::loop, sdk::kF32Only},
 };
 static_assert(sdk::lists_every_op_once(kCpuOps),
               "kCpuOps needs one row per op of KILN_OPS (kiln/op_table.hpp), in its order");

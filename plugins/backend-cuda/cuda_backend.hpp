@@ -118,6 +118,7 @@ class CudaBackend final : public Backend {
                   const SgdStep& step) override;
   void adam_update(const Tensor& param, const Tensor& m, const Tensor& v, const Tensor& grad,
                    const AdamStep& step) override;
+  void lerp(const Tensor& dst, const Tensor& src, float weight) override;
 
   void global_avgpool_forward(const Tensor& y, const Tensor& x) override;
   void global_avgpool_backward(const Tensor& dx, const Tensor& dy) override;

@@ -55,6 +55,7 @@ inline constexpr CudaOp kCudaOps[] = {
     {Op::batchnorm_backward_reduce, OpGroup::kernel, sdk::kFloatTypes},
     {Op::batchnorm_backward_elemt, OpGroup::kernel, sdk::kFloatTypes},
     {Op::top_k_hits, OpGroup::kernel, sdk::kF32Only},
+    {Op::lerp, OpGroup::kernel, sdk::kF32Only},
 };
 static_assert(sdk::lists_every_op_once(kCudaOps),
               "kCudaOps needs one row per op of KILN_OPS (kiln/op_table.hpp), in its order");

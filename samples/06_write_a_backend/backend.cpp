@@ -63,6 +63,7 @@ constexpr OpRow kNaiveOps[] = {
     {Op::batchnorm_backward_reduce, kF32},  // batchnorm.cpp
     {Op::batchnorm_backward_elemt, kF32},   // batchnorm.cpp
     {Op::top_k_hits, kF32},                 // loss_optim.cpp
+    {Op::lerp, kF32},                       // elementwise.cpp
 };
 // An op added to the contract without a row here stops the build instead of being "unsupported".
 static_assert(sdk::lists_every_op_once(kNaiveOps),

@@ -1,5 +1,5 @@
 // Element-wise ops: activations forward and backward, relu(x + residual), dropout, add, cast,
-// scale and check_finite.
+// scale, lerp and check_finite.
 //
 // Each is one loop over the elements in memory order. That is right for image activations in
 // either layout as well: the shared checks (kiln/sdk/op_args.hpp) require every image operand of
@@ -154,6 +154,19 @@ void NaiveBackend::scale(const Tensor& t, float factor) {
   require_f32(Op::scale, t.dtype());
   float* data = floats(t);
   for (std::int64_t i = 0; i < t.numel(); ++i) data[i] *= factor;
+}
+
+void NaiveBackend::lerp(const Tensor& dst, const Tensor& src, float weight) {
+  const OpCheck check(Op::lerp);
+  sdk::check_lerp(check, dst, src, weight);  // f32 only, weight in [0, 1]
+  float* d = floats(dst);
+  const float* s = floats(src);  // may be d (in place): element i is read before it is written
+  // torch.lerp's two sides, in float as the contract states: anchored at dst below 0.5 (weight 0
+  // leaves dst as it was), at src from 0.5 on (weight 1 gives src exactly).
+  for (std::int64_t i = 0; i < dst.numel(); ++i) {
+    const float diff = s[i] - d[i];
+    d[i] = weight < 0.5f ? d[i] + weight * diff : s[i] - diff * (1.0f - weight);
+  }
 }
 
 void NaiveBackend::check_finite(const Tensor& flag, const Tensor& t) {

@@ -89,6 +89,7 @@ class NaiveBackend final : public Backend {
   void add(const Tensor& c, const Tensor& a, const Tensor& b) override;
   void cast(const Tensor& dst, const Tensor& src) override;
   void scale(const Tensor& t, float factor) override;
+  void lerp(const Tensor& dst, const Tensor& src, float weight) override;
   void check_finite(const Tensor& flag, const Tensor& t) override;
 
   // ---- layout.cpp ---------------------------------------------------------------------------------

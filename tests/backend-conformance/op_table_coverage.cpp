@@ -72,6 +72,7 @@ std::map<Op, std::function<void(Backend&)>> default_calls() {
       {Op::batchnorm_backward_reduce, [t](Backend& b) { b.batchnorm_backward_reduce(plan, t, t, t, t, t, t); }},
       {Op::batchnorm_backward_elemt, [t](Backend& b) { b.batchnorm_backward_elemt(plan, t, t, t, t, t, t, t, t, 2); }},
       {Op::top_k_hits, [t](Backend& b) { b.top_k_hits(t, t, t, 5); }},
+      {Op::lerp, [t](Backend& b) { b.lerp(t, t, 0.5f); }},
   };
 }
 

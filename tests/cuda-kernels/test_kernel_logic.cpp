@@ -163,7 +163,8 @@ BOOST_AUTO_TEST_CASE(supports_table) {
     for (DType d : {DType::f32, DType::f16, DType::bf16}) BOOST_TEST(cuda_supports(op, d), kiln::op_name(op));
     BOOST_TEST(!cuda_supports(op, DType::f64), kiln::op_name(op));
   }
-  for (Op op : {Op::softmax_xent_forward, Op::softmax_xent_backward, Op::sgd_update, Op::adam_update, Op::top_k_hits}) {
+  for (Op op : {Op::softmax_xent_forward, Op::softmax_xent_backward, Op::sgd_update, Op::adam_update, Op::top_k_hits,
+                Op::lerp}) {
     BOOST_TEST(cuda_supports(op, DType::f32), kiln::op_name(op));
     BOOST_TEST(!cuda_supports(op, DType::bf16), kiln::op_name(op));
   }
@@ -274,6 +275,23 @@ BOOST_AUTO_TEST_CASE(top_k_hits_arguments) {
                     "logits is bf16(8, 1000) but must be f32");
   KILN_EXPECT_ERROR(validate_top_k_hits(count, logits, dev({7}, DType::i32), 5), "labels is i32(7) but must have shape (8)");
   KILN_EXPECT_ERROR(validate_top_k_hits(count, dev({8, 0}, DType::f32), labels, 5), "logits f32(8, 0) has no classes");
+}
+
+BOOST_AUTO_TEST_CASE(lerp_arguments) {
+  using namespace kiln::cuda;
+  const Tensor dst = dev({3, 100}, DType::f32), src = dev({3, 100}, DType::f32);
+  validate_lerp(dst, src, 0.0f);
+  validate_lerp(dst, src, 1.0f);
+  validate_lerp(dst, dst, 0.25f);  // src may be dst
+  KILN_EXPECT_ERROR(validate_lerp(dst, dev({300}, DType::f32), 0.5f),
+                    "cuda backend, lerp: src is f32(300) but must have the shape of dst f32(3, 100)");
+  KILN_EXPECT_ERROR(validate_lerp(dev({3, 100}, DType::bf16), dev({3, 100}, DType::bf16), 0.5f),
+                    "dst is bf16(3, 100) but must be f32");
+  KILN_EXPECT_ERROR(validate_lerp(dst, kiln::host_tensor({3, 100}, DType::f32), 0.5f),
+                    "src f32(3, 100) is in host memory");
+  KILN_EXPECT_ERROR(validate_lerp(dst, src, -0.1f), "weight = -0.1 must be in [0, 1]");
+  KILN_EXPECT_ERROR(validate_lerp(dst, src, 1.5f), "weight = 1.5 must be in [0, 1]");
+  KILN_EXPECT_ERROR(validate_lerp(dst, src, std::numeric_limits<float>::quiet_NaN()), "weight = nan must be in [0, 1]");
 }
 
 BOOST_AUTO_TEST_CASE(optimizer_arguments) {

@@ -25,6 +25,7 @@
 #include <numbers>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <kiln/backend.hpp>
@@ -335,6 +336,41 @@ BOOST_AUTO_TEST_CASE(add_relu_add_and_scale) {
         for (std::size_t i = 0; i < b.size(); ++i) want_b[i] = b[i] * -0.375;
         expect_close("scale", d, what, download(bd), want_b, tolerance(d));
       }
+    }
+  }
+}
+
+// Lerp against torch.lerp's formula evaluated on the host in f32, element for element: each side
+// rounds once per operation or fuses its multiply-add (the contract allows either; nvcc fuses).
+// Weights on both sides of 0.5; 0 leaves dst and 1 gives src bit for bit; src may be dst.
+BOOST_AUTO_TEST_CASE(lerp_matches_the_host_formula) {
+  const std::pair<float, const char*> weights[] = {{0.0f, "0"},   {1e-4f, "1e-4"}, {0.25f, "0.25"},
+                                                   {0.5f, "0.5"}, {0.75f, "0.75"}, {1.0f, "1"}};
+  for (std::int64_t n : kSizes) {
+    for (Placement where : {Placement::aligned, Placement::offset_by_one}) {
+      const Values d0 = rounded(uniform(n, -2, 2), DType::f32), s = rounded(uniform(n, -2, 2), DType::f32);
+      const Tensor sd = device_with({n}, DType::f32, s, Layout::row_major, where);
+      for (const auto& [w, label] : weights) {
+        const std::string what = std::string("weight ") + label + " " + size_text(n, where);
+        const Tensor dd = device_with({n}, DType::f32, d0, Layout::row_major, where);
+        cuda().lerp(dd, sd, w);
+        const Values got = download(dd);
+        std::int64_t mismatches = 0;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          const float a = static_cast<float>(d0[i]), b = static_cast<float>(s[i]), diff = b - a;
+          volatile float part = w < 0.5f ? w * diff : diff * (1.0f - w);  // rounded on its own, never fused
+          const float plain = w < 0.5f ? a + part : b - part;
+          const float fused = w < 0.5f ? std::fma(w, diff, a) : std::fma(-diff, 1.0f - w, b);
+          mismatches += got[i] != double{plain} && got[i] != double{fused};
+        }
+        report_mismatches("lerp", DType::f32, what, mismatches);
+        BOOST_TEST(mismatches == 0, what << ": " << mismatches << " elements differ from torch.lerp's formula");
+        if (w == 0.0f) BOOST_TEST((got == d0), what << ": dst changed");
+        if (w == 1.0f) BOOST_TEST((got == s), what << ": dst is not src");
+      }
+      const Tensor same = device_with({n}, DType::f32, d0, Layout::row_major, where);
+      cuda().lerp(same, same, 0.75f);  // src is dst: s - d = 0, nothing moves
+      BOOST_TEST((download(same) == d0), "lerp in place " << size_text(n, where));
     }
   }
 }

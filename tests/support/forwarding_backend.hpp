@@ -110,6 +110,9 @@ class ForwardingBackend : public Backend {
                    const AdamStep& step) override {
     run_op([=, this] { inner_->adam_update(param, m, v, grad, step); });
   }
+  void lerp(const Tensor& dst, const Tensor& src, float weight) override {
+    run_op([=, this] { inner_->lerp(dst, src, weight); });
+  }
 
   // ---- convolution, normalisation, pooling ---------------------------------------------------
   std::shared_ptr<OpPlan> plan_conv2d(const Conv2dDesc& desc) override { return inner_->plan_conv2d(desc); }

@@ -2,10 +2,14 @@
 // f32 logits; updates are over the f32 master arena): softmax cross-entropy forward (probs, the
 // accumulated [loss sum, correct count] stats) and backward, with and without label smoothing;
 // top-k hits over logits full of ties and one NaN, for k = 1 (argmax), 3, 5 and K;
-// SGD (plain, momentum with dampening, Nesterov, weight decay) and Adam/AdamW at steps 1 and 7.
+// SGD (plain, momentum with dampening, Nesterov, weight decay) and Adam/AdamW at steps 1 and 7;
+// lerp ([ema]'s moving average of the f32 weights) on both sides of weight 0.5, exact at 0 and 1,
+// in place, and refusing bad arguments by name.
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "harness.hpp"
 #include "reference.hpp"
@@ -144,6 +148,61 @@ void adam_case(const Variant& /*f32*/) {
   }
 }
 
+/// What lerp must give for the element (dst, src) at `weight` when it gave `got`: torch.lerp's
+/// side of 0.5 in f32 (kiln/backend.hpp), each operation rounded (plain) or the multiply-add fused
+/// into one rounding, as the contract allows; whichever of the two `got` is, else the plain one,
+/// so a wrong element shows against it.
+double lerp_f32(double got, double dst, double src, float weight) {
+  const float d = static_cast<float>(dst), s = static_cast<float>(src), diff = s - d;
+  // volatile: the product is rounded on its own even where the host compiler would contract
+  // the plain formula into an fma (-ffp-contract=fast with FMA in -march).
+  volatile float part = weight < 0.5f ? weight * diff : diff * (1.0f - weight);
+  const float plain = weight < 0.5f ? d + part : s - part;
+  const float fused = weight < 0.5f ? std::fma(weight, diff, d) : std::fma(-diff, 1.0f - weight, s);
+  return got == double{fused} ? double{fused} : double{plain};
+}
+
+void lerp_case(const Variant& /*f32*/) {
+  const std::int64_t n = 1031;  // odd: a vectorised backend's tail too
+  Rng rng(14);
+  const auto dst0 = uniform(rng, static_cast<std::size_t>(n), -3, 3, DType::f32);
+  const auto src = uniform(rng, static_cast<std::size_t>(n), -3, 3, DType::f32);
+  const Tensor src_t = upload(src, {n}, DType::f32);
+  // 1e-4 is [ema]'s usual 1 - decay (dst side, like 0.25); 0.5 and 0.75 take the src side.
+  const std::pair<float, const char*> weights[] = {{1e-4f, "1e-4"}, {0.25f, "0.25"}, {0.5f, "0.5"}, {0.75f, "0.75"}};
+  for (const auto& [weight, label] : weights) {
+    const Tensor dst = upload(dst0, {n}, DType::f32);
+    backend().lerp(dst, src_t, weight);
+    const std::vector<double> got = fetch(dst);
+    std::vector<double> want(got.size());
+    for (std::size_t i = 0; i < got.size(); ++i) want[i] = lerp_f32(got[i], dst0[i], src[i], weight);
+    expect_equal(got, want, std::string("dst at weight ") + label + " (torch.lerp's f32 formula)");
+  }
+  // The ends, bit for bit: an average that never moves at 0 and is a copy at 1.
+  const Tensor still = upload(dst0, {n}, DType::f32);
+  backend().lerp(still, src_t, 0.0f);
+  expect_equal(fetch(still), dst0, "weight 0 leaves dst");
+  const Tensor copied = upload(dst0, {n}, DType::f32);
+  backend().lerp(copied, src_t, 1.0f);
+  expect_equal(fetch(copied), src, "weight 1 gives src");
+  const Tensor same = upload(dst0, {n}, DType::f32);
+  backend().lerp(same, same, 0.75f);
+  expect_equal(fetch(same), dst0, "src = dst leaves dst");
+
+  // Refusals by the shared check (sdk::check_lerp), before anything is written.
+  const Tensor dst = upload(dst0, {n}, DType::f32);
+  const Tensor shorter = upload(std::vector<double>(src.begin(), src.end() - 1), {n - 1}, DType::f32);
+  expect_refused([&] { backend().lerp(dst, shorter, 0.5f); }, Op::lerp, "src", "src of another shape");
+  const auto halves = uniform(rng, static_cast<std::size_t>(n), -3, 3, DType::bf16);
+  const Tensor dst16 = upload(halves, {n}, DType::bf16), src16 = upload(halves, {n}, DType::bf16);
+  expect_refused([&] { backend().lerp(dst16, src16, 0.5f); }, Op::lerp, "f32", "bf16 operands");
+  for (const auto& [weight, label] : {std::pair<float, const char*>{-0.1f, "-0.1"}, {1.5f, "1.5"},
+                                      {std::nanf(""), "NaN"}}) {
+    expect_refused([&] { backend().lerp(dst, src_t, weight); }, Op::lerp, "weight", std::string("weight ") + label);
+  }
+  expect_equal(fetch(dst), dst0, "dst after the refused calls");
+}
+
 }  // namespace
 
 void add_loss_optim_cases(CaseList& cases) {
@@ -151,6 +210,7 @@ void add_loss_optim_cases(CaseList& cases) {
   cases.add("top_k_hits", {Op::top_k_hits}, Axes::f32_only, top_k_hits_case);
   cases.add("sgd_update", {Op::sgd_update}, Axes::f32_only, sgd_case);
   cases.add("adam_update", {Op::adam_update}, Axes::f32_only, adam_case);
+  cases.add("lerp", {Op::lerp}, Axes::f32_only, lerp_case);
 }
 
 }  // namespace kiln::conformance

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <sstream>
 #include <string>
 
@@ -127,6 +128,25 @@ void expect_equal(const std::vector<double>& got, const std::vector<double>& wan
     message << what << ": " << bad << " of " << want.size() << " elements differ (got " << got.size()
             << " elements):" << detail.str();
     check.message = message.str();
+  }
+  record(std::move(check));
+}
+
+void expect_refused(const std::function<void()>& call, Op op, const std::string& part, const std::string& what) {
+  bool threw = false;
+  std::string said;
+  try {
+    call();
+  } catch (const std::exception& e) {
+    threw = true;
+    said = e.what();
+  }
+  const std::string name(op_name(op));
+  const bool ok = threw && said.find(name) != std::string::npos && said.find(part) != std::string::npos;
+  CheckResult check{what + " (refused)", ok ? 0.0 : 1.0, 0.0, ok, ""};
+  if (!ok) {
+    check.message = threw ? what + ": the error must name " + name + " and say '" + part + "', but said: " + said
+                          : what + ": the call returned, but must be refused with an error naming " + name;
   }
   record(std::move(check));
 }

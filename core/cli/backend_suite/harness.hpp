@@ -89,5 +89,8 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
                   const std::string& what);
 /// Judges got == want element for element.
 void expect_equal(const std::vector<double>& got, const std::vector<double>& want, const std::string& what);
+/// Judges that `call` is refused: it throws, and the message names `op` and contains `part` (the
+/// shared argument check's words, kiln/sdk/op_args.hpp). A call that returns fails the judgement.
+void expect_refused(const std::function<void()>& call, Op op, const std::string& part, const std::string& what);
 
 }  // namespace kiln::conformance

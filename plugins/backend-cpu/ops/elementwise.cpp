@@ -1,4 +1,6 @@
-// Small element-wise ops: add, scale (f32, bf16, f16; see elem.hpp) and check_finite.
+// Small element-wise ops: add, scale (f32, bf16, f16; see elem.hpp), lerp (f32) and check_finite.
+// lerp is torch.lerp's two-sided formula (kiln/backend.hpp), chosen once per call by the weight so
+// each side is a plain SIMD loop; it keeps [ema]'s moving average, so weight 0 and 1 are exact.
 // check_finite tests the exponent bits instead of calling std::isfinite so the loop is a plain
 // integer OR-reduction that vectorises (and survives -ffast-math); it works on f32, bf16 and f16.
 #include <cstdint>
@@ -50,6 +52,22 @@ void CpuBackend::scale(const Tensor& t, float factor) {
     T* p = static_cast<T*>(t.data());
     parallel_for(t.numel(), [=](std::int64_t i) { p[i] = E::store(E::load(p[i]) * factor); });
   });
+}
+
+void CpuBackend::lerp(const Tensor& dst, const Tensor& src, float weight) {
+  sdk::check_lerp(OpCheck(Op::lerp), dst, src, weight);
+  use_our_threads();
+  float* d = dst.data_as<float>();
+  const float* s = src.data_as<float>();  // may be d: each element is read before it is written
+  if (weight < 0.5f) {
+    // Anchored at dst: weight 0 adds 0 * (s - d) and leaves d as it was.
+    parallel_for(dst.numel(), [=](std::int64_t i) { d[i] = d[i] + weight * (s[i] - d[i]); });
+  } else {
+    // Anchored at src: weight 1 subtracts (s - d) * 0 and gives s. 1 - weight is exact for
+    // weight in [0.5, 1] (Sterbenz), so this side rounds no more often than the other.
+    const float rest = 1.0f - weight;
+    parallel_for(dst.numel(), [=](std::int64_t i) { d[i] = s[i] - (s[i] - d[i]) * rest; });
+  }
 }
 
 void CpuBackend::check_finite(const Tensor& flag, const Tensor& t) {

@@ -1,4 +1,4 @@
-// add, scale, cast and check_finite kernels (f32/f16/bf16 storage, f32 math).
+// add, scale, cast and check_finite kernels (f32/f16/bf16 storage, f32 math), and lerp (f32).
 // cast converts with round-to-nearest-even (cuda_fp16/cuda_bf16 intrinsics), like the cpu
 // backend's bit-twiddling conversions; NaN stays NaN and out-of-range f32 becomes inf in f16.
 // check_finite tests the exponent bits (all ones = inf or NaN) and only ever writes 1 into the
@@ -18,6 +18,14 @@ struct Add {
 struct Scale {
   float factor;
   __device__ float operator()(float a) const { return a * factor; }
+};
+/// torch.lerp's two sides; the branch is the same for every thread of a launch (one weight).
+struct Lerp {
+  float weight;
+  float rest;  // 1 - weight, exact for weight in [0.5, 1] (Sterbenz), the only side that uses it
+  __device__ float operator()(float d, float s) const {
+    return weight < 0.5f ? d + weight * (s - d) : s - (s - d) * rest;
+  }
 };
 
 template <class S, class D, int V>
@@ -78,6 +86,10 @@ void scale(void* t, float factor, std::int64_t n, DType dtype, cudaStream_t stre
     using T = decltype(tag);
     launch_map1(static_cast<T*>(t), static_cast<const T*>(t), n, Scale{factor}, stream, "scale");
   });
+}
+
+void lerp(float* dst, const float* src, float weight, std::int64_t n, cudaStream_t stream) {
+  launch_map2(dst, static_cast<const float*>(dst), src, n, Lerp{weight, 1.0f - weight}, stream, "lerp");
 }
 
 void cast(void* dst, DType dst_dtype, const void* src, DType src_dtype, std::int64_t n,

@@ -1,5 +1,5 @@
-// Launchers of the small element-wise kernels (elementwise_kernels.cu): add, scale, cast and
-// check_finite. Plain C++ signatures over raw device pointers; same conventions as
+// Launchers of the small element-wise kernels (elementwise_kernels.cu): add, scale, lerp, cast
+// and check_finite. Plain C++ signatures over raw device pointers; same conventions as
 // activation_kernels.hpp (enqueue on `stream`, throw BackendError on a failed launch, n == 0 is
 // a no-op).
 #pragma once
@@ -17,6 +17,12 @@ void add(void* c, const void* a, const void* b, std::int64_t n, DType dtype, cud
 
 /// t[i] *= factor, in place.
 void scale(void* t, float factor, std::int64_t n, DType dtype, cudaStream_t stream);
+
+/// dst[i] += weight * (src[i] - dst[i]) in f32, weight in [0, 1], as torch.lerp computes it
+/// (kiln/backend.hpp): from dst below weight 0.5, from src otherwise, so weight 0 leaves dst and
+/// weight 1 gives src exactly (nvcc fuses each side's multiply-add, which the contract allows).
+/// src may alias dst.
+void lerp(float* dst, const float* src, float weight, std::int64_t n, cudaStream_t stream);
 
 /// dst[i] = src[i] converted (cast_path(src_dtype, dst_dtype) != unsupported); a same-dtype cast
 /// is a device-to-device copy (nothing when dst == src).

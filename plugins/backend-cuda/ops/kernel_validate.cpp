@@ -43,6 +43,10 @@ void validate_cast(const Tensor& dst, const Tensor& src) { sdk::check_cast(Kerne
 
 void validate_scale(const Tensor& t) { sdk::check_scale(KernelCheck(Op::scale), t); }
 
+void validate_lerp(const Tensor& dst, const Tensor& src, float weight) {
+  sdk::check_lerp(KernelCheck(Op::lerp), dst, src, weight);
+}
+
 void validate_check_finite(const Tensor& flag, const Tensor& t) {
   sdk::check_check_finite(KernelCheck(Op::check_finite), flag, t);
 }

@@ -29,6 +29,7 @@ void validate_dropout_backward(const Tensor& dx, const Tensor& dy, const Tensor&
 void validate_add(const Tensor& c, const Tensor& a, const Tensor& b);
 void validate_cast(const Tensor& dst, const Tensor& src);
 void validate_scale(const Tensor& t);
+void validate_lerp(const Tensor& dst, const Tensor& src, float weight);
 void validate_check_finite(const Tensor& flag, const Tensor& t);
 kernels::RowsClasses validate_softmax_xent_forward(const Tensor& probs, const Tensor& stats,
                                                    const Tensor& logits, const Tensor& labels,

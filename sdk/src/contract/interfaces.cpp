@@ -85,6 +85,7 @@ void Backend::adam_update(const Tensor& param, const Tensor&, const Tensor&, con
                           const AdamStep&) {
   unsupported(Op::adam_update, param.dtype());
 }
+void Backend::lerp(const Tensor& dst, const Tensor&, float) { unsupported(Op::lerp, dst.dtype()); }
 std::shared_ptr<OpPlan> Backend::plan_conv2d(const Conv2dDesc& d) { unsupported(Op::conv2d_forward, d.dtype); }
 void Backend::conv2d_forward(OpPlan&, const Tensor& y, const Tensor&, const Tensor&) {
   unsupported(Op::conv2d_forward, y.dtype());

@@ -1,4 +1,4 @@
-// Shared argument checks of bias_grad, softmax cross-entropy, top-k hits and the fused optimizers
+// Shared argument checks of bias_grad, softmax cross-entropy, top-k hits, the fused optimizers and lerp
 // (kiln/sdk/op_args.hpp). Their operands are matrices and flat f32 buffers, never image
 // activations, so they must be row-major.
 #include <fmt/format.h>
@@ -78,6 +78,13 @@ void check_adam_update(const OpCheck& check, const Tensor& param, const Tensor& 
                            "updates including this one",
                            step.step));
   }
+}
+
+void check_lerp(const OpCheck& check, const Tensor& dst, const Tensor& src, float weight) {
+  check.usable("dst", dst).dtype("dst", dst, DType::f32);
+  check.usable("src", src).dtype("src", src, DType::f32).same_shape("src", src, "dst", dst);
+  // Written as a negated range test so that NaN fails it too.
+  if (!(weight >= 0.0f && weight <= 1.0f)) check.fail(fmt::format("weight = {} must be in [0, 1]", weight));
 }
 
 }  // namespace kiln::sdk

@@ -90,6 +90,7 @@ class ProfilingBackend final : public Backend {
   void sgd_update(const Tensor& param, const Tensor& momentum, const Tensor& grad, const SgdStep& step) override;
   void adam_update(const Tensor& param, const Tensor& m, const Tensor& v, const Tensor& grad,
                    const AdamStep& step) override;
+  void lerp(const Tensor& dst, const Tensor& src, float weight) override;
   void conv2d_forward(OpPlan& plan, const Tensor& y, const Tensor& x, const Tensor& w) override;
   void conv2d_backward_data(OpPlan& plan, const Tensor& dx, const Tensor& dy, const Tensor& w) override;
   void conv2d_backward_filter(OpPlan& plan, const Tensor& dw, const Tensor& dy, const Tensor& x,

@@ -62,6 +62,8 @@ void check_sgd_update(const OpCheck& check, const Tensor& param, const Tensor& m
 /// param, m, v, grad f32 of one shape, row-major; step >= 1.
 void check_adam_update(const OpCheck& check, const Tensor& param, const Tensor& m, const Tensor& v,
                        const Tensor& grad, const AdamStep& step);
+/// dst, src f32 of one shape, row-major; weight finite in [0, 1].
+void check_lerp(const OpCheck& check, const Tensor& dst, const Tensor& src, float weight);
 
 // ---- image ops (sdk/src/contract/op_args_image.cpp) -------------------------------------------
 /// Operands of a planned convolution: activations (N, C, H, W) / (N, K, P, Q) in either image
