@@ -20,6 +20,7 @@
 #include "kiln/train/lr_schedule.hpp"
 #include "kiln/train/model_table.hpp"
 #include "kiln/train/optimizer.hpp"
+#include "kiln/train/weight_ema.hpp"
 
 namespace kiln::cli {
 namespace {
@@ -162,6 +163,7 @@ void write_schema(const plugin::Registry& registry, std::ostream& out) {
       {"dist", closed_table({train::dist_schema()})},
       {"checkpoint", closed_table({train::checkpoint_schema()})},
       {"early_stop", closed_table({train::early_stop_schema()})},
+      {"ema", closed_table({train::ema_schema()})},
       {"optimizer", chosen_table("the optimizer", optimizers, "adam")},
       {"schedule", chosen_table("the learning-rate schedule", schedules, "constant")},
       {"backend", chosen_table("the compute backend plugin", plugins_of(registry, KILN_KIND_BACKEND), "cpu")},

@@ -29,7 +29,8 @@ int run_eval_command(const std::vector<std::string>& args, std::ostream& out) {
   const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
   po::store(po::command_line_parser(args).options(opts).style(style).run(), vm);
   if (vm.count("help")) {
-    out << "usage: kiln eval --run-dir DIR [--checkpoint DIR] [--set key=value]... [--json] [--per-class]\n\n" << opts
+    out << "usage: kiln eval --run-dir DIR [--checkpoint DIR] [--ema] [--set key=value]... [--json] [--per-class]\n\n"
+        << opts
         << "\n";
     return 0;
   }
@@ -47,8 +48,9 @@ int run_eval_command(const std::vector<std::string>& args, std::ostream& out) {
   const std::optional<double> top_k_accuracy = sums.top_k_accuracy();
   if (vm.count("json")) {
     io::MetricsRecord rec;
-    rec.add("checkpoint", session.checkpoint().string())
-        .add("loss", sums.loss())
+    rec.add("checkpoint", session.checkpoint().string());
+    if (common.ema) rec.add("weights", std::string("ema"));
+    rec.add("loss", sums.loss())
         .add("accuracy", sums.accuracy());
     if (top_k_accuracy) rec.add("accuracy_top5", *top_k_accuracy);
     rec.add("samples", static_cast<std::int64_t>(sums.samples));
@@ -58,8 +60,9 @@ int run_eval_command(const std::vector<std::string>& args, std::ostream& out) {
     out << json << "\n";
   } else {
     const std::string top5 = top_k_accuracy ? fmt::format("  top-5 {:.4f}", *top_k_accuracy) : "";
-    out << fmt::format("eval  loss {:.4f}  accuracy {:.4f}{}  samples {}  checkpoint {}\n", sums.loss(),
-                       sums.accuracy(), top5, static_cast<std::int64_t>(sums.samples), session.checkpoint().string());
+    out << fmt::format("eval  loss {:.4f}  accuracy {:.4f}{}  samples {}  checkpoint {}{}\n", sums.loss(),
+                       sums.accuracy(), top5, static_cast<std::int64_t>(sums.samples), session.checkpoint().string(),
+                       common.ema ? " (averaged weights)" : "");
     if (per_class) per_class->write_table(out);
   }
   return 0;

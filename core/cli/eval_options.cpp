@@ -11,6 +11,9 @@ void EvalOptions::add_to(po::options_description& opts) {
       ("run-dir", po::value(&run_dir)->required(), "the run directory `kiln train` wrote (its config.toml is read)")
       ("checkpoint", po::value(&checkpoint),
        "a checkpoint directory (default: the newest complete one in RUN_DIR/checkpoints)")
+      ("ema", po::bool_switch(&ema),
+       "use the checkpoint's moving average of the weights (model_ema.safetensors, written with [ema]) instead of "
+       "its trained weights")
       ("set,s", po::value(&sets)->composing(),
        "override a key of the run's config, e.g. --set data.eval.type=mnist --set data.eval.path=DIR (repeatable)")
       ("plugin-path", po::value(&plugin_paths)->composing(), "extra plugin directory, searched first (repeatable)");
@@ -21,6 +24,7 @@ train::EvalRequest EvalOptions::request() const {
   r.run_dir = run_dir;
   r.checkpoint = checkpoint;
   r.overrides = sets;
+  r.averaged_weights = ema;
   for (const auto& p : plugin_paths) r.plugin_dirs.emplace_back(p);
   return r;
 }

@@ -1,5 +1,5 @@
-// The options `kiln eval` and `kiln predict` share: which run, which checkpoint, overrides,
-// plugin directories. One definition, so the two commands read a run the same way.
+// The options `kiln eval` and `kiln predict` share: which run, which checkpoint, whose weights
+// (--ema), overrides, plugin directories. One definition, so the two commands read a run the same way.
 #pragma once
 
 #include <boost/program_options/options_description.hpp>
@@ -15,6 +15,7 @@ namespace kiln::cli {
 struct EvalOptions {
   std::string run_dir, checkpoint;
   std::vector<std::string> sets, plugin_paths;
+  bool ema = false;
 
   void add_to(boost::program_options::options_description& opts);
   train::EvalRequest request() const;

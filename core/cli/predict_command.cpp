@@ -48,7 +48,7 @@ int run_predict_command(const std::vector<std::string>& args, std::ostream& out)
   const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
   po::store(po::command_line_parser(args).options(opts).style(style).run(), vm);
   if (vm.count("help")) {
-    out << "usage: kiln predict --run-dir DIR --output FILE.csv|FILE.jsonl [--checkpoint DIR] [--top-k K] "
+    out << "usage: kiln predict --run-dir DIR --output FILE.csv|FILE.jsonl [--checkpoint DIR] [--ema] [--top-k K] "
            "[--set key=value]...\n\n"
         << opts
         << "\nYour own images, without labels (every .jpeg/.jpg/.png under DIR; docs/eval-predict.md):\n"

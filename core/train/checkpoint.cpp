@@ -29,7 +29,8 @@ constexpr kiln_param_spec_v1 kCheckpointSchema[] = {
      nullptr},
     {"keep_best", KILN_PARAM_STRING, "\"\"", nullptr,
      "Keep the checkpoint with the best value of this epoch metric in checkpoints/best (never pruned): "
-     "eval_loss, eval_accuracy, eval_accuracy_top5, train_loss, train_accuracy; \"\" = off."},
+     "eval_loss, eval_accuracy, eval_accuracy_top5, eval_ema_loss, eval_ema_accuracy, eval_ema_accuracy_top5 (with "
+     "[ema]), train_loss, train_accuracy; \"\" = off."},
     {"keep_best_mode", KILN_PARAM_STRING, "\"auto\"", "auto|min|max",
      "Whether lower or higher is better for keep_best; auto: min for a loss, max for an accuracy."},
 };
@@ -123,10 +124,25 @@ void check_all_used(const io::SafetensorsFile& file, const std::set<std::string>
   }
 }
 
-/// Writes both files of a checkpoint into the directory `partial` (rank 0).
+/// Copies every tensor of `targets` from `file` by name and requires that the file holds no other.
+void restore_all(Backend& backend, const io::SafetensorsFile& file, const NamedTensors& targets, const fs::path& path) {
+  std::set<std::string> used;
+  for (const auto& [name, t] : targets) restore(backend, file, name, t, path, used);
+  check_all_used(file, used, path);
+}
+
+NamedTensors model_tensors(const Model& model) {
+  NamedTensors out;
+  for (const auto& p : model.parameters()) out.emplace_back(p.name, p.value);
+  for (const auto& b : model.buffers()) out.emplace_back(b.name, b.value);
+  return out;
+}
+
+/// Writes the files of a checkpoint into the directory `partial` (rank 0).
 void write_partial(const fs::path& partial, Backend& backend, const Model& model, const Optimizer& optimizer,
                    const std::vector<std::pair<std::string, Tensor>>& opt_state, const PrecisionPolicy& precision,
-                   const TrainerState& state, const std::map<std::string, std::string>& extra_meta) {
+                   const TrainerState& state, const WeightEma* ema,
+                   const std::map<std::string, std::string>& extra_meta) {
   auto params = model.parameters();
   HostCopies copies;
   std::vector<io::TensorRecord> model_records;
@@ -139,6 +155,14 @@ void write_partial(const fs::path& partial, Backend& backend, const Model& model
   if (!state.class_names.empty()) model_meta[kClassNamesKey] = class_names_json(state.class_names);
   model_meta.insert(extra_meta.begin(), extra_meta.end());
   io::write_safetensors(partial / "model.safetensors", model_records, model_meta);
+  if (ema) {  // the same names, metadata and class names: usable wherever model.safetensors is
+    std::vector<io::TensorRecord> ema_records;
+    for (const auto& [name, t] : ema->averages()) ema_records.push_back(copies.add(backend, name, t));
+    std::map<std::string, std::string> ema_meta = model_meta;
+    ema_meta["ema.decay"] = number(ema->options().decay);
+    ema_meta["ema.every_steps"] = std::to_string(ema->options().every_steps);
+    io::write_safetensors(partial / kAveragedModelFile, ema_records, ema_meta);
+  }
 
   std::vector<io::TensorRecord> trainer_records;
   for (const auto& [n, t] : opt_state) trainer_records.push_back(copies.add(backend, n, t));
@@ -168,7 +192,7 @@ std::string checkpoint_name(const TrainerState& state) {
 
 void save_checkpoint_to(const fs::path& final_dir, Backend& backend, Communicator& comm, const Model& model,
                         Optimizer& optimizer, const PrecisionPolicy& precision, const TrainerState& state,
-                        const std::map<std::string, std::string>& extra_meta) {
+                        const WeightEma* ema, const std::map<std::string, std::string>& extra_meta) {
   const crash::PhaseScope phase("writing a checkpoint");
   auto params = model.parameters();
   // Every rank builds the optimizer state views (allocation is collective-free but keeps the
@@ -184,7 +208,7 @@ void save_checkpoint_to(const fs::path& final_dir, Backend& backend, Communicato
     // A failed write (a full disk, most likely) removes the partial directory, giving its space
     // back; the checkpoints already complete are untouched.
     try {
-      write_partial(partial, backend, model, optimizer, opt_state, precision, state, extra_meta);
+      write_partial(partial, backend, model, optimizer, opt_state, precision, state, ema, extra_meta);
     } catch (...) {
       fs::remove_all(partial, ec);
       throw;
@@ -200,9 +224,10 @@ void save_checkpoint_to(const fs::path& final_dir, Backend& backend, Communicato
 }
 
 void save_checkpoint(const fs::path& dir, std::int64_t keep, Backend& backend, Communicator& comm, const Model& model,
-                     Optimizer& optimizer, const PrecisionPolicy& precision, const TrainerState& state) {
+                     Optimizer& optimizer, const PrecisionPolicy& precision, const TrainerState& state,
+                     const WeightEma* ema) {
   const fs::path written = dir / checkpoint_name(state);
-  save_checkpoint_to(written, backend, comm, model, optimizer, precision, state);
+  save_checkpoint_to(written, backend, comm, model, optimizer, precision, state, ema);
   crash::set_last_checkpoint(written.string());  // every rank: all have passed the barrier after the rename
   if (comm.rank() == 0) {
     // Prune: keep the newest `keep` complete checkpoints (names sort in the order written).
@@ -259,6 +284,8 @@ TrainerState inspect_checkpoint(const fs::path& checkpoint) {
   const fs::path trainer_file = checkpoint / "trainer.safetensors";
   TrainerState st = parse_state(read_file(trainer_file), trainer_file);
   st.class_names = parse_class_names(weights.metadata, model_file.string());
+  // A damaged average would fail the resume that loads it: `--resume auto` skips it here instead.
+  if (const fs::path ema_file = checkpoint / kAveragedModelFile; fs::exists(ema_file)) (void)read_file(ema_file);
   return st;
 }
 
@@ -296,17 +323,21 @@ TrainerState load_checkpoint(const fs::path& checkpoint, Backend& backend, const
   // Metadata first: nothing is copied into the model from a checkpoint whose position is nonsense.
   TrainerState st = parse_state(trainer, trainer_file);
   st.class_names = parse_class_names(weights.metadata, model_file.string());
-  auto params = model.parameters();
-  std::set<std::string> used;
-  for (const auto& p : params) restore(backend, weights, p.name, p.value, model_file, used);
-  for (const auto& b : model.buffers()) restore(backend, weights, b.name, b.value, model_file, used);
-  check_all_used(weights, used, model_file);
-
-  used.clear();
-  for (const auto& [n, t] : optimizer.state_views(backend, params)) restore(backend, trainer, n, t, trainer_file, used);
-  check_all_used(trainer, used, trainer_file);
+  restore_all(backend, weights, model_tensors(model), model_file);
+  restore_all(backend, trainer, optimizer.state_views(backend, model.parameters()), trainer_file);
   optimizer.set_steps(parse_count(trainer.metadata, "optimizer_steps", trainer_file));
   return st;
+}
+
+bool load_averages(const fs::path& checkpoint, Backend& backend, const WeightEma& ema) {
+  const fs::path file = checkpoint / kAveragedModelFile;
+  if (!fs::exists(file)) return false;
+  restore_all(backend, read_file(file), ema.averages(), file);
+  return true;
+}
+
+void load_model_weights(const fs::path& file, Backend& backend, const Model& model) {
+  restore_all(backend, read_file(file), model_tensors(model), file);
 }
 
 }  // namespace kiln::train

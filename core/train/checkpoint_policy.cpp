@@ -13,7 +13,7 @@
 
 namespace kiln::train {
 
-CheckpointPolicyOptions checkpoint_policy_options(const ParamMap& t, bool has_eval_split) {
+CheckpointPolicyOptions checkpoint_policy_options(const ParamMap& t, bool has_eval_split, bool has_ema) {
   CheckpointPolicyOptions o;
   o.every_epochs = t.get_int("every_epochs");
   o.every_steps = t.get_int("every_steps");
@@ -22,7 +22,8 @@ CheckpointPolicyOptions checkpoint_policy_options(const ParamMap& t, bool has_ev
   if (o.every_steps < 0) throw ConfigError(t.where("every_steps") + " must be >= 0");
   if (o.keep < 1) throw ConfigError(t.where("keep") + " must be at least 1");
   if (const std::string name = t.get_string("keep_best"); !name.empty()) {
-    o.keep_best = parse_watched_metric(name, t.where("keep_best"), t.get_string("keep_best_mode"), has_eval_split);
+    o.keep_best =
+        parse_watched_metric(name, t.where("keep_best"), t.get_string("keep_best_mode"), has_eval_split, has_ema);
   } else {
     refuse_keys_without_effect(t, checkpoint_schema(), {"keep_best_mode"},
                                "no best checkpoint is kept (checkpoint.keep_best is \"\"); set checkpoint.keep_best to "

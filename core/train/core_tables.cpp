@@ -6,6 +6,7 @@
 #include "kiln/train/early_stop.hpp"
 #include "kiln/train/lr_schedule.hpp"
 #include "kiln/train/optimizer.hpp"
+#include "kiln/train/weight_ema.hpp"
 
 namespace kiln::train {
 namespace {
@@ -103,6 +104,7 @@ CoreTables validate_core_tables(config::Config& cfg) {
   t.dist = cfg.validate("dist", dist_schema());
   t.checkpoint = cfg.validate("checkpoint", checkpoint_schema());
   t.early_stop = cfg.validate("early_stop", early_stop_schema());
+  t.ema = cfg.validate("ema", ema_schema());
   t.optimizer_type = cfg.plugin_type("optimizer", "adam", optimizer_types());
   t.optimizer = cfg.validate("optimizer", optimizer_schema(t.optimizer_type));
   t.schedule_type = cfg.plugin_type("schedule", "constant", schedule_types());

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
@@ -41,10 +42,13 @@ std::vector<std::string> dry_run_summary(const DryRunReport& r, double host_peak
   out.push_back(steps + fmt::format("; train loss {:.4f}", r.train_loss));
   double eval_epoch = 0;
   if (r.eval_batches > 0) {
-    const double per_batch = r.eval_seconds / static_cast<double>(r.eval_batches);
-    eval_epoch = per_batch * static_cast<double>(r.eval_batches_per_epoch);
-    out.push_back(fmt::format("dry run: {} of {} eval batches in {} ({} each)", r.eval_batches,
-                              r.eval_batches_per_epoch, duration(r.eval_seconds), duration(per_batch)));
+    const double passes = static_cast<double>(std::max<std::int64_t>(1, r.eval_passes));
+    const double per_batch = r.eval_seconds / (static_cast<double>(r.eval_batches) * passes);
+    eval_epoch = per_batch * static_cast<double>(r.eval_batches_per_epoch) * passes;
+    out.push_back(fmt::format("dry run: {} of {} eval batches{} in {} ({} each)", r.eval_batches,
+                              r.eval_batches_per_epoch,
+                              r.eval_passes > 1 ? ", twice (the weights and their moving average)" : "",
+                              duration(r.eval_seconds), duration(per_batch)));
   }
   if (r.checkpoint_seconds) {
     out.push_back(fmt::format("dry run: a checkpoint of {:.1f} MB written in {} (checkpoints/dry-run, not kept)",

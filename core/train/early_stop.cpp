@@ -14,27 +14,40 @@ namespace {
 constexpr kiln_param_spec_v1 kEarlyStop[] = {
     {"metric", KILN_PARAM_STRING, "\"\"", nullptr,
      "Stop when this epoch metric stops improving: eval_loss, eval_accuracy, eval_accuracy_top5 (need [data.eval]), "
-     "train_loss, train_accuracy; \"\" = never."},
+     "eval_ema_loss, eval_ema_accuracy, eval_ema_accuracy_top5 (also [ema]), train_loss, train_accuracy; \"\" = never."},
     {"mode", KILN_PARAM_STRING, "\"auto\"", "auto|min|max", "Whether lower or higher is better; auto: min for a loss, max for an accuracy."},
     {"patience", KILN_PARAM_INT, "3", nullptr, "Epochs without an improvement after which the run stops.", "1", nullptr},
     {"min_delta", KILN_PARAM_FLOAT, "0.0", nullptr, "How much better than the best a value must be to count as an improvement.",
      "0", nullptr},
 };
 
-constexpr const char* kMetricNames = "eval_loss, eval_accuracy, eval_accuracy_top5, train_loss, train_accuracy";
+constexpr const char* kMetricNames =
+    "eval_loss, eval_accuracy, eval_accuracy_top5, eval_ema_loss, eval_ema_accuracy, eval_ema_accuracy_top5, "
+    "train_loss, train_accuracy";
+
+/// The slot of an evaluation metric in `m`; null for a name that is not one.
+const std::optional<double>* eval_slot(const EpochMetrics& m, const std::string& name) {
+  if (name == "eval_loss") return &m.eval_loss;
+  if (name == "eval_accuracy") return &m.eval_accuracy;
+  if (name == kEvalAccuracyTop5) return &m.eval_accuracy_top5;
+  if (name == "eval_ema_loss") return &m.eval_ema_loss;
+  if (name == "eval_ema_accuracy") return &m.eval_ema_accuracy;
+  if (name == kEvalEmaAccuracyTop5) return &m.eval_ema_accuracy_top5;
+  return nullptr;
+}
 
 }  // namespace
 
 std::span<const kiln_param_spec_v1> early_stop_schema() { return kEarlyStop; }
 
+bool is_top_k_metric(const std::string& name) { return name == kEvalAccuracyTop5 || name == kEvalEmaAccuracyTop5; }
+
 double WatchedMetric::of(const EpochMetrics& m) const {
   if (name == "train_loss") return m.train_loss;
   if (name == "train_accuracy") return m.train_accuracy;
-  const std::optional<double>& v = name == "eval_loss"       ? m.eval_loss
-                                   : name == kEvalAccuracyTop5 ? m.eval_accuracy_top5
-                                                               : m.eval_accuracy;
-  if (!v) throw Error(fmt::format("metric {} needs an evaluation, and this epoch had none", name));
-  return *v;
+  const std::optional<double>* v = eval_slot(m, name);
+  if (v == nullptr || !*v) throw Error(fmt::format("metric {} needs an evaluation, and this epoch had none", name));
+  return **v;
 }
 
 bool WatchedMetric::improves(double value, double best, double min_delta) const {
@@ -42,12 +55,13 @@ bool WatchedMetric::improves(double value, double best, double min_delta) const 
 }
 
 WatchedMetric parse_watched_metric(const std::string& name, const std::string& name_where, const std::string& mode,
-                                   bool has_eval_split) {
+                                   bool has_eval_split, bool has_ema) {
   WatchedMetric m;
   m.name = name;
   m.where = name_where;
-  const bool is_loss = name == "eval_loss" || name == "train_loss";
-  const bool is_accuracy = name == "eval_accuracy" || name == kEvalAccuracyTop5 || name == "train_accuracy";
+  const bool is_loss = name == "eval_loss" || name == "eval_ema_loss" || name == "train_loss";
+  const bool is_accuracy = name == "eval_accuracy" || name == "eval_ema_accuracy" || is_top_k_metric(name) ||
+                           name == "train_accuracy";
   if (!is_loss && !is_accuracy) {
     throw ConfigError(fmt::format("{} = \"{}\" is not a metric; valid metrics: {}", name_where, name, kMetricNames));
   }
@@ -56,13 +70,18 @@ WatchedMetric parse_watched_metric(const std::string& name, const std::string& n
                                   "table or watch train_loss / train_accuracy",
                                   name_where, name));
   }
+  if (name.rfind("eval_ema_", 0) == 0 && !has_ema) {
+    throw ConfigError(fmt::format("{} = \"{}\" is a metric of the averaged weights, and this run evaluates none: "
+                                  "set [ema] decay (with evaluate = true) or watch {}",
+                                  name_where, name, "eval_" + name.substr(9)));
+  }
   if (mode == "min") m.goal = Goal::min;
   else if (mode == "max") m.goal = Goal::max;
   else m.goal = is_loss ? Goal::min : Goal::max;  // "auto" (the schema allows nothing else)
   return m;
 }
 
-std::optional<EarlyStopOptions> early_stop_options(const ParamMap& t, bool has_eval_split) {
+std::optional<EarlyStopOptions> early_stop_options(const ParamMap& t, bool has_eval_split, bool has_ema) {
   const std::string name = t.get_string("metric");
   if (name.empty()) {
     refuse_keys_without_effect(t, kEarlyStop, {"mode", "patience", "min_delta"},
@@ -71,7 +90,7 @@ std::optional<EarlyStopOptions> early_stop_options(const ParamMap& t, bool has_e
     return std::nullopt;
   }
   EarlyStopOptions o;
-  o.metric = parse_watched_metric(name, t.where("metric"), t.get_string("mode"), has_eval_split);
+  o.metric = parse_watched_metric(name, t.where("metric"), t.get_string("mode"), has_eval_split, has_ema);
   o.patience = t.get_int("patience");
   o.min_delta = t.get_float("min_delta");
   if (o.patience < 1) throw ConfigError(t.where("patience") + " must be at least 1");

@@ -47,6 +47,15 @@ fs::path resolve_checkpoint(const EvalRequest& r) {
   return *latest;
 }
 
+/// --ema: the checkpoint must hold the averaged weights; said before anything is built.
+void require_averaged_weights(const fs::path& checkpoint) {
+  if (!fs::exists(checkpoint / kAveragedModelFile)) {
+    throw IoError(fmt::format("--ema: {} has no {}: the run kept no moving average of its weights ([ema] decay "
+                              "was 0, or the checkpoint is older than [ema]); evaluate without --ema",
+                              checkpoint.string(), kAveragedModelFile));
+  }
+}
+
 }  // namespace
 
 struct EvalSession::Impl {
@@ -125,6 +134,7 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
   if (!(smoothing >= 0 && smoothing < 1)) throw ConfigError(loss.where("label_smoothing") + " must be in [0, 1)");
   const auto seed = static_cast<std::uint64_t>(run.get_int("seed"));
   impl_->checkpoint = resolve_checkpoint(request);
+  if (request.averaged_weights) require_averaged_weights(impl_->checkpoint);
 
   // ---- plugins and the checks between them (run.cpp step 3) ----
   // run_dir stays empty: the plugins must not write into the run being evaluated.
@@ -183,6 +193,9 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
     const std::unique_ptr<Optimizer> opt = make_optimizer(optimizer_type, optimizer);
     if (freeze) opt->exclude(FrozenParameters(s.model->parameters(), *freeze, s.model->name()).names());
     const TrainerState st = load_checkpoint(s.checkpoint, *s.backend, *s.model, *opt);
+    // The averages replace the weights and buffers just loaded; the rest (class names, precision
+    // state, the check that the checkpoint fits this model) stays the checkpoint's.
+    if (request.averaged_weights) load_model_weights(s.checkpoint / kAveragedModelFile, *s.backend, *s.model);
     s.precision->load_state(st.precision);
     s.class_names = st.class_names;
   });

@@ -11,10 +11,12 @@
 
 namespace kiln::train {
 
-std::optional<PlateauOptions> plateau_options(const std::string& type, const ParamMap& t, bool has_eval_split) {
+std::optional<PlateauOptions> plateau_options(const std::string& type, const ParamMap& t, bool has_eval_split,
+                                              bool has_ema) {
   if (type != "plateau") return std::nullopt;
   PlateauOptions o;
-  o.metric = parse_watched_metric(t.get_string("metric"), t.where("metric"), t.get_string("mode"), has_eval_split);
+  o.metric =
+      parse_watched_metric(t.get_string("metric"), t.where("metric"), t.get_string("mode"), has_eval_split, has_ema);
   // The schema bounds each key (factor in (0, 1), patience >= 1, ...); the reads cannot fail.
   o.factor = t.get_float("factor");
   o.patience = t.get_int("patience");

@@ -33,8 +33,8 @@ constexpr kiln_param_spec_v1 kPlateauSchema[] = {
     kWarmup,
     kPlateauMinLr,
     {"metric", KILN_PARAM_STRING, "\"eval_loss\"", nullptr,
-     "The epoch metric to watch: eval_loss, eval_accuracy, eval_accuracy_top5 (need [data.eval]), train_loss, "
-     "train_accuracy."},
+     "The epoch metric to watch: eval_loss, eval_accuracy, eval_accuracy_top5 (need [data.eval]), eval_ema_loss, "
+     "eval_ema_accuracy, eval_ema_accuracy_top5 (also [ema]), train_loss, train_accuracy."},
     {"mode", KILN_PARAM_STRING, "\"auto\"", "auto|min|max",
      "Whether lower or higher is better; auto: min for a loss, max for an accuracy."},
     {"factor", KILN_PARAM_FLOAT, "0.1", nullptr, "What the rate is multiplied by at each reduction.", "0", "1",

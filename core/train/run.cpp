@@ -403,8 +403,8 @@ RunOutcome run_training(const TrainCommand& command) {
   to.checkpoint_every = checkpoint_every;
   to.checkpoint_keep = checkpoint_keep;
   to.resume_from = resume_from;
-  read_training_features({&optimizer, &loader, &checkpoint, &early_stop, &schedule, schedule_type, eval_c.has_value()},
-                         to);
+  read_training_features(
+      {&optimizer, &loader, &checkpoint, &early_stop, &schedule, &core.ema, schedule_type, eval_c.has_value()}, to);
   const bool dry_run = command.dry_run_steps > 0;
   if (dry_run) {  // a few steps, nothing kept: one checkpoint at most, written aside (dry_run.hpp)
     to.dry_run_steps = command.dry_run_steps;
@@ -589,8 +589,13 @@ RunOutcome run_training(const TrainCommand& command) {
   if (!outcome.result.stopped_early.empty()) log->info("{}", outcome.result.stopped_early);
   if (eval_c) {
     const std::optional<double>& top5 = outcome.result.final_eval_accuracy_top5;
-    log->info("done: {} steps; final test accuracy {:.4f}{}; outputs in {}", outcome.result.steps,
-              outcome.result.final_eval_accuracy, top5 ? fmt::format(" (top-5 {:.4f})", *top5) : "",
+    std::string averaged;  // [ema]: what the averaged weights (model_ema.safetensors) scored
+    if (const auto& av = outcome.result.final_ema_eval) {
+      averaged = fmt::format(", averaged weights {:.4f}", av->accuracy());
+      if (const auto av5 = av->top_k_accuracy()) averaged += fmt::format(" (top-5 {:.4f})", *av5);
+    }
+    log->info("done: {} steps; final test accuracy {:.4f}{}{}; outputs in {}", outcome.result.steps,
+              outcome.result.final_eval_accuracy, top5 ? fmt::format(" (top-5 {:.4f})", *top5) : "", averaged,
               outcome.run_dir.string());
   } else {
     log->info("done: {} steps; no eval split ([data.eval]), so no test accuracy; outputs in {}",

@@ -81,7 +81,7 @@ RankFacts run_facts(const RunFactsInput& in) {
   for (const auto& [name, table] : {std::pair<const char*, const ParamMap*>{"run", &c.run}, {"loader", &c.loader},
                                     {"loss", &c.loss}, {"dist", &c.dist}, {"checkpoint", &c.checkpoint},
                                     {"early_stop", &c.early_stop}, {"optimizer", &c.optimizer},
-                                    {"schedule", &c.schedule}}) {
+                                    {"schedule", &c.schedule}, {"ema", &c.ema}}) {
     add_table(must, name, *table);
   }
   must["optimizer.type"] = "\"" + c.optimizer_type + "\"";

@@ -17,10 +17,9 @@ std::optional<std::string> TopKCounter::not_counted(const Backend& backend, std:
 
 void check_watched_top_k(const Backend& backend, std::int64_t classes, const std::vector<const WatchedMetric*>& watched) {
   for (const WatchedMetric* m : watched) {
-    if (m == nullptr || m->name != kEvalAccuracyTop5) continue;
+    if (m == nullptr || !is_top_k_metric(m->name)) continue;
     if (const auto why_not = TopKCounter::not_counted(backend, classes)) {
-      throw ConfigError(fmt::format("{} = \"{}\" cannot be counted in this run: {}", m->where, kEvalAccuracyTop5,
-                                    *why_not));
+      throw ConfigError(fmt::format("{} = \"{}\" cannot be counted in this run: {}", m->where, m->name, *why_not));
     }
   }
 }

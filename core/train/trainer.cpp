@@ -33,6 +33,7 @@
 #include "kiln/train/step_metrics.hpp"
 #include "kiln/train/sync_batch_norm.hpp"
 #include "kiln/train/top_k_counter.hpp"
+#include "kiln/train/weight_ema.hpp"
 
 namespace kiln::train {
 namespace {
@@ -76,6 +77,8 @@ struct Trainer::Impl {
   std::optional<EarlyStopper> early_stop;
   nn::SoftmaxCrossEntropy loss;
   std::unique_ptr<TopKCounter> top_k;  // the test split's top-5 (null: no eval split, or not counted)
+  std::unique_ptr<WeightEma> ema;        // [ema] (null: off)
+  std::vector<Tensor> ema_scratch;       // the model's own weights while the averages are evaluated
   ComputeBoundary boundary;  // the casts between f32 data/loss and the model's compute dtype
   std::vector<Tensor> grad_zero_views;
   FrozenParameters frozen;                  // [model] freeze; empty: every parameter trains
@@ -173,6 +176,7 @@ struct Trainer::Impl {
     broadcast_initial_parameters(backend(), *parts.comm, params, parts.model->buffers());
     buffer_sync = std::make_unique<BufferSync>(backend(), *parts.comm, parts.model->buffers());
     if (!parts.model->buffers().empty()) log->info("model buffers: {}", buffer_sync->describe());
+    if (opt.ema) build_ema(resumed.has_value());  // after the broadcast: every rank averages from the same start
     grad_sync = std::make_unique<GradSync>(*parts.comm, params, opt.bucket_bytes, frozen.names());
     if (ranks.world_size > 1 && opt.stop_on_nonfinite_loss) {
       loss_mark = LossMark::make(backend(), grad_sync->carrier());
@@ -208,6 +212,17 @@ struct Trainer::Impl {
     if (clipper) log->info("gradient clipping: global L2 norm at most {}", clipper->max_norm());
     if (!frozen.empty()) log->info("{}", frozen.describe(params));
     if (frozen_bn_line) log->info("{}", *frozen_bn_line);
+  }
+
+  /// The moving average starts at the weights the run starts from, or continues from the
+  /// checkpoint's model_ema.safetensors when resuming.
+  void build_ema(bool resuming) {
+    ema = std::make_unique<WeightEma>(backend(), parts.model->parameters(), parts.model->buffers(), *opt.ema);
+    log->info("weight average (ema): {}", ema->describe());
+    if (resuming && !load_averages(opt.resume_from, backend(), *ema)) {
+      log->info("ema: {} holds no {} (written without [ema]); the average starts from its weights",
+                opt.resume_from.string(), kAveragedModelFile);
+    }
   }
 
   /// The plateau schedule continues where the checkpoint's run left it (lr_plateau.hpp).
@@ -286,7 +301,7 @@ struct Trainer::Impl {
     buffer_sync->from_rank0();  // the saved statistics are the ones every rank used
     stop_if_weights_diverged(opt.checkpoint_dir / checkpoint_name(st));
     save_checkpoint(opt.checkpoint_dir, opt.checkpoint_keep, backend(), *parts.comm, *parts.model, *optimizer,
-                    *parts.precision, st);
+                    *parts.precision, st, ema.get());
   }
 
   EpochStats train_epoch(std::int64_t epoch, std::int64_t first_step) {
@@ -382,6 +397,7 @@ struct Trainer::Impl {
       }
       for (const Tensor& g : grad_zero_views) backend().fill(g, 0.0);
       ++global_step;
+      if (ema) ema->after_step(global_step);
       if (opt.on_step_end) opt.on_step_end();
       if (checkpoints->step_checkpoint_due(global_step, batch->step + 1 == steps)) {
         // The epoch's metrics so far go into the checkpoint, so a resumed epoch reports all of it.
@@ -425,11 +441,12 @@ struct Trainer::Impl {
     return st;
   }
 
-  SplitTotals evaluate(std::int64_t epoch) {
+  /// `label` names the pass in the progress display: "eval " for the model, "ema  " for its average.
+  SplitTotals evaluate(std::int64_t epoch, const char* label = "eval ") {
     const crash::PhaseScope phase("evaluating");
     crash::set_step(0, 0);
     buffer_sync->from_rank0();  // every rank evaluates the model a checkpoint saves
-    progress.begin(fmt::format("eval  {}/{}", epoch + 1, opt.epochs), eval_loader->steps_per_epoch());
+    progress.begin(fmt::format("{} {}/{}", label, epoch + 1, opt.epochs), eval_loader->steps_per_epoch());
     double local_seen = 0, global_seen = 0;
     EvalParts eval{&backend(), parts.model.get(), parts.precision.get(), eval_loader.get(), &loss, &boundary, {},
                    top_k.get(), opt.dry_run_steps};
@@ -444,6 +461,17 @@ struct Trainer::Impl {
     const EvalSums local = evaluate_pass(eval, epoch);
     return reduce(local.loss_sum, local.correct, local.samples, local.top_k_hits);
   }
+
+  /// The same pass with the averaged weights in the model (and rank 0's averaged statistics, which
+  /// evaluate() broadcasts), then the model's own weights back.
+  SplitTotals evaluate_averaged(std::int64_t epoch) {
+    AveragedWeightsInModel averaged(backend(), *ema, ema_scratch);
+    const SplitTotals t = evaluate(epoch, "ema  ");
+    averaged.restore();
+    return t;
+  }
+
+  bool evaluates_averages() const { return ema && eval_loader && ema->options().evaluate; }
 
   void write(std::int64_t epoch, const char* split, const SplitTotals& t, double samples_per_s, double lr,
              double seconds, const EpochStats* train) {
@@ -498,6 +526,10 @@ struct Trainer::Impl {
     if (eval_loader) {
       const auto te = Clock::now();
       (void)evaluate(start_epoch);  // reduced over the ranks like a real epoch's: the same collectives
+      if (evaluates_averages()) {  // a real epoch evaluates both: so does the estimate
+        (void)evaluate_averaged(start_epoch);
+        r.eval_passes = 2;
+      }
       r.eval_seconds = seconds_since(te);
       r.eval_batches = std::min(opt.dry_run_steps, eval_loader->steps_per_epoch());
       r.eval_batches_per_epoch = eval_loader->steps_per_epoch();
@@ -508,7 +540,7 @@ struct Trainer::Impl {
       buffer_sync->from_rank0();
       stop_if_weights_diverged(dir);
       save_checkpoint_to(dir, backend(), *parts.comm, *parts.model, *optimizer, *parts.precision,
-                         position(start_epoch + 1, 0));
+                         position(start_epoch + 1, 0), ema.get());
       r.checkpoint_seconds = seconds_since(tc);
       std::error_code ec;  // rank 0 wrote it; the others report no size
       for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
@@ -552,6 +584,18 @@ struct Trainer::Impl {
         line += fmt::format("  |  test loss {:.4f} acc {:.4f}", ev.loss(), ev.accuracy());
         if (const auto top5 = ev.top_k_accuracy()) line += fmt::format(" top-5 {:.4f}", *top5);
       }
+      if (evaluates_averages()) {
+        const auto ta = Clock::now();
+        const SplitTotals av = evaluate_averaged(epoch);
+        const double ema_s = seconds_since(ta);
+        write(epoch, "test_ema", av, av.samples / std::max(1e-9, ema_s), lr, ema_s, nullptr);
+        watched.eval_ema_loss = av.loss();
+        watched.eval_ema_accuracy = av.accuracy();
+        watched.eval_ema_accuracy_top5 = av.top_k_accuracy();
+        result.final_ema_eval = av;
+        line += fmt::format("  |  ema loss {:.4f} acc {:.4f}", av.loss(), av.accuracy());
+        if (const auto top5 = av.top_k_accuracy()) line += fmt::format(" top-5 {:.4f}", *top5);
+      }
       line += fmt::format("  |  {} samples/s  {:.2f}s  lr {:.3g}", io::format_si(sps), st.seconds, lr);
       if (st.skipped) line += fmt::format("  skipped {}", st.skipped);
       progress.line(line);
@@ -568,7 +612,7 @@ struct Trainer::Impl {
         buffer_sync->from_rank0();  // the saved statistics are the ones every rank used
         stop_if_weights_diverged(checkpoints->best_dir());
         save_checkpoint_to(checkpoints->best_dir(), backend(), *parts.comm, *parts.model, *optimizer, *parts.precision,
-                           position(epoch + 1, 0), checkpoints->best_metadata(epoch));
+                           position(epoch + 1, 0), ema.get(), checkpoints->best_metadata(epoch));
       }
       if (stop) {
         result.stopped_early = fmt::format("{}; stopped after epoch {} of {}", early_stop->reason(), epoch + 1,

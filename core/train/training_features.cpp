@@ -9,6 +9,7 @@
 #include "kiln/train/checkpoint_policy.hpp"
 #include "kiln/train/early_stop.hpp"
 #include "kiln/train/lr_plateau.hpp"
+#include "kiln/train/weight_ema.hpp"
 
 namespace kiln::train {
 
@@ -19,11 +20,14 @@ void read_training_features(const FeatureTables& t, TrainerOptions& o) {
   }
   o.accumulate_steps = t.loader->get_int("accumulate_steps");
   if (o.accumulate_steps < 1) throw ConfigError(t.loader->where("accumulate_steps") + " must be at least 1");
-  const CheckpointPolicyOptions c = checkpoint_policy_options(*t.checkpoint, t.has_eval_split);
+  o.ema = ema_options(*t.ema);
+  // The averaged weights' metrics exist where they are evaluated: an eval split and evaluate = true.
+  const bool has_ema = o.ema && o.ema->evaluate && t.has_eval_split;
+  const CheckpointPolicyOptions c = checkpoint_policy_options(*t.checkpoint, t.has_eval_split, has_ema);
   o.checkpoint_every_steps = c.every_steps;
   o.keep_best = c.keep_best;
-  o.early_stop = early_stop_options(*t.early_stop, t.has_eval_split);
-  o.lr_plateau = plateau_options(t.schedule_type, *t.schedule, t.has_eval_split);
+  o.early_stop = early_stop_options(*t.early_stop, t.has_eval_split, has_ema);
+  o.lr_plateau = plateau_options(t.schedule_type, *t.schedule, t.has_eval_split, has_ema);
 }
 
 void add_feature_identity(const ParamMap& loader, RunIdentity& identity) {

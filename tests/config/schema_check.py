@@ -59,6 +59,7 @@ def main() -> int:
         "the host's freeze key in [model]": edited(lambda c: c["model"].update(freeze=["layers.0.*"])),
         "a plateau schedule with its own keys": edited(
             lambda c: c.update(schedule={"type": "plateau", "metric": "eval_accuracy", "patience": 2, "min_lr": 1e-5})),
+        "a moving average of the weights": edited(lambda c: c.update(ema={"decay": 0.999, "every_steps": 4})),
     }
     invalid = {
         "an unknown key in [model]": edited(lambda c: c["model"].update(hiden=[64])),
@@ -70,6 +71,8 @@ def main() -> int:
             lambda c: c.update(optimizer={"type": "sgd", "lr": 0.1, "beta1": 0.9})),
         "a step key in a cosine [schedule]": edited(lambda c: c.update(schedule={"type": "cosine", "gamma": 0.5})),
         "a plateau key in the default (constant) [schedule]": edited(lambda c: c.update(schedule={"patience": 3})),
+        "an [ema] decay of 1 (outside [0, 1))": edited(lambda c: c.update(ema={"decay": 1.0})),
+        "an unknown key in [ema]": edited(lambda c: c.update(ema={"decay": 0.999, "warmup": 10})),
         "a backend no plugin provides": edited(lambda c: c.update(backend={"type": "tpu"})),
         "a data table without its type": edited(lambda c: c["data"]["train"].pop("type")),
         "a cpu key on the cuda backend": edited(lambda c: c.update(backend={"type": "cuda", "conv3x3": "auto"})),

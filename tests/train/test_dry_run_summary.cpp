@@ -38,6 +38,19 @@ BOOST_AUTO_TEST_CASE(the_pace_leaves_out_the_first_step_and_the_estimates_multip
                          "epochs to train about 10 min 50 s; peak memory 512 MB on the host");
 }
 
+BOOST_AUTO_TEST_CASE(with_ema_each_eval_batch_is_timed_twice_and_an_epoch_has_both_passes) {
+  kiln::train::DryRunReport r = report();
+  r.eval_passes = 2;
+  r.eval_seconds = 0.4;  // 4 batches with the weights, 4 with their average: 50 ms each
+  const std::vector<std::string> lines = kiln::train::dry_run_summary(r, 512.4);
+  BOOST_TEST_REQUIRE(lines.size() == 3u);
+  BOOST_TEST(lines[1] ==
+             "dry run: 4 of 100 eval batches, twice (the weights and their moving average) in 400 ms (50 ms each)");
+  // 60 s of training + 2 x 100 x 0.05 s = 10 s of eval.
+  BOOST_TEST(lines[2] == "dry run: at that pace an epoch takes about 1 min 10 s (train 1 min 0 s + eval 10 s), the 10 "
+                         "epochs to train about 11 min 40 s; peak memory 512 MB on the host");
+}
+
 BOOST_AUTO_TEST_CASE(the_checkpoint_it_wrote_has_a_line_of_its_own) {
   kiln::train::DryRunReport r = report();
   r.checkpoint_seconds = 0.41;

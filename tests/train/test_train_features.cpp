@@ -24,6 +24,7 @@
 #include "kiln/train/grad_clip.hpp"
 #include "kiln/train/trainer.hpp"
 #include "kiln/train/training_features.hpp"
+#include "kiln/train/weight_ema.hpp"
 #include "train_fixture.hpp"
 
 namespace fs = std::filesystem;
@@ -467,7 +468,9 @@ BOOST_AUTO_TEST_CASE(out_of_range_keys_are_refused_with_where_they_were_set) {
   const auto ckpt = core_table("checkpoint", "keep_best = \"eval_acc\"", kiln::train::checkpoint_schema());
   const std::string unknown = error_text([&] { kiln::train::checkpoint_policy_options(ckpt, true); });
   BOOST_TEST(unknown.find("checkpoint.keep_best (test.toml:2) = \"eval_acc\" is not a metric") == 0u, unknown);
-  BOOST_TEST(unknown.find("valid metrics: eval_loss, eval_accuracy, eval_accuracy_top5, train_loss, train_accuracy") != std::string::npos);
+  BOOST_TEST(unknown.find("valid metrics: eval_loss, eval_accuracy, eval_accuracy_top5, eval_ema_loss, eval_ema_accuracy, "
+                          "eval_ema_accuracy_top5, train_loss, train_accuracy") != std::string::npos,
+             unknown);
 
   const auto es = core_table("early_stop", "metric = \"eval_loss\"", kiln::train::early_stop_schema());
   const std::string no_eval = error_text([&] { kiln::train::early_stop_options(es, false); });
@@ -505,6 +508,46 @@ BOOST_AUTO_TEST_CASE(keys_of_a_feature_that_is_off_are_refused_unless_at_their_d
              }).find("checkpoint.keep_best_mode (test.toml:2) = \"min\" has no effect: no best checkpoint is kept") == 0u);
   BOOST_TEST(!kiln::train::checkpoint_policy_options(core_table("checkpoint", "keep_best_mode = \"auto\"", ck_schema), true)
                   .keep_best.has_value());
+
+  const auto ema_schema = kiln::train::ema_schema();
+  BOOST_TEST(error_text([&] { kiln::train::ema_options(core_table("ema", "every_steps = 4", ema_schema)); }) ==
+             "ema.every_steps (test.toml:2) = 4 has no effect: the moving average is off (ema.decay is 0); set ema.decay "
+             "(0.999 or 0.9999 are usual) to keep one, or remove the key");
+  BOOST_TEST(error_text([&] { kiln::train::ema_options(core_table("ema", "evaluate = false", ema_schema)); })
+                 .find("ema.evaluate (test.toml:2) = false has no effect") == 0u);
+  BOOST_TEST(!kiln::train::ema_options(core_table("ema", "decay = 0.0\nevaluate = true\nevery_steps = 1", ema_schema))
+                  .has_value());
+  const auto on = kiln::train::ema_options(core_table("ema", "decay = 0.99\nevery_steps = 4\nevaluate = false", ema_schema));
+  BOOST_TEST_REQUIRE(on.has_value());
+  BOOST_TEST(on->decay == 0.99);
+  BOOST_TEST(on->every_steps == 4);
+  BOOST_TEST(!on->evaluate);
+  BOOST_TEST(error_text([&] { core_table("ema", "decay = 1.0", ema_schema); }).find("test.toml:2:") != std::string::npos);
+}
+
+// The averaged weights' metrics: named like the test split's with "ema_", the same goals, read
+// from their own slots, and only where the run evaluates an average.
+BOOST_AUTO_TEST_CASE(the_averaged_weights_metrics_need_a_run_that_evaluates_them) {
+  using kiln::train::parse_watched_metric;
+  auto error_text = [](const std::function<void()>& f) { return kiln::test::error_text<kiln::ConfigError>(f); };
+  const auto loss = parse_watched_metric("eval_ema_loss", "x", "auto", true, true);
+  const auto top5 = parse_watched_metric("eval_ema_accuracy_top5", "x", "auto", true, true);
+  BOOST_TEST((loss.goal == kiln::train::Goal::min));
+  BOOST_TEST((top5.goal == kiln::train::Goal::max));
+  BOOST_TEST(kiln::train::is_top_k_metric(top5.name));
+  kiln::train::EpochMetrics m;
+  m.eval_loss = 0.5;
+  m.eval_ema_loss = 0.4;
+  m.eval_ema_accuracy_top5 = 0.9;
+  BOOST_TEST(loss.of(m) == 0.4);
+  BOOST_TEST(top5.of(m) == 0.9);
+  BOOST_TEST(parse_watched_metric("eval_loss", "x", "auto", true, true).of(m) == 0.5);
+  BOOST_TEST(error_text([&] { parse_watched_metric("eval_ema_accuracy", "early_stop.metric (a.toml:3)", "auto", true,
+                                                   false); }) ==
+             "early_stop.metric (a.toml:3) = \"eval_ema_accuracy\" is a metric of the averaged weights, and this run "
+             "evaluates none: set [ema] decay (with evaluate = true) or watch eval_accuracy");
+  BOOST_TEST(error_text([&] { parse_watched_metric("eval_ema_loss", "x", "auto", false, true); })
+                 .find("needs an eval split") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

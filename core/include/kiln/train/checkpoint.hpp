@@ -7,6 +7,9 @@
 //                                                         and, as metadata, epoch, global step,
 //                                                         optimizer steps, precision state, seed,
 //                                                         and the run's identity ("run.<item>")
+//   <run_dir>/checkpoints/epoch-0003/model_ema.safetensors  with [ema] only: the moving average
+//                                                         of the parameters and buffers, named
+//                                                         and laid out as in model.safetensors
 // A checkpoint is written into "checkpoints/.partial-epoch-0003" and renamed when complete, so a
 // directory named epoch-NNNN is always whole; only the newest `keep` are kept. Rank 0 writes
 // while the others wait at a barrier, so no rank runs ahead into a collective. Resuming
@@ -36,6 +39,7 @@
 #include "kiln/precision_policy.hpp"
 #include "kiln/train/optimizer.hpp"
 #include "kiln/train/run_identity.hpp"
+#include "kiln/train/weight_ema.hpp"
 
 namespace kiln::train {
 
@@ -65,22 +69,27 @@ struct TrainerState {
 /// Names sort in the order they were written, which pruning and latest_checkpoint rely on.
 std::string checkpoint_name(const TrainerState& state);
 
+/// The file of a checkpoint that holds [ema]'s averaged weights (weight_ema.hpp).
+inline constexpr const char* kAveragedModelFile = "model_ema.safetensors";
+
 /// How every error about a damaged checkpoint ends.
 inline constexpr const char* kDamagedHint =
     "the checkpoint is damaged; resume from an earlier one (--resume <dir>)";
 
 /// Writes a checkpoint for `state.epochs_done` under `dir` (the run's checkpoints/ directory) and
-/// prunes old ones. Every rank calls it; rank 0 writes. Throws IoError.
+/// prunes old ones. With `ema`, its averages go into model_ema.safetensors. Every rank calls it;
+/// rank 0 writes. Throws IoError.
 void save_checkpoint(const std::filesystem::path& dir, std::int64_t keep, Backend& backend, Communicator& comm,
                      const Model& model, Optimizer& optimizer, const PrecisionPolicy& precision,
-                     const TrainerState& state);
+                     const TrainerState& state, const WeightEma* ema = nullptr);
 
 /// Writes a checkpoint into exactly `final_dir` (through a temporary name, replacing what was
-/// there), with `extra_meta` added to the metadata of both files; prunes nothing. Every rank
+/// there), with `extra_meta` added to the metadata of every file; prunes nothing. Every rank
 /// calls it; rank 0 writes. Throws IoError.
 void save_checkpoint_to(const std::filesystem::path& final_dir, Backend& backend, Communicator& comm,
                         const Model& model, Optimizer& optimizer, const PrecisionPolicy& precision,
-                        const TrainerState& state, const std::map<std::string, std::string>& extra_meta = {});
+                        const TrainerState& state, const WeightEma* ema = nullptr,
+                        const std::map<std::string, std::string>& extra_meta = {});
 
 /// The metadata of `checkpoint`'s trainer.safetensors, verified like inspect_checkpoint does.
 std::map<std::string, std::string> checkpoint_metadata(const std::filesystem::path& checkpoint);
@@ -88,8 +97,9 @@ std::map<std::string, std::string> checkpoint_metadata(const std::filesystem::pa
 /// The newest complete checkpoint under `dir`, if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
 
-/// Reads both files of `checkpoint` and verifies them (checksums, header, metadata) without a
-/// model; returns the saved state. Throws DataError (damaged, naming the file) or IoError.
+/// Reads the files of `checkpoint` (model_ema.safetensors too where there is one) and verifies
+/// them (checksums, header, metadata) without a model; returns the saved state. Throws DataError
+/// (damaged, naming the file) or IoError.
 TrainerState inspect_checkpoint(const std::filesystem::path& checkpoint);
 
 struct IntactCheckpoint {
@@ -106,5 +116,15 @@ std::optional<IntactCheckpoint> latest_intact_checkpoint(const std::filesystem::
 /// not match the model (missing or extra names, shapes), naming the tensor.
 TrainerState load_checkpoint(const std::filesystem::path& checkpoint, Backend& backend, const Model& model,
                              Optimizer& optimizer);
+
+/// Copies the averages of `checkpoint`'s model_ema.safetensors into `ema`; false (nothing copied)
+/// when the checkpoint has none (written without [ema]). Throws DataError when the file is
+/// damaged or does not fit the model, naming the file and the tensor.
+bool load_averages(const std::filesystem::path& checkpoint, Backend& backend, const WeightEma& ema);
+
+/// Copies the parameters and buffers of the model-format safetensors file `file` (a checkpoint's
+/// model.safetensors or model_ema.safetensors) into `model`; every tensor of either side must
+/// have its counterpart. Throws DataError naming the file and the tensor, IoError.
+void load_model_weights(const std::filesystem::path& file, Backend& backend, const Model& model);
 
 }  // namespace kiln::train

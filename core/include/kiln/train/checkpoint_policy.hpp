@@ -36,8 +36,9 @@ struct CheckpointPolicyOptions {
   std::optional<WatchedMetric> keep_best;
 };
 
-/// Reads and checks the validated [checkpoint] table (keys refused with where they were set).
-CheckpointPolicyOptions checkpoint_policy_options(const ParamMap& table, bool has_eval_split);
+/// Reads and checks the validated [checkpoint] table (keys refused with where they were set);
+/// `has_ema`: the run evaluates averaged weights, so keep_best may watch an eval_ema_* metric.
+CheckpointPolicyOptions checkpoint_policy_options(const ParamMap& table, bool has_eval_split, bool has_ema = false);
 
 class CheckpointPolicy {
  public:

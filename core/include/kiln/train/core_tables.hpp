@@ -1,7 +1,8 @@
 // Schemas of the config tables the core itself reads (plugin tables are described by their
-// plugins): [run], [loader], [loss], [log], [dist]. [checkpoint], [early_stop], [optimizer] and
-// [schedule] live with their code (checkpoint.hpp, early_stop.hpp, optimizer.hpp, lr_schedule.hpp);
-// validate_core_tables() checks them all. docs/configuration.md lists every key.
+// plugins): [run], [loader], [loss], [log], [dist]. [checkpoint], [early_stop], [optimizer],
+// [schedule] and [ema] live with their code (checkpoint.hpp, early_stop.hpp, optimizer.hpp,
+// lr_schedule.hpp, weight_ema.hpp); validate_core_tables() checks them all.
+// docs/configuration.md lists every key.
 #pragma once
 
 #include <span>
@@ -24,15 +25,15 @@ std::span<const kiln_param_spec_v1> dist_schema();
 
 /// Every table the core reads itself, validated with its defaults filled in.
 struct CoreTables {
-  ParamMap run, loader, loss, log, dist, checkpoint, early_stop;
+  ParamMap run, loader, loss, log, dist, checkpoint, early_stop, ema;
   std::string optimizer_type;  ///< "sgd", "adam" (the default) or "adamw"
   ParamMap optimizer;
   std::string schedule_type;  ///< "constant" (the default), "cosine", "step" or "plateau"
   ParamMap schedule;
 };
 
-/// Validates [run], [loader], [loss], [log], [dist], [checkpoint], [early_stop], [optimizer] and
-/// [schedule] as `kiln train` does. Every command that reads a training config (train, eval,
+/// Validates [run], [loader], [loss], [log], [dist], [checkpoint], [early_stop], [optimizer],
+/// [schedule] and [ema] as `kiln train` does. Every command that reads a training config (train, eval,
 /// predict, bench-data) calls this, whatever it uses, so that a table valid for training is
 /// never "unknown" to another command. Throws ConfigError.
 CoreTables validate_core_tables(config::Config& cfg);

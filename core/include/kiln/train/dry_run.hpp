@@ -26,6 +26,8 @@ struct DryRunReport {
   std::int64_t eval_batches = 0;     ///< evaluated (0: no [data.eval])
   std::int64_t eval_batches_per_epoch = 0;
   double eval_seconds = 0;  ///< the eval batches together, their result read back
+  /// Passes over those batches: 2 where [ema] evaluates the averaged weights after the model's.
+  std::int64_t eval_passes = 1;
   /// The one checkpoint a dry run writes (into checkpoints/dry-run, removed with the rest) where
   /// the real run would write any: how long it took, and its size on rank 0.
   std::optional<double> checkpoint_seconds;

@@ -2,7 +2,9 @@
 //
 // A watched metric is one of the numbers each epoch ends with: eval_loss, eval_accuracy,
 // eval_accuracy_top5 (need an eval split, [data.eval]; top-5 also a run that counts it,
-// check_watched_top_k in top_k_counter.hpp), train_loss, train_accuracy. Its goal is min or max;
+// check_watched_top_k in top_k_counter.hpp), the same three of the averaged weights
+// (eval_ema_loss, eval_ema_accuracy, eval_ema_accuracy_top5: also need [ema] evaluated,
+// weight_ema.hpp), train_loss, train_accuracy. Its goal is min or max;
 // "auto" means min for a loss and max for an accuracy. keep_best ([checkpoint]) uses the same
 // names and goals.
 //
@@ -28,14 +30,16 @@ namespace kiln::train {
 /// Keys of the [early_stop] table: metric ("" = off), mode, patience, min_delta.
 std::span<const kiln_param_spec_v1> early_stop_schema();
 
-/// The name of the test split's top-5 accuracy as a watched metric.
+/// The name of the test split's top-5 accuracy as a watched metric, and of the averaged weights'.
 inline constexpr const char* kEvalAccuracyTop5 = "eval_accuracy_top5";
+inline constexpr const char* kEvalEmaAccuracyTop5 = "eval_ema_accuracy_top5";
 
 /// The numbers an epoch ends with (eval ones absent without an eval split; top-5 also absent
-/// where the run does not count it, top_k_counter.hpp).
+/// where the run does not count it, top_k_counter.hpp; eval_ema_* absent without [ema] evaluated).
 struct EpochMetrics {
   double train_loss = 0, train_accuracy = 0;
   std::optional<double> eval_loss, eval_accuracy, eval_accuracy_top5;
+  std::optional<double> eval_ema_loss, eval_ema_accuracy, eval_ema_accuracy_top5;
 };
 
 enum class Goal : std::uint8_t { min, max };
@@ -52,10 +56,14 @@ struct WatchedMetric {
 };
 
 /// Parses a metric name and a mode ("auto" | "min" | "max") set at `name_where` / `mode_where`.
-/// Throws ConfigError for an unknown name, naming the valid ones, and for an eval metric when
-/// the run has no eval split.
+/// Throws ConfigError for an unknown name, naming the valid ones, for an eval metric when the
+/// run has no eval split, and for an eval_ema_* metric when it evaluates no averaged weights
+/// (`has_ema`: [ema] on with evaluate = true).
 WatchedMetric parse_watched_metric(const std::string& name, const std::string& name_where, const std::string& mode,
-                                   bool has_eval_split);
+                                   bool has_eval_split, bool has_ema = false);
+
+/// Whether `name` is a top-5 accuracy (the test split's or the averaged weights').
+bool is_top_k_metric(const std::string& name);
 
 struct EarlyStopOptions {
   WatchedMetric metric;
@@ -64,7 +72,7 @@ struct EarlyStopOptions {
 };
 
 /// Reads the validated [early_stop] table; nullopt when metric is "" (off).
-std::optional<EarlyStopOptions> early_stop_options(const ParamMap& table, bool has_eval_split);
+std::optional<EarlyStopOptions> early_stop_options(const ParamMap& table, bool has_eval_split, bool has_ema = false);
 
 class EarlyStopper {
  public:

@@ -4,7 +4,7 @@
 // same rules as `kiln train` (every table; wiring.hpp), it creates the run's backend, model and
 // precision policy for a world of one rank, the [data.eval] source, and loads a checkpoint's
 // weights and buffers (checkpoint.hpp's load_checkpoint; the optimizer state it also reads is
-// not used). No communicator is created: one rank needs none, and a run trained with nccl or
+// not used), or with averaged_weights those of its model_ema.safetensors ([ema]) in their place. No communicator is created: one rank needs none, and a run trained with nccl or
 // gloo can be evaluated where those cannot connect. Nothing is written anywhere, and the log
 // stays on the console at warn level so stdout carries only the result.
 //
@@ -37,6 +37,9 @@ struct EvalRequest {
   bool every_sample = false;                       ///< force the "partial" last batch (predict)
   bool unlabeled_ok = false;                       ///< accept eval data without labels (predict)
   bool top_k_accuracy = true;                      ///< count the top-5 hits (predict reports none)
+  /// Use the checkpoint's averaged weights ([ema], model_ema.safetensors) instead of model.safetensors;
+  /// an IoError when the checkpoint has none.
+  bool averaged_weights = false;
 };
 
 class EvalSession {

@@ -36,7 +36,8 @@ struct PlateauOptions {
 
 /// Reads the plateau keys of a validated [schedule] table when `type` is "plateau"; nullopt for
 /// every other type. Throws ConfigError naming the key for a metric the run cannot watch.
-std::optional<PlateauOptions> plateau_options(const std::string& type, const ParamMap& schedule, bool has_eval_split);
+std::optional<PlateauOptions> plateau_options(const std::string& type, const ParamMap& schedule, bool has_eval_split,
+                                              bool has_ema = false);
 
 class LrPlateau {
  public:

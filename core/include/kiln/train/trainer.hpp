@@ -4,9 +4,10 @@
 // -> Model::forward -> logits cast to f32 -> softmax cross-entropy -> dlogits scaled by
 // loss_scale / (global rows this step) -> dlogits cast to the compute dtype -> Model::backward with
 // GradSync reducing buckets as they complete -> PrecisionPolicy::after_allreduce -> optimizer
-// step (unless skipped) -> zero gradients. After each epoch: rank 0's batch-norm statistics to
-// every rank (bn_sync.hpp; again before a checkpoint), evaluation on the eval split, then
-// one metrics.jsonl record per split whose numbers are reduced over all ranks, weighted by
+// step (unless skipped) -> zero gradients -> [ema]'s moving average updated (weight_ema.hpp).
+// After each epoch: rank 0's batch-norm statistics to every rank (bn_sync.hpp; again before a
+// checkpoint), evaluation on the eval split (and with [ema] again with the averaged weights),
+// then one metrics.jsonl record per split whose numbers are reduced over all ranks, weighted by
 // sample count. Every rank runs the same number of steps (the Sharder guarantees it), so
 // collectives always match. The casts are a ComputeBoundary's (compute_boundary.hpp); under fp32
 // there are none.
@@ -34,7 +35,9 @@
 #include "kiln/train/dry_run.hpp"
 #include "kiln/train/early_stop.hpp"
 #include "kiln/train/lr_schedule.hpp"
+#include "kiln/train/evaluate.hpp"
 #include "kiln/train/optimizer.hpp"
+#include "kiln/train/weight_ema.hpp"
 
 namespace kiln::train {
 
@@ -107,6 +110,8 @@ struct TrainerOptions {
   std::optional<EarlyStopOptions> early_stop;
   /// The plateau schedule's rule (lr_plateau.hpp): set when schedule_type is "plateau".
   std::optional<PlateauOptions> lr_plateau;
+  /// A moving average of the weights (weight_ema.hpp); empty = off.
+  std::optional<EmaOptions> ema;
   /// `kiln train --dry-run`: run only this many optimizer steps of the first epoch (each timed,
   /// the device synchronised after it) and as many eval batches, then stop: no epoch records, no
   /// checkpoints (dry_run.hpp). 0 = a real run.
@@ -124,6 +129,8 @@ struct TrainResult {
   double final_train_loss = 0, final_train_accuracy = 0;
   double final_eval_loss = 0, final_eval_accuracy = 0;
   std::optional<double> final_eval_accuracy_top5;  ///< where the run counts top-5
+  /// The averaged weights' evaluation after the last epoch ([ema] with evaluate = true).
+  std::optional<EvalSums> final_ema_eval;
   std::int64_t steps = 0;
   /// Why the run ended before its last epoch ("early stopping: ..."); empty when it did not.
   std::string stopped_early;
