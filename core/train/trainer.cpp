@@ -473,6 +473,21 @@ struct Trainer::Impl {
 
   bool evaluates_averages() const { return ema && eval_loader && ema->options().evaluate; }
 
+  enum class EvalOf : std::uint8_t { model, average };
+
+  /// One of the epoch's evaluations: the pass, its record ("test", or "test_ema" for the moving
+  /// average) and its part of the epoch line.
+  SplitTotals evaluate_and_record(std::int64_t epoch, EvalOf of, double lr, std::string& line) {
+    const bool average = of == EvalOf::average;
+    const auto t0 = Clock::now();
+    const SplitTotals t = average ? evaluate_averaged(epoch) : evaluate(epoch);
+    const double seconds = seconds_since(t0);
+    write(epoch, average ? "test_ema" : "test", t, t.samples / std::max(1e-9, seconds), lr, seconds, nullptr);
+    line += fmt::format("  |  {} loss {:.4f} acc {:.4f}", average ? "ema" : "test", t.loss(), t.accuracy());
+    if (const auto top5 = t.top_k_accuracy()) line += fmt::format(" top-5 {:.4f}", *top5);
+    return t;
+  }
+
   void write(std::int64_t epoch, const char* split, const SplitTotals& t, double samples_per_s, double lr,
              double seconds, const EpochStats* train) {
     if (!metrics) return;
@@ -571,30 +586,20 @@ struct Trainer::Impl {
                                      st.totals.loss(), st.totals.accuracy());
       EpochMetrics watched{st.totals.loss(), st.totals.accuracy(), std::nullopt, std::nullopt, std::nullopt};
       if (eval_loader) {
-        const auto te = Clock::now();
-        const SplitTotals ev = evaluate(epoch);
-        const double eval_s = seconds_since(te);
-        write(epoch, "test", ev, ev.samples / std::max(1e-9, eval_s), lr, eval_s, nullptr);
+        const SplitTotals ev = evaluate_and_record(epoch, EvalOf::model, lr, line);
         result.final_eval_loss = ev.loss();
         result.final_eval_accuracy = ev.accuracy();
         watched.eval_loss = ev.loss();
         watched.eval_accuracy = ev.accuracy();
         watched.eval_accuracy_top5 = ev.top_k_accuracy();
         result.final_eval_accuracy_top5 = ev.top_k_accuracy();
-        line += fmt::format("  |  test loss {:.4f} acc {:.4f}", ev.loss(), ev.accuracy());
-        if (const auto top5 = ev.top_k_accuracy()) line += fmt::format(" top-5 {:.4f}", *top5);
       }
       if (evaluates_averages()) {
-        const auto ta = Clock::now();
-        const SplitTotals av = evaluate_averaged(epoch);
-        const double ema_s = seconds_since(ta);
-        write(epoch, "test_ema", av, av.samples / std::max(1e-9, ema_s), lr, ema_s, nullptr);
+        const SplitTotals av = evaluate_and_record(epoch, EvalOf::average, lr, line);
         watched.eval_ema_loss = av.loss();
         watched.eval_ema_accuracy = av.accuracy();
         watched.eval_ema_accuracy_top5 = av.top_k_accuracy();
         result.final_ema_eval = av;
-        line += fmt::format("  |  ema loss {:.4f} acc {:.4f}", av.loss(), av.accuracy());
-        if (const auto top5 = av.top_k_accuracy()) line += fmt::format(" top-5 {:.4f}", *top5);
       }
       line += fmt::format("  |  {} samples/s  {:.2f}s  lr {:.3g}", io::format_si(sps), st.seconds, lr);
       if (st.skipped) line += fmt::format("  skipped {}", st.skipped);

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -65,6 +66,14 @@ std::string slurp(const fs::path& file) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+void damage_safetensors(const fs::path& file) {
+  std::string bytes = slurp(file);
+  std::uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = (header << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  bytes[8 + header + 5] ^= 0x01;
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
 }
 
 KilnResult run_kiln(const fs::path& cwd, const std::vector<std::string>& args, const std::string& setup) {

@@ -37,6 +37,11 @@ std::filesystem::path fixture_data_config(const std::string& data_plugin, int ep
 /// The whole file as a string ("" if it cannot be read).
 std::string slurp(const std::filesystem::path& file);
 
+/// Flips one bit inside the first tensor's bytes of a Kiln-written safetensors file (8-byte
+/// little-endian header length, the JSON header, then the data): a checkpoint file whose checksum
+/// no longer matches.
+void damage_safetensors(const std::filesystem::path& file);
+
 /// The build tree's directory of the fixture plugin `name` (tests/plugin/CMakeLists.txt).
 std::filesystem::path fixture_dir(const std::string& name);
 

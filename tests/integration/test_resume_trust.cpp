@@ -33,15 +33,6 @@ Result train(const fs::path& run_dir, std::vector<std::string> extra) {
   return kiln::test::run_kiln(kiln::test::scratch_dir(), args);
 }
 
-/// Flips one bit inside the first tensor's bytes of a Kiln-written safetensors file.
-void damage(const fs::path& file) {
-  std::string bytes = slurp(file);
-  std::uint64_t header = 0;
-  for (int i = 7; i >= 0; --i) header = (header << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
-  bytes[8 + header + 5] ^= 0x01;
-  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
-}
-
 /// How many metrics.jsonl records each (epoch, split) has.
 std::map<std::pair<int, std::string>, int> records_per_epoch(const fs::path& file) {
   std::map<std::pair<int, std::string>, int> out;
@@ -63,7 +54,7 @@ BOOST_AUTO_TEST_CASE(auto_falls_back_past_a_damaged_newest_and_metrics_hold_each
   // As if the run died while (or after) writing its last checkpoint: epoch 3's metrics are in
   // the file, its checkpoint is damaged.
   const fs::path newest = dir / "checkpoints" / "epoch-0003";
-  damage(newest / "model.safetensors");
+  kiln::test::damage_safetensors(newest / "model.safetensors");
 
   const Result explicit_resume = train(dir, {"--set", "run.epochs=3", "--resume", newest.string()});
   BOOST_TEST(explicit_resume.status == 1);

@@ -10,7 +10,6 @@
 #include "kiln_test_main.hpp"
 
 #include <cmath>
-#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -95,15 +94,6 @@ Mismatch lerp_mismatch(const F32Tensors& previous, const F32Tensors& weights, co
     }
   }
   return m;
-}
-
-/// Flips one bit inside the first tensor's bytes of a Kiln-written safetensors file.
-void damage(const fs::path& file) {
-  std::string bytes = slurp(file);
-  std::uint64_t header = 0;
-  for (int i = 7; i >= 0; --i) header = (header << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
-  bytes[8 + header + 2] ^= 0x01;
-  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
 }
 
 /// Whether two tensor sets hold the same names and exactly the same values.
@@ -230,7 +220,7 @@ BOOST_AUTO_TEST_CASE(a_resumed_run_continues_the_average_to_the_same_values) {
 
   // A damaged average: `--resume auto` passes over its checkpoint, an explicit --resume names it.
   const fs::path newest = run / "checkpoints" / "epoch-0003";
-  damage(newest / "model_ema.safetensors");
+  kiln::test::damage_safetensors(newest / "model_ema.safetensors");
   const std::string refused = one_line_error(run_kiln(cwd, {"train", "--config", cfg.string(), "--run-dir", run.string(),
                                                             "--resume", newest.string()}));
   BOOST_TEST(refused.find((newest / "model_ema.safetensors").string()) != std::string::npos, refused);
