@@ -21,6 +21,10 @@ constexpr kiln_param_spec_v1 kEma[] = {
      "0", "1", KILN_PARAM_MAX_EXCLUSIVE},
     {"every_steps", KILN_PARAM_INT, "1", nullptr,
      "Optimizer steps between two updates of the average (torchvision's --model-ema-steps).", "1", nullptr},
+    {"warmup", KILN_PARAM_BOOL, "false", nullptr,
+     "Start with shorter averages, as tf.train.ExponentialMovingAverage with num_updates: update n uses "
+     "min(decay, (1 + n) / (10 + n)), so the early average follows the weights instead of staying near the random "
+     "start."},
     {"evaluate", KILN_PARAM_BOOL, "true", nullptr,
      "Also evaluate the averaged weights after each epoch ([data.eval]): \"test_ema\" records and eval_ema_* "
      "metrics for early_stop, keep_best and the plateau schedule; false = only model_ema.safetensors."},
@@ -36,7 +40,7 @@ std::span<const kiln_param_spec_v1> ema_schema() { return kEma; }
 std::optional<EmaOptions> ema_options(const ParamMap& t) {
   const double decay = t.get_float("decay");
   if (decay == 0.0) {
-    refuse_keys_without_effect(t, kEma, {"every_steps", "evaluate"},
+    refuse_keys_without_effect(t, kEma, {"every_steps", "warmup", "evaluate"},
                                "the moving average is off (ema.decay is 0); set ema.decay (0.999 or 0.9999 are usual) "
                                "to keep one, or remove the key");
     return std::nullopt;
@@ -47,8 +51,15 @@ std::optional<EmaOptions> ema_options(const ParamMap& t) {
   o.decay = decay;
   o.every_steps = t.get_int("every_steps");
   if (o.every_steps < 1) throw ConfigError(t.where("every_steps") + " must be at least 1");
+  o.warmup = t.get_bool("warmup");
   o.evaluate = t.get_bool("evaluate");
   return o;
+}
+
+double ema_decay_at(const EmaOptions& o, std::int64_t update) {
+  if (!o.warmup) return o.decay;
+  const auto n = static_cast<double>(update);
+  return std::min(o.decay, (1.0 + n) / (10.0 + n));
 }
 
 WeightEma::WeightEma(Backend& backend, std::span<const Parameter> params, std::span<const ModelBuffer> buffers,
@@ -110,7 +121,7 @@ void WeightEma::reset() {
 
 void WeightEma::after_step(std::int64_t global_step) {
   if (global_step % options_.every_steps != 0) return;
-  const auto weight = static_cast<float>(1.0 - options_.decay);
+  const auto weight = static_cast<float>(1.0 - ema_decay_at(options_, global_step / options_.every_steps));
   for (const Run& r : runs_) {
     if (r.averaged) {
       backend_->lerp(r.average, r.weight, weight);
@@ -121,7 +132,8 @@ void WeightEma::after_step(std::int64_t global_step) {
 }
 
 std::string WeightEma::describe() const {
-  return fmt::format("decay {} every {} step{}, {} values in {} run{}{}", options_.decay, options_.every_steps,
+  return fmt::format("decay {}{} every {} step{}, {} values in {} run{}{}", options_.decay,
+                     options_.warmup ? " (after a warmup)" : "", options_.every_steps,
                      options_.every_steps == 1 ? "" : "s", io::format_si(static_cast<double>(values_)), runs_.size(),
                      runs_.size() == 1 ? "" : "s", options_.evaluate ? "; evaluated after each epoch" : "");
 }

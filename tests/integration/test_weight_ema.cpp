@@ -9,10 +9,12 @@
 #define KILN_TEST_MODULE test_weight_ema
 #include "kiln_test_main.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -113,16 +115,19 @@ std::vector<json::Value> records(const std::string& jsonl, const std::string& sp
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(each_update_moves_the_average_towards_that_steps_weights_and_skips_the_others) {
-  const fs::path cwd = kiln::test::fresh_workdir("mlp-steps");
+/// Trains the mlp for 12 steps with a checkpoint after each and [ema] decay 0.75 every 2 steps
+/// (`extra` added to [ema]); checks every step's average against the weights of that step:
+/// moved by 1 - decay_of(update number) on even steps, unchanged on odd ones.
+void check_every_step(const std::string& name, const std::string& extra, const std::function<double(int)>& decay_of) {
+  const fs::path cwd = kiln::test::fresh_workdir(name);
   // every_steps = 2: the average moves after steps 2, 4, ... and holds after 1, 3, ...; so the
   // step-1 checkpoint's average is still the starting weights, which no checkpoint holds otherwise.
   const fs::path cfg = mlp_config(cwd, "[checkpoint]\nevery_epochs = 0\nevery_steps = 1\nkeep = 100\n\n"
-                                       "[ema]\ndecay = 0.75\nevery_steps = 2\nevaluate = false\n");
+                                       "[ema]\ndecay = 0.75\nevery_steps = 2\nevaluate = false\n" + extra);
   const fs::path run = cwd / "run";
   const auto r = run_kiln(cwd, {"train", "--config", cfg.string(), "--run-dir", run.string()});
   BOOST_TEST_REQUIRE(r.status == 0, r.err);
-  BOOST_TEST(r.err.find("weight average (ema): decay 0.75 every 2 steps") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("weight average (ema): decay 0.75") != std::string::npos, r.err);
   BOOST_TEST(records(slurp(run / "metrics.jsonl"), "test_ema").empty(), "evaluate = false writes no test_ema record");
 
   F32Tensors previous = read_f32_safetensors(step_checkpoint(run, 1, 4) / "model_ema.safetensors");
@@ -136,12 +141,21 @@ BOOST_AUTO_TEST_CASE(each_update_moves_the_average_towards_that_steps_weights_an
     if (step % 2 == 1) {
       BOOST_TEST(identical(average, previous), "step " << step << ": the average moved on a step it should skip");
     } else {
-      const Mismatch m = lerp_mismatch(previous, weights, average, 0.25);
-      BOOST_TEST(m.worst < 1e-6, "step " << step << ": " << m.where << " is " << m.worst << " off");
+      const Mismatch m = lerp_mismatch(previous, weights, average, 1.0 - decay_of(step / 2));
+      BOOST_TEST(m.worst < 1e-6, name << " step " << step << ": " << m.where << " is " << m.worst << " off");
       BOOST_TEST(!identical(average, weights), "step " << step);
     }
     previous = average;
   }
+}
+
+BOOST_AUTO_TEST_CASE(each_update_moves_the_average_towards_that_steps_weights_and_skips_the_others) {
+  check_every_step("mlp-steps", "", [](int) { return 0.75; });
+}
+
+BOOST_AUTO_TEST_CASE(with_warmup_update_n_decays_by_at_most_1_plus_n_over_10_plus_n) {
+  // Updates 1..6: 2/11, 3/12, ..., 7/16 -- all below 0.75, so the warmup's decay is every one used.
+  check_every_step("mlp-warmup", "warmup = true\n", [](int n) { return std::min(0.75, (1.0 + n) / (10.0 + n)); });
 }
 
 BOOST_AUTO_TEST_CASE(batch_norm_statistics_are_averaged_with_the_parameters) {

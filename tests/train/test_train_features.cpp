@@ -523,6 +523,20 @@ BOOST_AUTO_TEST_CASE(keys_of_a_feature_that_is_off_are_refused_unless_at_their_d
   BOOST_TEST(on->every_steps == 4);
   BOOST_TEST(!on->evaluate);
   BOOST_TEST(error_text([&] { core_table("ema", "decay = 1.0", ema_schema); }).find("test.toml:2:") != std::string::npos);
+  BOOST_TEST(error_text([&] { kiln::train::ema_options(core_table("ema", "warmup = true", ema_schema)); })
+                 .find("ema.warmup (test.toml:2) = true has no effect") == 0u);
+
+  // The warmup's decay, as tf.train.ExponentialMovingAverage with num_updates: (1 + n) / (10 + n)
+  // until it reaches the configured decay.
+  kiln::train::EmaOptions o;
+  o.decay = 0.9;
+  BOOST_TEST(kiln::train::ema_decay_at(o, 1) == 0.9);
+  o.warmup = true;
+  BOOST_TEST(kiln::train::ema_decay_at(o, 1) == 2.0 / 11.0);
+  BOOST_TEST(kiln::train::ema_decay_at(o, 8) == 0.5);
+  BOOST_TEST(kiln::train::ema_decay_at(o, 79) == 80.0 / 89.0);
+  BOOST_TEST(kiln::train::ema_decay_at(o, 81) == 0.9);
+  BOOST_TEST(kiln::train::ema_decay_at(o, 1000000) == 0.9);
 }
 
 // The averaged weights' metrics: named like the test split's with "ema_", the same goals, read

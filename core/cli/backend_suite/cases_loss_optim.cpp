@@ -196,9 +196,11 @@ void lerp_case(const Variant& /*f32*/) {
   const auto halves = uniform(rng, static_cast<std::size_t>(n), -3, 3, DType::bf16);
   const Tensor dst16 = upload(halves, {n}, DType::bf16), src16 = upload(halves, {n}, DType::bf16);
   expect_refused([&] { backend().lerp(dst16, src16, 0.5f); }, Op::lerp, "f32", "bf16 operands");
-  for (const auto& [weight, label] : {std::pair<float, const char*>{-0.1f, "-0.1"}, {1.5f, "1.5"},
-                                      {std::nanf(""), "NaN"}}) {
-    expect_refused([&] { backend().lerp(dst, src_t, weight); }, Op::lerp, "weight", std::string("weight ") + label);
+  // A plain variable, not a structured binding: clang before 16 cannot capture one in a lambda.
+  for (const std::pair<float, const char*>& bad : {std::pair<float, const char*>{-0.1f, "-0.1"}, {1.5f, "1.5"},
+                                                   {std::nanf(""), "NaN"}}) {
+    const float weight = bad.first;
+    expect_refused([&] { backend().lerp(dst, src_t, weight); }, Op::lerp, "weight", std::string("weight ") + bad.second);
   }
   expect_equal(fetch(dst), dst0, "dst after the refused calls");
 }

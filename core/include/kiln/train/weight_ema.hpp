@@ -4,6 +4,10 @@
 //
 //     average = decay * average + (1 - decay) * weight
 //
+// (with `warmup`, update n uses min(decay, (1 + n) / (10 + n)) instead, as TensorFlow's
+// tf.train.ExponentialMovingAverage does when given num_updates: 0.18 for the first update,
+// 0.5 by the eighth, so an average of 0.9999 is not stuck near the random start for its first
+// ten thousand steps)
 // for every parameter's master value and every f32 buffer (batch-norm running statistics, as
 // torchvision's ExponentialMovingAverage with use_buffers=True); a buffer of another dtype is
 // copied. The average starts at the weights the run starts from (after [model] init and rank 0's
@@ -35,18 +39,24 @@
 
 namespace kiln::train {
 
-/// Keys of the [ema] table: decay (0 = off), every_steps, evaluate.
+/// Keys of the [ema] table: decay (0 = off), every_steps, warmup, evaluate.
 std::span<const kiln_param_spec_v1> ema_schema();
 
 struct EmaOptions {
   double decay = 0;              ///< in (0, 1)
   std::int64_t every_steps = 1;  ///< fold the weights in after every this many optimizer steps
+  bool warmup = false;           ///< shorter averages at first (ema_decay_at)
   bool evaluate = true;          ///< evaluate the averaged weights after each epoch too
 };
 
 /// Reads the validated [ema] table; nullopt when decay is 0 (off). Throws ConfigError for a key
 /// that is set while the average is off (keys_without_effect.hpp) and for a decay outside [0, 1).
 std::optional<EmaOptions> ema_options(const ParamMap& table);
+
+/// The decay of update number `update` (1 for the first): options.decay, or with warmup
+/// min(decay, (1 + update) / (10 + update)). A function of the global step alone, so a resumed run
+/// continues with the decay the uninterrupted one would use.
+double ema_decay_at(const EmaOptions& options, std::int64_t update);
 
 /// A tensor of the model's state and the tensor that holds its average, under the model's name.
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
