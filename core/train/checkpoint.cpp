@@ -143,11 +143,13 @@ void write_partial(const fs::path& partial, Backend& backend, const Model& model
                    const std::vector<std::pair<std::string, Tensor>>& opt_state, const PrecisionPolicy& precision,
                    const TrainerState& state, const WeightEma* ema,
                    const std::map<std::string, std::string>& extra_meta) {
-  auto params = model.parameters();
   HostCopies copies;
-  std::vector<io::TensorRecord> model_records;
-  for (const auto& p : params) model_records.push_back(copies.add(backend, p.name, p.value));
-  for (const auto& b : model.buffers()) model_records.push_back(copies.add(backend, b.name, b.value));
+  auto records_of = [&](const NamedTensors& tensors) {
+    std::vector<io::TensorRecord> records;
+    for (const auto& [name, t] : tensors) records.push_back(copies.add(backend, name, t));
+    return records;
+  };
+  const std::vector<io::TensorRecord> model_records = records_of(model_tensors(model));
   std::map<std::string, std::string> model_meta = {{"format", "pt"},
                                                    {"producer", "kiln"},
                                                    {"model", std::string(model.name())},
@@ -156,16 +158,13 @@ void write_partial(const fs::path& partial, Backend& backend, const Model& model
   model_meta.insert(extra_meta.begin(), extra_meta.end());
   io::write_safetensors(partial / "model.safetensors", model_records, model_meta);
   if (ema) {  // the same names, metadata and class names: usable wherever model.safetensors is
-    std::vector<io::TensorRecord> ema_records;
-    for (const auto& [name, t] : ema->averages()) ema_records.push_back(copies.add(backend, name, t));
     std::map<std::string, std::string> ema_meta = model_meta;
     ema_meta["ema.decay"] = number(ema->options().decay);
     ema_meta["ema.every_steps"] = std::to_string(ema->options().every_steps);
-    io::write_safetensors(partial / kAveragedModelFile, ema_records, ema_meta);
+    io::write_safetensors(partial / kAveragedModelFile, records_of(ema->averages()), ema_meta);
   }
 
-  std::vector<io::TensorRecord> trainer_records;
-  for (const auto& [n, t] : opt_state) trainer_records.push_back(copies.add(backend, n, t));
+  const std::vector<io::TensorRecord> trainer_records = records_of(opt_state);
   std::map<std::string, std::string> meta = {
       {"producer", "kiln"},
       {"epochs_done", std::to_string(state.epochs_done)},
