@@ -267,7 +267,7 @@ std::string axes_label(const conformance::CaseSpec& spec) {
 CheckLine check_case_group(Backend& backend, const conformance::CaseSpec& spec) {
   CheckLine line{false, spec.suite, ""};
   std::vector<std::string> skipped, ran_names, failures;
-  std::size_t judged = 0, failed = 0;
+  std::size_t judged = 0, refusals = 0, failed = 0;
   double worst_ratio = -1.0;
   std::string worst;
   for (const conformance::Variant& variant : conformance::variants_of(spec)) {
@@ -280,7 +280,7 @@ CheckLine check_case_group(Backend& backend, const conformance::CaseSpec& spec) 
     if (!result.threw.empty()) failures.push_back(fmt::format("{} threw: {}", result.name, result.threw));
     if (result.threw.empty() && result.checks.empty()) failures.push_back(result.name + " judged nothing");
     for (const conformance::CheckResult& check : result.checks) {
-      ++judged;
+      ++(check.refusal ? refusals : judged);
       if (!check.ok) {
         ++failed;
         if (failures.empty()) failures.push_back(result.name + ": " + check.message);
@@ -300,14 +300,15 @@ CheckLine check_case_group(Backend& backend, const conformance::CaseSpec& spec) 
   const std::string not_run =
       skipped.empty() ? "" : fmt::format("; not supported, not run: {}", fmt::join(skipped, ", "));
   if (!failures.empty()) {
-    line.detail = fmt::format("{} of {} outputs wrong; {}{}", failed, judged, fmt::join(failures, "; "), not_run);
+    line.detail = fmt::format("{} of {} outputs wrong; {}{}", failed, judged + refusals, fmt::join(failures, "; "), not_run);
     return line;
   }
   line.ok = true;
   // What ran: the group's whole axes when nothing was skipped, else the variants themselves.
   const std::string ran = skipped.empty() ? axes_label(spec) : fmt::format("{}", fmt::join(ran_names, ", "));
-  line.detail = fmt::format("{}: {} outputs match the float64 reference{}{}", ran, judged,
-                            worst.empty() ? " exactly" : " (largest relative error " + worst + ")", not_run);
+  const std::string refused = refusals == 0 ? "" : fmt::format(", and {} bad calls are refused by name", refusals);
+  line.detail = fmt::format("{}: {} outputs match the float64 reference{}{}{}", ran, judged,
+                            worst.empty() ? " exactly" : " (largest relative error " + worst + ")", refused, not_run);
   return line;
 }
 

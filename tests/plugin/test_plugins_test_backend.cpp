@@ -49,6 +49,10 @@ BOOST_AUTO_TEST_CASE(kilns_cpu_backend_passes_every_check_and_case_group) {
   BOOST_TEST(contains(report, "  ok    cast                         f32, bf16, f16: 6 outputs match the float64 "
                               "reference exactly\n"),
              report);
+  // Calls that must be refused are counted apart from the outputs compared with the reference.
+  BOOST_TEST(contains(report, "  ok    lerp                         f32: 8 outputs match the float64 reference "
+                              "exactly, and 5 bad calls are refused by name\n"),
+             report);
   BOOST_TEST(contains(report, "; host memory; activations "), report);
   BOOST_TEST(contains(report, "\nall checks passed\n"), report);
 }

@@ -22,6 +22,7 @@ struct CheckResult {
   double tolerance = 0.0;  ///< 0 when exact
   bool ok = false;
   std::string message;     ///< on a failure: the error and the first far-off elements
+  bool refusal = false;    ///< a call that must be refused (expect_refused), not an output
 };
 
 /// What one variant of a case group did.
