@@ -15,10 +15,23 @@
 # Every image the build makes carries the label org.kiln.container-test; on exit the images of
 # earlier runs are removed and this run's are kept, tagged $cache_repo:*, as the next run's layer
 # cache, so repeated runs hold one build's images instead of adding ~2 GB each.
+# Usage: scripts/test-container.sh [--from-build DIR]
+#   --from-build DIR  the image's Kiln is the install tree of the build in DIR (CMake's install,
+#                     CUDA plugins left out, debug information stripped) instead of a compile in
+#                     the image's builder stage; every other stage and check is the same, and the
+#                     image's own configuration (tests off, x86-64-v3) is configured here, not
+#                     compiled. CI passes its own build: compiling Kiln a second time inside the
+#                     image took ~390 CPU-seconds of a CI that has to stay under 30 minutes.
 # Environment: KILN_CONTAINER_NO_CACHE=1 builds every layer afresh (a cold image);
 #              KILN_CONTAINER_KEEP=1 keeps the test image, earlier runs' images and the scratch folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+from_build=""
+case ${1:-} in
+  --from-build) from_build=${2:?"--from-build needs a build directory"}; shift 2 ;;
+  "") ;;
+  *) echo "usage: $0 [--from-build DIR]" >&2; exit 2 ;;
+esac
 
 base_image=localhost/kiln-debian-base:bookworm
 image=localhost/kiln:cpu-test
@@ -81,6 +94,25 @@ podman_debian_config "$work"
 step "base image $base_image"
 debian_base_image bookworm "$base_image" "$work"
 
+# stage_install_tree <build dir> <out dir>: the build's CMake install under <out dir>/usr/local, as
+# the builder stage would install it for a CPU image: without the CUDA plugins (the image has no
+# CUDA libraries to load them with) and without debug information (build-kiln.sh compiles without
+# -g; --strip-debug keeps the plugins' descriptor section, which a full strip would drop).
+stage_install_tree() {
+  local build=$1 out=$2
+  [[ -f $build/CMakeCache.txt ]] || fail "--from-build $build: not a CMake build directory"
+  # Up to date with this tree: a no-op right after CI's own build.
+  cmake --build "$build" -j "$(nproc)" > "$work/from-build.log" 2>&1 || { tail -n 30 "$work/from-build.log"; fail "building $build failed"; }
+  DESTDIR=$out cmake --install "$build" --prefix /usr/local > "$work/install.log" 2>&1 || { tail -n 30 "$work/install.log"; fail "cmake --install $build failed"; }
+  rm -f "$out"/usr/local/lib/kiln/plugins/libkiln-backend-cuda.so "$out"/usr/local/lib/kiln/plugins/libkiln-comm-nccl.so
+  find "$out/usr/local/bin" "$out/usr/local/lib" -type f \( -name '*.so*' -o -path '*/bin/*' \) -exec strip --strip-debug {} +
+  # What the builder stage would configure differently (tests off, the portable -march): its
+  # CMake must still configure, though only a build by hand compiles it.
+  cmake -S . -B "$work/configure-image" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_TESTS=OFF \
+    -DKILN_WITH_CUDA=OFF -DKILN_CPU_ARCH=x86-64-v3 > "$work/configure-image.log" 2>&1 \
+    || { tail -n 30 "$work/configure-image.log"; fail "the image's configuration (KILN_BUILD_TESTS=OFF) does not configure"; }
+}
+
 step "podman build (CPU-only image) $image"
 # --jobs 2: the runtime stage's pip install runs beside the builder's compile.
 build_args=(--network host --jobs 2 -f docker/Dockerfile -t "$image" --label "$test_label=1"
@@ -89,6 +121,13 @@ build_args=(--network host --jobs 2 -f docker/Dockerfile -t "$image" --label "$t
 # proxy's CA where the host has one (a build secret: it is not stored in the image).
 [[ -s /etc/ssl/certs/ca-certificates.crt ]] && build_args+=(--secret "id=ca-bundle,src=/etc/ssl/certs/ca-certificates.crt")
 [[ ${KILN_CONTAINER_NO_CACHE:-0} == 1 ]] && build_args+=(--no-cache)
+if [[ -n $from_build ]]; then
+  stage_install_tree "$from_build" "$work/prebuilt"
+  digest=$(cd "$work/prebuilt" && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c 1-16)
+  echo "Kiln from $from_build: $(du -sm "$work/prebuilt" | cut -f 1) MB installed, digest $digest; the image's configuration (tests off) configures"
+  build_args+=(--volume "$work/prebuilt:/prebuilt:ro" --build-arg KILN_PREBUILT=/prebuilt
+               --build-arg KILN_PREBUILT_DIGEST="$digest")
+fi
 build_start=$SECONDS
 podman build "${build_args[@]}" . > "$work/build.log" 2>&1 || { tail -n 60 "$work/build.log"; fail "podman build failed (log above)"; }
 build_seconds=$((SECONDS - build_start))
@@ -206,4 +245,4 @@ at_least "$accuracy" "$min_plugin_accuracy" || fail "logreg reached test accurac
 ok "samples/03 builds against the installed SDK, passes kiln plugins test, is found in ~/.local/lib/kiln/plugins without --plugin-path and trains (1 epoch: test accuracy $accuracy)"
 
 echo
-echo "test-container: all $passed checks passed in $SECONDS s (the image build took $build_seconds s of it)"
+echo "test-container: all $passed checks passed in $SECONDS s (the image build took $build_seconds s of it${from_build:+; Kiln from $from_build, not compiled in the image})"
