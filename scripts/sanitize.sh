@@ -4,7 +4,7 @@
 # fails the job (UBSan is made fatal; ASan is fatal by default, leaks included).
 #
 # What is built is limited to keep the job within ~3-4 minutes on 2 cores: the kiln CLI, the cpu
-# backend, mlp, mnist, synthetic, local and fp32 plugins, the plugin test fixtures and the test
+# backend, mlp, mnist, synthetic, local and fp32 plugins, the fixtures its tests load and the test
 # binaries below (no gloo, no resnet, no CUDA). The tests chosen cover the size arithmetic, the
 # config and plugin loaders, the supervisor, every cpu backend op, data reading, checkpoints and
 # a few end-to-end runs, and the fuzz targets' replay over every parser of outside bytes
