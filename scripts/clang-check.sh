@@ -12,24 +12,11 @@
 # OpenMP (libomp-dev).
 # --all builds the whole tree (CUDA off) and runs every test instead: 63 of 63 passed on
 # 2026-12-05, in about 5 minutes without ccache; CI runs the data part only, to stay within its time.
-# Usage: scripts/clang-check.sh [--all | --build-only | --test-only] [extra ctest arguments]
-#   --build-only  configure and build the data part, run nothing (run-tests.sh builds it beside
-#                 the container test)
-#   --test-only   run the data tests of an existing build-clang/
+# Usage: scripts/clang-check.sh [--all] [extra ctest arguments]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-all=0 phase=all
-case ${1:-} in
-  --all) all=1; shift ;;
-  --build-only) phase=build; shift ;;
-  --test-only) phase=test; shift ;;
-esac
-skip='^test_predict_images$'  # left out of the data part: see below
-if [[ $phase == test ]]; then
-  [[ -f build-clang/CTestTestfile.cmake ]] || { echo "clang-check: no build-clang/ to test: run without --test-only first" >&2; exit 1; }
-  (cd build-clang && ctest --output-on-failure -j "$(nproc)" -L data -E "$skip" "$@")
-  exit
-fi
+all=0
+if [[ ${1:-} == --all ]]; then all=1; shift; fi
 command -v clang++ > /dev/null || { echo "clang-check: clang++ not found; run scripts/setup.sh --tests" >&2; exit 1; }
 start=$(date +%s)
 launcher=()
@@ -46,9 +33,9 @@ fi
 # Except test_predict_images: it drives the whole kiln binary, whose CLI, cpu backend and model
 # would be more than a third of this job's compile (~75 s of CI); test_imagenet reads the same
 # unlabeled `files` layout under clang, and `--all` runs test_predict_images too.
+skip='^test_predict_images$'
 mapfile -t tests < <(ctest --test-dir build-clang -N -L data -E "$skip" | sed -n 's/^ *Test *#[0-9]*: //p')
 [[ ${#tests[@]} -gt 0 ]] || { echo "clang-check: no tests labelled 'data' in build-clang" >&2; exit 1; }
 cmake --build build-clang -j "$(nproc)" --target data-imagenet data-mnist "${tests[@]}"
 echo "clang-check: built ${#tests[@]} tests with $(clang++ --version | head -n 1) in $(($(date +%s) - start)) s"
-[[ $phase == build ]] && exit 0
 (cd build-clang && ctest --output-on-failure -j "$(nproc)" -L data -E "$skip" "$@")
