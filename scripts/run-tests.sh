@@ -51,7 +51,7 @@ tail -n 1 "$asan_log"
 stage_times+=("container test + sanitizer build $((SECONDS - parallel_start)) s")
 # One test more than cores: at -j2 the suite kept 1.3 of 2 cores busy (396 CPU s in 306 s), as
 # the hung-plugin checks wait out their timeouts and ranks wait for one another; -j3 took 246 s.
-timed ctest bash -c 'cd build && ctest --output-on-failure -j "$(($(nproc) + 1))" "$@"' ctest "$@"
+timed ctest ctest --test-dir build --output-on-failure -j "$(($(nproc) + 1))" "$@"
 timed "sanitizer tests" scripts/sanitize.sh --test-only
 # The data plugins and their tests built with clang: the JPEG pipeline's bits must not depend on
 # the compiler, nor its reads on an evaluation order (docs/reliability.md).
