@@ -3,8 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
+#include <span>
 
 #include "kiln/plugin/build_id.hpp"
 #include "kiln/plugin/registry.hpp"
@@ -12,6 +14,7 @@
 #include "kiln/sdk/half.hpp"
 #include "kiln/sdk_internal/fingerprint.hpp"
 #include "kiln/train/class_names.hpp"
+#include "kiln/train/model_table.hpp"
 #include "kiln/train/run_identity.hpp"
 #include "kiln/version.hpp"
 
@@ -27,12 +30,36 @@ const std::set<std::string>& local_keys() {
   return keys;
 }
 
-void add_table(std::map<std::string, std::string>& out, const std::string& prefix, const ParamMap& table) {
+void add_table(std::map<std::string, std::string>& out, const std::string& prefix, const ParamMap& table,
+               const std::set<std::string>& left_out = {}) {
   RunIdentity entries;
   add_params(entries, prefix, table);
   for (auto& [k, v] : entries) {
-    if (!local_keys().count(k)) out[k] = std::move(v);
+    if (!local_keys().count(k) && !left_out.count(k)) out[k] = std::move(v);
   }
+}
+
+/// The keys of a plugin's table (or of the core's part of [model]) that are not compared as
+/// config values:
+///   - every key of [backend]: threads, devices and algorithms choose how a node computes, not
+///     what (its type is compared);
+///   - keys of type path (mnist's `path`, imagenet's `root`, `model.init`): each node may keep its
+///     copy of a file elsewhere. What the file holds is compared or not needed instead: a data
+///     split's samples and class names below; `model.init` is read by rank 0 alone, whose weights
+///     every rank receives before the first step (param_sync.hpp);
+///   - a data table's `class_names`: compared below, under the same key, as a summary of what the
+///     split reports (a list of 1,000 names would fill the message).
+std::set<std::string> keys_not_compared(const std::string& table, const ParamMap& params,
+                                        std::span<const kiln_param_spec_v1> schema) {
+  std::set<std::string> out;
+  for (const auto& [key, param] : params.entries()) {
+    const auto spec = std::find_if(schema.begin(), schema.end(),
+                                   [&](const kiln_param_spec_v1& s) { return s.name && key == s.name; });
+    const bool is_path = spec != schema.end() && spec->type == KILN_PARAM_PATH;
+    const bool is_data = table.rfind("data.", 0) == 0;
+    if (table == "backend" || is_path || (is_data && key == "class_names")) out.insert(table + "." + key);
+  }
+  return out;
 }
 
 double value_at(const unsigned char* data, DType dtype, std::size_t i) {
@@ -86,15 +113,14 @@ RankFacts run_facts(const RunFactsInput& in) {
   }
   must["optimizer.type"] = "\"" + c.optimizer_type + "\"";
   must["schedule.type"] = "\"" + c.schedule_type + "\"";
-  if (in.model_host) add_table(must, "model", *in.model_host);
+  if (in.model_host) {
+    add_table(must, "model", *in.model_host, keys_not_compared("model", *in.model_host, model_host_schema()));
+  }
   for (const auto& [k, v] : in.command) must[k] = v;
   for (const PluginChoice* p : in.plugins) {
     const auto& info = *p->info;
     must[p->table + ".type"] = fmt::format("{} {}", info.name, info.version);
-    // [backend] keys choose threads, devices and algorithms: how a node computes, not what.
-    // A data table's keys may name another path on each node: its samples are compared instead.
-    const bool keys_compared = p->table != "backend" && p->table.rfind("data.", 0) != 0;
-    if (keys_compared) add_table(must, p->table, p->params);
+    add_table(must, p->table, p->params, keys_not_compared(p->table, p->params, info.params));
     facts.should_match[fmt::format("{} plugin '{}' ({})", plugin::kind_name(info.kind), info.name,
                                    info.library.filename().string())] = plugin::build_id_of(info.library);
   }

@@ -511,19 +511,32 @@ std::string same_error_on_every_rank(const std::vector<std::unique_ptr<Process>>
 
 BOOST_AUTO_TEST_CASE(ranks_that_run_something_else_stop_at_the_start) {
   // core/train/rank_agreement.hpp. Rank 1 differs only in keys that choose how a node runs
-  // (allowed); rank 2 has another learning rate and a names list with two classes swapped (its
-  // first and last names as rank 0's: the checksum tells them apart), and rank 3 normalises its
-  // samples differently. Every rank stops before the run directory exists, with the same message
-  // naming both.
+  // (allowed); rank 2 has another learning rate, another data.train.mean (a data table's key, so
+  // named) and a names list with two classes swapped (its first and last names as rank 0's: the
+  // checksum tells them apart); rank 3 reads the same images with other labels from another
+  // folder, which only the sample digest sees. Every rank stops before the run directory exists,
+  // with the same message naming both.
+  const fs::path other_labels = scratch() / "fashion-mnist-other-labels";
+  fs::create_directories(other_labels);
+  fs::create_symlink("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz",
+                     other_labels / "train-images-idx3-ubyte.gz");
+  {
+    // IDX labels (magic 0x801, count, one byte each) i % 10: Fashion-MNIST's own first training
+    // label is 9 (Ankle boot), so at least sample 0, which the digest reads, differs.
+    std::ofstream labels(other_labels / "train-labels-idx1-ubyte", std::ios::binary);
+    const unsigned char header[8] = {0, 0, 8, 1, 0, 0, 0xEA, 0x60};  // 60000, big-endian
+    labels.write(reinterpret_cast<const char*>(header), sizeof header);
+    for (int i = 0; i < 60000; ++i) labels.put(static_cast<char>(i % 10));
+  }
   const fs::path dir = scratch() / "differ";
-  const auto ranks = start_four_ranks("differ", dir, [](int r) {
+  const auto ranks = start_four_ranks("differ", dir, [&](int r) {
     switch (r) {
       case 1: return std::vector<std::string>{"--set", "loader.workers=2", "--set", "backend.threads=2"};
       case 2:
-        return std::vector<std::string>{"--set", "optimizer.lr=0.01", "--set",
+        return std::vector<std::string>{"--set", "optimizer.lr=0.01", "--set", "data.train.mean=0.5", "--set",
                                         R"(data.train.class_names=["T-shirt/top", "Trouser", "Pullover", "Dress",
                                            "Coat", "Shirt", "Sandal", "Sneaker", "Bag", "Ankle boot"])"};
-      case 3: return std::vector<std::string>{"--set", "data.train.mean=0.5"};
+      case 3: return std::vector<std::string>{"--set", "data.train.path=\"" + other_labels.string() + "\""};
       default: return std::vector<std::string>{};
     }
   });
@@ -531,15 +544,16 @@ BOOST_AUTO_TEST_CASE(ranks_that_run_something_else_stop_at_the_start) {
   BOOST_TEST(first.find("the ranks do not run the same training: rank 2: data.train.class_names = 10 names, "
                         "\"T-shirt/top\" ... \"Ankle boot\", crc32c ") != std::string::npos,
              first);
-  BOOST_TEST(first.find("; optimizer.lr = 0.01 where rank 0 has 0.001; rank 3: data.train's samples differ from rank "
-                        "0's") != std::string::npos,
+  BOOST_TEST(first.find("; data.train.mean = 0.5 where rank 0 has 0; optimizer.lr = 0.01 where rank 0 has 0.001 (and "
+                        "1 more); rank 3: data.train's samples differ from rank 0's (other files") != std::string::npos,
              first);
   BOOST_TEST(first.find("rank 1") == std::string::npos, first);
+  BOOST_TEST(first.find("data.train.path") == std::string::npos, first);
   BOOST_TEST(!fs::exists(dir));
 }
 
 BOOST_AUTO_TEST_CASE(ranks_reading_the_same_samples_from_other_paths_train) {
-  // A data table's keys may differ (a node-local copy of the dataset) when the samples agree.
+  // A data table's path may differ (a node-local copy of the dataset) when the samples agree.
   const fs::path link = scratch() / "fashion-mnist-elsewhere";
   fs::create_directory_symlink("/usr/share/datasets/fashion-mnist", link);
   const fs::path dir = scratch() / "same-data";

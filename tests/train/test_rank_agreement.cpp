@@ -17,6 +17,7 @@
 #include "kiln/errors.hpp"
 #include "kiln/plugin/build_id.hpp"
 #include "kiln/sdk/crc32c.hpp"
+#include "kiln/train/class_names.hpp"
 #include "kiln/train/rank_agreement.hpp"
 #include "kiln/train/run_facts.hpp"
 #include "train_fixture.hpp"
@@ -166,6 +167,58 @@ BOOST_AUTO_TEST_CASE(every_rank_stops_with_the_same_message_when_one_differs) {
       }
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(plugin_keys_are_compared_but_paths_class_names_and_the_backends) {
+  // run_facts.cpp's keys_not_compared: a data table's keys are compared except its paths (a
+  // node-local copy of the dataset) and class names (compared as a summary); model.init is read
+  // by rank 0 alone; [backend] keys choose how a node computes.
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("kiln-test-run-facts-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "libplugin.so") << "stands in for a library";
+  plugin::PluginInfo data_info{"ramp", KILN_KIND_DATA, "1.0"};
+  data_info.library = dir / "libplugin.so";
+  data_info.params = {{"path", KILN_PARAM_PATH, "\"\"", nullptr, "", nullptr, nullptr, 0},
+                      {"mean", KILN_PARAM_FLOAT, "0.0", nullptr, "", nullptr, nullptr, 0},
+                      {"class_names", KILN_PARAM_STRING_LIST, "[]", nullptr, "", nullptr, nullptr, 0}};
+  plugin::PluginInfo backend_info{"cpu", KILN_KIND_BACKEND, "1.0"};
+  backend_info.library = data_info.library;
+  backend_info.params = {{"threads", KILN_PARAM_INT, "0", nullptr, "", nullptr, nullptr, 0}};
+  const RampSource source(1.0f);
+  const CoreTables core;
+  const auto facts_of = [&](const std::string& path, double mean, std::int64_t threads, const std::string& init) {
+    PluginChoice data{"data.train", &data_info, ParamMap("data.train")};
+    data.params.set("path", path, "test");
+    data.params.set("mean", mean, "test");
+    data.params.set("class_names", std::vector<std::string>{"a", "b"}, "test");
+    PluginChoice backend{"backend", &backend_info, ParamMap("backend")};
+    backend.params.set("threads", threads, "test");
+    ParamMap model_host("model");
+    model_host.set("init", init, "test");
+    model_host.set("init_strict", true, "test");
+    RunFactsInput in;
+    in.core = &core;
+    in.plugins = {&data, &backend};
+    in.model_host = &model_host;
+    in.data = {DataSplit{"data.train", &source, source.describe()}};
+    return run_facts(in);
+  };
+  const RankFacts rank0 = facts_of("/data/ramp", 0.5, 2, "/weights/a.safetensors");
+  BOOST_TEST(rank0.must_match.at("data.train.mean") == "0.5");
+  BOOST_TEST(rank0.must_match.at("data.train.type") == "ramp 1.0");
+  BOOST_TEST(rank0.must_match.at("backend.type") == "cpu 1.0");
+  BOOST_TEST(rank0.must_match.at("model.init_strict") == "true");
+  // The split's class names as a summary of what the source reports (RampSource: none), not the list.
+  BOOST_TEST(rank0.must_match.at("data.train.class_names") == class_names_summary(source.describe().class_names));
+  for (const char* key : {"data.train.path", "backend.threads", "model.init"}) {
+    BOOST_TEST(!rank0.must_match.count(key), key);
+  }
+  const FactDifferences elsewhere = compare(rank0, facts_of("/scratch/ramp", 0.5, 8, "/home/b/a.safetensors"));
+  BOOST_TEST(elsewhere.errors.empty(), fmt::format("{}", fmt::join(elsewhere.errors, "; ")));
+  const FactDifferences other_mean = compare(rank0, facts_of("/data/ramp", 0.25, 2, "/weights/a.safetensors"));
+  BOOST_TEST_REQUIRE(other_mean.errors.size() == 1u);
+  BOOST_TEST(other_mean.errors[0] == "data.train.mean = 0.25 where rank 0 has 0.5");
+  std::filesystem::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(a_loaded_library_has_a_build_id_and_a_file_without_one_its_crc) {

@@ -9,10 +9,11 @@
 // What is compared (run_facts.hpp builds it):
 //   - must match, else every rank stops with a ConfigError naming the ranks, keys and values:
 //     Kiln's version and contract, each plugin's name and version, every resolved config key
-//     except those that change only speed or logging ([log], backend.threads, loader.workers,
-//     loader.prefetch) and the data tables' own keys (a dataset may sit at another path on each
-//     node), each data split's sample count, shape, dtype, classes and class names, and what the
-//     command line decides for all ranks (--check-sharding, the checkpoint --resume continues);
+//     except those that change only speed or logging ([log], [backend] but its type,
+//     loader.workers, loader.prefetch) and keys of type path (a dataset or weights file may sit
+//     at another path on each node; run_facts.cpp says why that is safe), each data split's sample
+//     count, shape, dtype, classes and class names, and what the command line decides for all
+//     ranks (--check-sharding, the checkpoint --resume continues);
 //   - close, else the same error: a digest of a few samples of each split, read through the data
 //     plugin (labels exactly; sums of the values to a relative 1e-5, so CPUs that round the last
 //     bit differently still agree): the same files in the same order, wherever they are;
