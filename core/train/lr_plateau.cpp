@@ -22,11 +22,30 @@ std::optional<PlateauOptions> plateau_options(const std::string& type, const Par
   o.patience = t.get_int("patience");
   o.cooldown = t.get_int("cooldown");
   o.min_delta = t.get_float("min_delta");
+  o.relative = t.get_string("min_delta_mode") == "rel";
+  if (o.relative && o.min_delta >= 1) {
+    // A margin of the whole best or more: a loss would have to fall to 0 or below, an accuracy
+    // double, so the rate would fall every `patience` epochs whatever happens.
+    throw ConfigError(fmt::format("{} = {} with min_delta_mode = \"rel\" is {}% of the best; a relative margin must be "
+                                  "below 1 (0.01 is 1%)",
+                                  t.where("min_delta"), o.min_delta, o.min_delta * 100));
+  }
   o.min_lr = t.get_float("min_lr");
   return o;
 }
 
 LrPlateau::LrPlateau(PlateauOptions options, double base_lr) : opt_(std::move(options)), base_lr_(base_lr) {}
+
+bool LrPlateau::improves(double value, double best) const {
+  if (!opt_.relative) return opt_.metric.improves(value, best, opt_.min_delta);
+  // PyTorch's threshold_mode "rel", written as it does (best * (1 -/+ threshold)), so the two
+  // decide alike, also for a best of 0 or below and for the infinite best before the first epoch.
+  return opt_.metric.goal == Goal::min ? value < best * (1 - opt_.min_delta) : value > best * (1 + opt_.min_delta);
+}
+
+std::string LrPlateau::margin() const {
+  return opt_.relative ? fmt::format("{}% of the best", opt_.min_delta * 100) : fmt::format("{}", opt_.min_delta);
+}
 
 std::optional<std::string> LrPlateau::update(std::int64_t epoch, const EpochMetrics& m) {
   const double v = opt_.metric.of(m);
@@ -35,7 +54,7 @@ std::optional<std::string> LrPlateau::update(std::int64_t epoch, const EpochMetr
   // is false), so both count as bad epochs.
   const double inf = std::numeric_limits<double>::infinity();
   const double best = has_best_ ? best_ : opt_.metric.goal == Goal::min ? inf : -inf;
-  if (opt_.metric.improves(v, best, opt_.min_delta)) {
+  if (improves(v, best)) {
     has_best_ = true;
     best_ = v;
     best_epoch_ = epoch;
@@ -61,13 +80,13 @@ std::optional<std::string> LrPlateau::update(std::int64_t epoch, const EpochMetr
       has_best_ ? fmt::format("; best {:.6g} after epoch {}", best_, best_epoch_ + 1) : "";
   return fmt::format("lr {:.6g} -> {:.6g}{}: {} ({}) has not improved by more than {} for {} epoch{}{}", before,
                      base_lr_ * scale_, reduced == floor ? " (min_lr)" : "", opt_.metric.name, opt_.metric.goal_name(),
-                     opt_.min_delta, bad, bad == 1 ? "" : "s", best_so_far);
+                     margin(), bad, bad == 1 ? "" : "s", best_so_far);
 }
 
 std::string LrPlateau::describe() const {
   return fmt::format("on {} ({}): x{} after {} epoch{} without an improvement > {}, cooldown {}, min_lr {}",
                      opt_.metric.name, opt_.metric.goal_name(), opt_.factor, opt_.patience,
-                     opt_.patience == 1 ? "" : "s", opt_.min_delta, opt_.cooldown, opt_.min_lr);
+                     opt_.patience == 1 ? "" : "s", margin(), opt_.cooldown, opt_.min_lr);
 }
 
 std::map<std::string, double> LrPlateau::state() const {

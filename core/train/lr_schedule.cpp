@@ -44,6 +44,9 @@ constexpr kiln_param_spec_v1 kPlateauSchema[] = {
     {"cooldown", KILN_PARAM_INT, "0", nullptr, "Epochs after a reduction that are not counted.", "0", nullptr},
     {"min_delta", KILN_PARAM_FLOAT, "0.0001", nullptr,
      "How much better than the best a value must be to count as an improvement.", "0", nullptr},
+    {"min_delta_mode", KILN_PARAM_STRING, "\"abs\"", "abs|rel",
+     "abs: better than the best by more than min_delta (Keras); rel: by more than min_delta times the best "
+     "(PyTorch's default threshold_mode)."},
 };
 
 double float_or(const ParamMap& t, std::string_view key, double fallback) {

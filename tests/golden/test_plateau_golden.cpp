@@ -30,7 +30,7 @@ BOOST_AUTO_TEST_CASE(every_rate_matches_pytorch_reduce_lr_on_plateau) {
     const std::vector<double>& o = golden.at(name + ".options").values;
     const std::vector<double>& metric = golden.at(name + ".metric").values;
     const std::vector<double>& want = golden.at(name + ".lr").values;
-    BOOST_TEST_REQUIRE(o.size() == 7u);
+    BOOST_TEST_REQUIRE(o.size() == 8u);
     BOOST_TEST_REQUIRE(metric.size() == want.size());
     PlateauOptions options;
     const bool max = o[6] == 1.0;
@@ -40,6 +40,7 @@ BOOST_AUTO_TEST_CASE(every_rate_matches_pytorch_reduce_lr_on_plateau) {
     options.cooldown = static_cast<std::int64_t>(o[3]);
     options.min_lr = o[4];
     options.min_delta = o[5];
+    options.relative = o[7] == 1.0;
     const double base = o[0];
     LrPlateau plateau(options, base);
     for (std::size_t e = 0; e < metric.size(); ++e) {
@@ -56,6 +57,6 @@ BOOST_AUTO_TEST_CASE(every_rate_matches_pytorch_reduce_lr_on_plateau) {
       reductions += said;
     }
   }
-  BOOST_TEST(cases == 4);
-  BOOST_TEST(reductions == 17);  // the generator's 5 + 2 + 3 + 7: the sequences do reduce
+  BOOST_TEST(cases == 7);
+  BOOST_TEST(reductions == 29);  // the generator's 5 + 2 + 3 + 7 (abs) + 2 + 3 + 7 (rel): the sequences do reduce
 }

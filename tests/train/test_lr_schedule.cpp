@@ -132,6 +132,27 @@ BOOST_AUTO_TEST_CASE(plateau_stops_at_min_lr_and_counts_no_cooldown_epochs) {
   BOOST_TEST(s.plateau()->reductions() == 2);
 }
 
+BOOST_AUTO_TEST_CASE(plateau_with_a_relative_margin_says_so_and_refuses_a_whole_best) {
+  // min_delta_mode = "rel" (PyTorch's threshold_mode): 1% of the best, not 0.01. The rule itself
+  // is checked against PyTorch in test_plateau_golden.
+  auto s = make("plateau", "metric = \"train_loss\"\npatience = 1\nmin_delta = 0.01\nmin_delta_mode = \"rel\"", 0.1,
+                10, 9);
+  BOOST_TEST(s.describe() == "plateau on train_loss (min): x0.1 after 1 epoch without an improvement > 1% of the best, "
+                             "cooldown 0, min_lr 0 (warmup 0 steps)");
+  BOOST_TEST(!s.end_epoch(0, train_loss(100.0)));
+  BOOST_TEST(!s.end_epoch(1, train_loss(98.9)));  // 1.1% better: an improvement (an absolute 0.01 too)
+  const auto said = s.end_epoch(2, train_loss(98.0));  // 0.9% better: not, where an absolute 0.01 would be
+  BOOST_TEST_REQUIRE(said.has_value());
+  BOOST_TEST(*said == "lr 0.1 -> 0.01: train_loss (min) has not improved by more than 1% of the best for 1 epoch; "
+                      "best 98.9 after epoch 2");
+  const std::string whole = kiln::test::error_text<kiln::ConfigError>(
+      [] { make("plateau", "metric = \"train_loss\"\nmin_delta = 1.0\nmin_delta_mode = \"rel\"", 0.1, 10, 9); });
+  BOOST_TEST(whole.find("schedule.min_delta (test.toml:3) = 1 with min_delta_mode = \"rel\" is 100% of the best; a "
+                        "relative margin must be below 1") == 0u,
+             whole);
+  (void)make("plateau", "min_delta = 1.0", 0.1, 10, 9);  // an absolute margin of 1 is a choice, not a mistake
+}
+
 BOOST_AUTO_TEST_CASE(a_plateau_state_no_run_could_write_is_refused) {
   auto s = make("plateau", "", 0.1, 10, 2);
   for (double bad : {0.0, -0.5, 1.5, std::nan("")}) {
@@ -155,7 +176,7 @@ BOOST_AUTO_TEST_CASE(each_schedule_type_takes_only_its_own_keys) {
   (void)make("plateau", "warmup_epochs = 1.0\nmin_lr = 0.01\nfactor = 0.5", 0.1, 10, 2);
   (void)make("step", "warmup_epochs = 1.0\nmilestones = [1]\ngamma = 0.5", 0.1, 10, 2);
   BOOST_TEST(kiln::train::schedule_schema("constant").size() == 1u);
-  BOOST_TEST(kiln::train::schedule_schema("plateau").size() == 8u);
+  BOOST_TEST(kiln::train::schedule_schema("plateau").size() == 9u);
   BOOST_TEST(error_text<kiln::ConfigError>([] { (void)kiln::train::schedule_schema("linear"); }) ==
              "schedule.type = 'linear' is not one of constant, cosine, step, plateau");
   // The plateau's metric is refused as early stopping's is, naming the key.

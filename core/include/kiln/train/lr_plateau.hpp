@@ -2,8 +2,9 @@
 // Keras' ReduceLROnPlateau and PyTorch's torch.optim.lr_scheduler.ReduceLROnPlateau.
 //
 // After each epoch the watched metric (early_stop.hpp's names and goals) is compared with the
-// best so far: better by more than min_delta is an improvement and resets the count of bad
-// epochs. When `patience` bad epochs have been counted, the rate is multiplied by `factor`
+// best so far: better by more than min_delta (min_delta_mode "abs", Keras' rule), or by more than
+// min_delta times the best ("rel", PyTorch's default threshold_mode), is an improvement and
+// resets the count of bad epochs. When `patience` bad epochs have been counted, the rate is multiplied by `factor`
 // (never below min_lr), the count restarts, and the next `cooldown` epochs are not counted.
 // So patience = 2 reduces after the second bad epoch in a row (Keras' meaning; PyTorch's
 // patience is one less: it reduces after patience + 1), and cooldown = 1 leaves exactly one
@@ -31,6 +32,7 @@ struct PlateauOptions {
   std::int64_t patience = 10;
   std::int64_t cooldown = 0;
   double min_delta = 1e-4;
+  bool relative = false;   ///< min_delta_mode = "rel": the margin is min_delta * |best|, as PyTorch's
   double min_lr = 0;       ///< the rate is never reduced below it
 };
 
@@ -60,6 +62,10 @@ class LrPlateau {
   std::int64_t reductions() const { return reductions_; }
 
  private:
+  bool improves(double value, double best) const;
+  /// "0.0001", or "0.01% of the best" in relative mode.
+  std::string margin() const;
+
   PlateauOptions opt_;
   double base_lr_;
   double scale_ = 1;
