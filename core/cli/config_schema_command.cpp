@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -188,9 +190,13 @@ void write_schema(const plugin::Registry& registry, std::ostream& out) {
 
 int run_config_command(const std::vector<std::string>& args,
                        const std::vector<std::filesystem::path>& plugin_path_dirs, std::ostream& out) {
-  if (args.size() != 1 || args[0] != "schema") {
-    throw ConfigError("kiln config: usage: `kiln config schema` (a JSON Schema of the training config on stdout)");
+  constexpr const char* kUsage = "usage: kiln config schema   (a JSON Schema of the training config on stdout)";
+  if (std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+    out << kUsage << "\n\nWith the plugins found on the search path (--plugin-path, KILN_PLUGIN_PATH, the install's);\n"
+                     "an editor given it completes and checks config files (docs/configuration.md).\n";
+    return 0;
   }
+  if (args.size() != 1 || args[0] != "schema") throw ConfigError(std::string("kiln config: ") + kUsage);
   plugin::Registry registry(plugin::default_search_path(plugin_path_dirs));
   registry.scan();
   write_schema(registry, out);

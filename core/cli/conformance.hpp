@@ -27,7 +27,8 @@
 //   silent_peer  an all_reduce rank 1 never calls ends in a CommError after the 2 s timeout
 //   abort        abort() from another thread releases an all_reduce waiting for a peer
 // A probe or suite case still running 10 s past the 20 s timeout fails as `dtypes` or `suite`
-// (a deadlock), and the process must then end: see CommCheckReport::hung.
+// (a deadlock), and the process must then end: see CommCheckReport::hung. The three figures
+// scale together with `kiln plugins test --timeout S` (CommCheckTimes).
 // Precision policy (conformance_precision.hpp; four f32 parameters of odd sizes, three in one
 // arena and one in a storage of its own; every check after `backend` on a fresh policy):
 //   dtypes       param_dtype() f32, compute_dtype() f32, bf16 or f16
@@ -45,6 +46,7 @@
 //                same state() and loss_scale(), also a step later; state and metrics finite
 #pragma once
 
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -106,7 +108,18 @@ struct CommCheckReport {
   std::shared_ptr<const void> keep_alive;
 };
 
+/// The communicator checks' timeouts, from one figure (`kiln plugins test --timeout S`): the
+/// suite's and the dtypes probe's communicators get `suite`; the failure checks (a rank that never
+/// comes, one that goes quiet) a tenth of it, short enough to wait out; a call still running half
+/// of `suite` past what its check allows counts as blocked. A transport slower to connect than the
+/// default allows wants more; a test of a plugin that blocks on purpose, less.
+struct CommCheckTimes {
+  std::chrono::milliseconds suite{20000};
+  std::chrono::milliseconds short_timeout() const { return suite / 10; }
+  std::chrono::milliseconds grace() const { return suite / 2; }
+};
+
 /// Runs the communicator checks on communicators from `make`, connected with `backend`.
-CommCheckReport check_communicator(const CommMaker& make, Backend& backend);
+CommCheckReport check_communicator(const CommMaker& make, Backend& backend, const CommCheckTimes& times = {});
 
 }  // namespace kiln::cli

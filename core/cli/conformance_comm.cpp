@@ -19,15 +19,13 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr int kWorlds[] = {1, 2, 3, 4};
-// The timeout the suite's communicators get. Ranks are threads of this process on loopback, so
-// a case is quick (the largest, 1,000,003 floats over 4 ranks, took 0.1 s through the sample's
-// star); a case still running kSuiteTimeout + kGrace after it started counts as hung.
-constexpr milliseconds kSuiteTimeout{20000};
-// The failure checks: a timeout short enough to wait out, and how long past it a call may take
-// to come back before it counts as hung (a bound on "returns at all", not on speed).
-constexpr milliseconds kShortTimeout{2000};
-constexpr milliseconds kGrace{10000};
+// The timeouts are CommCheckTimes' (conformance.hpp). Ranks are threads of this process on
+// loopback, so a case is quick (the largest, 1,000,003 floats over 4 ranks, took 0.1 s through
+// the sample's star); a case still running the suite's timeout plus the grace after it started
+// counts as hung. The grace is a bound on "returns at all", not on speed.
 constexpr milliseconds kAbortAfter{300};
+
+double seconds_of(milliseconds d) { return std::chrono::duration<double>(d).count(); }
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -77,9 +75,10 @@ struct Watched {
 };
 
 /// Runs `body` on a thread of its own and waits up to `limit`; past that calls `rescue` (an
-/// abort()), if given, and waits kGrace more. A thread still inside the plugin then is detached
+/// abort()), if given, and waits `grace` more. A thread still inside the plugin then is detached
 /// and `hung` set: the caller must end the process without unloading the plugin under it.
-Watched watch(std::function<void()> body, milliseconds limit, const std::function<void()>& rescue, bool& hung) {
+Watched watch(std::function<void()> body, milliseconds limit, milliseconds grace, const std::function<void()>& rescue,
+              bool& hung) {
   struct Shared {
     std::mutex m;
     std::condition_variable cv;
@@ -115,7 +114,7 @@ Watched watch(std::function<void()> body, milliseconds limit, const std::functio
       lock.unlock();
       rescue();
       lock.lock();
-      shared->cv.wait_for(lock, kGrace, [&] { return shared->done; });
+      shared->cv.wait_for(lock, grace, [&] { return shared->done; });
     }
   }
   Watched result = shared->result;
@@ -134,12 +133,12 @@ Watched watch(std::function<void()> body, milliseconds limit, const std::functio
 /// Reports the step a watched body starts ("world 2, broadcast f32 x 7 root 1").
 using Step = std::function<void(const std::string& name)>;
 
-/// Runs `body` on a thread of its own, watched step by step: a step still running
-/// kSuiteTimeout + kGrace after it started counts as hung (a deadlock in the plugin's own code,
+/// Runs `body` on a thread of its own, watched step by step: a step still running the suite's
+/// timeout plus the grace after it started counts as hung (a deadlock in the plugin's own code,
 /// which no timeout of its own ends); the thread is then detached, `hung` set, and the step
 /// described. Returns "" when `body` finished. Whatever `body` uses must outlive a detached
 /// thread: shared state it holds, or what lives until the process ends (the backend, the maker).
-std::string run_steps(std::function<void(const Step& step)> body, bool& hung) {
+std::string run_steps(std::function<void(const Step& step)> body, const CommCheckTimes& times, bool& hung) {
   struct Shared {
     std::mutex m;
     std::condition_variable cv;
@@ -161,10 +160,9 @@ std::string run_steps(std::function<void(const Step& step)> body, bool& hung) {
   std::unique_lock lock(shared->m);
   while (!shared->done) {
     shared->cv.wait_for(lock, milliseconds(200));
-    if (!shared->done && Clock::now() - shared->since > kSuiteTimeout + kGrace) {
-      const std::string what = fmt::format("{}: still running {:.0f} s after it started, with a {:.0f} s timeout",
-                                           shared->running, seconds_since(shared->since),
-                                           std::chrono::duration<double>(kSuiteTimeout).count());
+    if (!shared->done && Clock::now() - shared->since > times.suite + times.grace()) {
+      const std::string what = fmt::format("{}: still running {:.0f} s after it started, with a {:g} s timeout",
+                                           shared->running, seconds_since(shared->since), seconds_of(times.suite));
       lock.unlock();
       thread.detach();
       hung = true;
@@ -189,27 +187,25 @@ std::shared_ptr<World> connected_pair(const CommMaker& make, Backend& backend, m
 
 /// Rank 0 of `w` all-reduces 7 floats and waits while rank 1 calls nothing (see watch); both
 /// ranks are aborted afterwards unless the call is still blocked.
-Watched all_reduce_on_rank_0(const std::shared_ptr<World>& w, Backend& backend, milliseconds limit,
+Watched all_reduce_on_rank_0(const std::shared_ptr<World>& w, Backend& backend, milliseconds limit, milliseconds grace,
                              const std::function<void()>& rescue, bool& hung) {
   const Tensor t = make_host_tensor(backend, {1, 2, 3, 4, 5, 6, 7}, DType::f32);
-  const Watched r = watch([w, t] { w->comms[0]->all_reduce(t, ReduceOp::sum)->wait(); }, limit, rescue, hung);
+  const Watched r = watch([w, t] { w->comms[0]->all_reduce(t, ReduceOp::sum)->wait(); }, limit, grace, rescue, hung);
   if (r.returned) abort_all(*w);
   return r;
 }
 
 /// The verdict on a call that must fail with a CommError (`what` names the situation).
-Verdict expect_comm_error(const Watched& w, const char* what, milliseconds limit) {
+Verdict expect_comm_error(const Watched& w, const char* what, milliseconds limit, const CommCheckTimes& times) {
   if (!w.returned) {
-    return {false, fmt::format("{}: still blocked {:.0f} s after abort(), {:.0f} s in all; a missing rank must end "
+    return {false, fmt::format("{}: still blocked {:g} s after abort(), {:g} s in all; a missing rank must end "
                                "in a CommError within the timeout",
-                               what, std::chrono::duration<double>(kGrace).count(),
-                               std::chrono::duration<double>(limit + kGrace).count())};
+                               what, seconds_of(times.grace()), seconds_of(limit + times.grace()))};
   }
   if (w.needed_abort) {
-    return {false, fmt::format("{}: blocked past the {:.0f} s timeout (+{:.0f} s); only abort() released it "
+    return {false, fmt::format("{}: blocked past the {:g} s timeout (+{:g} s); only abort() released it "
                                "({})",
-                               what, std::chrono::duration<double>(kShortTimeout).count(),
-                               std::chrono::duration<double>(kGrace).count(),
+                               what, seconds_of(times.short_timeout()), seconds_of(times.grace()),
                                w.error.empty() ? "then it returned normally" : "then: " + w.error)};
   }
   if (w.error.empty()) return {false, fmt::format("{}: returned normally after {:.1f} s", what, w.seconds)};
@@ -225,12 +221,13 @@ struct Dtypes {
   std::vector<std::string> refused;  ///< "f64 (the message)"
 };
 
-CheckLine probe_dtypes(const CommMaker& make, Backend& backend, int world, Dtypes& out, const Step& step) {
+CheckLine probe_dtypes(const CommMaker& make, Backend& backend, int world, milliseconds timeout, Dtypes& out,
+                       const Step& step) {
   return run_check("dtypes", [&]() -> Verdict {
     for (const DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
       step(fmt::format("world {}, connect and all_reduce {} x 1 sum (the dtypes probe)", world, dtype_name(dtype)));
       World w(world);
-      if (const std::string e = connect_all(w, make, backend, kSuiteTimeout); !e.empty()) {
+      if (const std::string e = connect_all(w, make, backend, timeout); !e.empty()) {
         return {false, fmt::format("connecting world {} failed: {}", world, e)};
       }
       std::vector<Tensor> tensors;
@@ -329,7 +326,7 @@ std::vector<CheckLine> suite_lines(const std::vector<std::pair<int, std::vector<
 
 }  // namespace
 
-CommCheckReport check_communicator(const CommMaker& make, Backend& backend) {
+CommCheckReport check_communicator(const CommMaker& make, Backend& backend, const CommCheckTimes& times) {
   CommCheckReport report;
   // What the probes find, shared with their watched thread.
   struct Probe {
@@ -346,16 +343,16 @@ CommCheckReport check_communicator(const CommMaker& make, Backend& backend) {
   const auto probe = std::make_shared<Probe>();
   report.keep_alive = probe;
   const std::string blocked = run_steps(
-      [probe, make, &backend](const Step& step) {
+      [probe, make, &backend, timeout = times.suite](const Step& step) {
         step("world 1, connect");
-        (void)connect_all(probe->keep_alive, make, backend, kSuiteTimeout);
+        (void)connect_all(probe->keep_alive, make, backend, timeout);
         step("world 2, connect");
         World w(2);
-        probe->two_ranks = connect_all(w, make, backend, kSuiteTimeout).empty();
+        probe->two_ranks = connect_all(w, make, backend, timeout).empty();
         abort_all(w);
-        probe->line = probe_dtypes(make, backend, probe->two_ranks ? 2 : 1, probe->dtypes, step);
+        probe->line = probe_dtypes(make, backend, probe->two_ranks ? 2 : 1, timeout, probe->dtypes, step);
       },
-      report.hung);
+      times, report.hung);
   if (!blocked.empty()) {
     report.lines.push_back(CheckLine{false, "dtypes", "a call stayed blocked: " + blocked});
     return report;
@@ -375,12 +372,12 @@ CommCheckReport check_communicator(const CommMaker& make, Backend& backend) {
     spec.make = make;
     spec.dtypes = dtypes.taken;
     const std::string hung_case = run_steps(
-        [results, spec, &backend, world](const Step& step) mutable {
+        [results, spec, &backend, world, timeout = times.suite](const Step& step) mutable {
           spec.on_case = [&step, world](const std::string& name) { step(fmt::format("world {}, {}", world, name)); };
           dist::MemoryStore store(world);
-          *results = run_comm_suite(spec, threads_in_this_process(world), &store, backend, kSuiteTimeout);
+          *results = run_comm_suite(spec, threads_in_this_process(world), &store, backend, timeout);
         },
-        report.hung);
+        times, report.hung);
     if (!hung_case.empty()) {
       report.lines.push_back(CheckLine{false, "suite", "a collective stayed blocked: " + hung_case});
       return report;
@@ -404,22 +401,24 @@ CommCheckReport check_communicator(const CommMaker& make, Backend& backend) {
   report.lines.push_back(run_check("missing_rank", [&]() -> Verdict {
     auto w = std::make_shared<World>(2);
     w->comms[0] = make(rank_of(0, 2, "kiln plugins test"));
-    const milliseconds limit = kShortTimeout + kGrace;
-    const Watched r = watch([w, &backend] { w->comms[0]->connect(context(*w, backend, 0, 2, kShortTimeout)); }, limit,
-                            [w] { w->comms[0]->abort(); }, report.hung);
-    return expect_comm_error(r, "connect with rank 1 absent", limit);
+    const milliseconds limit = times.short_timeout() + times.grace();
+    const Watched r = watch([w, &backend, timeout = times.short_timeout()] {
+                              w->comms[0]->connect(context(*w, backend, 0, 2, timeout));
+                            },
+                            limit, times.grace(), [w] { w->comms[0]->abort(); }, report.hung);
+    return expect_comm_error(r, "connect with rank 1 absent", limit, times);
   }));
   report.lines.push_back(run_check("silent_peer", [&]() -> Verdict {
     std::string error;
-    const auto w = connected_pair(make, backend, kShortTimeout, error);
+    const auto w = connected_pair(make, backend, times.short_timeout(), error);
     if (!w) return {false, error};
-    const milliseconds limit = kShortTimeout + kGrace;
-    const Watched r = all_reduce_on_rank_0(w, backend, limit, [w] { w->comms[0]->abort(); }, report.hung);
-    return expect_comm_error(r, "all_reduce on rank 0 while rank 1 stays connected but calls nothing", limit);
+    const milliseconds limit = times.short_timeout() + times.grace();
+    const Watched r = all_reduce_on_rank_0(w, backend, limit, times.grace(), [w] { w->comms[0]->abort(); }, report.hung);
+    return expect_comm_error(r, "all_reduce on rank 0 while rank 1 stays connected but calls nothing", limit, times);
   }));
   report.lines.push_back(run_check("abort", [&]() -> Verdict {
     std::string error;
-    const auto w = connected_pair(make, backend, kSuiteTimeout, error);
+    const auto w = connected_pair(make, backend, times.suite, error);
     if (!w) return {false, error};
     // abort() is called from another thread, as the trainer's watchdog does, kAbortAfter after
     // the all_reduce started waiting for a peer that never calls it.
@@ -427,12 +426,11 @@ CommCheckReport check_communicator(const CommMaker& make, Backend& backend) {
       std::this_thread::sleep_for(kAbortAfter);
       w->comms[0]->abort();
     });
-    const Watched r = all_reduce_on_rank_0(w, backend, kAbortAfter + kGrace, nullptr, report.hung);
+    const Watched r = all_reduce_on_rank_0(w, backend, kAbortAfter + times.grace(), times.grace(), nullptr, report.hung);
     aborter.join();
     if (!r.returned) {
-      return {false, fmt::format("a waiting all_reduce was still blocked {:.0f} s after abort() (timeout {:.0f} s)",
-                                 std::chrono::duration<double>(kGrace).count(),
-                                 std::chrono::duration<double>(kSuiteTimeout).count())};
+      return {false, fmt::format("a waiting all_reduce was still blocked {:g} s after abort() (timeout {:g} s)",
+                                 seconds_of(times.grace()), seconds_of(times.suite))};
     }
     if (r.error.empty()) return {false, "the all_reduce returned normally although rank 1 never called it"};
     if (!r.comm_error) return {false, "the released all_reduce threw " + r.error};

@@ -46,6 +46,7 @@ constexpr const char* kUsage =
     "  plugins show NAME [--json]                                a plugin's kind, version, ABI and parameters\n"
     "  plugins check FILE [--json]                               whether kiln loads a plugin library, and finds it\n"
     "  plugins test FILE [--set key=value]...                    any plugin (model, data, comm, backend, precision) against its contract\n"
+    "        [--timeout S]                                       ... communicators: the timeout the checks give (default 20 s)\n"
     "  config schema                                             a JSON Schema of the config, for editors\n"
     "  --version                                                 print the version\n"
     "\n"

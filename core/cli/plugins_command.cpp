@@ -4,6 +4,7 @@
 #include "plugins_command.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -197,7 +198,7 @@ void show_text(const PluginInfo& info, std::ostream& out) {
 [[noreturn]] void usage_error(const std::string& what) {
   throw ConfigError("kiln plugins: " + what +
                     "; usage: `kiln plugins list [--json]`, `kiln plugins show NAME [--json]`, "
-                    "`kiln plugins check FILE [--json]` or `kiln plugins test FILE [--set key=value]...`");
+                    "`kiln plugins check FILE [--json]` or `kiln plugins test FILE [--set key=value]... [--timeout SECONDS]`");
 }
 
 std::filesystem::path resolved(const std::filesystem::path& p) {
@@ -285,6 +286,18 @@ int check_command(const std::filesystem::path& file, const std::vector<std::file
 
 int run_plugins_command(const std::vector<std::string>& args,
                         const std::vector<std::filesystem::path>& plugin_path_dirs, std::ostream& out) {
+  if (std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+    out << "usage: kiln plugins list [--json]                 every plugin found, and libraries that failed to load\n"
+           "       kiln plugins show NAME [--json]            a plugin's kind, version, ABI and parameters\n"
+           "       kiln plugins check FILE [--json]           whether kiln loads a library, and finds it on the search path\n"
+           "       kiln plugins test FILE [--set key=value]... [--timeout SECONDS]\n"
+           "                                                  each plugin of a library against its contract; --set as in a\n"
+           "                                                  config (--set model.hidden=[32]); --timeout: the timeout the\n"
+           "                                                  communicator checks give (default 20 s)\n"
+           "\nThe search path: --plugin-path DIR (repeatable), then KILN_PLUGIN_PATH, then the plugins installed\n"
+           "next to kiln. docs/writing-a-plugin.md says what `test` checks.\n";
+    return 0;
+  }
   const std::string sub = args.empty() || args[0] == "--json" ? "list" : args[0];
   const std::size_t first_option = args.empty() || args[0] == "--json" ? 0 : 1;
 
@@ -341,19 +354,24 @@ int run_plugins_command(const std::vector<std::string>& args,
   }
   if (sub == "test") {
     std::vector<std::string> files, sets;
+    std::optional<std::string> timeout;
     for (std::size_t i = 1; i < args.size(); ++i) {
       if (args[i] == "--set" && i + 1 < args.size()) {
         sets.push_back(args[++i]);
       } else if (args[i].starts_with("--set=")) {
         sets.push_back(args[i].substr(6));
+      } else if (args[i] == "--timeout" && i + 1 < args.size()) {
+        timeout = args[++i];
+      } else if (args[i].starts_with("--timeout=")) {
+        timeout = args[i].substr(10);
       } else if (args[i].starts_with("-")) {
-        usage_error("unexpected option '" + args[i] + "' to `test` (it takes --set key=value)");
+        usage_error("unexpected option '" + args[i] + "' to `test` (it takes --set key=value and --timeout SECONDS)");
       } else {
         files.push_back(args[i]);
       }
     }
     if (files.size() != 1) usage_error("`test` takes exactly one library file");
-    return run_plugins_test(files[0], sets, plugin_path_dirs, out);
+    return run_plugins_test(files[0], sets, plugin_path_dirs, out, timeout);
   }
   usage_error("unknown subcommand '" + sub + "'");
 }

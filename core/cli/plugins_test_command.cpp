@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <ostream>
@@ -42,12 +44,34 @@ void print_lines(const std::vector<CheckLine>& lines, std::ostream& out) {
   }
 }
 
+/// `--timeout SECONDS`: a plain number in [1, 3600]. Below a second the failure checks' tenth
+/// (100 ms) is shorter than a loaded machine's scheduling delays; above an hour is a typo.
+CommCheckTimes comm_check_times(const std::string& text, const plugin::LibraryCheck& check) {
+  const bool has_comm = std::any_of(check.plugins.begin(), check.plugins.end(),
+                                    [](const plugin::PluginInfo& p) { return p.kind == KILN_KIND_COMMUNICATOR; });
+  if (!has_comm) {
+    throw ConfigError(fmt::format("--timeout {}: only the communicator checks have timeouts, and {} exports no "
+                                  "communicator; leave it out",
+                                  text, check.file.string()));
+  }
+  double seconds = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !(seconds >= 1 && seconds <= 3600)) {
+    throw ConfigError(fmt::format("--timeout {}: give the communicators' timeout as a number of seconds from 1 to 3600 "
+                                  "(default 20)",
+                                  text));
+  }
+  return CommCheckTimes{std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(seconds * 1000)))};
+}
+
 }  // namespace
 
 int run_plugins_test(const std::filesystem::path& file, const std::vector<std::string>& sets,
-                     const std::vector<std::filesystem::path>& plugin_path_dirs, std::ostream& out) {
+                     const std::vector<std::filesystem::path>& plugin_path_dirs, std::ostream& out,
+                     const std::optional<std::string>& timeout) {
   const plugin::LibraryCheck check = plugin::check_library(file);
   if (!check.failure.empty()) throw PluginError(check.failure);
+  const CommCheckTimes times = timeout ? comm_check_times(*timeout, check) : CommCheckTimes{};
 
   // A config for the backend and every tested kind's table, so a --set for a table nothing reads
   // is refused like in a run. A library may export several plugins of one kind (the nccl
@@ -129,7 +153,7 @@ int run_plugins_test(const std::filesystem::path& file, const std::vector<std::s
         rank_args.ranks = ranks;
         return registry.create_communicator(info, rank_args);
       };
-      const CommCheckReport report = check_communicator(make, backend_for_checks());
+      const CommCheckReport report = check_communicator(make, backend_for_checks(), times);
       lines = report.lines;
       if (report.hung) {
         // A thread is still inside the plugin: report, then end without unloading it.

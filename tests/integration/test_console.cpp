@@ -8,7 +8,9 @@
 //     metrics.jsonl starts with wall_time, and the step records of an epoch add up to its epoch
 //     record (samples, and the loss weighted by samples);
 //   - a run without an eval split never prints a test accuracy;
-//   - `kiln eval` shows its progress on stderr, leaving stdout to the result.
+//   - `kiln eval` shows its progress on stderr, leaving stdout to the result;
+//   - every command `kiln --help` lists answers `kiln <command> --help` with its usage, status 0,
+//     as that page promises.
 // No output is compared against a duration: lines are counted, never timed.
 #define KILN_TEST_MODULE test_console
 #include "kiln_test_main.hpp"
@@ -183,3 +185,23 @@ BOOST_AUTO_TEST_CASE(kiln_eval_shows_its_progress_on_stderr) {
 }
 
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(every_listed_command_answers_help) {
+  const fs::path cwd = kiln::test::fresh_workdir("help");
+  const KilnResult top = kiln::test::run_kiln(cwd, {"--help"});
+  BOOST_TEST_REQUIRE(top.status == 0, top.err);
+  // The command names: the first word of each indented line of the "commands:" list.
+  std::vector<std::string> commands;
+  std::istringstream lines(top.out.substr(top.out.find("commands:")));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.size() < 3 || line.rfind("  ", 0) != 0 || line[2] == ' ' || line[2] == '-') continue;
+    const std::string name = line.substr(2, line.find(' ', 2) - 2);
+    if (commands.empty() || commands.back() != name) commands.push_back(name);
+  }
+  BOOST_TEST(commands.size() >= 9u, top.out);  // train, eval, predict, bench-comm, bench-data, collectives, doctor, plugins, config
+  for (const std::string& command : commands) {
+    const KilnResult r = kiln::test::run_kiln(cwd, {command, "--help"});
+    BOOST_TEST(r.status == 0, command << ": " << r.err);
+    BOOST_TEST(r.out.find("usage: kiln " + command) != std::string::npos, command << ":\n" << r.out << r.err);
+  }
+}

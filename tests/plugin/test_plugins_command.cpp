@@ -4,6 +4,8 @@
 #define KILN_TEST_MODULE plugins_command
 #include "kiln_test_main.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <sstream>
 #include <tuple>
@@ -187,11 +189,19 @@ BOOST_AUTO_TEST_CASE(show_unknown_name_suggests) {
   BOOST_TEST(contains(message, "known plugins: fixture-fp32, twin-a, twin-b"));
 }
 
+BOOST_AUTO_TEST_CASE(help_anywhere_prints_the_usage) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--help"}, {"test", "-h"}, {"show", "x", "--help"}}) {
+    const std::string text = run(args, {});
+    BOOST_TEST(text.starts_with("usage: kiln plugins list [--json]"), text);
+    BOOST_TEST(contains(text, "kiln plugins test FILE [--set key=value]... [--timeout SECONDS]"), text);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(malformed_command_lines_are_config_errors) {
   BOOST_TEST(message_of<kiln::ConfigError>({"lst"}) ==
              "kiln plugins: unknown subcommand 'lst'; usage: `kiln plugins list [--json]`, "
              "`kiln plugins show NAME [--json]`, `kiln plugins check FILE [--json]` or "
-             "`kiln plugins test FILE [--set key=value]...`");
+             "`kiln plugins test FILE [--set key=value]... [--timeout SECONDS]`");
   BOOST_TEST(contains(message_of<kiln::ConfigError>({"show"}), "`show` takes exactly one plugin name"));
   BOOST_TEST(contains(message_of<kiln::ConfigError>({"show", "--json"}), "`show` takes exactly one plugin name"));
   BOOST_TEST(contains(message_of<kiln::ConfigError>({"list", "--yaml"}),
@@ -263,10 +273,12 @@ BOOST_AUTO_TEST_CASE(check_of_a_library_the_loader_refuses_gives_its_reason) {
 // one fails exactly the check meant to catch its bug, with status 1.
 namespace {
 
-std::pair<int, std::string> plugin_test(const std::string& fixture) {
+std::pair<int, std::string> plugin_test(const std::string& fixture, const std::vector<std::string>& options = {}) {
   unsetenv("KILN_PLUGIN_PATH");
   std::ostringstream out;
-  const int status = kiln::cli::run_plugins_command({"test", fixture_library(fixture).string()}, {}, out);
+  std::vector<std::string> args = {"test", fixture_library(fixture).string()};
+  args.insert(args.end(), options.begin(), options.end());
+  const int status = kiln::cli::run_plugins_command(args, {}, out);
   return {status, out.str()};
 }
 
@@ -389,13 +401,30 @@ BOOST_AUTO_TEST_CASE(test_finds_each_planted_communicator_bug) {
       {"comm-avg-is-sum", "all_reduce", "world 2, all_reduce f32 x 1 avg: #wrong 2 of 2; rank 0 [0]: got -10, want -5"},
       {"comm-gather-reversed", "all_gather", "world 2, all_gather f32 x 1: #wrong 4 of 4"},
       {"comm-broadcast-root-0", "broadcast", "world 2, broadcast f32 x 1 root 1: #wrong 2 of 2"},
-      {"comm-no-timeout", "silent_peer", "blocked past the 2 s timeout (+10 s); only abort() released it"}};
+      // --timeout 5 scales the failure checks' 2 s timeout and 10 s grace down with the suite's 20 s.
+      {"comm-no-timeout", "silent_peer", "blocked past the 0.5 s timeout (+2.5 s); only abort() released it"}};
   for (const auto& [fixture, check, detail] : cases) {
-    const auto [status, report] = plugin_test(fixture);
+    const auto [status, report] = plugin_test(fixture, {"--timeout", "5"});
     BOOST_TEST(status == 1, fixture << ":\n" << report);
     BOOST_TEST(failed_checks(report) == std::vector<std::string>{check}, fixture << ":\n" << report);
     BOOST_TEST(contains(report, detail), fixture << ":\n" << report);
   }
+}
+
+BOOST_AUTO_TEST_CASE(test_takes_a_timeout_for_communicators_only) {
+  const std::string comm = fixture_library("comm-ok").string();
+  for (const char* bad : {"0.5", "abc", "5s", "7200", "nan", ""}) {
+    const std::string msg = message_of<kiln::ConfigError>({"test", comm, "--timeout", bad});
+    BOOST_TEST(msg == fmt::format("--timeout {}: give the communicators' timeout as a number of seconds from 1 to 3600 "
+                                  "(default 20)",
+                                  bad),
+               msg);
+  }
+  const std::string data = fixture_library("data-ok").string();
+  const std::string msg = message_of<kiln::ConfigError>({"test", data, "--timeout=30"});
+  BOOST_TEST(msg == "--timeout 30: only the communicator checks have timeouts, and " + data +
+                        " exports no communicator; leave it out",
+             msg);
 }
 
 BOOST_AUTO_TEST_CASE(test_refuses_a_set_for_a_table_it_does_not_read) {
