@@ -21,6 +21,7 @@
 #include "kiln/plugin/registry.hpp"
 #include "kiln/sdk_internal/log_setup.hpp"
 #include "kiln/train/core_tables.hpp"
+#include "kiln/train/model_table.hpp"
 #include "kiln/train/wiring.hpp"
 
 namespace kiln::cli {
@@ -83,7 +84,8 @@ int run_bench_data_command(const std::vector<std::string>& args, std::ostream& o
   plugin::Registry registry(plugin::default_search_path(dirs));
   registry.scan();
   const train::PluginChoice backend_c = train::choose(cfg, registry, KILN_KIND_BACKEND, "backend", "cpu");
-  (void)train::choose(cfg, registry, KILN_KIND_MODEL, "model", nullptr);
+  // Validated as a run validates it: the plugin's keys and the host's (init, freeze, ...).
+  (void)train::choose_model(cfg, registry);
   const train::PluginChoice data_c = train::choose(cfg, registry, KILN_KIND_DATA, "data.train", nullptr);
   if (cfg.has_table("data.eval")) (void)train::choose(cfg, registry, KILN_KIND_DATA, "data.eval", nullptr);
   (void)train::choose(cfg, registry, KILN_KIND_COMMUNICATOR, "comm", "local");
