@@ -21,7 +21,7 @@
 #include "kiln/plugin/registry.hpp"
 #include "kiln/sdk_internal/log_setup.hpp"
 #include "kiln/train/core_tables.hpp"
-#include "kiln/train/model_table.hpp"
+#include "kiln/train/config_plugins.hpp"
 #include "kiln/train/wiring.hpp"
 
 namespace kiln::cli {
@@ -83,14 +83,10 @@ int run_bench_data_command(const std::vector<std::string>& args, std::ostream& o
   std::vector<std::filesystem::path> dirs(plugin_paths.begin(), plugin_paths.end());
   plugin::Registry registry(plugin::default_search_path(dirs));
   registry.scan();
-  const train::PluginChoice backend_c = train::choose(cfg, registry, KILN_KIND_BACKEND, "backend", "cpu");
-  // Validated as a run validates it: the plugin's keys and the host's (init, freeze, ...).
-  (void)train::choose_model(cfg, registry);
-  const train::PluginChoice data_c = train::choose(cfg, registry, KILN_KIND_DATA, "data.train", nullptr);
-  if (cfg.has_table("data.eval")) (void)train::choose(cfg, registry, KILN_KIND_DATA, "data.eval", nullptr);
-  (void)train::choose(cfg, registry, KILN_KIND_COMMUNICATOR, "comm", "local");
-  (void)train::choose(cfg, registry, KILN_KIND_PRECISION, "precision", "fp32");
-  cfg.check_all_consumed();
+  // Every table validated as a run validates it, though only the backend and the data are used.
+  const train::ConfigPlugins chosen = train::choose_config_plugins(cfg, registry);
+  const train::PluginChoice& backend_c = chosen.backend;
+  const train::PluginChoice& data_c = chosen.train;
 
   const std::int64_t batch = loader.get_int("batch");
   if (batch < 1) throw ConfigError(loader.where("batch") + " must be at least 1");

@@ -15,6 +15,7 @@
 #include "kiln/sdk_internal/log_setup.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/class_names.hpp"
+#include "kiln/train/config_plugins.hpp"
 #include "kiln/train/core_tables.hpp"
 #include "kiln/train/model_table.hpp"
 #include "kiln/train/freeze.hpp"
@@ -110,22 +111,19 @@ EvalSession::EvalSession(const EvalRequest& request) : impl_(std::make_unique<Im
 
   plugin::Registry registry(plugin::default_search_path(request.plugin_dirs));
   registry.index();  // loads only the plugins this run names (registry.hpp)
-  const PluginChoice backend_c = choose(cfg, registry, KILN_KIND_BACKEND, "backend", "cpu");
+  const ConfigPlugins chosen = choose_config_plugins(cfg, registry);
+  const PluginChoice& backend_c = chosen.backend;
   // The host's init keys are validated and then not used: the checkpoint holds the weights.
   // freeze says which parameters the checkpoint has no optimizer state for.
-  const ModelTable model_t = choose_model(cfg, registry);
-  const PluginChoice& model_c = model_t.plugin;
-  const std::optional<FreezeRequest> freeze = freeze_request(model_t.host);
-  (void)choose(cfg, registry, KILN_KIND_DATA, "data.train", nullptr);
-  if (!cfg.has_table("data.eval")) {
+  const PluginChoice& model_c = chosen.model.plugin;
+  const std::optional<FreezeRequest> freeze = freeze_request(chosen.model.host);
+  if (!chosen.eval) {
     throw ConfigError(fmt::format("{} has no eval split ([data.eval]); name a data source with --set "
                                   "data.eval.type=... --set data.eval.path=...",
                                   config_file.string()));
   }
-  const PluginChoice eval_c = choose(cfg, registry, KILN_KIND_DATA, "data.eval", nullptr);
-  (void)choose(cfg, registry, KILN_KIND_COMMUNICATOR, "comm", "local");
-  const PluginChoice precision_c = choose(cfg, registry, KILN_KIND_PRECISION, "precision", "fp32");
-  cfg.check_all_consumed();
+  const PluginChoice& eval_c = *chosen.eval;
+  const PluginChoice& precision_c = chosen.precision;
 
   const std::int64_t batch = loader.get_int("batch");
   if (batch < 1) throw ConfigError(loader.where("batch") + " must be at least 1");

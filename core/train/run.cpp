@@ -32,6 +32,7 @@
 #include "kiln/sdk/checked_size.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/class_names.hpp"
+#include "kiln/train/config_plugins.hpp"
 #include "kiln/train/core_tables.hpp"
 #include "kiln/train/collective_purpose.hpp"
 #include "kiln/train/collective_recorder.hpp"
@@ -199,16 +200,15 @@ RunOutcome run_training(const TrainCommand& command) {
 
   plugin::Registry registry(plugin::default_search_path(command.plugin_dirs));
   registry.index();  // loads only the plugins this run names (registry.hpp)
-  const PluginChoice backend_c = choose(cfg, registry, KILN_KIND_BACKEND, "backend", "cpu");
-  const ModelTable model_t = choose_model(cfg, registry);  // the plugin's keys and the host's (init)
+  const ConfigPlugins chosen = choose_config_plugins(cfg, registry);
+  const PluginChoice& backend_c = chosen.backend;
+  const ModelTable& model_t = chosen.model;  // the plugin's keys and the host's (init)
   const PluginChoice& model_c = model_t.plugin;
   const std::optional<InitRequest> init_req = init_request(model_t.host);
-  const PluginChoice train_c = choose(cfg, registry, KILN_KIND_DATA, "data.train", nullptr);
-  std::optional<PluginChoice> eval_c;
-  if (cfg.has_table("data.eval")) eval_c = choose(cfg, registry, KILN_KIND_DATA, "data.eval", nullptr);
-  const PluginChoice comm_c = choose(cfg, registry, KILN_KIND_COMMUNICATOR, "comm", "local");
-  const PluginChoice precision_c = choose(cfg, registry, KILN_KIND_PRECISION, "precision", "fp32");
-  cfg.check_all_consumed();
+  const PluginChoice& train_c = chosen.train;
+  const std::optional<PluginChoice>& eval_c = chosen.eval;
+  const PluginChoice& comm_c = chosen.comm;
+  const PluginChoice& precision_c = chosen.precision;
 
   const std::int64_t epochs = run.get_int("epochs");
   if (epochs < 1) throw ConfigError(run.where("epochs") + " must be at least 1");
