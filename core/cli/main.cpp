@@ -21,6 +21,7 @@
 #include "doctor_command.hpp"
 #include "eval_command.hpp"
 #include "predict_command.hpp"
+#include "summary_command.hpp"
 #include "config_schema_command.hpp"
 #include "plugins_command.hpp"
 #include "train_command.hpp"
@@ -38,6 +39,7 @@ constexpr const char* kUsage =
     "        [--per-class]                                       ... with precision, recall and F1 of each class\n"
     "  predict --run-dir DIR --output FILE.csv|.jsonl [--top-k K] top-k classes of every eval sample\n"
     "        (both: [--set key=value]...; docs/eval-predict.md)\n"
+    "  summary --config FILE [--depth N] [--json]                a config's model: every parameter, its shape, size, what trains\n"
     "  bench-comm --comm NAME [-b 8 -e 64M -f 2] [--nproc N]     all-reduce bandwidth as an nccl-tests table\n"
     "  bench-data --config FILE [-n BATCHES] [--json]            samples/s of a config's input pipeline alone\n"
     "  collectives --run-dir DIR [--last N]                      which rank the others waited for, when a multi-rank run stopped\n"
@@ -92,6 +94,7 @@ int dispatch(std::vector<std::string> args) {
     return kiln::cli::run_bench_comm_command(args, dirs, std::cout);
   }
   if (command == "bench-data") return kiln::cli::run_bench_data_command(args, std::cout);
+  if (command == "summary") return kiln::cli::run_summary_command(args, std::cout);
   if (command == "collectives") return kiln::cli::run_collectives_command(args, std::cout);
   if (command == "doctor") {
     auto dirs = take_plugin_paths(args);
