@@ -70,5 +70,16 @@ if ! out=$(build-asan/bin/kiln plugins test "$gloo" 2>&1); then
   exit 1
 fi
 echo "sanitize: kiln plugins test libkiln-comm-gloo.so: ${out##*$'\n'}"
+# `kiln summary` of the main job's mlp, every output form and a freeze pattern: the model built as
+# a run builds it, and the table code, under the sanitizers (under a second).
+for form in "--depth 1" "--buffers" "--json"; do
+  # shellcheck disable=SC2086  # $form is two words or one, on purpose
+  if ! out=$(build-asan/bin/kiln summary --config samples/fashion-mnist-mlp.toml --set 'model.freeze=["layers.*"]' $form 2>&1); then
+    echo "$out"
+    echo "sanitize: kiln summary $form failed" >&2
+    exit 1
+  fi
+done
+echo "sanitize: kiln summary: --depth 1, --buffers and --json passed"
 end=$(date +%s)
 echo "sanitize: build $((built - start)) s, tests $((end - built)) s, total $((end - start)) s"
