@@ -116,4 +116,9 @@ void MetricsWriter::write(const MetricsRecord& record) {
   tensorboard_->add_scalars(scalars, step, wall_time);
 }
 
+void MetricsWriter::write_histograms(const std::vector<std::pair<std::string, Histogram>>& histograms,
+                                     std::int64_t step) {
+  tensorboard_->add_histograms(histograms, step, wall_clock_());
+}
+
 }  // namespace kiln::io

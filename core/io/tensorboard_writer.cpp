@@ -70,6 +70,40 @@ std::string scalar_event(const std::string& tag, double value, std::int64_t step
   return e;
 }
 
+// tensorflow.HistogramProto: min = 1, max = 2, num = 3, sum = 4, sum_squares = 5 (doubles),
+// bucket_limit = 6, bucket = 7 (repeated doubles, packed as proto3 packs them); it is
+// Summary.Value's histo = 5.
+void put_packed_doubles(std::string& out, int field, const std::vector<double>& values) {
+  std::string packed;
+  for (const double v : values) {
+    char b[8];
+    std::memcpy(b, &v, 8);
+    packed.append(b, 8);
+  }
+  put_bytes(out, field, packed);
+}
+
+std::string histogram_event(const std::string& tag, const Histogram& h, std::int64_t step, double wall_time) {
+  std::string histo;
+  put_double(histo, 1, h.min);
+  put_double(histo, 2, h.max);
+  put_double(histo, 3, h.num);
+  put_double(histo, 4, h.sum);
+  put_double(histo, 5, h.sum_squares);
+  put_packed_doubles(histo, 6, h.bucket_limit);
+  put_packed_doubles(histo, 7, h.bucket);
+  std::string v;
+  put_bytes(v, 1, tag);
+  put_bytes(v, 5, histo);
+  std::string summary;
+  put_bytes(summary, 1, v);
+  std::string e;
+  put_double(e, 1, wall_time);
+  put_int64(e, 2, step);
+  put_bytes(e, 5, summary);
+  return e;
+}
+
 void put_le(std::string& out, std::uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
 }
@@ -114,6 +148,12 @@ void TensorBoardWriter::add_scalars(const std::vector<std::pair<std::string, dou
 void TensorBoardWriter::add_scalars(const std::vector<std::pair<std::string, double>>& scalars, std::int64_t step,
                                     double wall_time) {
   for (const auto& [tag, value] : scalars) write_record(scalar_event(tag, value, step, wall_time));
+  if (std::fflush(file_) != 0) throw IoError(fmt::format("cannot flush {}: {}", path_.string(), std::strerror(errno)));
+}
+
+void TensorBoardWriter::add_histograms(const std::vector<std::pair<std::string, Histogram>>& histograms,
+                                       std::int64_t step, double wall_time) {
+  for (const auto& [tag, h] : histograms) write_record(histogram_event(tag, h, step, wall_time));
   if (std::fflush(file_) != 0) throw IoError(fmt::format("cannot flush {}: {}", path_.string(), std::strerror(errno)));
 }
 

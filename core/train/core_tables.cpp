@@ -62,6 +62,9 @@ constexpr kiln_param_spec_v1 kLog[] = {
     {"every_steps", KILN_PARAM_INT, "0", nullptr,
      "Write a \"train_step\" record (loss, accuracy, throughput, step time, data wait) to metrics.jsonl and "
      "TensorBoard every N optimizer steps; 0 = epoch records only.", "0", nullptr},
+    {"histograms_every_epochs", KILN_PARAM_INT, "0", nullptr,
+     "Write a TensorBoard histogram of every parameter's values (tag weights/<name>) after every N epochs, as "
+     "Keras' TensorBoard(histogram_freq=N); 0 = none.", "0", nullptr},
 };
 
 constexpr kiln_param_spec_v1 kDist[] = {

@@ -399,6 +399,7 @@ RunOutcome run_training(const TrainCommand& command) {
   to.progress = io::parse_progress_mode(logt.get_string("progress"), logt.where("progress"));
   to.progress_every_s = logt.get_float("progress_every_s");
   to.metrics_every_steps = logt.get_int("every_steps");
+  to.histograms_every_epochs = logt.get_int("histograms_every_epochs");
   to.checkpoint_dir = outcome.run_dir / "checkpoints";
   to.checkpoint_every = checkpoint_every;
   to.checkpoint_keep = checkpoint_keep;

@@ -34,6 +34,7 @@
 #include "kiln/train/sync_batch_norm.hpp"
 #include "kiln/train/top_k_counter.hpp"
 #include "kiln/train/weight_ema.hpp"
+#include "kiln/train/weight_histograms.hpp"
 
 namespace kiln::train {
 namespace {
@@ -580,6 +581,9 @@ struct Trainer::Impl {
       const double lr = schedule->at(std::max<std::int64_t>(0, global_step - 1));
       const double sps = st.global_samples / std::max(1e-9, st.seconds);
       write(epoch, "train", st.totals, sps, lr, st.seconds, &st);
+      if (metrics && opt.histograms_every_epochs > 0 && (epoch + 1) % opt.histograms_every_epochs == 0) {
+        metrics->write_histograms(weight_histograms(backend(), parts.model->parameters()), global_step);
+      }
       result.final_train_loss = st.totals.loss();
       result.final_train_accuracy = st.totals.accuracy();
       std::string line = fmt::format("epoch {:>3}/{}  train loss {:.4f} acc {:.4f}", epoch + 1, opt.epochs,

@@ -9,6 +9,7 @@
 //     record (samples, and the loss weighted by samples);
 //   - a run without an eval split never prints a test accuracy;
 //   - `kiln eval` shows its progress on stderr, leaving stdout to the result;
+//   - [log] histograms_every_epochs writes weight histograms into the event file;
 //   - every command `kiln --help` lists answers `kiln <command> --help` with its usage, status 0,
 //     as that page promises.
 // No output is compared against a duration: lines are counted, never timed.
@@ -185,6 +186,29 @@ BOOST_AUTO_TEST_CASE(kiln_eval_shows_its_progress_on_stderr) {
 }
 
 }  // namespace
+
+// [log] histograms_every_epochs = 1: after each of the 2 epochs one histogram event per parameter
+// (tag weights/<name>) in the run's event file; without it, none. (The events' fields are checked
+// in test_tensorboard, and were read back once with TensorBoard's own EventAccumulator.)
+BOOST_AUTO_TEST_CASE(weight_histograms_every_epoch_when_asked) {
+  const auto events = [](const std::string& name) {
+    std::string bytes;
+    for (const auto& e : fs::directory_iterator(kiln::test::scratch_dir() / name / "tb")) bytes += slurp(e.path());
+    return bytes;
+  };
+  const auto count = [](const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  (void)train("histograms", "progress = \"never\"\nhistograms_every_epochs = 1", "");
+  const std::string with = events("histograms");
+  for (const char* tag : {"weights/layers.0.weight", "weights/layers.0.bias", "weights/head.weight", "weights/head.bias"}) {
+    BOOST_TEST(count(with, tag) == 2u, tag);
+  }
+  (void)train("no-histograms", "progress = \"never\"", "");
+  BOOST_TEST(count(events("no-histograms"), "weights/") == 0u);
+}
 
 BOOST_AUTO_TEST_CASE(every_listed_command_answers_help) {
   const fs::path cwd = kiln::test::fresh_workdir("help");

@@ -49,6 +49,9 @@ class MetricsWriter {
   /// Appends one line, with "wall_time" first unless the record has one, and flushes. Throws
   /// IoError (disk full) naming the file.
   void write(const MetricsRecord& record);
+  /// Writes histograms (histogram.hpp) into the TensorBoard event file only: metrics.jsonl keeps
+  /// scalars. Throws IoError.
+  void write_histograms(const std::vector<std::pair<std::string, Histogram>>& histograms, std::int64_t step);
   const std::filesystem::path& path() const noexcept { return path_; }
   /// For a resumed run: drops the records written after the checkpoint at `epochs_done` epochs
   /// and `steps_done` optimizer steps (metrics_trim.hpp) and appends after what is left.

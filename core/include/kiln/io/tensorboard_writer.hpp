@@ -3,10 +3,11 @@
 // File: <dir>/events.out.tfevents.<unix seconds>.<hostname>.<pid>. Each record is TFRecord
 // framing (u64 length, masked CRC-32C of the length, the bytes, masked CRC-32C of the bytes,
 // little-endian); each payload a serialized tensorflow.Event: the first carries file_version
-// "brain.Event:2", the rest a Summary with one scalar (tag, simple_value) at a step. The
-// ~30 lines of protobuf encoding are in the .cpp (field numbers from event.proto/summary.proto).
-// Flushed after every add_scalars() call: records are written once per epoch, or every [log]
-// every_steps steps, so the cost is small and a crash loses nothing.
+// "brain.Event:2", the rest a Summary with one scalar (tag, simple_value) or one histogram (tag,
+// histo: histogram.hpp) at a step. The ~40 lines of protobuf encoding are in the .cpp (field
+// numbers from event.proto/summary.proto). Flushed after every add_scalars() and
+// add_histograms() call: records are written once per epoch, or every [log] every_steps steps,
+// so the cost is small and a crash loses nothing.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "kiln/io/histogram.hpp"
 
 namespace kiln::io {
 
@@ -32,6 +35,10 @@ class TensorBoardWriter {
   /// time; without it, now.
   void add_scalars(const std::vector<std::pair<std::string, double>>& scalars, std::int64_t step);
   void add_scalars(const std::vector<std::pair<std::string, double>>& scalars, std::int64_t step, double wall_time);
+  /// Writes one histogram event per (tag, histogram) at `step` (histogram.hpp), then flushes.
+  /// Throws IoError.
+  void add_histograms(const std::vector<std::pair<std::string, Histogram>>& histograms, std::int64_t step,
+                      double wall_time);
   const std::filesystem::path& path() const noexcept { return path_; }
 
  private:

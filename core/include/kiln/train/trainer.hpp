@@ -68,6 +68,8 @@ struct TrainerOptions {
   double progress_every_s = 30;
   /// A "train_step" metrics record every N optimizer steps (step_metrics.hpp); 0 = none.
   std::int64_t metrics_every_steps = 0;
+  /// A TensorBoard histogram of every parameter after every N epochs (weight_histograms.hpp); 0 = none.
+  std::int64_t histograms_every_epochs = 0;
   /// Checkpoints: written under checkpoint_dir every `checkpoint_every` epochs and after the
   /// last (0 = never), newest `checkpoint_keep` kept. `resume_from` (a checkpoint directory)
   /// restores weights, optimizer, precision state and the position before training starts.
