@@ -52,7 +52,8 @@ void add_table(std::map<std::string, std::string>& out, const std::string& prefi
 std::set<std::string> keys_not_compared(const std::string& table, const ParamMap& params,
                                         std::span<const kiln_param_spec_v1> schema) {
   std::set<std::string> out;
-  for (const auto& [key, param] : params.entries()) {
+  for (const auto& entry : params.entries()) {
+    const std::string& key = entry.first;  // not a structured binding: clang before 16 cannot capture one
     const auto spec = std::find_if(schema.begin(), schema.end(),
                                    [&](const kiln_param_spec_v1& s) { return s.name && key == s.name; });
     const bool is_path = spec != schema.end() && spec->type == KILN_PARAM_PATH;
