@@ -57,17 +57,22 @@ std::string version_event() {
   return e;
 }
 
-std::string scalar_event(const std::string& tag, double value, std::int64_t step, double wall_time) {
-  std::string v;
-  put_bytes(v, 1, tag);
-  put_float(v, 2, static_cast<float>(value));
+/// An Event at `step` whose Summary holds the one encoded Summary.Value `value`.
+std::string summary_event(const std::string& value, std::int64_t step, double wall_time) {
   std::string summary;
-  put_bytes(summary, 1, v);
+  put_bytes(summary, 1, value);
   std::string e;
   put_double(e, 1, wall_time);
   put_int64(e, 2, step);
   put_bytes(e, 5, summary);
   return e;
+}
+
+std::string scalar_event(const std::string& tag, double value, std::int64_t step, double wall_time) {
+  std::string v;
+  put_bytes(v, 1, tag);
+  put_float(v, 2, static_cast<float>(value));
+  return summary_event(v, step, wall_time);
 }
 
 // tensorflow.HistogramProto: min = 1, max = 2, num = 3, sum = 4, sum_squares = 5 (doubles),
@@ -95,13 +100,7 @@ std::string histogram_event(const std::string& tag, const Histogram& h, std::int
   std::string v;
   put_bytes(v, 1, tag);
   put_bytes(v, 5, histo);
-  std::string summary;
-  put_bytes(summary, 1, v);
-  std::string e;
-  put_double(e, 1, wall_time);
-  put_int64(e, 2, step);
-  put_bytes(e, 5, summary);
-  return e;
+  return summary_event(v, step, wall_time);
 }
 
 void put_le(std::string& out, std::uint64_t v, int bytes) {
