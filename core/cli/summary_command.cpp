@@ -75,6 +75,14 @@ void print_text(const ModelSummary& s, int depth, bool buffers, std::ostream& ou
   out << fmt::format("optimizer  {}, weight_decay {:g} (biases and normalisation weights take none)\n", s.optimizer,
                      s.weight_decay);
   if (!s.freeze.empty()) out << s.freeze << '\n';
+  if (!s.init_file.empty()) {
+    std::map<std::string, int> by_state;
+    for (const auto* rows : {&s.parameters, &s.buffers}) {
+      for (const SummaryTensor& t : *rows) ++by_state[t.init];
+    }
+    out << fmt::format("init       {}: {} tensors loaded, {} kept fresh by init_exclude, {} missing from the file\n",
+                       s.init_file, by_state["loaded"], by_state["init_exclude"], by_state["missing"]);
+  }
   out << '\n';
 
   std::int64_t total = 0, trainable = 0;
@@ -101,20 +109,27 @@ void print_text(const ModelSummary& s, int depth, bool buffers, std::ostream& ou
     }
     print_columns(rows, {false, true, true, true}, out);
   } else {
+    // The init column only when [model] init names a file.
+    const bool init = !s.init_file.empty();
     std::vector<std::vector<std::string>> rows = {{"name", "shape", "values", "trains", "weight decay"}};
+    if (init) rows[0].push_back("init");
     for (const SummaryTensor& p : s.parameters) {
       rows.push_back({p.name, shape_string(p.shape), grouped(p.values), p.trains ? "yes" : "frozen", decay_text(p)});
+      if (init) rows.back().push_back(p.init);
     }
-    print_columns(rows, {false, false, true, false, false}, out);
+    print_columns(rows, {false, false, true, false, false, false}, out);
   }
   if (buffers && !s.buffers.empty()) {
     out << '\n';
+    const bool init = !s.init_file.empty();
     std::vector<std::vector<std::string>> rows = {{"buffer", "shape", "dtype", "values", "in training"}};
+    if (init) rows[0].push_back("init");
     for (const SummaryTensor& b : s.buffers) {
       rows.push_back({b.name, shape_string(b.shape), std::string(dtype_name(b.dtype)), grouped(b.values),
                       b.frozen_buffer ? "kept as is (frozen_bn = \"eval\")" : "updated"});
+      if (init) rows.back().push_back(b.init);
     }
-    print_columns(rows, {false, false, false, true, false}, out);
+    print_columns(rows, {false, false, false, true, false, false}, out);
   }
   std::int64_t buffer_values = 0;
   double buffer_bytes = 0;
@@ -131,18 +146,23 @@ void print_text(const ModelSummary& s, int depth, bool buffers, std::ostream& ou
 
 std::string shape_json(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
+/// `, "init": "loaded"` with [model] init, nothing without.
+std::string init_json(const SummaryTensor& t) {
+  return t.init.empty() ? "" : fmt::format(", \"init\": {}", io::json_quoted(t.init));
+}
+
 void print_json(const ModelSummary& s, std::ostream& out) {
   using io::json_quoted;
   std::vector<std::string> params, buffers;
   for (const SummaryTensor& p : s.parameters) {
-    params.push_back(fmt::format("{{\"name\": {}, \"shape\": {}, \"values\": {}, \"trains\": {}, \"weight_decay\": {}}}",
+    params.push_back(fmt::format("{{\"name\": {}, \"shape\": {}, \"values\": {}, \"trains\": {}, \"weight_decay\": {}{}}}",
                                  json_quoted(p.name), shape_json(p.shape), p.values, p.trains ? "true" : "false",
-                                 p.weight_decay));
+                                 p.weight_decay, init_json(p)));
   }
   for (const SummaryTensor& b : s.buffers) {
-    buffers.push_back(fmt::format("{{\"name\": {}, \"shape\": {}, \"dtype\": {}, \"values\": {}, \"frozen\": {}}}",
+    buffers.push_back(fmt::format("{{\"name\": {}, \"shape\": {}, \"dtype\": {}, \"values\": {}, \"frozen\": {}{}}}",
                                   json_quoted(b.name), shape_json(b.shape), json_quoted(dtype_name(b.dtype)), b.values,
-                                  b.frozen_buffer ? "true" : "false"));
+                                  b.frozen_buffer ? "true" : "false", init_json(b)));
   }
   out << fmt::format(
       "{{\"model\": {}, \"library\": {}, \"input\": {{\"shape\": {}, \"dtype\": {}}}, \"classes\": {}, "

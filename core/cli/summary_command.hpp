@@ -1,5 +1,6 @@
 // `kiln summary --config F`: a config's model as a table of its parameters (and, on request, its
-// buffers) with shapes, sizes, what trains and with what weight decay; `--depth N` adds them up by
+// buffers) with shapes, sizes, what trains, with what weight decay and, with [model] init, what
+// each gets from the file; `--depth N` adds them up by
 // the first N parts of their names (torchinfo's depth); `--json` for scripts. Nothing is read but
 // the config and the plugins, nothing written (train/model_summary.hpp).
 #pragma once

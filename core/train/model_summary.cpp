@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "kiln/config/config.hpp"
 #include "kiln/plugin/guarded.hpp"
 #include "kiln/plugin/registry.hpp"
@@ -11,6 +13,7 @@
 #include "kiln/train/config_plugins.hpp"
 #include "kiln/train/core_tables.hpp"
 #include "kiln/train/freeze.hpp"
+#include "kiln/train/init_weights.hpp"
 
 namespace kiln::train {
 namespace {
@@ -64,6 +67,17 @@ ModelSummary summarize_model(const SummaryRequest& request) {
     ctx.frozen_bn = freeze->batch_norm;
   }
   model->build(ctx);
+  // What a run's rank 0 does next with [model] init: the same checks and the same errors.
+  InitReport init;
+  const std::optional<InitRequest> init_req = init_request(chosen.model.host);
+  if (init_req) init = load_init_weights(*read_init_weights(*init_req), *backend, *model);
+  const auto init_of = [&](const std::string& name) -> std::string {
+    if (!init_req) return "";
+    const auto has = [&](const std::vector<std::string>& names) {
+      return std::find(names.begin(), names.end(), name) != names.end();
+    };
+    return has(init.loaded) ? "loaded" : has(init.excluded) ? "init_exclude" : "missing";
+  };
 
   ModelSummary s;
   s.model = fmt::format("{} {}", model_info.name, model_info.version);
@@ -74,6 +88,7 @@ ModelSummary summarize_model(const SummaryRequest& request) {
   s.compute_dtype = ctx.compute_dtype;
   s.optimizer = core.optimizer_type;
   s.weight_decay = core.optimizer.contains("weight_decay") ? core.optimizer.get_float("weight_decay") : 0.0;
+  if (init_req) s.init_file = init_req->file.string();
 
   const auto params = model->parameters();
   // The same checks and the same line as a run's start: a pattern that matches nothing, or
@@ -88,11 +103,13 @@ ModelSummary summarize_model(const SummaryRequest& request) {
     SummaryTensor row = tensor_row(p.name, p.value);
     row.trains = !frozen.contains(p);
     row.weight_decay = row.trains && !(p.flags & kParamNoWeightDecay) ? s.weight_decay : 0.0;
+    row.init = init_of(p.name);
     s.parameters.push_back(std::move(row));
   }
   for (const ModelBuffer& b : model->buffers()) {
     SummaryTensor row = tensor_row(b.name, b.value);
     row.frozen_buffer = (b.flags & kBufferFrozen) != 0;
+    row.init = init_of(b.name);
     s.buffers.push_back(std::move(row));
   }
   return s;

@@ -1,7 +1,8 @@
 // `kiln summary` through the real binary: the mlp (8 -> 16 -> 3) of a synthetic config, every
 // parameter with its shape and size, what trains and with what weight decay (biases none, frozen
-// ones none), the --depth sums and the --json document; ResNet-50's counts against torchvision's
-// published ones; mistakes are one-line errors or usage errors.
+// ones none), the --depth sums and the --json document, what [model] init gives each tensor;
+// ResNet-50's counts against torchvision's published ones; mistakes are one-line errors or usage
+// errors.
 #define KILN_TEST_MODULE test_summary
 #include "kiln_test_main.hpp"
 
@@ -80,6 +81,33 @@ BOOST_AUTO_TEST_CASE(json_lists_every_tensor) {
   BOOST_TEST(params[1].at("weight_decay").number == 0);
   BOOST_TEST(params[3].at("shape").items[0].number == 3);
   BOOST_TEST(v.at("buffers").items.empty());
+}
+
+// With [model] init the file is loaded as a run's start loads it: each tensor says what it got,
+// and a file that does not fit fails with the run's message. The file: the checkpoint of a
+// one-epoch run of the same mlp.
+BOOST_AUTO_TEST_CASE(init_says_what_each_tensor_gets_from_the_file) {
+  const fs::path run_dir = kiln::test::scratch_dir() / "init-source";
+  const KilnResult trained =
+      run({"train", "--config", mlp_config().string(), "--run-dir", run_dir.string(), "--set", "run.epochs=1"});
+  BOOST_TEST_REQUIRE(trained.status == 0, trained.err);
+  const std::string file = (run_dir / "checkpoints/epoch-0001/model.safetensors").string();
+  const KilnResult r = run({"summary", "--config", mlp_config().string(), "--set", "model.init=\"" + file + "\"",
+                            "--set", "model.init_exclude=[\"head.*\"]"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  BOOST_TEST(has_line(r.out, "init       " + file + ": 2 tensors loaded, 2 kept fresh by init_exclude, 0 missing from "
+                                                      "the file"),
+             r.out);
+  BOOST_TEST(has_line(r.out, "layers.0.weight  (16, 8)     128  yes     0.05          loaded"), r.out);
+  BOOST_TEST(has_line(r.out, "head.bias        (3)           3  yes     0             init_exclude"), r.out);
+  const Value v = kiln::test::json::parse(
+      run({"summary", "--config", mlp_config().string(), "--set", "model.init=\"" + file + "\"", "--json"}).out);
+  BOOST_TEST(v.at("parameters").items.at(0).at("init").string == "loaded");
+  const std::string line = kiln::test::one_line_error(run({"summary", "--config", mlp_config().string(), "--set",
+                                                            "model.init=\"" + file + "\"", "--set", "model.hidden=[4]"}));
+  BOOST_TEST(line.find("does not fit the model: 'layers.0.weight' is (16, 8) in the file but (4, 8) in the model") !=
+                 std::string::npos,
+             line);
 }
 
 BOOST_AUTO_TEST_CASE(resnet50_has_torchvisions_counts) {

@@ -5,7 +5,8 @@
 //
 // The model is built as a run builds it (same backend, precision and seed; ModelBuildContext with
 // the config's freeze patterns) but for a batch of one, so even ResNet-50 builds in a moment and
-// little memory. The config is validated as `kiln train` validates it (config_plugins.hpp), so a
+// little memory. With [model] init the file is loaded into it as a run's start loads it, so a file
+// that does not fit fails here with the run's message, and the table says what each tensor got. The config is validated as `kiln train` validates it (config_plugins.hpp), so a
 // config the summary accepts is one a run accepts; the data plugins are validated but not opened.
 #pragma once
 
@@ -34,6 +35,9 @@ struct SummaryTensor {
   bool trains = false;          ///< a parameter that [model] freeze leaves out is false; buffers: false
   double weight_decay = 0;      ///< what the optimizer applies to it (0 for biases and norms, and frozen ones)
   bool frozen_buffer = false;   ///< a buffer training never writes (frozen_bn = "eval")
+  /// With [model] init: "loaded" (the file's values), "init_exclude" (kept fresh on purpose) or
+  /// "missing" (not in the file: kept fresh, under init_strict = false); "" without init.
+  std::string init;
 };
 
 struct ModelSummary {
@@ -46,6 +50,7 @@ struct ModelSummary {
   std::string optimizer;  ///< "sgd"
   double weight_decay = 0;  ///< the optimizer's
   std::string freeze;     ///< the freeze line a run logs ("freeze: 60 of 62 tensors ..."), "" without freeze
+  std::string init_file;  ///< [model] init's file, "" without init
   std::vector<SummaryTensor> parameters;
   std::vector<SummaryTensor> buffers;
 };
