@@ -198,7 +198,7 @@ int run_summary_command(const std::vector<std::string>& args, std::ostream& out)
     return 0;
   }
   po::notify(vm);
-  if (depth < 0) throw po::error("--depth must be 1 or more (or left out: every tensor)");
+  if (vm.count("depth") && depth < 1) throw po::error("--depth must be 1 or more (or left out: every tensor)");
   if (vm.count("json") && (depth > 0 || vm.count("buffers"))) {
     throw po::error("--json lists every parameter and buffer; leave out --depth and --buffers");
   }

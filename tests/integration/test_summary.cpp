@@ -133,5 +133,6 @@ BOOST_AUTO_TEST_CASE(mistakes_are_one_line_errors) {
                                                             "model.hiden=[4]"}));
   BOOST_TEST(typo.find("unknown key 'hiden' in [model] (did you mean 'hidden'?)") != std::string::npos, typo);
   BOOST_TEST(run({"summary", "--config", mlp_config().string(), "--json", "--depth", "1"}).status == 2);
+  BOOST_TEST(run({"summary", "--config", mlp_config().string(), "--depth", "0"}).status == 2);
   BOOST_TEST(run({"summary"}).status == 2);
 }

@@ -34,7 +34,7 @@ struct CoreTables {
 
 /// Validates [run], [loader], [loss], [log], [dist], [checkpoint], [early_stop], [optimizer],
 /// [schedule] and [ema] as `kiln train` does. Every command that reads a training config (train, eval,
-/// predict, bench-data) calls this, whatever it uses, so that a table valid for training is
+/// predict, bench-data, summary) calls this, whatever it uses, so that a table valid for training is
 /// never "unknown" to another command. Throws ConfigError.
 CoreTables validate_core_tables(config::Config& cfg);
 
