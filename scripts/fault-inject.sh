@@ -44,6 +44,7 @@ scratch=$(mktemp -d "${TMPDIR:-/tmp}/kiln-fault-XXXXXX")
 cleanup() { ((keep)) || rm -rf "$scratch"; }
 trap cleanup EXIT
 unset KILN_PLUGIN_PATH KILN_RENDEZVOUS RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE
+export KILN_NO_USER_PLUGINS=1  # only this build's plugins, not ~/.local/lib/kiln/plugins
 export OMP_NUM_THREADS=1
 
 declare -A count=([clean]=0 [crash]=0 [hang]=0 [silent]=0 [wrong]=0 [lost]=0)

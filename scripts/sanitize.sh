@@ -59,6 +59,7 @@ fi
 # on one machine. Without the interceptor the blocks are still scanned as the heap chunks they are.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0:intercept_tls_get_addr=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export KILN_NO_USER_PLUGINS=1  # the instrumented plugins only, not ~/.local/lib/kiln/plugins
 regex="^($(IFS='|'; echo "${tests[*]}|${fuzz_tests[*]}"))\$"
 ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -R "$regex" "$@"
 # The gloo communicator through `kiln plugins test`: worlds 1-4 of threads, Gloo's ring and the

@@ -6,7 +6,7 @@
 #   4. sshd accepts the given key, refuses another key, and offers no password login;
 #   5. the sample notebook (samples/start-here.ipynb) runs from top to bottom, over SSH;
 #   6. the out-of-tree plugin samples/03 builds inside against the installed SDK, passes
-#      `kiln plugins test`, is found in ~/.local/lib/kiln/plugins (KILN_PLUGIN_PATH) and trains.
+#      `kiln plugins test`, is found in ~/.local/lib/kiln/plugins (kiln's per-user folder) and trains.
 # Needs root on Debian: installs podman, runc and debootstrap (apt), makes a Debian bookworm
 # minbase image with debootstrap from the mirror apt uses here and imports it with podman (kept
 # as localhost/kiln-debian-base:bookworm and reused by later runs), then builds with
@@ -233,6 +233,8 @@ podman exec "$container" bash -euo pipefail -c '
   cmake -S samples/03_write_a_model_plugin -B /tmp/logreg-build -G Ninja > /tmp/logreg-configure.log
   cmake --build /tmp/logreg-build
   kiln plugins test /tmp/logreg-build/libkiln-model-logreg.so
+  # Found through kiln'"'"'s own per-user folder: the image sets no KILN_PLUGIN_PATH.
+  [[ -z ${KILN_PLUGIN_PATH:-} ]] || { echo "the image sets KILN_PLUGIN_PATH=$KILN_PLUGIN_PATH"; exit 1; }
   mkdir -p ~/.local/lib/kiln/plugins && cp /tmp/logreg-build/libkiln-model-logreg.so ~/.local/lib/kiln/plugins/
   kiln plugins check ~/.local/lib/kiln/plugins/libkiln-model-logreg.so | grep -F "Found by a run  yes: "
   kiln plugins show logreg

@@ -227,8 +227,12 @@ std::string found_by_a_run(const plugin::LibraryCheck& check, const std::vector<
   if (entry == search_path.size()) {
     std::string searched;
     for (const auto& d : search_path) searched += " " + d.string();
+    const auto user_dir = plugin::user_plugin_dir();
     return "no: " + check.file.parent_path().string() + " is not on the search path; pass --plugin-path " +
-           check.file.parent_path().string() + " or add it to KILN_PLUGIN_PATH (searched:" + searched + ")";
+           check.file.parent_path().string() + (user_dir ? ", add it to KILN_PLUGIN_PATH or copy the file into " +
+                                                               user_dir->string()
+                                                         : " or add it to KILN_PLUGIN_PATH") +
+           " (searched:" + searched + ")";
   }
   Registry registry(search_path);
   registry.scan();

@@ -251,8 +251,10 @@ std::string search_report(const std::vector<std::filesystem::path>& search_path,
            (failures.size() == 1 ? " library" : " libraries") +
            " failed to load: " + join(reasons, "; ");
   }
-  out += " (add a directory with --plugin-path or KILN_PLUGIN_PATH; `kiln plugins list` shows "
-         "every plugin found)";
+  const auto user_dir = user_plugin_dir();
+  out += " (add a directory with --plugin-path or KILN_PLUGIN_PATH" +
+         (user_dir ? ", or copy the library into " + user_dir->string() : std::string()) +
+         "; `kiln plugins list` shows every plugin found)";
   return out;
 }
 

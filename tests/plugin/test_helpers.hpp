@@ -1,4 +1,5 @@
-// Shared helpers of the plugin tests: fixture paths, a temporary directory that cleans up, a
+// Shared helpers of the plugin tests: fixture paths, a temporary directory that cleans up, an
+// environment variable set for a scope, a
 // scanned registry and its single failure, and the message of an expected exception.
 #pragma once
 
@@ -7,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -42,6 +44,28 @@ class TempDir {
 
  private:
   std::filesystem::path path_;
+};
+
+/// Sets (or, with nullptr, unsets) an environment variable for a scope and puts back what was
+/// there: the suite runs with KILN_NO_USER_PLUGINS=1 (tests/CMakeLists.txt), and a test of the
+/// per-user folder must not leave it off for the tests after it.
+class ScopedEnvVar {
+ public:
+  ScopedEnvVar(std::string name, const char* value) : name_(std::move(name)) {
+    if (const char* old = ::getenv(name_.c_str())) previous_ = old;
+    if (value != nullptr) ::setenv(name_.c_str(), value, 1);
+    else ::unsetenv(name_.c_str());
+  }
+  ~ScopedEnvVar() {
+    if (previous_) ::setenv(name_.c_str(), previous_->c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+  ScopedEnvVar(const ScopedEnvVar&) = delete;
+  ScopedEnvVar& operator=(const ScopedEnvVar&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> previous_;
 };
 
 inline bool contains(const std::string& text, const std::string& part) {

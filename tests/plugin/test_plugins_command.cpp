@@ -209,6 +209,39 @@ BOOST_AUTO_TEST_CASE(malformed_command_lines_are_config_errors) {
 }
 
 // `check FILE`: the loader's verdict on one file, what it exports and whether a run uses it.
+// ~/.local/lib/kiln/plugins: where someone who cannot write Kiln's prefix puts a plugin, found
+// without --plugin-path or KILN_PLUGIN_PATH (the suite itself runs with it switched off).
+BOOST_AUTO_TEST_CASE(the_per_user_folder_is_searched_and_named_in_the_fixes) {
+  kiln_test::TempDir home;
+  const auto user_dir = home.path() / ".local/lib/kiln/plugins";
+  kiln_test::ScopedEnvVar no_user("KILN_NO_USER_PLUGINS", nullptr);
+  kiln_test::ScopedEnvVar home_var("HOME", home.path().c_str());
+
+  // Missing: searched all the same, so `list` tells where plugins may go.
+  const auto empty = run({"list"}, {});
+  BOOST_TEST(contains(empty, "\nSearched: " + user_dir.string() + " "), empty);
+  const auto off_path = run({"check", fixture_library("good").string()}, {});
+  BOOST_TEST(contains(off_path, ", add it to KILN_PLUGIN_PATH or copy the file into " + user_dir.string() +
+                                    " (searched: " + user_dir.string() + " "),
+             off_path);
+
+  std::filesystem::create_directories(user_dir);
+  const auto copied = user_dir / fixture_library("good").filename();
+  std::filesystem::copy_file(fixture_library("good"), copied);
+  const auto listed = run({"list"}, {});
+  const auto row_start = listed.find("\nfixture-fp32 ");
+  BOOST_REQUIRE(row_start != std::string::npos);
+  BOOST_TEST(listed.substr(row_start, listed.find('\n', row_start + 1) - row_start).ends_with(copied.string()));
+  BOOST_TEST(contains(run({"check", copied.string()}, {}), "Found by a run  yes: " + user_dir.string() +
+                                                               " is entry 1 of "));
+
+  // KILN_NO_USER_PLUGINS=1 leaves it out, as PYTHONNOUSERSITE leaves out pip's user site.
+  kiln_test::ScopedEnvVar off("KILN_NO_USER_PLUGINS", "1");
+  const auto without = run({"list"}, {});
+  BOOST_TEST(!contains(without, "fixture-fp32"), without);
+  BOOST_TEST(!contains(without, user_dir.string()), without);
+}
+
 BOOST_AUTO_TEST_CASE(check_reports_a_good_library_and_whether_a_run_finds_it) {
   const auto library = fixture_library("good");
   const auto on_path = run({"check", library.string()}, {fixture_dir("good")});

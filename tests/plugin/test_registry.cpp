@@ -4,6 +4,7 @@
 #define KILN_TEST_MODULE plugin_registry
 #include "kiln_test_main.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
@@ -307,6 +308,48 @@ BOOST_AUTO_TEST_CASE(default_search_path_order) {
   // The install dir relative to this executable (build/tests/../lib/kiln/plugins).
   const auto exe_dir = fs::read_symlink("/proc/self/exe").parent_path();
   BOOST_TEST(dirs.back() == (exe_dir / ".." / "lib/kiln/plugins").lexically_normal());
+}
+
+BOOST_AUTO_TEST_CASE(user_plugin_dir_comes_after_the_environment_and_before_the_install) {
+  kiln_test::ScopedEnvVar no_user("KILN_NO_USER_PLUGINS", nullptr);
+  kiln_test::ScopedEnvVar home("HOME", "/home/someone/");
+  kiln_test::ScopedEnvVar env("KILN_PLUGIN_PATH", "/env/a");
+  const auto dirs = kiln::plugin::default_search_path({"/cli/x"});
+  const auto exe_dir = fs::read_symlink("/proc/self/exe").parent_path();
+  BOOST_REQUIRE_GE(dirs.size(), 4u);
+  BOOST_TEST(dirs[0] == fs::path("/cli/x"));
+  BOOST_TEST(dirs[1] == fs::path("/env/a"));
+  BOOST_TEST(dirs[2] == fs::path("/home/someone/.local/lib/kiln/plugins"));
+  BOOST_TEST(dirs[3] == (exe_dir / ".." / "lib/kiln/plugins").lexically_normal());
+}
+
+BOOST_AUTO_TEST_CASE(user_plugin_dir_needs_an_absolute_home_and_can_be_switched_off) {
+  kiln_test::ScopedEnvVar no_user("KILN_NO_USER_PLUGINS", nullptr);
+  {
+    kiln_test::ScopedEnvVar home("HOME", nullptr);
+    BOOST_TEST(!kiln::plugin::user_plugin_dir().has_value());
+  }
+  {
+    kiln_test::ScopedEnvVar home("HOME", "");
+    BOOST_TEST(!kiln::plugin::user_plugin_dir().has_value());
+  }
+  {
+    // Relative: it would depend on the directory kiln runs from.
+    kiln_test::ScopedEnvVar home("HOME", "me");
+    BOOST_TEST(!kiln::plugin::user_plugin_dir().has_value());
+  }
+  kiln_test::ScopedEnvVar home("HOME", "/home/me");
+  BOOST_TEST(kiln::plugin::user_plugin_dir().value() == fs::path("/home/me/.local/lib/kiln/plugins"));
+  {
+    kiln_test::ScopedEnvVar off("KILN_NO_USER_PLUGINS", "0");  // "0" means no, as unset
+    BOOST_TEST(kiln::plugin::user_plugin_dir().has_value());
+  }
+  {
+    kiln_test::ScopedEnvVar off("KILN_NO_USER_PLUGINS", "1");
+    BOOST_TEST(!kiln::plugin::user_plugin_dir().has_value());
+    const auto dirs = kiln::plugin::default_search_path({});
+    BOOST_TEST((std::find(dirs.begin(), dirs.end(), fs::path("/home/me/.local/lib/kiln/plugins")) == dirs.end()));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(edit_distance_values) {

@@ -29,6 +29,7 @@
 #include <deque>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -74,8 +75,13 @@ struct ShadowedPlugin {
   std::filesystem::path winner;  // library of the plugin that is used instead
 };
 
-/// The search path for a run: `cli_dirs`, then KILN_PLUGIN_PATH, then the install's plugin dir.
+/// The search path for a run: `cli_dirs`, then KILN_PLUGIN_PATH, then user_plugin_dir(), then the
+/// install's plugin dir.
 std::vector<std::filesystem::path> default_search_path(const std::vector<std::filesystem::path>& cli_dirs);
+
+/// The per-user plugin folder, $HOME/.local/lib/kiln/plugins; none when HOME is unset, empty or
+/// relative, or KILN_NO_USER_PLUGINS is set (to anything but "" or "0").
+std::optional<std::filesystem::path> user_plugin_dir();
 
 /// The file a run looks in first for a plugin: "libkiln-<kind>-<name>.so" ("comm" for a
 /// communicator), e.g. libkiln-model-mlp.so.
