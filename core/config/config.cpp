@@ -3,7 +3,9 @@
 //
 // An override value is parsed as the TOML document "v = <value>"; anything that is not exactly
 // one TOML value (or is a date/time, which no schema type accepts) is taken as a bare string,
-// so `--set comm.type=gloo` and `--set run.run_dir=runs/x` need no quoting.
+// so `--set comm.type=gloo` and `--set run.run_dir=runs/x` need no quoting. Why it was not a
+// TOML value is kept, for the message when the key wanted a number or a list
+// (`--set optimizer.lr=1e400` is a string because 1e400 is out of range).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -28,20 +30,34 @@ std::string_view trim(std::string_view s) {
   return s.substr(first, last - first + 1);
 }
 
-/// Inserts the override's value at `key` in `table`, replacing what was there.
-void insert_value(toml::table& table, const std::string& key, std::string_view value) {
+/// Whether override text starts as a TOML number, array, inline table or quoted string would: a
+/// bare word (`gloo`, `lots`) is text on purpose, but `1e400` or `[1, 2` was meant as a value.
+bool looks_like_a_value(std::string_view value) {
+  return !value.empty() && std::string_view("0123456789+-.[{\"'").find(value.front()) != std::string_view::npos;
+}
+
+/// Inserts the override's value at `key` in `table`, replacing what was there. Returns why text
+/// that looks like a value was taken as a bare string ("it is not a TOML value (<toml++'s
+/// reason>)"), or nullopt.
+std::optional<std::string> insert_value(toml::table& table, const std::string& key, std::string_view value) {
+  std::string reason;
   try {
     toml::table doc = toml::parse(fmt::format("v = {}", value), std::string_view("--set"));
     toml::node* node = doc.get("v");
     const bool temporal = node != nullptr && (node->is_date() || node->is_time() || node->is_date_time());
     if (node != nullptr && doc.size() == 1 && !temporal) {
       node->visit([&](auto&& n) { table.insert_or_assign(key, std::move(n)); });
-      return;
+      return std::nullopt;
     }
-  } catch (const toml::parse_error&) {
-    // Not a TOML value: fall through to a bare string.
+    reason = temporal ? "TOML reads it as a date or time, which no key takes" : "it is more than one TOML value";
+  } catch (const toml::parse_error& e) {
+    // Not a TOML value: a bare string. toml++'s description says why (a number out of range, an
+    // unclosed array), for when the schema wanted something else.
+    reason = fmt::format("it is not a TOML value ({})", e.description());
   }
   table.insert_or_assign(key, std::string(value));
+  if (!looks_like_a_value(value)) return std::nullopt;
+  return reason;
 }
 
 }  // namespace
@@ -150,7 +166,11 @@ void Config::Impl::apply_override(const std::string& text) {
     }
     table = node->as_table();
   }
-  insert_value(*table, parts.back(), value);
+  if (auto reason = insert_value(*table, parts.back(), value)) {
+    bare_string_reasons.insert_or_assign(key, std::move(*reason));
+  } else {
+    bare_string_reasons.erase(key);
+  }
   if (old_type) {
     const auto new_type = table->get(parts.back())->value<std::string>();
     if (new_type && *new_type != *old_type) drop_keys_of_replaced_plugin(key, *old_type, *new_type);
@@ -160,6 +180,10 @@ void Config::Impl::apply_override(const std::string& text) {
   for (auto it = override_origins.lower_bound(below);
        it != override_origins.end() && it->first.compare(0, below.size(), below) == 0;) {
     it = override_origins.erase(it);
+  }
+  for (auto it = bare_string_reasons.lower_bound(below);
+       it != bare_string_reasons.end() && it->first.compare(0, below.size(), below) == 0;) {
+    it = bare_string_reasons.erase(it);
   }
   override_origins.insert_or_assign(key, origin);
 }

@@ -33,6 +33,8 @@ struct Config::Impl {
   std::filesystem::path dir;  // absolute folder of `source`: relative path values in it start here
   toml::table root;
   std::map<std::string, std::string, std::less<>> override_origins;
+  // dotted path -> why its --set text was taken as a bare string (toml++'s parse error)
+  std::map<std::string, std::string, std::less<>> bare_string_reasons;
   std::vector<std::string> notes;  // what overrides changed beyond their own key (Config::notes)
   std::vector<ValidatedTable> validated;
   mutable std::map<std::string, std::optional<std::string>, std::less<>> plugin_tables;  // -> fallback

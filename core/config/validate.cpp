@@ -168,6 +168,11 @@ ParamMap Config::validate(std::string_view table, std::span<const kiln_param_spe
         if (is_list_type(spec->type) && !c.index && to_param(value, element_type(spec->type)).value) {
           hint = fmt::format("; write {} = [{}] for a one-element list", key, node_text(value));
         }
+        if (c.bad == &value) {
+          if (auto reason = I.bare_string_reasons.find(path); reason != I.bare_string_reasons.end()) {
+            hint += fmt::format("; --set read it as text because {}", reason->second);
+          }
+        }
         throw ConfigError(fmt::format(
             "{}: [{}] {} must be {}, found {}{}", I.where(path, c.bad->source()), table,
             indexed(key, c.index),

@@ -142,6 +142,38 @@ BOOST_AUTO_TEST_CASE(wrong_type_from_override_names_it) {
   BOOST_TEST(msg == "--set loader.batch: [loader] batch must be an integer, found a string", msg);
 }
 
+// Text that looks like a number or a list but is not a TOML value becomes a string; when the key
+// wanted something else, the message says what TOML made of the text.
+BOOST_AUTO_TEST_CASE(a_value_toml_refuses_is_explained_where_a_string_does_not_fit) {
+  Config cfg = parse("", {"loader.batch=99999999999999999999", "model.hidden=[64, 32"});
+  std::string msg = message_of<ConfigError>([&] { cfg.validate("loader", kLoaderSchema); });
+  BOOST_TEST(msg == "--set loader.batch: [loader] batch must be an integer, found a string; --set read it as text "
+                    "because it is not a TOML value (Error while parsing decimal integer: '99999999999999999999' is "
+                    "not representable in 64 bits)",
+             msg);
+  msg = message_of<ConfigError>([&] { cfg.validate("model", kModelSchema); });
+  BOOST_TEST(msg.starts_with("--set model.hidden: [model] hidden must be an integer list, found a string; --set read "
+                             "it as text because it is not a TOML value (Error while parsing array"),
+             msg);
+
+  Config dropout = parse("", {"model.dropout=1e400"});
+  msg = message_of<ConfigError>([&] { dropout.validate("model", kModelSchema); });
+  BOOST_TEST(msg.ends_with("; --set read it as text because it is not a TOML value (Error while parsing "
+                           "floating-point: '1e400' could not be interpreted as a value)"),
+             msg);
+  Config date = parse("", {"model.num_classes=1979-05-27"});
+  msg = message_of<ConfigError>([&] { date.validate("model", kModelSchema); });
+  BOOST_TEST(msg.ends_with("; --set read it as text because TOML reads it as a date or time, which no key takes"),
+             msg);
+
+  // A later --set of the key, or of a table above it, replaces the value and its explanation.
+  Config fixed = parse("", {"loader.batch=1e400", "loader.batch=32"});
+  BOOST_TEST(fixed.validate("loader", kLoaderSchema).get<std::int64_t>("batch") == 32);
+  Config replaced = parse("", {"loader.batch=1e400", "loader={batch = \"x\"}"});
+  msg = message_of<ConfigError>([&] { replaced.validate("loader", kLoaderSchema); });
+  BOOST_TEST(msg == "--set loader: [loader] batch must be an integer, found a string", msg);
+}
+
 BOOST_AUTO_TEST_CASE(malformed_overrides_are_config_errors_naming_them) {
   std::string msg = message_of<ConfigError>([] { parse("", {"loader.batch"}); });
   BOOST_TEST(msg.find("--set loader.batch: an override needs the form key=value") == 0, msg);
