@@ -106,7 +106,10 @@ LrSchedule::LrSchedule(const std::string& type, const ParamMap& t, double base_l
   }
   const double warmup = float_or(t, "warmup_epochs", 0.0);
   if (warmup < 0) throw ConfigError(t.where("warmup_epochs") + " must be >= 0");
-  warmup_steps_ = static_cast<std::int64_t>(std::llround(warmup * static_cast<double>(steps_per_epoch)));
+  // Saturated: 1e300 epochs of warmup would overflow llround (which then returns LLONG_MIN, that
+  // is no warmup at all); 2^62 steps is a warmup no run ends.
+  const double warmup_steps = warmup * static_cast<double>(steps_per_epoch);
+  warmup_steps_ = warmup_steps >= 0x1p62 ? std::int64_t{1} << 62 : static_cast<std::int64_t>(std::llround(warmup_steps));
   if (min_lr_ < 0 || min_lr_ > base_lr_) {
     throw ConfigError(fmt::format("{} must be in [0, optimizer.lr = {}]", t.where("min_lr"), base_lr_));
   }

@@ -46,6 +46,7 @@
 #include "kiln/train/model_table.hpp"
 #include "kiln/train/sync_batch_norm.hpp"
 #include "kiln/train/run_identity.hpp"
+#include "kiln/train/run_length_warnings.hpp"
 #include "kiln/train/run_facts.hpp"
 #include "kiln/train/training_features.hpp"
 #include "kiln/train/wiring.hpp"
@@ -415,6 +416,8 @@ RunOutcome run_training(const TrainCommand& command) {
     to.keep_best.reset();
   }
   if (eval_c) check_watched_top_k(*parts.backend, spec.num_classes, watched_metrics(to));
+  // Said once every setting has passed its checks, so a refused config gets its error alone.
+  for (const std::string& w : run_length_warnings(core, epochs)) log::get("train")->warn("{}", w);
   to.load_init = init_req && resume_from.empty();
   to.sync_bn = sync_bn;
   to.freeze = freeze;

@@ -215,3 +215,12 @@ BOOST_AUTO_TEST_CASE(bad_configs_are_rejected) {
 }
 
 }  // namespace
+
+// 1e300 epochs of warmup overflow the step count; llround would give LLONG_MIN, and the rate
+// would jump to its full value at once. Saturated, the warmup simply never ends.
+BOOST_AUTO_TEST_CASE(a_warmup_beyond_any_step_count_never_ends) {
+  const auto s = make("constant", "warmup_epochs = 1e300", 0.1, 10, 3);
+  BOOST_TEST(s.at(0) < 1e-12);
+  BOOST_TEST(s.at(29) < 1e-12);
+  BOOST_TEST(s.at(29) > 0.0);
+}

@@ -1,0 +1,81 @@
+#include "kiln/train/run_length_warnings.hpp"
+
+#include <fmt/format.h>
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+namespace kiln::train {
+namespace {
+
+// "early_stop.patience = 3 (default)", "schedule.warmup_epochs = 5 (--set schedule.warmup_epochs)"
+std::string setting(const ParamMap& table, const std::string& key, const std::string& value) {
+  const auto it = table.entries().find(key);
+  const std::string origin = it != table.entries().end() ? fmt::format(" ({})", it->second.origin) : "";
+  return fmt::format("{}.{} = {}{}", table.table(), key, value, origin);
+}
+
+// "milestone 30 comes" / "milestones 30, 60 come"
+std::string milestones_text(const std::vector<std::int64_t>& late) {
+  return fmt::format("{} {} {}", late.size() == 1 ? "milestone" : "milestones", fmt::join(late, ", "),
+                     late.size() == 1 ? "comes" : "come");
+}
+
+// A patience-driven rule (plateau, early stopping) acts at the earliest after epoch patience + 1:
+// the first epoch sets the best, then `patience` epochs must fail to beat it. Acting after the
+// last epoch changes nothing, so a run needs at least patience + 2 epochs for the rule to matter.
+bool patience_outlasts(std::int64_t patience, std::int64_t epochs) { return epochs <= patience + 1; }
+
+}  // namespace
+
+std::vector<std::string> run_length_warnings(const CoreTables& core, std::int64_t epochs) {
+  std::vector<std::string> out;
+  const ParamMap& schedule = core.schedule;
+  const std::string epochs_text = fmt::format("run.epochs = {}", epochs);
+
+  const double warmup = schedule.contains("warmup_epochs") ? schedule.get_float("warmup_epochs") : 0.0;
+  if (warmup > static_cast<double>(epochs)) {
+    out.push_back(fmt::format("{} is longer than the run ({}): the rate rises for the whole run and ends at {:.3g}% "
+                              "of optimizer.lr, never reaching it",
+                              setting(schedule, "warmup_epochs", fmt::format("{:g}", warmup)), epochs_text,
+                              100.0 * static_cast<double>(epochs) / warmup));
+  }
+  if (core.schedule_type == "step" && schedule.contains("milestones")) {
+    std::vector<std::int64_t> late;
+    for (std::int64_t m : schedule.get<std::vector<std::int64_t>>("milestones")) {
+      if (m >= epochs) late.push_back(m);  // milestone m applies from 0-based epoch m on
+    }
+    if (!late.empty()) {
+      out.push_back(fmt::format("{}: {} at or after the run's end ({}), so the rate is never multiplied by gamma "
+                                "there",
+                                setting(schedule, "milestones",
+                                        fmt::format("[{}]", fmt::join(schedule.get<std::vector<std::int64_t>>(
+                                                                          "milestones"),
+                                                                      ", "))),
+                                milestones_text(late), epochs_text));
+    }
+  }
+  if (core.schedule_type == "plateau" && patience_outlasts(schedule.get_int("patience"), epochs)) {
+    const std::int64_t patience = schedule.get_int("patience");
+    out.push_back(fmt::format("{}: the plateau rule lowers the rate after epoch {} at the earliest, which leaves no "
+                              "epoch of this run ({}) to train at the lower rate; the rate stays at optimizer.lr",
+                              setting(schedule, "patience", std::to_string(patience)), patience + 1, epochs_text));
+  }
+  const ParamMap& early_stop = core.early_stop;
+  if (!early_stop.get_string("metric").empty() && patience_outlasts(early_stop.get_int("patience"), epochs)) {
+    const std::int64_t patience = early_stop.get_int("patience");
+    out.push_back(fmt::format("{}: early stopping ends a run after epoch {} at the earliest, and this one ({}) ends "
+                              "by then anyway, so it never stops early",
+                              setting(early_stop, "patience", std::to_string(patience)), patience + 1, epochs_text));
+  }
+  const std::int64_t every = core.log.get_int("histograms_every_epochs");
+  if (every > epochs) {
+    out.push_back(fmt::format("{}: histograms are written after epochs {}, {}, ..., so this run ({}) writes none",
+                              setting(core.log, "histograms_every_epochs", std::to_string(every)), every, 2 * every,
+                              epochs_text));
+  }
+  return out;
+}
+
+}  // namespace kiln::train
