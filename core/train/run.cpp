@@ -591,7 +591,9 @@ RunOutcome run_training(const TrainCommand& command) {
   }
   // A run without [data.eval] has no test accuracy; printing 0.0000 would read as a failed model.
   if (!outcome.result.stopped_early.empty()) log->info("{}", outcome.result.stopped_early);
-  if (eval_c) {
+  if (!outcome.result.nothing_to_train.empty()) {
+    log->info("done: nothing to train: {}; outputs in {}", outcome.result.nothing_to_train, outcome.run_dir.string());
+  } else if (eval_c) {
     const std::optional<double>& top5 = outcome.result.final_eval_accuracy_top5;
     std::string averaged;  // [ema]: what the averaged weights (model_ema.safetensors) scored
     if (const auto& av = outcome.result.final_ema_eval) {

@@ -569,10 +569,33 @@ struct Trainer::Impl {
     return r;
   }
 
+  /// A resumed run whose checkpoint leaves nothing to do: a relaunch of a finished job (a restart
+  /// loop, `--resume if-any`) ends at once and says why, rather than "done" with a test accuracy
+  /// of 0 that no epoch measured. Empty when there is training left.
+  std::string why_nothing_to_train() const {
+    if (opt.resume_from.empty() || start_step > 0) return {};
+    if (start_epoch >= opt.epochs) {
+      return fmt::format("{} was written after epoch {}, and run.epochs = {}; raise it to train further (--set "
+                         "run.epochs={})",
+                         opt.resume_from.string(), start_epoch, opt.epochs, start_epoch + 1);
+    }
+    if (early_stop && early_stop->has_stopped()) {
+      return fmt::format("the run stopped early after epoch {} ({}), and {} is that epoch's checkpoint; raise "
+                         "early_stop.patience, or set early_stop.metric = \"\", to train further",
+                         start_epoch, early_stop->reason(), opt.resume_from.string());
+    }
+    return {};
+  }
+
   TrainResult run() {
     TrainResult result;
     if (opt.dry_run_steps > 0) {
       result.dry_run = dry_run();
+      result.steps = global_step;
+      return result;
+    }
+    result.nothing_to_train = why_nothing_to_train();
+    if (!result.nothing_to_train.empty()) {
       result.steps = global_step;
       return result;
     }

@@ -1,6 +1,7 @@
 // The training features through the real `kiln` binary: early stopping on an eval metric
 // without an eval split is refused before anything is written, naming the file and line; an
-// early-stopped run ends normally saying why, with its last checkpoint; a run cut short after a
+// early-stopped run ends normally saying why, with its last checkpoint, and resumed it trains no
+// further (nor does a finished run: "nothing to train", not a made-up accuracy); a run cut short after a
 // mid-epoch checkpoint (every_steps) continues with `--resume auto` to the same weights, bit for
 // bit; and the best checkpoint is kept apart from rotation. The test split's top-5 accuracy can
 // be watched where the run counts it (more than 5 classes), and watching it elsewhere is refused
@@ -89,7 +90,47 @@ BOOST_AUTO_TEST_CASE(an_early_stopped_run_ends_normally_with_its_last_checkpoint
   BOOST_TEST(r.err.find("stopped after epoch 2 of 10") != std::string::npos, r.err);
   BOOST_TEST(count_of(r.err, "early stopping: ") == 1u, r.err);  // said once
   BOOST_TEST(fs::exists(cwd / "run" / "checkpoints" / "epoch-0002" / "model.safetensors"));
-  BOOST_TEST(count_of(slurp(cwd / "run" / "metrics.jsonl"), "\"split\": \"train\"") == 2u);
+  const std::string metrics = slurp(cwd / "run" / "metrics.jsonl");
+  BOOST_TEST(count_of(metrics, "\"split\": \"train\"") == 2u);
+
+  // Relaunched (a restart loop, --resume if-any), it trains no further, as the uninterrupted run
+  // did not, and says why; with a longer patience it goes on.
+  const std::vector<std::string> resume = {"train",        "--config",      cfg.string(), "--run-dir",
+                                           (cwd / "run").string(), "--resume", "auto",   "--set",
+                                           "run.epochs=10", "--set",        "optimizer.lr=0.01"};
+  const auto again = run_kiln(cwd, resume);
+  BOOST_TEST_REQUIRE(again.status == 0, again.err);
+  BOOST_TEST(again.err.find("done: nothing to train: the run stopped early after epoch 2 (early stopping: train_loss "
+                            "(max) has not improved by more than 0 for 1 epoch") != std::string::npos,
+             again.err);
+  BOOST_TEST(again.err.find("checkpoints/epoch-0002 is that epoch's checkpoint; raise early_stop.patience") !=
+                 std::string::npos,
+             again.err);
+  BOOST_TEST(slurp(cwd / "run" / "metrics.jsonl") == metrics);
+  std::vector<std::string> longer = resume;
+  longer.insert(longer.end(), {"--set", "early_stop.patience=2"});
+  const auto on = run_kiln(cwd, longer);
+  BOOST_TEST_REQUIRE(on.status == 0, on.err);
+  BOOST_TEST(on.err.find("stopped after epoch 3 of 10") != std::string::npos, on.err);
+}
+
+BOOST_AUTO_TEST_CASE(resuming_a_finished_run_trains_nothing_and_says_so) {
+  const fs::path cwd = workdir("finished");
+  const fs::path cfg = config(cwd, "[data.eval]\ntype = \"synthetic\"\nshape = [8]\nclasses = 3\ncount = 16\nseed = 7\n");
+  const std::vector<std::string> train = {"train", "--config", cfg.string(), "--run-dir", (cwd / "run").string()};
+  BOOST_TEST_REQUIRE(run_kiln(cwd, train).status == 0);
+  const std::string metrics = slurp(cwd / "run" / "metrics.jsonl");
+  std::vector<std::string> resume = train;
+  resume.insert(resume.end(), {"--resume", "auto"});
+  const auto r = run_kiln(cwd, resume);
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  // Not "final test accuracy 0.0000", which no epoch of this run measured.
+  BOOST_TEST(r.err.find("done: nothing to train: " + (cwd / "run" / "checkpoints" / "epoch-0003").string() +
+                        " was written after epoch 3, and run.epochs = 3; raise it to train further (--set "
+                        "run.epochs=4)") != std::string::npos,
+             r.err);
+  BOOST_TEST(r.err.find("final test accuracy") == std::string::npos, r.err);
+  BOOST_TEST(slurp(cwd / "run" / "metrics.jsonl") == metrics);
 }
 
 BOOST_AUTO_TEST_CASE(early_stopping_on_the_top5_accuracy_reads_it_each_epoch) {

@@ -82,6 +82,10 @@ class EarlyStopper {
   /// Why it stopped, for the log ("early stopping: eval_loss has not improved by more than 0 for
   /// 3 epochs; best 0.4012 after epoch 5").
   std::string reason() const;
+  /// Whether the rule has already ended the run: true right after update() returned true, and
+  /// after load_state() of the checkpoint written at that stop (a resumed run then trains no
+  /// further, as the uninterrupted run would not have).
+  bool has_stopped() const { return bad_epochs_ >= opt_.patience; }
 
   /// For checkpoints: "early_stop.best", "early_stop.best_epoch", "early_stop.bad_epochs".
   std::map<std::string, double> state() const;

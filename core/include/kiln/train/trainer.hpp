@@ -136,6 +136,9 @@ struct TrainResult {
   std::int64_t steps = 0;
   /// Why the run ended before its last epoch ("early stopping: ..."); empty when it did not.
   std::string stopped_early;
+  /// Why a resumed run trained nothing (its checkpoint is at or past run.epochs, or is where early
+  /// stopping ended the run); empty when it trained.
+  std::string nothing_to_train;
   /// What a dry run measured (TrainerOptions::dry_run_steps); empty for a real run.
   std::optional<DryRunReport> dry_run;
 };
