@@ -19,6 +19,8 @@ constexpr kiln_param_spec_v1 kWarmup = {
     "warmup_epochs", KILN_PARAM_FLOAT, "0.0", nullptr, "Linear warmup length in epochs (fractions allowed).", "0", nullptr};
 constexpr kiln_param_spec_v1 kCosineMinLr = {"min_lr", KILN_PARAM_FLOAT, "0.0", nullptr,
                                              "The floor the rate decays to at the end of the run.", "0", nullptr};
+constexpr kiln_param_spec_v1 kPolynomialMinLr = {"min_lr", KILN_PARAM_FLOAT, "0.0", nullptr,
+                                                 "The rate the decay ends at, one step past the last.", "0", nullptr};
 constexpr kiln_param_spec_v1 kPlateauMinLr = {"min_lr", KILN_PARAM_FLOAT, "0.0", nullptr,
                                               "The rate is never lowered below it.", "0", nullptr};
 
@@ -28,6 +30,14 @@ constexpr kiln_param_spec_v1 kStepSchema[] = {
     kWarmup,
     {"milestones", KILN_PARAM_INT_LIST, "[]", nullptr, "Epochs at which the rate is multiplied by gamma.", "0", nullptr},
     {"gamma", KILN_PARAM_FLOAT, "0.1", nullptr, "Factor applied at each milestone.", "0", nullptr, KILN_PARAM_MIN_EXCLUSIVE},
+};
+constexpr kiln_param_spec_v1 kPolynomialSchema[] = {
+    kWarmup,
+    kPolynomialMinLr,
+    {"power", KILN_PARAM_FLOAT, "1.0", nullptr,
+     "Exponent of the decay: 1 is linear (Hugging Face's default schedule), 2 quadratic, 0.9 the 'poly' of "
+     "segmentation recipes.",
+     "0", nullptr, KILN_PARAM_MIN_EXCLUSIVE},
 };
 constexpr kiln_param_spec_v1 kPlateauSchema[] = {
     kWarmup,
@@ -58,7 +68,8 @@ LrSchedule::Kind kind_of(const std::string& type) {
   const auto types = schedule_types();
   const auto it = std::find(types.begin(), types.end(), type);
   if (it == types.end()) {
-    throw ConfigError(fmt::format("schedule.type = '{}' is not one of constant, cosine, step, plateau", type));
+    throw ConfigError(
+        fmt::format("schedule.type = '{}' is not one of constant, cosine, step, plateau, polynomial", type));
   }
   return static_cast<LrSchedule::Kind>(it - types.begin());
 }
@@ -71,6 +82,7 @@ std::span<const kiln_param_spec_v1> schedule_schema(const std::string& type) {
     case LrSchedule::Kind::cosine: return kCosineSchema;
     case LrSchedule::Kind::step: return kStepSchema;
     case LrSchedule::Kind::plateau: return kPlateauSchema;
+    case LrSchedule::Kind::polynomial: return kPolynomialSchema;
   }
   return {};
 }
@@ -90,13 +102,15 @@ std::vector<kiln_param_spec_v1> schedule_keys_of_other_types(const std::string& 
 }
 
 std::span<const std::string_view> schedule_types() {
-  static constexpr std::string_view kTypes[] = {"constant", "cosine", "step", "plateau"};  // LrSchedule::Kind's order
+  static constexpr std::string_view kTypes[] = {"constant", "cosine", "step", "plateau",
+                                                "polynomial"};  // LrSchedule::Kind's order
   return kTypes;
 }
 
 LrSchedule::LrSchedule(const std::string& type, const ParamMap& t, double base_lr,
                        std::int64_t steps_per_epoch, std::int64_t epochs, std::optional<PlateauOptions> plateau)
     : base_lr_(base_lr), min_lr_(float_or(t, "min_lr", 0.0)), gamma_(float_or(t, "gamma", 1.0)),
+      power_(float_or(t, "power", 1.0)),
       total_steps_(steps_per_epoch * epochs), steps_per_epoch_(steps_per_epoch) {
   kind_ = kind_of(type);
   if (t.contains("milestones")) milestones_ = t.get<std::vector<std::int64_t>>("milestones");
@@ -114,9 +128,15 @@ LrSchedule::LrSchedule(const std::string& type, const ParamMap& t, double base_l
     throw ConfigError(fmt::format("{} must be in [0, optimizer.lr = {}]", t.where("min_lr"), base_lr_));
   }
   if (!(gamma_ > 0)) throw ConfigError(t.where("gamma") + " must be > 0");
+  if (!(power_ > 0) || !std::isfinite(power_)) throw ConfigError(t.where("power") + " must be a finite number > 0");
   if (!std::is_sorted(milestones_.begin(), milestones_.end())) {
     throw ConfigError(t.where("milestones") + " must be in increasing order");
   }
+}
+
+double LrSchedule::decay_progress(std::int64_t step) const {
+  const std::int64_t span = std::max<std::int64_t>(1, total_steps_ - warmup_steps_);
+  return std::clamp(static_cast<double>(step - warmup_steps_) / static_cast<double>(span), 0.0, 1.0);
 }
 
 double LrSchedule::at(std::int64_t step) const {
@@ -124,12 +144,12 @@ double LrSchedule::at(std::int64_t step) const {
   switch (kind_) {
     case Kind::constant: break;
     case Kind::plateau: lr *= plateau_->scale(); break;
-    case Kind::cosine: {
-      const std::int64_t span = std::max<std::int64_t>(1, total_steps_ - warmup_steps_);
-      const double t = std::clamp(static_cast<double>(step - warmup_steps_) / static_cast<double>(span), 0.0, 1.0);
-      lr = min_lr_ + (base_lr_ - min_lr_) * 0.5 * (1.0 + std::cos(3.14159265358979323846 * t));
+    case Kind::cosine:
+      lr = min_lr_ + (base_lr_ - min_lr_) * 0.5 * (1.0 + std::cos(3.14159265358979323846 * decay_progress(step)));
       break;
-    }
+    case Kind::polynomial:
+      lr = min_lr_ + (base_lr_ - min_lr_) * std::pow(1.0 - decay_progress(step), power_);
+      break;
     case Kind::step: {
       const std::int64_t epoch = steps_per_epoch_ > 0 ? step / steps_per_epoch_ : 0;
       for (auto m : milestones_) {
@@ -148,7 +168,9 @@ std::optional<std::string> LrSchedule::end_epoch(std::int64_t epoch, const Epoch
 
 std::string LrSchedule::describe() const {
   const std::string_view name = schedule_types()[static_cast<std::size_t>(kind_)];
-  const std::string rule = plateau_ ? " " + plateau_->describe() : "";
+  const std::string rule = plateau_                         ? " " + plateau_->describe()
+                           : kind_ == Kind::polynomial ? fmt::format(" power {:g}", power_)
+                                                       : "";
   return fmt::format("{}{} (warmup {} steps)", name, rule, warmup_steps_);
 }
 

@@ -53,6 +53,31 @@ BOOST_AUTO_TEST_CASE(cosine_first_middle_last_and_min_lr) {
   BOOST_TEST(make("cosine", "", 0.1, 10, 2).at(20) == 0.0);
 }
 
+// PyTorch 1.13's PolynomialLR(total_iters=20, power=2.0) on lr 0.1 gives, stepped once per
+// optimizer step, 0.1, 0.09025, 0.081 ... 0.025 at 10, 0.00025 at 19, 0 from 20 on: the closed
+// form below (checked with Debian's torch when this was written).
+BOOST_AUTO_TEST_CASE(polynomial_decay_matches_pytorchs_polynomial_lr_and_ends_at_min_lr) {
+  const auto s = make("polynomial", "power = 2.0", 0.1, 10, 2);
+  BOOST_TEST(s.at(0) == 0.1, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(s.at(1) == 0.09025, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(s.at(2) == 0.081, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(s.at(10) == 0.025, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(s.at(19) == 0.00025, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(s.at(20) == 0.0);
+  BOOST_TEST(s.describe() == "polynomial power 2 (warmup 0 steps)");
+
+  // Power 1 (the default) with a warmup and an end rate: Hugging Face's linear schedule, decaying
+  // from lr right after the warmup to min_lr one step past the last: t = (step - 5) / 15.
+  const auto linear = make("polynomial", "warmup_epochs = 0.5\nmin_lr = 0.01", 0.1, 10, 2);
+  BOOST_TEST(linear.at(0) == 0.02, boost::test_tools::tolerance(1e-12));  // warmup: lr * 1/5
+  BOOST_TEST(linear.at(5) == 0.1, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(linear.at(8) == 0.01 + 0.09 * (1.0 - 3.0 / 15.0), boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(linear.at(20) == 0.01, boost::test_tools::tolerance(1e-12));
+  for (std::int64_t k = 6; k <= 20; ++k) {
+    BOOST_TEST(linear.at(k - 1) - linear.at(k) == 0.09 / 15.0, boost::test_tools::tolerance(1e-9));  // straight
+  }
+}
+
 BOOST_AUTO_TEST_CASE(step_milestones_in_epochs) {
   const auto s = make("step", "milestones = [1, 3]\ngamma = 0.5", 0.2, 10, 5);
   BOOST_TEST(s.at(0) == 0.2);
@@ -178,7 +203,7 @@ BOOST_AUTO_TEST_CASE(each_schedule_type_takes_only_its_own_keys) {
   BOOST_TEST(kiln::train::schedule_schema("constant").size() == 1u);
   BOOST_TEST(kiln::train::schedule_schema("plateau").size() == 9u);
   BOOST_TEST(error_text<kiln::ConfigError>([] { (void)kiln::train::schedule_schema("linear"); }) ==
-             "schedule.type = 'linear' is not one of constant, cosine, step, plateau");
+             "schedule.type = 'linear' is not one of constant, cosine, step, plateau, polynomial");
   // The plateau's metric is refused as early stopping's is, naming the key.
   const auto no_eval = [] {
     const kiln::ParamMap t = kiln::test::core_table("schedule", "", kiln::train::schedule_schema("plateau"));
@@ -194,7 +219,7 @@ BOOST_AUTO_TEST_CASE(each_schedule_type_takes_only_its_own_keys) {
 BOOST_AUTO_TEST_CASE(bad_configs_are_rejected) {
   using kiln::test::error_text;
   BOOST_TEST(error_text<kiln::ConfigError>([] { make("linear", "", 0.1, 10, 2); }) ==
-             "schedule.type = 'linear' is not one of constant, cosine, step, plateau");
+             "schedule.type = 'linear' is not one of constant, cosine, step, plateau, polynomial");
   BOOST_TEST(error_text<kiln::ConfigError>([] { make("constant", "warmup_epochs = -1.0", 0.1, 10, 2); }) ==
              "test.toml:2:17: [schedule] warmup_epochs = -1 is out of range: it must be >= 0");
   BOOST_TEST(error_text<kiln::ConfigError>([] { make("cosine", "min_lr = 0.5", 0.1, 10, 2); }) ==

@@ -6,6 +6,9 @@
 //   step     - lr * gamma^(number of milestones (in epochs) already passed)
 //   plateau  - lr times what the plateau rule has made of it so far (lr_plateau.hpp): the one
 //              schedule that follows a metric, so end_epoch() feeds it each epoch's numbers
+//   polynomial - min_lr + (lr - min_lr) * (1 - t)^power, t as for cosine: power 1 is the linear
+//              decay of Hugging Face's default schedule (get_linear_schedule_with_warmup), and the
+//              whole is TF's PolynomialDecay and PyTorch's PolynomialLR (with an end rate)
 // Any of them may start with a linear warmup over `warmup_epochs` (fractional allowed) from
 // lr / (warmup steps) up to the schedule's value, as in Goyal et al. (arXiv:1706.02677).
 #pragma once
@@ -35,7 +38,7 @@ std::vector<kiln_param_spec_v1> schedule_keys_of_other_types(const std::string& 
 
 class LrSchedule {
  public:
-  enum class Kind : std::uint8_t { constant, cosine, step, plateau };  // schedule_types()'s order
+  enum class Kind : std::uint8_t { constant, cosine, step, plateau, polynomial };  // schedule_types()'s order
   /// `table` was validated against schedule_schema(type); `plateau` is plateau_options() of it:
   /// required for type "plateau", ignored otherwise. Throws ConfigError for a bad type, negative
   /// warmup, min_lr above the rate, milestones out of order.
@@ -57,8 +60,11 @@ class LrSchedule {
   const LrPlateau* plateau() const { return plateau_ ? &*plateau_ : nullptr; }
 
  private:
+  /// The decaying schedules' t: 0 until the warmup ends, 1 at the step one past the last.
+  double decay_progress(std::int64_t step) const;
+
   Kind kind_;
-  double base_lr_, min_lr_, gamma_;
+  double base_lr_, min_lr_, gamma_, power_;
   std::int64_t warmup_steps_, total_steps_, steps_per_epoch_;
   std::vector<std::int64_t> milestones_;  // in epochs
   std::optional<LrPlateau> plateau_;
