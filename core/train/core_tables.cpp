@@ -13,6 +13,10 @@ namespace {
 
 constexpr kiln_param_spec_v1 kRun[] = {
     {"epochs", KILN_PARAM_INT, "10", nullptr, "Passes over the training split.", "1", nullptr},
+    {"eval_every_epochs", KILN_PARAM_INT, "1", nullptr,
+     "Evaluate [data.eval] after every N epochs, and always after the last (Keras' validation_freq); eval metrics "
+     "watched by early_stop, a plateau schedule or keep_best are read at those epochs, so a patience counts "
+     "evaluations.", "1", nullptr},
     {"seed", KILN_PARAM_INT, "42", nullptr, "Seed for initialisation, shuffling, augmentation and dropout.", "0", nullptr},
     {"run_dir", KILN_PARAM_STRING, "\"\"", nullptr,
      "Output directory; empty means runs/<YYYYmmdd-HHMMSS>. --run-dir overrides it."},

@@ -58,9 +58,15 @@ std::vector<std::string> dry_run_summary(const DryRunReport& r, double host_peak
   const std::string eval_part = r.eval_batches > 0 ? fmt::format(" + eval {}", duration(eval_epoch)) : "";
   std::string memory = fmt::format("peak memory {:.0f} MB on the host", host_peak_mb);
   if (r.device_peak_mib) memory += fmt::format(", {:.0f} MiB on the device", *r.device_peak_mib);
+  const std::int64_t evals = r.evals_left < 0 ? r.epochs_left : r.evals_left;
+  const double run_seconds =
+      static_cast<double>(r.epochs_left) * train_epoch + static_cast<double>(evals) * eval_epoch;
+  const std::string evaluated = r.eval_batches > 0 && evals != r.epochs_left
+                                    ? fmt::format(" (evaluated after {} of them)", evals)
+                                    : "";
   const std::string run = r.epochs_left > 0
-                              ? fmt::format("the {} epoch{} to train about {}", r.epochs_left, r.epochs_left == 1 ? "" : "s",
-                                            duration(static_cast<double>(r.epochs_left) * (train_epoch + eval_epoch)))
+                              ? fmt::format("the {} epoch{}{} to train about {}", r.epochs_left,
+                                            r.epochs_left == 1 ? "" : "s", evaluated, duration(run_seconds))
                               : "but the checkpoint holds every epoch of the run: it has nothing left to train";
   out.push_back(fmt::format("dry run: at that pace an epoch takes about {} (train {}{}), {}; {}",
                             duration(train_epoch + eval_epoch), duration(train_epoch), eval_part, run, memory));

@@ -43,6 +43,7 @@
 #include "kiln/train/top_k_counter.hpp"
 #include "kiln/train/trainer.hpp"
 #include "kiln/train/freeze.hpp"
+#include "kiln/train/keys_without_effect.hpp"
 #include "kiln/train/model_table.hpp"
 #include "kiln/train/sync_batch_norm.hpp"
 #include "kiln/train/run_identity.hpp"
@@ -223,6 +224,10 @@ RunOutcome run_training(const TrainCommand& command) {
   (void)make_optimizer(optimizer_type, optimizer);
   (void)LrSchedule(schedule_type, schedule, optimizer.get_float("lr"), 1, epochs,
                    plateau_options(schedule_type, schedule, eval_c.has_value()));
+  if (!eval_c) {
+    refuse_keys_without_effect(run, run_schema(), {"eval_every_epochs"},
+                               "this run evaluates nothing (it has no [data.eval] table); add one or remove the key");
+  }
   const double bucket_mb = run.get_float("grad_bucket_mb");
   if (!(bucket_mb > 0)) throw ConfigError(run.where("grad_bucket_mb") + " must be > 0");
   const std::chrono::milliseconds timeout = collective_timeout(dist);
@@ -401,6 +406,7 @@ RunOutcome run_training(const TrainCommand& command) {
   to.progress_every_s = logt.get_float("progress_every_s");
   to.metrics_every_steps = logt.get_int("every_steps");
   to.histograms_every_epochs = logt.get_int("histograms_every_epochs");
+  to.eval_every_epochs = run.get_int("eval_every_epochs");
   to.checkpoint_dir = outcome.run_dir / "checkpoints";
   to.checkpoint_every = checkpoint_every;
   to.checkpoint_keep = checkpoint_keep;

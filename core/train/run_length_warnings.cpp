@@ -22,10 +22,13 @@ std::string milestones_text(const std::vector<std::int64_t>& late) {
                      late.size() == 1 ? "comes" : "come");
 }
 
-// A patience-driven rule (plateau, early stopping) acts at the earliest after epoch patience + 1:
-// the first epoch sets the best, then `patience` epochs must fail to beat it. Acting after the
-// last epoch changes nothing, so a run needs at least patience + 2 epochs for the rule to matter.
-bool patience_outlasts(std::int64_t patience, std::int64_t epochs) { return epochs <= patience + 1; }
+// The epoch after which a patience-driven rule (plateau, early stopping) acts at the earliest: the
+// first reading sets the best, then `patience` readings must fail to beat it. A rule watching an
+// eval metric reads one every run.eval_every_epochs epochs. Acting after the last epoch changes
+// nothing, so the rule matters only when this epoch comes before the run's end.
+std::int64_t earliest_action(std::int64_t patience, const std::string& metric, std::int64_t eval_every) {
+  return (patience + 1) * (metric.starts_with("eval_") ? eval_every : 1);
+}
 
 }  // namespace
 
@@ -56,18 +59,34 @@ std::vector<std::string> run_length_warnings(const CoreTables& core, std::int64_
                                 milestones_text(late), epochs_text));
     }
   }
-  if (core.schedule_type == "plateau" && patience_outlasts(schedule.get_int("patience"), epochs)) {
+  const std::int64_t eval_every = core.run.get_int("eval_every_epochs");
+  // "", or " (its eval_loss is read every 3 epochs: run.eval_every_epochs)"
+  const auto reading = [&](const std::string& metric) {
+    return metric.starts_with("eval_") && eval_every > 1
+               ? fmt::format(" (its {} is read every {} epochs: run.eval_every_epochs)", metric, eval_every)
+               : std::string();
+  };
+  if (core.schedule_type == "plateau") {
     const std::int64_t patience = schedule.get_int("patience");
-    out.push_back(fmt::format("{}: the plateau rule lowers the rate after epoch {} at the earliest, which leaves no "
-                              "epoch of this run ({}) to train at the lower rate; the rate stays at optimizer.lr",
-                              setting(schedule, "patience", std::to_string(patience)), patience + 1, epochs_text));
+    const std::string metric = schedule.get_string("metric");
+    const std::int64_t earliest = earliest_action(patience, metric, eval_every);
+    if (epochs <= earliest) {
+      out.push_back(fmt::format("{}: the plateau rule lowers the rate after epoch {} at the earliest{}, which leaves "
+                                "no epoch of this run ({}) to train at the lower rate; the rate stays at optimizer.lr",
+                                setting(schedule, "patience", std::to_string(patience)), earliest, reading(metric),
+                                epochs_text));
+    }
   }
   const ParamMap& early_stop = core.early_stop;
-  if (!early_stop.get_string("metric").empty() && patience_outlasts(early_stop.get_int("patience"), epochs)) {
+  if (const std::string metric = early_stop.get_string("metric"); !metric.empty()) {
     const std::int64_t patience = early_stop.get_int("patience");
-    out.push_back(fmt::format("{}: early stopping ends a run after epoch {} at the earliest, and this one ({}) ends "
-                              "by then anyway, so it never stops early",
-                              setting(early_stop, "patience", std::to_string(patience)), patience + 1, epochs_text));
+    const std::int64_t earliest = earliest_action(patience, metric, eval_every);
+    if (epochs <= earliest) {
+      out.push_back(fmt::format("{}: early stopping ends a run after epoch {} at the earliest{}, and this one ({}) "
+                                "ends by then anyway, so it never stops early",
+                                setting(early_stop, "patience", std::to_string(patience)), earliest, reading(metric),
+                                epochs_text));
+    }
   }
   const std::int64_t every = core.log.get_int("histograms_every_epochs");
   if (every > epochs) {

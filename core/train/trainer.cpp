@@ -538,6 +538,10 @@ struct Trainer::Impl {
     r.steps_per_epoch = accumulation->updates_per_epoch();
     r.epoch = start_epoch + 1;
     r.epochs_left = std::max<std::int64_t>(0, opt.epochs - start_epoch);
+    r.evals_left = 0;  // every eval_every_epochs-th epoch and the last (an early stop cannot be foreseen)
+    for (std::int64_t e = start_epoch; e < opt.epochs; ++e) {
+      if (e + 1 == opt.epochs || (e + 1) % opt.eval_every_epochs == 0) ++r.evals_left;
+    }
     r.train_loss = st.totals.loss();
     if (eval_loader) {
       const auto te = Clock::now();
@@ -612,7 +616,12 @@ struct Trainer::Impl {
       std::string line = fmt::format("epoch {:>3}/{}  train loss {:.4f} acc {:.4f}", epoch + 1, opt.epochs,
                                      st.totals.loss(), st.totals.accuracy());
       EpochMetrics watched{st.totals.loss(), st.totals.accuracy(), std::nullopt, std::nullopt, std::nullopt};
-      if (eval_loader) {
+      const bool last = epoch + 1 == opt.epochs;
+      // Early stopping on a training metric decides before the evaluation, so that the epoch a
+      // run stops after is evaluated whatever eval_every_epochs says (its "final test accuracy").
+      bool stop = early_stop && !early_stop->metric().needs_eval() && early_stop->update(epoch, watched);
+      const bool evaluated = last || stop || (epoch + 1) % opt.eval_every_epochs == 0;
+      if (eval_loader && evaluated) {
         const SplitTotals ev = evaluate_and_record(epoch, EvalOf::model, lr, line);
         result.final_eval_loss = ev.loss();
         result.final_eval_accuracy = ev.accuracy();
@@ -621,7 +630,7 @@ struct Trainer::Impl {
         watched.eval_accuracy_top5 = ev.top_k_accuracy();
         result.final_eval_accuracy_top5 = ev.top_k_accuracy();
       }
-      if (evaluates_averages()) {
+      if (evaluates_averages() && evaluated) {
         const SplitTotals av = evaluate_and_record(epoch, EvalOf::average, lr, line);
         watched.eval_ema_loss = av.loss();
         watched.eval_ema_accuracy = av.accuracy();
@@ -632,15 +641,20 @@ struct Trainer::Impl {
       if (st.skipped) line += fmt::format("  skipped {}", st.skipped);
       progress.line(line);
       log->debug("{}", line);
-      // Every rank holds the same reduced metrics, so every rank decides the same.
-      const bool stop = early_stop && early_stop->update(epoch, watched);
+      // Every rank holds the same reduced metrics, so every rank decides the same. A rule watching
+      // an eval metric reads it only where there is one (run.eval_every_epochs), as Keras' callbacks
+      // skip epochs without validation: its patience counts evaluations.
+      if (early_stop && early_stop->metric().needs_eval() && evaluated) stop = early_stop->update(epoch, watched);
       // Before this epoch's checkpoint, which must hold the rate the next epoch trains at.
-      if (const auto reduced = schedule->end_epoch(epoch, watched)) log->info("epoch {}: {}", epoch + 1, *reduced);
-      const bool last = epoch + 1 == opt.epochs;
+      const LrPlateau* plateau = schedule->plateau();
+      if (plateau == nullptr || evaluated || !plateau->metric().needs_eval()) {
+        if (const auto reduced = schedule->end_epoch(epoch, watched)) log->info("epoch {}: {}", epoch + 1, *reduced);
+      }
       // An early stop writes the checkpoint of the epoch it stops after, like the last epoch's.
       const bool checkpointing = opt.checkpoint_every > 0 || opt.checkpoint_every_steps > 0;
       if (checkpoints->epoch_checkpoint_due(epoch, last, stop && checkpointing)) save_rotating(position(epoch + 1, 0));
-      if (checkpoints->offer_best(watched)) {
+      const std::optional<WatchedMetric>& best_metric = checkpoints->options().keep_best;
+      if (best_metric && (evaluated || !best_metric->needs_eval()) && checkpoints->offer_best(watched)) {
         buffer_sync->from_rank0();  // the saved statistics are the ones every rank used
         stop_if_weights_diverged(checkpoints->best_dir());
         save_checkpoint_to(checkpoints->best_dir(), backend(), *parts.comm, *parts.model, *optimizer, *parts.precision,

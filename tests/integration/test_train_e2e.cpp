@@ -181,7 +181,7 @@ BOOST_AUTO_TEST_CASE(unknown_key_has_did_you_mean_and_file_line) {
   const fs::path dir = scratch() / "run-bad-key";
   const std::string msg = one_line_error(kiln({"train", "--config", config.string(), "--run-dir", dir.string()}));
   BOOST_TEST(msg == config.string() + ":" + std::to_string(line) +
-                        ":1: unknown key 'epcohs' in [run] (did you mean 'epochs'?); valid keys: epochs, "
+                        ":1: unknown key 'epcohs' in [run] (did you mean 'epochs'?); valid keys: epochs, eval_every_epochs, "
                         "grad_bucket_mb, loss_check_every, run_dir, seed, stop_on_nonfinite_loss");
   BOOST_TEST(!fs::exists(dir), "a config error must fail before the run directory is made");
 }

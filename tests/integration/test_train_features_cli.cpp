@@ -114,6 +114,64 @@ BOOST_AUTO_TEST_CASE(an_early_stopped_run_ends_normally_with_its_last_checkpoint
   BOOST_TEST(on.err.find("stopped after epoch 3 of 10") != std::string::npos, on.err);
 }
 
+/// The epochs of the "test" records of a metrics.jsonl, in order.
+std::vector<int> test_epochs(const std::string& jsonl) {
+  std::vector<int> out;
+  std::istringstream lines(jsonl);
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find("\"epoch\": ");
+    if (line.find("\"split\": \"test\"") == std::string::npos || at == std::string::npos) continue;
+    out.push_back(std::stoi(line.substr(at + 9)));
+  }
+  return out;
+}
+
+// run.eval_every_epochs: evaluations after every N epochs and the last; a rule watching an eval
+// metric counts evaluations; the epoch early stopping ends a run with is evaluated; the key is
+// refused where there is nothing to evaluate.
+BOOST_AUTO_TEST_CASE(eval_every_few_epochs_evaluates_those_the_last_and_the_one_a_run_stops_after) {
+  const fs::path cwd = workdir("eval-every");
+  const std::string eval = "[data.eval]\ntype = \"synthetic\"\nshape = [8]\nclasses = 3\ncount = 16\nseed = 7\n\n";
+  const fs::path cfg = config(cwd, eval);
+  const std::vector<std::string> base = {"train", "--config", cfg.string(), "--set", "run.epochs=5", "--set",
+                                         "run.eval_every_epochs=2"};
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--run-dir", (cwd / "plain").string()});
+  auto r = run_kiln(cwd, args);
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  BOOST_TEST((test_epochs(slurp(cwd / "plain" / "metrics.jsonl")) == std::vector<int>{2, 4, 5}));
+
+  // Watching eval_loss with a margin nothing beats: the reading after epoch 2 sets the best, the
+  // one after epoch 4 fails to beat it, and patience 1 stops the run there.
+  args = base;
+  args.insert(args.end(), {"--run-dir", (cwd / "stop-eval").string(), "--set", "early_stop.metric=eval_loss", "--set",
+                           "early_stop.min_delta=100", "--set", "early_stop.patience=1"});
+  r = run_kiln(cwd, args);
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  BOOST_TEST(r.err.find("stopped after epoch 4 of 5") != std::string::npos, r.err);
+  BOOST_TEST((test_epochs(slurp(cwd / "stop-eval" / "metrics.jsonl")) == std::vector<int>{2, 4}));
+
+  // Watching the training loss for a maximum: it stops after epoch 2, which is evaluated although
+  // eval_every_epochs = 3 would skip it, so the run's final test accuracy is of its last weights.
+  args = base;
+  args.back() = "run.eval_every_epochs=3";
+  args.insert(args.end(), {"--run-dir", (cwd / "stop-train").string(), "--set", "early_stop.metric=train_loss",
+                           "--set", "early_stop.mode=max", "--set", "early_stop.patience=1", "--set",
+                           "optimizer.lr=0.01"});
+  r = run_kiln(cwd, args);
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  BOOST_TEST(r.err.find("stopped after epoch 2 of 5") != std::string::npos, r.err);
+  BOOST_TEST((test_epochs(slurp(cwd / "stop-train" / "metrics.jsonl")) == std::vector<int>{2}));
+
+  const fs::path no_eval = config(cwd, "");
+  const std::string msg = one_line_error(run_kiln(cwd, {"train", "--config", no_eval.string(), "--run-dir",
+                                                        (cwd / "none").string(), "--set", "run.eval_every_epochs=2"}));
+  BOOST_TEST(msg == "run.eval_every_epochs (--set run.eval_every_epochs) = 2 has no effect: this run evaluates "
+                    "nothing (it has no [data.eval] table); add one or remove the key",
+             msg);
+  BOOST_TEST(!fs::exists(cwd / "none"));
+}
+
 BOOST_AUTO_TEST_CASE(resuming_a_finished_run_trains_nothing_and_says_so) {
   const fs::path cwd = workdir("finished");
   const fs::path cfg = config(cwd, "[data.eval]\ntype = \"synthetic\"\nshape = [8]\nclasses = 3\ncount = 16\nseed = 7\n");

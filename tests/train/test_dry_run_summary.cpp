@@ -38,6 +38,17 @@ BOOST_AUTO_TEST_CASE(the_pace_leaves_out_the_first_step_and_the_estimates_multip
                          "epochs to train about 10 min 50 s; peak memory 512 MB on the host");
 }
 
+BOOST_AUTO_TEST_CASE(an_eval_every_few_epochs_counts_only_the_evaluated_ones) {
+  kiln::train::DryRunReport r = report();
+  r.evals_left = 4;  // eval_every_epochs = 3 over 10 epochs: after 3, 6, 9 and the last
+  const std::vector<std::string> lines = kiln::train::dry_run_summary(r, 512.4);
+  BOOST_TEST_REQUIRE(lines.size() == 3u);
+  // 10 x 60 s of training + 4 x 5 s of eval = 620 s.
+  BOOST_TEST(lines[2] == "dry run: at that pace an epoch takes about 1 min 5 s (train 1 min 0 s + eval 5 s), the 10 "
+                         "epochs (evaluated after 4 of them) to train about 10 min 20 s; peak memory 512 MB on the "
+                         "host");
+}
+
 BOOST_AUTO_TEST_CASE(with_ema_each_eval_batch_is_timed_twice_and_an_epoch_has_both_passes) {
   kiln::train::DryRunReport r = report();
   r.eval_passes = 2;

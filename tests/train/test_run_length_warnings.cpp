@@ -68,6 +68,21 @@ BOOST_AUTO_TEST_CASE(a_patience_the_run_cannot_outlast_is_named_with_its_default
   BOOST_TEST(warnings("", 1).empty());  // early stopping off: its default patience says nothing
 }
 
+BOOST_AUTO_TEST_CASE(a_patience_on_an_eval_metric_counts_evaluations) {
+  // Read every 3 epochs: patience 2 acts after the third reading, epoch 9 at the earliest.
+  const std::string toml = "[run]\neval_every_epochs = 3\n[early_stop]\nmetric = \"eval_loss\"\npatience = 2\n";
+  auto w = warnings(toml, 9);
+  BOOST_REQUIRE_EQUAL(w.size(), 1u);
+  BOOST_TEST(w[0] == "early_stop.patience = 2 (run.toml:5): early stopping ends a run after epoch 9 at the earliest "
+                     "(its eval_loss is read every 3 epochs: run.eval_every_epochs), and this one (run.epochs = 9) "
+                     "ends by then anyway, so it never stops early",
+             w[0]);
+  BOOST_TEST(warnings(toml, 10).empty());
+  // A training metric is read every epoch whatever eval_every_epochs says.
+  BOOST_TEST(warnings("[run]\neval_every_epochs = 3\n[early_stop]\nmetric = \"train_loss\"\npatience = 2\n", 4)
+                 .empty());
+}
+
 BOOST_AUTO_TEST_CASE(histograms_every_more_epochs_than_the_run_has_are_named) {
   const auto w = warnings("[log]\nhistograms_every_epochs = 3\n", 2);
   BOOST_REQUIRE_EQUAL(w.size(), 1u);

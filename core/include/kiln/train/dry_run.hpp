@@ -22,6 +22,8 @@ struct DryRunReport {
   std::int64_t steps_per_epoch = 0;  ///< optimizer steps in a whole epoch
   std::int64_t epoch = 1;            ///< the epoch the steps were taken from (1-based; later on --resume)
   std::int64_t epochs_left = 0;      ///< what a real run would train: run.epochs less those a checkpoint holds
+  /// Of those, the epochs a real run evaluates after (run.eval_every_epochs); -1: every one.
+  std::int64_t evals_left = -1;
   double train_loss = 0;             ///< over the dry run's samples, all ranks
   std::int64_t eval_batches = 0;     ///< evaluated (0: no [data.eval])
   std::int64_t eval_batches_per_epoch = 0;

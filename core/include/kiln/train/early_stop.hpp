@@ -53,6 +53,9 @@ struct WatchedMetric {
   /// True when `value` is better than `best` by more than `min_delta`.
   bool improves(double value, double best, double min_delta) const;
   const char* goal_name() const { return goal == Goal::min ? "min" : "max"; }
+  /// Whether it is read from an evaluation (eval_*), which not every epoch has
+  /// (run.eval_every_epochs).
+  bool needs_eval() const { return name.starts_with("eval_"); }
 };
 
 /// Parses a metric name and a mode ("auto" | "min" | "max") set at `name_where` / `mode_where`.
@@ -86,6 +89,7 @@ class EarlyStopper {
   /// after load_state() of the checkpoint written at that stop (a resumed run then trains no
   /// further, as the uninterrupted run would not have).
   bool has_stopped() const { return bad_epochs_ >= opt_.patience; }
+  const WatchedMetric& metric() const { return opt_.metric; }
 
   /// For checkpoints: "early_stop.best", "early_stop.best_epoch", "early_stop.bad_epochs".
   std::map<std::string, double> state() const;

@@ -60,6 +60,7 @@ class LrPlateau {
   /// plateau at its start.
   void load_state(const std::map<std::string, double>& state);
   std::int64_t reductions() const { return reductions_; }
+  const WatchedMetric& metric() const { return opt_.metric; }
 
  private:
   bool improves(double value, double best) const;

@@ -70,6 +70,9 @@ struct TrainerOptions {
   std::int64_t metrics_every_steps = 0;
   /// A TensorBoard histogram of every parameter after every N epochs (weight_histograms.hpp); 0 = none.
   std::int64_t histograms_every_epochs = 0;
+  /// [run] eval_every_epochs: evaluate after every N epochs, after the last, and after the one
+  /// early stopping ends the run with.
+  std::int64_t eval_every_epochs = 1;
   /// Checkpoints: written under checkpoint_dir every `checkpoint_every` epochs and after the
   /// last (0 = never), newest `checkpoint_keep` kept. `resume_from` (a checkpoint directory)
   /// restores weights, optimizer, precision state and the position before training starts.
