@@ -13,6 +13,7 @@
 #include "kiln/config/config.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/io/run_dir.hpp"
+#include "kiln/io/run_status.hpp"
 #include "kiln/launch/rendezvous_dir.hpp"
 #include "kiln/launch/supervisor.hpp"
 #include "kiln/train/checkpoint.hpp"
@@ -44,6 +45,22 @@ void explain_collectives(const fs::path& run_dir, std::int64_t job_started_ms, b
   if (interrupted && train::longest_wait_ms(set) < 1000) return;
   std::cerr << "kiln: collectives: " << train::verdict(set) << "\n"
             << "kiln: each rank's latest collectives: kiln collectives --run-dir " << run_dir.string() << std::endl;
+}
+
+/// A rank 0 that was killed (by this supervisor's SIGTERM after another rank failed, or from
+/// outside) left status.json saying "running": the job's end is written for it, with the reason
+/// this supervisor prints. A status rank 0 finished itself ("failed" with its own error) is kept.
+void record_failure_in_status(const fs::path& run_dir, const launch::SuperviseOutcome& outcome) {
+  std::optional<io::RunStatus> status = io::read_run_status(run_dir);
+  if (!status || status->state != "running") return;
+  status->state = outcome.exit_code == 1 ? "failed" : "interrupted";
+  status->message = outcome.message;
+  try {
+    io::write_run_status(run_dir, *status);
+  } catch (const std::exception& e) {
+    std::cerr << "kiln: cannot record the failure in " << (run_dir / "status.json").string() << ": " << e.what()
+              << std::endl;
+  }
 }
 
 void check_nproc(int nproc) {
@@ -116,6 +133,7 @@ int run_supervised_train(const SupervisedTrain& job) {
       return 0;
     }
     std::cerr << "kiln: error: " << outcome.message << std::endl;
+    record_failure_in_status(dir, outcome);
     explain_collectives(dir, started_ms, outcome.exit_code != 1);
     if (job.max_restarts == 0) return outcome.exit_code;
     // 1: a rank failed; anything else: the supervisor itself was interrupted (Ctrl-C, SIGTERM).

@@ -23,6 +23,7 @@
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/run_dir.hpp"
 #include "kiln/io/run_dir_rollback.hpp"
+#include "kiln/io/run_status.hpp"
 #include "kiln/io/stop_signal_deferral.hpp"
 #include "kiln/sdk_internal/log_setup.hpp"
 #include "kiln/plugin/guarded.hpp"
@@ -535,6 +536,16 @@ RunOutcome run_training(const TrainCommand& command) {
   const std::shared_ptr<Communicator> comm_ref = parts.comm;  // a dry run's last barrier
   const std::shared_ptr<Model> model_ref = parts.model;
   std::optional<Trainer> trainer;
+  // <run_dir>/status.json (run_status.hpp), rank 0's, kept current after every epoch.
+  std::optional<io::RunStatus> status;
+  if (ranks.rank == 0 && !dry_run) {
+    status = io::run_status_now("running", saved.epochs_done, epochs, saved.global_step);
+    to.on_epoch_end = [&status, run_dir = outcome.run_dir](std::int64_t epochs_done, std::int64_t step) {
+      status->epoch = epochs_done;
+      status->step = step;
+      io::write_run_status(run_dir, *status);
+    };
+  }
   if (profiler) {
     backend_call("a matmul and a copy measuring peaks for --profile",
                  [&] { profiler->measure_peaks(parts.precision->compute_dtype()); });
@@ -568,10 +579,20 @@ RunOutcome run_training(const TrainCommand& command) {
                                                           outcome.run_dir});
     }
   }
+  if (status) io::write_run_status(outcome.run_dir, *status);
   try {
     outcome.result = backend_call("a call from the training loop", [&] { return trainer->run(); });
   } catch (const std::exception& e) {
     if (recorder) recorder->dump(e.what());
+    if (status) {
+      status->state = "failed";
+      status->message = e.what();
+      try {
+        io::write_run_status(outcome.run_dir, *status);
+      } catch (const std::exception& write_error) {  // the run's own error is the one to report
+        log::get("kiln")->warn("status.json: {}", write_error.what());
+      }
+    }
     throw;
   }
   stall_warning.reset();
@@ -594,6 +615,15 @@ RunOutcome run_training(const TrainCommand& command) {
     log::flush();
     stop_signals_held.reset();  // a Ctrl-C during the dry run ends the process now
     return outcome;
+  }
+  if (status) {
+    status->state = outcome.result.stopped_early.empty() ? "completed" : "stopped_early";
+    status->message = !outcome.result.stopped_early.empty()     ? outcome.result.stopped_early
+                      : !outcome.result.nothing_to_train.empty() ? "nothing to train: " + outcome.result.nothing_to_train
+                                                                 : "";
+    status->step = outcome.result.steps;
+    if (eval_c && outcome.result.nothing_to_train.empty()) status->final_test_accuracy = outcome.result.final_eval_accuracy;
+    io::write_run_status(outcome.run_dir, *status);
   }
   // A run without [data.eval] has no test accuracy; printing 0.0000 would read as a failed model.
   if (!outcome.result.stopped_early.empty()) log->info("{}", outcome.result.stopped_early);

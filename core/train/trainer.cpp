@@ -660,6 +660,7 @@ struct Trainer::Impl {
         save_checkpoint_to(checkpoints->best_dir(), backend(), *parts.comm, *parts.model, *optimizer, *parts.precision,
                            position(epoch + 1, 0), ema.get(), checkpoints->best_metadata(epoch));
       }
+      if (opt.on_epoch_end) opt.on_epoch_end(epoch + 1, global_step);
       if (stop) {
         result.stopped_early = fmt::format("{}; stopped after epoch {} of {}", early_stop->reason(), epoch + 1,
                                            opt.epochs);

@@ -53,6 +53,14 @@ std::vector<std::pair<int, std::string>> train_losses(const fs::path& run_dir) {
   return out;
 }
 
+/// <run_dir>/status.json (run_status.hpp).
+kiln::test::json::Value status_of(const fs::path& run_dir) {
+  std::ifstream in(run_dir / "status.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  BOOST_TEST_REQUIRE(!text.empty(), "no " << (run_dir / "status.json").string());
+  return kiln::test::json::parse(text);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(max_restarts, *boost::unit_test::enable_if<KILN_TEST_HAVE_GLOO>())
@@ -70,6 +78,11 @@ BOOST_AUTO_TEST_CASE(a_crash_that_happens_once_is_restarted_from_the_checkpoint_
              r.err);
   BOOST_TEST(contains(r.err, "kiln: the job completed after 1 restart\n"), r.err);
   BOOST_TEST(fs::is_directory(run_dir / "checkpoints" / "epoch-0003"));
+  const auto status = status_of(run_dir);  // the restart's rank 0 wrote the end
+  BOOST_TEST(status.at("state").string == "completed");
+  BOOST_TEST(status.at("epoch").number == 3);
+  BOOST_TEST(status.at("epochs").number == 3);
+  BOOST_TEST(status.at("message").string == "");
 
   // The same job where the fixture has already crashed (the marker exists): no crash, no restart.
   const fs::path straight = scratch_dir() / "run-straight";
@@ -97,6 +110,12 @@ BOOST_AUTO_TEST_CASE(a_crash_every_time_gives_up_after_the_restarts_allowed) {
              r.err);
   BOOST_TEST(fs::is_directory(run_dir / "checkpoints" / "epoch-0002"));
   BOOST_TEST(!fs::exists(run_dir / "checkpoints" / "epoch-0003"));
+  // Whichever wrote it -- rank 0 with the error it saw, or the supervisor after stopping rank 0
+  // with its own reason -- the run failed after its second epoch.
+  const auto status = status_of(run_dir);
+  BOOST_TEST(status.at("state").string == "failed");
+  BOOST_TEST(status.at("epoch").number == 2);
+  BOOST_TEST(!status.at("message").string.empty());
 }
 
 BOOST_AUTO_TEST_CASE(no_restart_without_a_checkpoint_to_continue_from) {

@@ -11,6 +11,7 @@
 #define KILN_TEST_MODULE test_train_features_cli
 #include "kiln_test_main.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -189,6 +190,35 @@ BOOST_AUTO_TEST_CASE(resuming_a_finished_run_trains_nothing_and_says_so) {
              r.err);
   BOOST_TEST(r.err.find("final test accuracy") == std::string::npos, r.err);
   BOOST_TEST(slurp(cwd / "run" / "metrics.jsonl") == metrics);
+  const std::string status = slurp(cwd / "run" / "status.json");
+  BOOST_TEST(status.starts_with("{\"state\": \"completed\", \"epoch\": 3, \"epochs\": 3, \"step\": 12, \"message\": "
+                                "\"nothing to train: "),
+             status);
+}
+
+// status.json through a run: "completed" with the final test accuracy the log prints; "failed"
+// with the error when the loop stops on a non-finite loss, counting the epochs done before it.
+BOOST_AUTO_TEST_CASE(status_json_says_how_a_run_ended) {
+  const fs::path cwd = workdir("status");
+  const fs::path cfg = config(cwd, "[data.eval]\ntype = \"synthetic\"\nshape = [8]\nclasses = 3\ncount = 16\nseed = 7\n");
+  auto r = run_kiln(cwd, {"train", "--config", cfg.string(), "--run-dir", (cwd / "done").string()});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  std::string status = slurp(cwd / "done" / "status.json");
+  BOOST_TEST(status.starts_with("{\"state\": \"completed\", \"epoch\": 3, \"epochs\": 3, \"step\": 12, \"message\": \"\", "
+                                "\"final_test_accuracy\": 0."),
+             status);
+  const auto at = r.err.find("final test accuracy ");
+  BOOST_TEST_REQUIRE(at != std::string::npos, r.err);
+  const double logged = std::stod(r.err.substr(at + 20, 6));
+  const double written = std::stod(status.substr(status.find("\"final_test_accuracy\": ") + 23));
+  BOOST_TEST(std::abs(written - logged) < 1e-4);
+
+  r = run_kiln(cwd, {"train", "--config", cfg.string(), "--run-dir", (cwd / "diverged").string(), "--set",
+                     "optimizer.lr=1e30"});
+  BOOST_TEST_REQUIRE(r.status == 1, r.err);
+  status = slurp(cwd / "diverged" / "status.json");
+  BOOST_TEST(status.starts_with("{\"state\": \"failed\", \"epoch\": "), status);
+  BOOST_TEST(status.find("the training loss is") != std::string::npos, status);
 }
 
 BOOST_AUTO_TEST_CASE(early_stopping_on_the_top5_accuracy_reads_it_each_epoch) {

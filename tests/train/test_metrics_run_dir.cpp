@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "kiln/errors.hpp"
+#include "kiln/io/run_status.hpp"
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/json.hpp"
 #include "kiln/io/metrics_writer.hpp"
@@ -292,3 +293,35 @@ BOOST_AUTO_TEST_CASE(atomic_write_on_a_full_disk_keeps_the_old_file_and_says_why
 }
 
 }  // namespace
+
+// status.json (run_status.hpp): written whole, read back field for field; a file that is not one
+// (another tool's, or damaged) reads as none, so the supervisor never rewrites it.
+BOOST_AUTO_TEST_CASE(run_status_round_trips_and_a_foreign_file_reads_as_none) {
+  TempDir dir;
+  BOOST_TEST(!kiln::io::read_run_status(dir.path).has_value());
+  kiln::io::RunStatus s = kiln::io::run_status_now("failed", 2, 3, 1874);
+  s.message = "epoch 3/3 step 2/937: the training loss is \"nan\"\n";
+  s.final_test_accuracy = 0.85650000000000004;
+  kiln::io::write_run_status(dir.path, s);
+  const auto back = kiln::io::read_run_status(dir.path);
+  BOOST_TEST_REQUIRE(back.has_value());
+  BOOST_TEST(back->state == "failed");
+  BOOST_TEST(back->epoch == 2);
+  BOOST_TEST(back->epochs == 3);
+  BOOST_TEST(back->step == 1874);
+  BOOST_TEST(back->message == s.message);
+  BOOST_TEST(back->final_test_accuracy.value() == 0.85650000000000004);
+  BOOST_TEST(back->pid == static_cast<std::int64_t>(::getpid()));
+  BOOST_TEST(back->host == s.host);
+  BOOST_TEST(back->updated >= back->started);
+  BOOST_TEST(!fs::exists(dir.path / "status.json.tmp"));
+
+  s.final_test_accuracy.reset();
+  kiln::io::write_run_status(dir.path, s);
+  BOOST_TEST(!kiln::io::read_run_status(dir.path)->final_test_accuracy.has_value());
+
+  for (const char* foreign : {"", "[]", "{\"state\": 3}", "{\"state\": \"running\"}", "{\"state\": \"running\", "}) {
+    std::ofstream(dir.path / "status.json") << foreign;
+    BOOST_TEST(!kiln::io::read_run_status(dir.path).has_value(), foreign);
+  }
+}

@@ -73,6 +73,9 @@ struct TrainerOptions {
   /// [run] eval_every_epochs: evaluate after every N epochs, after the last, and after the one
   /// early stopping ends the run with.
   std::int64_t eval_every_epochs = 1;
+  /// Called after every epoch of a real run, its checkpoint written: (epochs done, optimizer
+  /// steps done). run.cpp keeps <run_dir>/status.json current with it (run_status.hpp).
+  std::function<void(std::int64_t, std::int64_t)> on_epoch_end;
   /// Checkpoints: written under checkpoint_dir every `checkpoint_every` epochs and after the
   /// last (0 = never), newest `checkpoint_keep` kept. `resume_from` (a checkpoint directory)
   /// restores weights, optimizer, precision state and the position before training starts.

@@ -1,0 +1,96 @@
+// status.json of a run directory (see the header).
+#include "kiln/io/run_status.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "kiln/errors.hpp"
+#include "kiln/io/atomic_file.hpp"
+#include "kiln/io/host_name.hpp"
+#include "kiln/io/json.hpp"
+
+namespace kiln::io {
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+const JsonValue* member(const JsonValue& object, std::string_view key) {
+  for (const JsonMember& m : object.object) {
+    if (m.key == key) return &m.value;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+RunStatus run_status_now(std::string state, std::int64_t epoch, std::int64_t epochs, std::int64_t step) {
+  RunStatus s;
+  s.state = std::move(state);
+  s.epoch = epoch;
+  s.epochs = epochs;
+  s.step = step;
+  s.pid = static_cast<std::int64_t>(::getpid());
+  s.host = host_name();
+  s.started = unix_now();
+  s.updated = s.started;
+  return s;
+}
+
+std::string run_status_json(const RunStatus& s) {
+  // Times with microseconds, as metrics.jsonl's wall_time; the accuracy with every digit.
+  return fmt::format("{{\"state\": {}, \"epoch\": {}, \"epochs\": {}, \"step\": {}, \"message\": {}, "
+                     "\"final_test_accuracy\": {}, \"pid\": {}, \"host\": {}, \"started\": {:.6f}, \"updated\": {:.6f}}}",
+                     json_quoted(s.state), s.epoch, s.epochs, s.step, json_quoted(s.message),
+                     s.final_test_accuracy ? fmt::format("{:.17g}", *s.final_test_accuracy) : "null", s.pid,
+                     json_quoted(s.host), s.started, s.updated);
+}
+
+void write_run_status(const std::filesystem::path& run_dir, RunStatus status) {
+  status.updated = unix_now();
+  write_file_atomic(run_dir / "status.json", run_status_json(status) + "\n");
+}
+
+std::optional<RunStatus> read_run_status(const std::filesystem::path& run_dir) {
+  std::ifstream in(run_dir / "status.json", std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  try {
+    const JsonValue doc = parse_json(text.str(), (run_dir / "status.json").string());
+    if (doc.kind != JsonValue::Kind::object) return std::nullopt;
+    const auto str = [&](std::string_view key) {
+      const JsonValue* v = member(doc, key);
+      if (v == nullptr || v->kind != JsonValue::Kind::string) throw DataError(fmt::format("no string {}", key));
+      return v->text;
+    };
+    const auto number = [&](std::string_view key) {
+      const JsonValue* v = member(doc, key);
+      if (v == nullptr || v->kind != JsonValue::Kind::number) throw DataError(fmt::format("no number {}", key));
+      return std::stod(v->text);
+    };
+    RunStatus s;
+    s.state = str("state");
+    s.epoch = static_cast<std::int64_t>(number("epoch"));
+    s.epochs = static_cast<std::int64_t>(number("epochs"));
+    s.step = static_cast<std::int64_t>(number("step"));
+    s.message = str("message");
+    if (const JsonValue* acc = member(doc, "final_test_accuracy"); acc && acc->kind == JsonValue::Kind::number) {
+      s.final_test_accuracy = std::stod(acc->text);
+    }
+    s.pid = static_cast<std::int64_t>(number("pid"));
+    s.host = str("host");
+    s.started = number("started");
+    s.updated = number("updated");
+    return s;
+  } catch (const std::exception&) {
+    return std::nullopt;  // someone else's file, or damaged: the supervisor leaves it alone
+  }
+}
+
+}  // namespace kiln::io
