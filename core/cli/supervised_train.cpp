@@ -47,12 +47,13 @@ void explain_collectives(const fs::path& run_dir, std::int64_t job_started_ms, b
             << "kiln: each rank's latest collectives: kiln collectives --run-dir " << run_dir.string() << std::endl;
 }
 
-/// A rank 0 that was killed (by this supervisor's SIGTERM after another rank failed, or from
-/// outside) left status.json saying "running": the job's end is written for it, with the reason
-/// this supervisor prints. A status rank 0 finished itself ("failed" with its own error) is kept.
+/// A rank 0 that was stopped (by this supervisor's SIGTERM after another rank failed, or from
+/// outside) left status.json saying "running", or "interrupted" by that SIGTERM: the job's end is
+/// written for it, with the reason this supervisor prints. A "failed" that rank 0 wrote with its
+/// own error is kept.
 void record_failure_in_status(const fs::path& run_dir, const launch::SuperviseOutcome& outcome) {
   std::optional<io::RunStatus> status = io::read_run_status(run_dir);
-  if (!status || status->state != "running") return;
+  if (!status || (status->state != "running" && status->state != "interrupted")) return;
   status->state = outcome.exit_code == 1 ? "failed" : "interrupted";
   status->message = outcome.message;
   try {

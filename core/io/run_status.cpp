@@ -56,6 +56,24 @@ void write_run_status(const std::filesystem::path& run_dir, RunStatus status) {
   write_file_atomic(run_dir / "status.json", run_status_json(status) + "\n");
 }
 
+RunStatusFile::RunStatusFile(std::filesystem::path run_dir, RunStatus initial)
+    : run_dir_(std::move(run_dir)), status_(std::move(initial)) {}
+
+void RunStatusFile::update(const std::function<void(RunStatus&)>& change) {
+  const std::lock_guard lock(mutex_);
+  change(status_);
+  write_run_status(run_dir_, status_);
+}
+
+std::string RunStatusFile::update_or_say_why(const std::function<void(RunStatus&)>& change) noexcept {
+  try {
+    update(change);
+    return {};
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 std::optional<RunStatus> read_run_status(const std::filesystem::path& run_dir) {
   std::ifstream in(run_dir / "status.json", std::ios::binary);
   if (!in) return std::nullopt;

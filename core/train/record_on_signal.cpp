@@ -11,7 +11,6 @@
 
 #include "kiln/errors.hpp"
 #include "kiln/sdk_internal/log_setup.hpp"
-#include "kiln/train/collective_recorder.hpp"
 
 namespace kiln::train {
 namespace {
@@ -37,7 +36,7 @@ bool install(int sig, struct sigaction& old) {
 
 }  // namespace
 
-RecordOnStopSignal::RecordOnStopSignal(std::shared_ptr<CollectiveRecorder> recorder) : recorder_(std::move(recorder)) {
+RecordOnStopSignal::RecordOnStopSignal(std::function<void(const std::string&)> record) : record_(std::move(record)) {
   if (::pipe2(pipe_, O_CLOEXEC) != 0) {
     throw IoError(fmt::format("cannot create a pipe for the stop-signal record: {}", ::strerror(errno)));
   }
@@ -72,7 +71,11 @@ void RecordOnStopSignal::watch() {
     if (n != 1 || byte == 0) return;
     const int sig = byte;
     const char* abbrev = ::sigabbrev_np(sig);
-    recorder_->dump(fmt::format("received SIG{}", abbrev ? abbrev : "?"));
+    try {
+      record_(fmt::format("received SIG{}", abbrev ? abbrev : "?"));
+    } catch (const std::exception& e) {  // the signal still ends the process
+      log::get("kiln")->warn("on SIG{}: {}", abbrev ? abbrev : "?", e.what());
+    }
     log::flush();  // the log's buffered debug lines too: the signal ends the process without exit()
     // Do what the signal would have done without this handler (by default: end the process).
     ::sigaction(sig, sig == SIGTERM ? &old_term_ : &old_int_, nullptr);

@@ -537,13 +537,15 @@ RunOutcome run_training(const TrainCommand& command) {
   const std::shared_ptr<Model> model_ref = parts.model;
   std::optional<Trainer> trainer;
   // <run_dir>/status.json (run_status.hpp), rank 0's, kept current after every epoch.
-  std::optional<io::RunStatus> status;
+  std::shared_ptr<io::RunStatusFile> status;
   if (ranks.rank == 0 && !dry_run) {
-    status = io::run_status_now("running", saved.epochs_done, epochs, saved.global_step);
-    to.on_epoch_end = [&status, run_dir = outcome.run_dir](std::int64_t epochs_done, std::int64_t step) {
-      status->epoch = epochs_done;
-      status->step = step;
-      io::write_run_status(run_dir, *status);
+    status = std::make_shared<io::RunStatusFile>(
+        outcome.run_dir, io::run_status_now("running", saved.epochs_done, epochs, saved.global_step));
+    to.on_epoch_end = [status](std::int64_t epochs_done, std::int64_t step) {
+      status->update([&](io::RunStatus& s) {
+        s.epoch = epochs_done;
+        s.step = step;
+      });
     };
   }
   if (profiler) {
@@ -567,31 +569,40 @@ RunOutcome run_training(const TrainCommand& command) {
                 dropped, saved.global_step, saved.epochs_done);
     }
   }
-  // From here a rank that stops abnormally records its latest collectives (collective_recorder.hpp):
-  // on an error escaping the loop, or on SIGTERM/SIGINT.
+  if (status) status->update([](io::RunStatus&) {});  // "running", before a stop signal could say otherwise
+  // From here a rank that stops abnormally records its latest collectives (collective_recorder.hpp),
+  // and rank 0 how the run ended (status.json): on an error escaping the loop, or on SIGTERM/SIGINT.
   std::optional<RecordOnStopSignal> record_on_stop;
+  if (!dry_run && (recorder || status)) {  // a dry run holds the signals until it is undone
+    record_on_stop.emplace([recorder, status](const std::string& why) {
+      if (recorder) recorder->dump(why);
+      if (status) {
+        const std::string failed = status->update_or_say_why([&](io::RunStatus& s) {
+          s.state = "interrupted";
+          s.message = fmt::format("{} during epoch {}", why, s.epoch + 1);
+        });
+        if (!failed.empty()) log::get("kiln")->warn("status.json: {}", failed);
+      }
+    });
+  }
   std::optional<StallWarning> stall_warning;  // dist.warn_after_s (stall_warning.hpp)
   if (recorder) {
     recorder->write_into(outcome.run_dir / "debug");
-    if (!dry_run) record_on_stop.emplace(recorder);  // a dry run holds the signals until it is undone
     if (warn_after.count() > 0) {
       stall_warning.emplace(recorder, StallWarningOptions{warn_after, static_cast<double>(timeout.count()) / 1000.0,
                                                           outcome.run_dir});
     }
   }
-  if (status) io::write_run_status(outcome.run_dir, *status);
   try {
     outcome.result = backend_call("a call from the training loop", [&] { return trainer->run(); });
   } catch (const std::exception& e) {
     if (recorder) recorder->dump(e.what());
     if (status) {
-      status->state = "failed";
-      status->message = e.what();
-      try {
-        io::write_run_status(outcome.run_dir, *status);
-      } catch (const std::exception& write_error) {  // the run's own error is the one to report
-        log::get("kiln")->warn("status.json: {}", write_error.what());
-      }
+      const std::string failed = status->update_or_say_why([&](io::RunStatus& s) {
+        s.state = "failed";
+        s.message = e.what();
+      });
+      if (!failed.empty()) log::get("kiln")->warn("status.json: {}", failed);  // the run's error is the one to report
     }
     throw;
   }
@@ -617,13 +628,15 @@ RunOutcome run_training(const TrainCommand& command) {
     return outcome;
   }
   if (status) {
-    status->state = outcome.result.stopped_early.empty() ? "completed" : "stopped_early";
-    status->message = !outcome.result.stopped_early.empty()     ? outcome.result.stopped_early
-                      : !outcome.result.nothing_to_train.empty() ? "nothing to train: " + outcome.result.nothing_to_train
-                                                                 : "";
-    status->step = outcome.result.steps;
-    if (eval_c && outcome.result.nothing_to_train.empty()) status->final_test_accuracy = outcome.result.final_eval_accuracy;
-    io::write_run_status(outcome.run_dir, *status);
+    const TrainResult& r = outcome.result;
+    status->update([&](io::RunStatus& s) {
+      s.state = r.stopped_early.empty() ? "completed" : "stopped_early";
+      s.message = !r.stopped_early.empty()     ? r.stopped_early
+                  : !r.nothing_to_train.empty() ? "nothing to train: " + r.nothing_to_train
+                                                : "";
+      s.step = r.steps;
+      if (eval_c && r.nothing_to_train.empty()) s.final_test_accuracy = r.final_eval_accuracy;
+    });
   }
   // A run without [data.eval] has no test accuracy; printing 0.0000 would read as a failed model.
   if (!outcome.result.stopped_early.empty()) log->info("{}", outcome.result.stopped_early);

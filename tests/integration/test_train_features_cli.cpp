@@ -11,6 +11,8 @@
 #define KILN_TEST_MODULE test_train_features_cli
 #include "kiln_test_main.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -219,6 +221,24 @@ BOOST_AUTO_TEST_CASE(status_json_says_how_a_run_ended) {
   status = slurp(cwd / "diverged" / "status.json");
   BOOST_TEST(status.starts_with("{\"state\": \"failed\", \"epoch\": "), status);
   BOOST_TEST(status.find("the training loss is") != std::string::npos, status);
+
+  // SIGTERM to a lone run (as Slurm's scancel sends; a shell's background job ignores SIGINT):
+  // "interrupted", written before the signal ends the process as it would have.
+  const fs::path stopped = cwd / "stopped";
+  const std::string script = fmt::format(
+      "cd {cwd} || exit 1; env -u KILN_PLUGIN_PATH {kiln} train --config {cfg} --run-dir {run} --set run.epochs=1000000 "
+      ">{run}.out 2>{run}.err & pid=$!; "
+      "for i in $(seq 1200); do grep -qs '\"epoch\": [1-9]' {run}/status.json && break; sleep 0.05; done; "
+      "kill -TERM $pid; for i in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.05; done; "
+      "kill -KILL $pid 2>/dev/null; wait $pid; echo $? > {run}.rc",  // 137: it outlived SIGTERM by 30 s
+      fmt::arg("cwd", cwd.string()), fmt::arg("kiln", std::string(KILN_BINARY_DIR) + "/bin/kiln"),
+      fmt::arg("cfg", cfg.string()), fmt::arg("run", stopped.string()));
+  std::ofstream(cwd / "stop.sh") << script << "\n";
+  BOOST_TEST_REQUIRE(std::system(("bash " + (cwd / "stop.sh").string()).c_str()) == 0);
+  BOOST_TEST(slurp(fs::path(stopped.string() + ".rc")) == "143\n");  // 128 + SIGTERM: ended by the signal
+  status = slurp(stopped / "status.json");
+  BOOST_TEST(status.starts_with("{\"state\": \"interrupted\", \"epoch\": "), status);
+  BOOST_TEST(status.find("\"message\": \"received SIGTERM during epoch ") != std::string::npos, status);
 }
 
 BOOST_AUTO_TEST_CASE(early_stopping_on_the_top5_accuracy_reads_it_each_epoch) {

@@ -247,7 +247,7 @@ BOOST_AUTO_TEST_CASE(sigterm_writes_the_record_and_still_ends_the_process) {
     Recording r(4);
     r.comm->all_reduce(kiln::host_tensor({5}, kiln::DType::f32), kiln::ReduceOp::sum);  // left in flight
     r.recorder->write_into(dir.path);
-    kiln::train::RecordOnStopSignal on_stop(r.recorder);
+    kiln::train::RecordOnStopSignal on_stop([&r](const std::string& why) { r.recorder->dump(why); });
     ::raise(SIGTERM);
     ::sleep(10);  // the watcher thread ends the process long before this
     ::_exit(3);

@@ -4,15 +4,18 @@
 //
 // Rank 0 writes it, whole or not at all (atomic_file.hpp): "running" once the run has started
 // and again after every epoch, "completed" or "stopped_early" at the end, "failed" with the error
-// when the training loop throws. A process killed outright (SIGKILL, the OOM killer, a fatal
-// signal, SIGTERM to a lone rank) cannot write: its file stays "running", with its pid and host
-// so a reader on that host can tell (`kill -0`). `kiln train --nproc` closes that gap for its
-// jobs: when one fails and the file still says "running", the supervisor writes "failed" (a rank
-// failed) or "interrupted" (the job was stopped from outside) with its one-line reason.
+// when the training loop throws, "interrupted" when SIGTERM or SIGINT stops it. A process killed
+// outright (SIGKILL, the OOM killer, a fatal signal) cannot write: its file stays "running", with
+// its pid and host so a reader on that host can tell (`kill -0`). `kiln train --nproc` closes
+// that gap for its jobs: when one fails and the file says "running" (or "interrupted": the
+// supervisor's own SIGTERM stopped rank 0), it writes "failed" (a rank failed) or "interrupted"
+// (the job was stopped from outside) with its one-line reason.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -42,5 +45,23 @@ void write_run_status(const std::filesystem::path& run_dir, RunStatus status);
 
 /// Reads <run_dir>/status.json; nullopt when there is none, or it is not one this code wrote.
 std::optional<RunStatus> read_run_status(const std::filesystem::path& run_dir);
+
+/// Rank 0's status.json during a run: each change is made and written under one lock, since the
+/// training thread (an epoch's end) and a stop signal's watcher thread (record_on_signal.hpp) both
+/// change it.
+class RunStatusFile {
+ public:
+  RunStatusFile(std::filesystem::path run_dir, RunStatus initial);
+  /// Applies `change` to the status and writes the file. Throws IoError.
+  void update(const std::function<void(RunStatus&)>& change);
+  /// The same for a path that is already reporting an error: a failed write is returned as its
+  /// message ("" when written), not thrown over the error that matters.
+  std::string update_or_say_why(const std::function<void(RunStatus&)>& change) noexcept;
+
+ private:
+  std::filesystem::path run_dir_;
+  RunStatus status_;
+  std::mutex mutex_;
+};
 
 }  // namespace kiln::io
