@@ -18,6 +18,7 @@
 #include "bench_comm_command.hpp"
 #include "bench_data_command.hpp"
 #include "collectives_command.hpp"
+#include "runs_command.hpp"
 #include "doctor_command.hpp"
 #include "eval_command.hpp"
 #include "predict_command.hpp"
@@ -42,6 +43,7 @@ constexpr const char* kUsage =
     "  summary --config FILE [--depth N] [--json]                a config's model: every parameter, its shape, size, what trains\n"
     "  bench-comm --comm NAME [-b 8 -e 64M -f 2] [--nproc N]     all-reduce bandwidth as an nccl-tests table\n"
     "  bench-data --config FILE [-n BATCHES] [--json]            samples/s of a config's input pipeline alone\n"
+    "  runs [DIR] [--json]                                       the runs in DIR (default runs/): state, epochs, test accuracy\n"
     "  collectives --run-dir DIR [--last N]                      which rank the others waited for, when a multi-rank run stopped\n"
     "  doctor --comm NAME [--nproc N]                            whether a communicator works here, and why not (NCCL P2P, ACS)\n"
     "  plugins list [--json]                                     list plugins (and libraries that failed)\n"
@@ -96,6 +98,7 @@ int dispatch(std::vector<std::string> args) {
   if (command == "bench-data") return kiln::cli::run_bench_data_command(args, std::cout);
   if (command == "summary") return kiln::cli::run_summary_command(args, std::cout);
   if (command == "collectives") return kiln::cli::run_collectives_command(args, std::cout);
+  if (command == "runs") return kiln::cli::run_runs_command(args, std::cout);
   if (command == "doctor") {
     auto dirs = take_plugin_paths(args);
     return kiln::cli::run_doctor_command(args, dirs, std::cout);

@@ -239,6 +239,40 @@ BOOST_AUTO_TEST_CASE(status_json_says_how_a_run_ended) {
   status = slurp(stopped / "status.json");
   BOOST_TEST(status.starts_with("{\"state\": \"interrupted\", \"epoch\": "), status);
   BOOST_TEST(status.find("\"message\": \"received SIGTERM during epoch ") != std::string::npos, status);
+
+  // `kiln runs` over these: one line each, oldest first; a "running" file whose process is gone
+  // from this host reads "ended?".
+  fs::create_directories(cwd / "vanished");
+  fs::copy_file(cwd / "done" / "config.toml", cwd / "vanished" / "config.toml");
+  std::string gone = slurp(cwd / "stopped" / "status.json");
+  gone.replace(gone.find("\"interrupted\""), 13, "\"running\"");
+  gone.replace(gone.find("\"pid\": ") + 7, gone.find(',', gone.find("\"pid\": ")) - gone.find("\"pid\": ") - 7,
+               "2147483646");  // above pid_max: no such process
+  gone.replace(gone.find("\"updated\": ") + 11, gone.find('}', gone.find("\"updated\": ")) - gone.find("\"updated\": ") - 11,
+               "4000000000.0");  // the newest: the last line
+  std::ofstream(cwd / "vanished" / "status.json") << gone;
+  r = run_kiln(cwd, {"runs", cwd.string()});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  std::vector<std::string> lines;
+  std::istringstream rows(r.out);
+  for (std::string line; std::getline(rows, line);) lines.push_back(line);
+  BOOST_TEST_REQUIRE(lines.size() == 5u, r.out);
+  BOOST_TEST(lines[0].starts_with("RUN "), r.out);
+  BOOST_TEST(lines[1].starts_with("done "), r.out);
+  BOOST_TEST(lines[1].find(" completed ") != std::string::npos, r.out);
+  BOOST_TEST(lines[1].find(" 3/3 ") != std::string::npos, r.out);
+  BOOST_TEST(lines[1].find(" mlp ") != std::string::npos, r.out);
+  BOOST_TEST(lines[1].find(" synthetic ") != std::string::npos, r.out);
+  BOOST_TEST(lines[2].starts_with("diverged "), r.out);
+  BOOST_TEST(lines[2].find(" failed ") != std::string::npos, r.out);
+  BOOST_TEST(lines[2].find("the training loss is") != std::string::npos, r.out);
+  BOOST_TEST(lines[3].starts_with("stopped "), r.out);
+  BOOST_TEST(lines[3].find(" interrupted ") != std::string::npos, r.out);
+  BOOST_TEST(lines[4].starts_with("vanished "), r.out);
+  BOOST_TEST(lines[4].find(" ended? ") != std::string::npos, r.out);
+  const auto json = run_kiln(cwd, {"runs", cwd.string(), "--json"});
+  BOOST_TEST(json.out.starts_with("[{\"run_dir\": "), json.out);
+  BOOST_TEST(json.out.find("\"state\": \"ended?\"") != std::string::npos, json.out);
 }
 
 BOOST_AUTO_TEST_CASE(early_stopping_on_the_top5_accuracy_reads_it_each_epoch) {
