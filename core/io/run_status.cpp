@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -90,18 +91,27 @@ std::optional<RunStatus> read_run_status(const std::filesystem::path& run_dir) {
     const auto number = [&](std::string_view key) {
       const JsonValue* v = member(doc, key);
       if (v == nullptr || v->kind != JsonValue::Kind::number) throw DataError(fmt::format("no number {}", key));
-      return std::stod(v->text);
+      return std::stod(v->text);  // out of a double's range: std::out_of_range, caught below
+    };
+    // Counts as exact non-negative integers that fit (as_uint refuses fractions and signs): a
+    // hand-edited 1e300 must not reach an integer conversion.
+    const auto count = [&](std::string_view key) {
+      const JsonValue* v = member(doc, key);
+      if (v == nullptr) throw DataError(fmt::format("no {}", key));
+      const std::uint64_t n = v->as_uint(std::string(key));
+      if (n > static_cast<std::uint64_t>(INT64_MAX)) throw DataError(fmt::format("{} out of range", key));
+      return static_cast<std::int64_t>(n);
     };
     RunStatus s;
     s.state = str("state");
-    s.epoch = static_cast<std::int64_t>(number("epoch"));
-    s.epochs = static_cast<std::int64_t>(number("epochs"));
-    s.step = static_cast<std::int64_t>(number("step"));
+    s.epoch = count("epoch");
+    s.epochs = count("epochs");
+    s.step = count("step");
     s.message = str("message");
     if (const JsonValue* acc = member(doc, "final_test_accuracy"); acc && acc->kind == JsonValue::Kind::number) {
       s.final_test_accuracy = std::stod(acc->text);
     }
-    s.pid = static_cast<std::int64_t>(number("pid"));
+    s.pid = count("pid");
     s.host = str("host");
     s.started = number("started");
     s.updated = number("updated");

@@ -1,9 +1,13 @@
 // Targets for the core's readers of files a run finds on disk: the JSON parser (safetensors
 // headers, metrics.jsonl records), safetensors checkpoints and weights, the metrics.jsonl
-// trim a resumed run does, and the ranks' collective records `kiln collectives` reads.
+// trim a resumed run does, the ranks' collective records `kiln collectives` reads, and a run
+// directory's status.json.
+#include <optional>
+
 #include "fuzz_target.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/io/json.hpp"
+#include "kiln/io/run_status.hpp"
 #include "kiln/io/metrics_trim.hpp"
 #include "kiln/io/safetensors.hpp"
 #include "kiln/train/collective_report.hpp"
@@ -189,6 +193,43 @@ std::vector<Bytes> collective_record_seeds() {
   return {bytes_of(train::to_json(t)), bytes_of(train::to_json(empty))};
 }
 
+// ---- <run_dir>/status.json, read by `kiln runs` and the --nproc supervisor -------------------------
+
+bool run_run_status(Input input) {
+  const std::string dir = scratch_dir();
+  write_bytes(dir + "/status.json", input);
+  // Never an exception: a file it cannot read as its own is "none" (the supervisor leaves it alone).
+  const std::optional<io::RunStatus> s = io::read_run_status(dir);
+  if (!s) return false;
+  // What it accepted, written again, reads back the same.
+  write_bytes(dir + "/status.json", bytes_of(io::run_status_json(*s)));
+  const std::optional<io::RunStatus> again = io::read_run_status(dir);
+  if (!again || again->state != s->state || again->epoch != s->epoch || again->epochs != s->epochs ||
+      again->step != s->step || again->message != s->message || again->pid != s->pid || again->host != s->host ||
+      again->final_test_accuracy.has_value() != s->final_test_accuracy.has_value()) {
+    finding("a status.json it accepted does not read back the same once written again");
+  }
+  return true;
+}
+
+std::vector<Bytes> run_status_seeds() {
+  io::RunStatus s;
+  s.state = "failed";
+  s.epoch = 2;
+  s.epochs = 3;
+  s.step = 1874;
+  s.message = "epoch 3/3 step 2/937: the training loss is nan (on this rank)";
+  s.pid = 4540;
+  s.host = "vm";
+  s.started = 1796579458.495027;
+  s.updated = 1796579458.536720;
+  io::RunStatus done = s;
+  done.state = "completed";
+  done.message.clear();
+  done.final_test_accuracy = 0.8565;
+  return {bytes_of(io::run_status_json(s)), bytes_of(io::run_status_json(done))};
+}
+
 const Target kTargets[] = {
     {"json", "kiln::io::parse_json (safetensors headers, metrics.jsonl records) and json_quoted",
      run_json, json_seeds},
@@ -198,6 +239,8 @@ const Target kTargets[] = {
      metrics_trim_seeds},
     {"collective_record", "kiln::train::parse_rank_trace and the analysis of `kiln collectives`",
      run_collective_record, collective_record_seeds},
+    {"run_status", "kiln::io::read_run_status (status.json: `kiln runs`, the --nproc supervisor)", run_run_status,
+     run_status_seeds},
 };
 
 }  // namespace

@@ -320,8 +320,17 @@ BOOST_AUTO_TEST_CASE(run_status_round_trips_and_a_foreign_file_reads_as_none) {
   kiln::io::write_run_status(dir.path, s);
   BOOST_TEST(!kiln::io::read_run_status(dir.path)->final_test_accuracy.has_value());
 
-  for (const char* foreign : {"", "[]", "{\"state\": 3}", "{\"state\": \"running\"}", "{\"state\": \"running\", "}) {
+  std::string huge = kiln::io::run_status_json(s);  // a hand-edited count no integer holds
+  huge.replace(huge.find("\"epoch\": 2"), 10, "\"epoch\": 1e300");
+  std::string negative = kiln::io::run_status_json(s);
+  negative.replace(negative.find("\"step\": 1874"), 12, "\"step\": -1");
+  for (const std::string& foreign : {std::string(), std::string("[]"), std::string("{\"state\": 3}"),
+                                     std::string("{\"state\": \"running\"}"), std::string("{\"state\": \"running\", "),
+                                     huge, negative}) {
     std::ofstream(dir.path / "status.json") << foreign;
     BOOST_TEST(!kiln::io::read_run_status(dir.path).has_value(), foreign);
   }
+  // The same file with a plain count reads back: only the count made the two above foreign.
+  std::ofstream(dir.path / "status.json") << kiln::io::run_status_json(s);
+  BOOST_TEST(kiln::io::read_run_status(dir.path).has_value());
 }
