@@ -175,6 +175,35 @@ BOOST_AUTO_TEST_CASE(eval_every_few_epochs_evaluates_those_the_last_and_the_one_
   BOOST_TEST(!fs::exists(cwd / "none"));
 }
 
+// The plateau schedule and keep_best on an eval metric read it only after evaluated epochs: with
+// eval_every_epochs = 2 the readings come after epochs 2, 4 and 6, so patience 1 lowers the rate
+// after epoch 4 (the reading after 2 sets the best, the one after 4 fails to beat it by the
+// margin); keep_best is offered those epochs only, so its checkpoint is one of 2, 4, 6. Reading an
+// eval metric after an epoch without evaluation would stop the run with an error instead.
+BOOST_AUTO_TEST_CASE(the_plateau_and_keep_best_read_eval_metrics_only_after_evaluated_epochs) {
+  const fs::path cwd = workdir("plateau-eval-every");
+  const fs::path cfg = config(cwd, "[data.eval]\ntype = \"synthetic\"\nshape = [8]\nclasses = 3\ncount = 16\nseed = 7\n\n"
+                                   "[checkpoint]\nkeep_best = \"eval_loss\"\n\n"
+                                   "[schedule]\ntype = \"plateau\"\nmetric = \"eval_loss\"\npatience = 1\n"
+                                   "factor = 0.5\nmin_delta = 100\n");
+  const fs::path run = cwd / "run";
+  const auto r = run_kiln(cwd, {"train", "--config", cfg.string(), "--run-dir", run.string(), "--set", "run.epochs=6",
+                                "--set", "run.eval_every_epochs=2", "--set", "optimizer.lr=0.01"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  const std::vector<double> rates = train_rates(slurp(run / "metrics.jsonl"));
+  const std::vector<double> want = {0.01, 0.01, 0.01, 0.01, 0.005, 0.005};
+  BOOST_TEST(rates == want, boost::test_tools::per_element());
+  BOOST_TEST(r.err.find("epoch 4: lr 0.01 -> 0.005: eval_loss (min) has not improved by more than 100 for 1 epoch") !=
+                 std::string::npos,
+             r.err);
+  // keep_best offered only evaluated epochs: its checkpoint records one of 2, 4, 6.
+  const std::string best = slurp(run / "checkpoints" / "best" / "model.safetensors");
+  const auto at = best.find("\"best.epoch\":\"");
+  BOOST_TEST_REQUIRE(at != std::string::npos);
+  const char epoch = best[at + 14];
+  BOOST_TEST((epoch == '2' || epoch == '4' || epoch == '6'), "best.epoch " << epoch);
+}
+
 BOOST_AUTO_TEST_CASE(resuming_a_finished_run_trains_nothing_and_says_so) {
   const fs::path cwd = workdir("finished");
   const fs::path cfg = config(cwd, "[data.eval]\ntype = \"synthetic\"\nshape = [8]\nclasses = 3\ncount = 16\nseed = 7\n");
