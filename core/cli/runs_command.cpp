@@ -29,7 +29,7 @@ constexpr std::string_view kNoStatus = "no status.json (a run from before it, or
 struct RunRow {
   fs::path dir;
   std::optional<io::RunStatus> status;
-  std::string state;  ///< status.state, "running?" for a process gone, "-" without a status.json
+  std::string state;  ///< status.state, "ended?" for a running one whose process is gone, "-" without a status.json
   std::string model, data;
   double when = 0;  ///< status.updated, else the directory's modification time (Unix seconds)
 };

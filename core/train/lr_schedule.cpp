@@ -2,6 +2,7 @@
 #include "kiln/train/lr_schedule.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -68,8 +69,7 @@ LrSchedule::Kind kind_of(const std::string& type) {
   const auto types = schedule_types();
   const auto it = std::find(types.begin(), types.end(), type);
   if (it == types.end()) {
-    throw ConfigError(
-        fmt::format("schedule.type = '{}' is not one of constant, cosine, step, plateau, polynomial", type));
+    throw ConfigError(fmt::format("schedule.type = '{}' is not one of {}", type, fmt::join(types, ", ")));
   }
   return static_cast<LrSchedule::Kind>(it - types.begin());
 }

@@ -1,10 +1,8 @@
+// Settings a run is too short for (see the header).
 #include "kiln/train/run_length_warnings.hpp"
 
 #include <fmt/format.h>
-
 #include <fmt/ranges.h>
-
-#include <algorithm>
 
 namespace kiln::train {
 namespace {
@@ -59,34 +57,30 @@ std::vector<std::string> run_length_warnings(const CoreTables& core, std::int64_
                                 milestones_text(late), epochs_text));
     }
   }
+  // A patience rule of `table` watching `metric` that this run cannot outlast: "<setting>: <rule>
+  // after epoch N at the earliest[ (its eval_loss is read every 3 epochs: ...)], <outcome>".
   const std::int64_t eval_every = core.run.get_int("eval_every_epochs");
-  // "", or " (its eval_loss is read every 3 epochs: run.eval_every_epochs)"
-  const auto reading = [&](const std::string& metric) {
-    return metric.starts_with("eval_") && eval_every > 1
-               ? fmt::format(" (its {} is read every {} epochs: run.eval_every_epochs)", metric, eval_every)
-               : std::string();
+  const auto patience_rule = [&](const ParamMap& table, const std::string& metric, std::string_view rule,
+                                 const std::string& outcome) {
+    const std::int64_t patience = table.get_int("patience");
+    const std::int64_t earliest = earliest_action(patience, metric, eval_every);
+    if (epochs > earliest) return;
+    const std::string reading =
+        metric.starts_with("eval_") && eval_every > 1
+            ? fmt::format(" (its {} is read every {} epochs: run.eval_every_epochs)", metric, eval_every)
+            : std::string();
+    out.push_back(fmt::format("{}: {} after epoch {} at the earliest{}, {}",
+                              setting(table, "patience", std::to_string(patience)), rule, earliest, reading, outcome));
   };
   if (core.schedule_type == "plateau") {
-    const std::int64_t patience = schedule.get_int("patience");
-    const std::string metric = schedule.get_string("metric");
-    const std::int64_t earliest = earliest_action(patience, metric, eval_every);
-    if (epochs <= earliest) {
-      out.push_back(fmt::format("{}: the plateau rule lowers the rate after epoch {} at the earliest{}, which leaves "
-                                "no epoch of this run ({}) to train at the lower rate; the rate stays at optimizer.lr",
-                                setting(schedule, "patience", std::to_string(patience)), earliest, reading(metric),
-                                epochs_text));
-    }
+    patience_rule(schedule, schedule.get_string("metric"), "the plateau rule lowers the rate",
+                  fmt::format("which leaves no epoch of this run ({}) to train at the lower rate; the rate stays at "
+                              "optimizer.lr",
+                              epochs_text));
   }
-  const ParamMap& early_stop = core.early_stop;
-  if (const std::string metric = early_stop.get_string("metric"); !metric.empty()) {
-    const std::int64_t patience = early_stop.get_int("patience");
-    const std::int64_t earliest = earliest_action(patience, metric, eval_every);
-    if (epochs <= earliest) {
-      out.push_back(fmt::format("{}: early stopping ends a run after epoch {} at the earliest{}, and this one ({}) "
-                                "ends by then anyway, so it never stops early",
-                                setting(early_stop, "patience", std::to_string(patience)), earliest, reading(metric),
-                                epochs_text));
-    }
+  if (const std::string metric = core.early_stop.get_string("metric"); !metric.empty()) {
+    patience_rule(core.early_stop, metric, "early stopping ends a run",
+                  fmt::format("and this one ({}) ends by then anyway, so it never stops early", epochs_text));
   }
   const std::int64_t every = core.log.get_int("histograms_every_epochs");
   if (every > epochs) {

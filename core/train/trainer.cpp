@@ -538,9 +538,9 @@ struct Trainer::Impl {
     r.steps_per_epoch = accumulation->updates_per_epoch();
     r.epoch = start_epoch + 1;
     r.epochs_left = std::max<std::int64_t>(0, opt.epochs - start_epoch);
-    r.evals_left = 0;  // every eval_every_epochs-th epoch and the last (an early stop cannot be foreseen)
+    r.evals_left = 0;  // an early stop cannot be foreseen
     for (std::int64_t e = start_epoch; e < opt.epochs; ++e) {
-      if (e + 1 == opt.epochs || (e + 1) % opt.eval_every_epochs == 0) ++r.evals_left;
+      if (evaluates_after(e)) ++r.evals_left;
     }
     r.train_loss = st.totals.loss();
     if (eval_loader) {
@@ -591,6 +591,12 @@ struct Trainer::Impl {
     return {};
   }
 
+  /// run.eval_every_epochs: whether epoch `epoch` (0-based) ends with an evaluation, early stops
+  /// aside (the epoch one ends the run with is evaluated too).
+  bool evaluates_after(std::int64_t epoch) const {
+    return epoch + 1 == opt.epochs || (epoch + 1) % opt.eval_every_epochs == 0;
+  }
+
   TrainResult run() {
     TrainResult result;
     if (opt.dry_run_steps > 0) {
@@ -620,7 +626,7 @@ struct Trainer::Impl {
       // Early stopping on a training metric decides before the evaluation, so that the epoch a
       // run stops after is evaluated whatever eval_every_epochs says (its "final test accuracy").
       bool stop = early_stop && !early_stop->metric().needs_eval() && early_stop->update(epoch, watched);
-      const bool evaluated = last || stop || (epoch + 1) % opt.eval_every_epochs == 0;
+      const bool evaluated = stop || evaluates_after(epoch);
       if (eval_loader && evaluated) {
         const SplitTotals ev = evaluate_and_record(epoch, EvalOf::model, lr, line);
         result.final_eval_loss = ev.loss();

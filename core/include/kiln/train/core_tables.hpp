@@ -28,7 +28,7 @@ struct CoreTables {
   ParamMap run, loader, loss, log, dist, checkpoint, early_stop, ema;
   std::string optimizer_type;  ///< "sgd", "adam" (the default) or "adamw"
   ParamMap optimizer;
-  std::string schedule_type;  ///< "constant" (the default), "cosine", "step" or "plateau"
+  std::string schedule_type;  ///< "constant" (the default), "cosine", "step", "plateau" or "polynomial"
   ParamMap schedule;
 };
 
