@@ -6,7 +6,9 @@
 #   4. sshd accepts the given key, refuses another key, and offers no password login;
 #   5. the sample notebook (samples/start-here.ipynb) runs from top to bottom, over SSH;
 #   6. the out-of-tree plugin samples/03 builds inside against the installed SDK, passes
-#      `kiln plugins test`, is found in ~/.local/lib/kiln/plugins (kiln's per-user folder) and trains.
+#      `kiln plugins test`, is found in ~/.local/lib/kiln/plugins (kiln's per-user folder, made
+#      group-writable as a umask of 002 makes it: the user's private group passes the trust rule)
+#      and trains.
 # Needs root on Debian: installs podman, runc and debootstrap (apt), makes a Debian bookworm
 # minbase image with debootstrap from the mirror apt uses here and imports it with podman (kept
 # as localhost/kiln-debian-base:bookworm and reused by later runs), then builds with
@@ -235,7 +237,11 @@ podman exec "$container" bash -euo pipefail -c '
   kiln plugins test /tmp/logreg-build/libkiln-model-logreg.so
   # Found through kiln'"'"'s own per-user folder: the image sets no KILN_PLUGIN_PATH.
   [[ -z ${KILN_PLUGIN_PATH:-} ]] || { echo "the image sets KILN_PLUGIN_PATH=$KILN_PLUGIN_PATH"; exit 1; }
-  mkdir -p ~/.local/lib/kiln/plugins && cp /tmp/logreg-build/libkiln-model-logreg.so ~/.local/lib/kiln/plugins/
+  # Made as Ubuntu'"'"'s umask 002 makes it: group-writable by the user'"'"'s own group (kiln, gid 1000,
+  # no other member), which the trust rule accepts.
+  (umask 002 && mkdir -p ~/.local/lib/kiln/plugins)
+  [[ $(stat -c %a ~/.local/lib/kiln/plugins) == 775 ]] || { echo "umask 002 did not make the folder 775"; exit 1; }
+  cp /tmp/logreg-build/libkiln-model-logreg.so ~/.local/lib/kiln/plugins/
   kiln plugins check ~/.local/lib/kiln/plugins/libkiln-model-logreg.so | grep -F "Found by a run  yes: "
   kiln plugins show logreg
   sed "/^hidden\|^activation\|^dropout/d" samples/fashion-mnist-mlp.toml > /tmp/logreg.toml
@@ -244,7 +250,7 @@ podman exec "$container" bash -euo pipefail -c '
   || fail "the out-of-tree plugin did not build, load, pass kiln plugins test or train inside the container"
 accuracy=$(final_test_accuracy "$runs/logreg")
 at_least "$accuracy" "$min_plugin_accuracy" || fail "logreg reached test accuracy $accuracy after 1 epoch, below $min_plugin_accuracy"
-ok "samples/03 builds against the installed SDK, passes kiln plugins test, is found in ~/.local/lib/kiln/plugins without --plugin-path and trains (1 epoch: test accuracy $accuracy)"
+ok "samples/03 builds against the installed SDK, passes kiln plugins test, is found in ~/.local/lib/kiln/plugins (made with umask 002) without --plugin-path and trains (1 epoch: test accuracy $accuracy)"
 
 echo
 echo "test-container: all $passed checks passed in $SECONDS s (the image build took $build_seconds s of it${from_build:+; Kiln from $from_build, not compiled in the image})"

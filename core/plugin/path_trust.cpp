@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kiln/errors.hpp"
+#include "private_group.hpp"
 
 namespace kiln::plugin {
 namespace {
@@ -73,8 +74,10 @@ std::string distrust(const fs::path& component, const struct stat& st, std::stri
     return "is world-writable";
   }
   if ((st.st_mode & S_IWGRP) && !sticky_root_dir) {
+    const std::string shared = why_group_is_shared(st.st_gid, st.st_uid);
+    if (shared.empty()) return "";  // a user-private group: its one member is the owner
     fix = fmt::format("`chmod g-w {}`", component.string());
-    return "is group-writable";
+    return fmt::format("is group-writable and {}", shared);
   }
   return "";
 }

@@ -3,7 +3,9 @@
 // apply: every directory on the way to the file, and the file, must be
 //   - owned by root or by the effective user, and
 //   - not writable by group or others, unless it is a directory with the sticky bit owned by
-//     root (like /tmp: others may add entries but not rename or replace ours).
+//     root (like /tmp: others may add entries but not rename or replace ours), or only
+//     group-writable and its group is the owner's private group (private_group.hpp: the umask
+//     002 of Ubuntu users makes every folder so, and no one else is in the group).
 // Both the path as written (each symlink's directory) and the path it resolves to are checked.
 // One exception: a directory that also contains the running executable is accepted whatever
 // its owner and mode, since whoever can change it could already replace kiln itself; this keeps

@@ -1,17 +1,24 @@
 // Plugin trust: the whole written and resolved path is checked (owner root or the user, no group
-// or other write except root's sticky directories), relative KILN_PLUGIN_PATH entries are
-// refused, symlink loops get a clear reason, a library whose initialisation ends the process is
-// refused without ending this one, and a lookup after index() loads only what it needs.
+// or other write except root's sticky directories and the owner's private group), relative
+// KILN_PLUGIN_PATH entries are refused, symlink loops get a clear reason, a library whose
+// initialisation ends the process is refused without ending this one, and a lookup after index()
+// loads only what it needs.
 #define KILN_TEST_MODULE plugin_trust
 #include "kiln_test_main.hpp"
 
+#include <grp.h>
+#include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <vector>
 
 #include "kiln/errors.hpp"
 #include "kiln/plugin/registry.hpp"
+#include "plugin/private_group.hpp"
 #include "test_helpers.hpp"
 
 namespace fs = std::filesystem;
@@ -33,6 +40,29 @@ fs::path plugin_dir_with_copy(const fs::path& dir, const std::string& file = "li
   return dir;
 }
 
+/// A group the directory may be given whose write access reaches beyond the user: for root any
+/// other account's primary group, for anyone else a supplementary group; none if there is none.
+std::optional<gid_t> group_that_is_not_ours_alone() {
+  if (::geteuid() == 0) {
+    std::optional<gid_t> found;
+    ::setpwent();
+    while (const ::passwd* pw = ::getpwent()) {
+      if (pw->pw_gid != ::getegid()) {
+        found = pw->pw_gid;
+        break;
+      }
+    }
+    ::endpwent();
+    return found;
+  }
+  std::vector<gid_t> groups(static_cast<std::size_t>(std::max(::getgroups(0, nullptr), 0)));
+  groups.resize(static_cast<std::size_t>(std::max(::getgroups(static_cast<int>(groups.size()), groups.data()), 0)));
+  for (const gid_t gid : groups) {
+    if (gid != ::getegid()) return gid;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(trusted_directory_under_tmp_is_accepted) {
@@ -46,12 +76,65 @@ BOOST_AUTO_TEST_CASE(trusted_directory_under_tmp_is_accepted) {
 }
 
 BOOST_AUTO_TEST_CASE(group_writable_directory_is_refused) {
+  const auto shared = group_that_is_not_ours_alone();
+  if (!shared) {
+    BOOST_TEST_MESSAGE("skipped: no group other than the user's primary one to give the directory to");
+    return;
+  }
   TempDir tmp;
   const auto dir = plugin_dir_with_copy(tmp.path() / "plugins");
+  BOOST_REQUIRE(::chown(dir.c_str(), static_cast<uid_t>(-1), *shared) == 0);
   fs::permissions(dir, fs::perms::group_write, fs::perm_options::add);
+  const ::passwd* me = ::getpwuid(::geteuid());
+  BOOST_REQUIRE(me != nullptr);
   BOOST_TEST(only_failure(scanned({dir}), dir) ==
-             "plugin directory " + dir.string() + " is group-writable, so someone other than you or root could plant "
-             "code in it; refusing to load plugins from it (fix with `chmod g-w " + dir.string() + "`)");
+             "plugin directory " + dir.string() + " is group-writable and its group, " + ::getgrgid(*shared)->gr_name +
+                 " (gid " + std::to_string(*shared) + "), is not the primary group of its owner " + me->pw_name +
+                 " (uid " + std::to_string(::geteuid()) + "), so someone other than you or root could plant code in "
+                 "it; refusing to load plugins from it (fix with `chmod g-w " + dir.string() + "`)");
+}
+
+BOOST_AUTO_TEST_CASE(group_writable_directories_of_a_private_group_are_accepted) {
+  // Ubuntu's umask 002 makes every folder a user creates group-writable by the user's own
+  // group, whose only member is the user: write access for it grants no one else anything.
+  if (!kiln::plugin::why_group_is_shared(::getegid(), ::geteuid()).empty()) {
+    BOOST_TEST_MESSAGE("skipped: this user's primary group has other members");
+    return;
+  }
+  TempDir tmp;
+  const fs::path parent = tmp.path() / "mine";
+  const auto dir = plugin_dir_with_copy(parent / "plugins");
+  BOOST_REQUIRE(::chown(parent.c_str(), static_cast<uid_t>(-1), ::getegid()) == 0);
+  BOOST_REQUIRE(::chown(dir.c_str(), static_cast<uid_t>(-1), ::getegid()) == 0);
+  fs::permissions(parent, fs::perms::group_write, fs::perm_options::add);
+  fs::permissions(dir, fs::perms::group_write, fs::perm_options::add);
+  auto registry = scanned({dir});
+  BOOST_TEST(registry.failures().empty());
+  BOOST_TEST(registry.plugins().size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_group_is_private_only_when_named_for_its_one_member) {
+  using kiln::plugin::Account;
+  using kiln::plugin::Group;
+  using kiln::plugin::why_group_is_shared;
+  const Account ann{"ann", 1000, 1000};
+  const Account bob{"bob", 1001, 100};
+  const std::vector<Account> accounts{{"root", 0, 0}, ann, bob};
+  // Debian's adduser: group ann (gid 1000), primary group of ann alone, no listed members.
+  BOOST_TEST(why_group_is_shared(Group{"ann", 1000, {}}, ann, accounts) == "");
+  BOOST_TEST(why_group_is_shared(Group{"ann", 1000, {"ann"}}, ann, accounts) == "");
+  // A shared group: bob's primary group "users", or one that lists someone else.
+  BOOST_TEST(why_group_is_shared(Group{"users", 100, {}}, bob, accounts) == "is not named after its owner bob (uid 1001)");
+  BOOST_TEST(why_group_is_shared(Group{"ann", 1000, {"ann", "bob"}}, ann, accounts) == "lists bob as a member");
+  std::vector<Account> with_guest = accounts;
+  with_guest.push_back({"guest", 1002, 1000});
+  BOOST_TEST(why_group_is_shared(Group{"ann", 1000, {}}, ann, with_guest) ==
+             "is also the primary group of guest (uid 1002)");
+  // A group ann is only a member of (a supplementary one, or a setgid program's with no one).
+  BOOST_TEST(why_group_is_shared(Group{"users", 100, {"ann"}}, ann, accounts) ==
+             "is not the primary group of its owner ann (uid 1000)");
+  BOOST_TEST(why_group_is_shared(Group{"games", 60, {}}, ann, accounts) ==
+             "is not the primary group of its owner ann (uid 1000)");
 }
 
 BOOST_AUTO_TEST_CASE(directory_inside_a_world_writable_parent_is_refused) {
