@@ -22,6 +22,7 @@
 #include "kiln/errors.hpp"
 #include "kiln/io/atomic_file.hpp"
 #include "kiln/io/run_dir.hpp"
+#include "kiln/io/run_dir_claim.hpp"
 #include "kiln/io/run_dir_rollback.hpp"
 #include "kiln/io/run_status.hpp"
 #include "kiln/io/stop_signal_deferral.hpp"
@@ -264,9 +265,29 @@ RunOutcome run_training(const TrainCommand& command) {
     saved = inspect_checkpoint(resume_from);
   }
 
-  // ---- 2. where the run will go: chosen and checked, not created (see step 5) ----
+  // ---- 2. where the run will go: claimed by rank 0 (run_dir_claim.hpp) ----
+  // Made and locked now, before the plugins see its path, so that two starts never share it (a
+  // sweep started in parallel, a second --resume while the first runs). A failed start removes
+  // what it made (run_dir_rollback.hpp); the rollback is taken under the lock, so it never
+  // counts another run's files as this start's. SIGTERM/SIGINT wait from step 5 until the start
+  // is committed or rolled back (declared first, so it ends after the rollback): under --nproc a
+  // peer's failure makes the supervisor stop rank 0 at once.
   RunOutcome outcome;
-  outcome.run_dir = ranks.rank == 0 ? io::plan_run_dir(requested, dir_mode) : std::filesystem::path(requested);
+  std::optional<io::StopSignalDeferral> stop_signals_held;
+  std::optional<io::RunDirClaim> claim;  // released after the rollback below, which runs under it
+  std::optional<io::RunDirRollback> rollback;
+  if (ranks.rank == 0) {
+    claim.emplace(io::RunDirClaim::take(requested, dir_mode));
+    outcome.run_dir = claim->dir();
+    rollback.emplace(outcome.run_dir, claim->created());
+    if (!claim->unlocked_reason().empty()) {
+      log::get("kiln")->warn("run directory {} cannot be locked ({}): another kiln train started in it would not be "
+                             "refused",
+                             outcome.run_dir.string(), claim->unlocked_reason());
+    }
+  } else {
+    outcome.run_dir = requested;
+  }
   if (resume == "auto") {
     // The newest checkpoint may be the one the crash damaged: fall back to the newest intact one
     // (latest_intact_checkpoint warns about each one it skips, naming it and why).
@@ -286,8 +307,8 @@ RunOutcome run_training(const TrainCommand& command) {
 
   // ---- 3. plugins, and every check between them ----
   // Each object is wrapped so that whatever its methods throw names the plugin, its library and
-  // the method (kiln/plugin/guarded.hpp). Factories run while the run directory does not exist
-  // yet (PluginArgs::run_dir documents it): a rejected parameter leaves nothing behind.
+  // the method (kiln/plugin/guarded.hpp). Factories run before anything is written into the run
+  // directory (PluginArgs::run_dir documents it): a rejected parameter leaves nothing behind.
   auto args_for = [&](const PluginChoice& c) {
     PluginArgs a;
     a.params = &c.params;
@@ -462,16 +483,11 @@ RunOutcome run_training(const TrainCommand& command) {
   cc.timeout = timeout;
   parts.comm->connect(cc);
 
-  // ---- 5. the run directory (rank 0 creates it; others use the same path), config, logs ----
+  // ---- 5. the run directory's contents (rank 0 writes them; others use the same path), config, logs ----
   // What still can fail from here until training starts needs the directory (the metrics file,
   // the trainer that writes it); a failure removes what this start wrote (run_dir_rollback.hpp).
-  // SIGTERM/SIGINT wait until the start is committed or rolled back (declared first, so it ends
-  // after the rollback): under --nproc a peer's failure makes the supervisor stop rank 0 at once.
-  std::optional<io::StopSignalDeferral> stop_signals_held;
-  std::optional<io::RunDirRollback> rollback;
   if (ranks.rank == 0) {
     stop_signals_held.emplace();
-    rollback.emplace(outcome.run_dir);
     io::create_run_dir(outcome.run_dir);
     // A resumed run keeps the original config.toml and records its own next to it.
     std::filesystem::path config_file = outcome.run_dir / "config.toml";

@@ -7,7 +7,8 @@
 // be watched where the run counts it (more than 5 classes), and watching it elsewhere is refused
 // naming the key, with nothing left behind. The plateau schedule lowers the rate the epoch after
 // its metric stalls, says so, and a run resumed from a checkpoint after a reduction trains on at
-// the lowered rate, to the uninterrupted run's weights.
+// the lowered rate, to the uninterrupted run's weights. Runs started together never share a run
+// directory, and a start in one a run holds is refused.
 #define KILN_TEST_MODULE test_train_features_cli
 #include "kiln_test_main.hpp"
 
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -302,6 +304,55 @@ BOOST_AUTO_TEST_CASE(status_json_says_how_a_run_ended) {
   const auto json = run_kiln(cwd, {"runs", cwd.string(), "--json"});
   BOOST_TEST(json.out.starts_with("[{\"run_dir\": "), json.out);
   BOOST_TEST(json.out.find("\"state\": \"ended?\"") != std::string::npos, json.out);
+}
+
+// Two starts never share a run directory: three runs of a sweep started together with the
+// default folder get three (each with its own config), and a second start in a folder a run
+// holds is refused naming it, before it writes anything, while the first trains on.
+BOOST_AUTO_TEST_CASE(runs_started_together_get_their_own_directories_and_a_held_one_is_refused) {
+  const fs::path cwd = workdir("claims");
+  const fs::path cfg = config(cwd, "");
+  const std::string kiln = std::string(KILN_BINARY_DIR) + "/bin/kiln";
+  std::string sweep = fmt::format("cd {} || exit 1; ", cwd.string());
+  for (const char* lr : {"0.001", "0.002", "0.003"}) {
+    sweep += fmt::format("env -u KILN_PLUGIN_PATH {} train --config {} --set optimizer.lr={} >lr{}.out 2>&1 & pids=\"$pids $!\"; ",
+                         kiln, cfg.string(), lr, lr);
+  }
+  sweep += "fail=0; for pid in $pids; do wait $pid || fail=1; done; exit $fail";
+  std::ofstream(cwd / "sweep.sh") << sweep << "\n";
+  BOOST_TEST_REQUIRE(std::system(("bash " + (cwd / "sweep.sh").string()).c_str()) == 0);
+  std::multiset<long> rates;  // in thousandths: config.toml writes 0.003 as 0.0030000000000000001
+  for (const auto& run : fs::directory_iterator(cwd / "runs")) {
+    const std::string config_toml = slurp(run.path() / "config.toml");
+    const auto at = config_toml.find("\nlr = ");
+    BOOST_TEST_REQUIRE(at != std::string::npos, config_toml);
+    rates.insert(std::lround(std::stod(config_toml.substr(at + 6)) * 1000));
+    BOOST_TEST(count_of(slurp(run.path() / "metrics.jsonl"), "\"split\": \"train\"") == 3u);
+  }
+  BOOST_TEST((rates == std::multiset<long>{1, 2, 3}));
+
+  const fs::path held = cwd / "held";
+  const std::string script = fmt::format(
+      "cd {cwd} || exit 1; env -u KILN_PLUGIN_PATH {kiln} train --config {cfg} --run-dir {run} --set run.epochs=1000000 "
+      ">{run}.out 2>{run}.err & pid=$!; "
+      "for i in $(seq 1200); do grep -qs '\"epoch\": [1-9]' {run}/status.json && break; sleep 0.05; done; "
+      "env -u KILN_PLUGIN_PATH {kiln} train --config {cfg} --run-dir {run} --resume auto >second.out 2>second.err; "
+      "echo $? > second.rc; kill -0 $pid && echo alive > first.alive; "
+      "kill -TERM $pid; for i in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.05; done; "
+      "kill -KILL $pid 2>/dev/null; wait $pid; echo $? > {run}.rc",
+      fmt::arg("cwd", cwd.string()), fmt::arg("kiln", kiln), fmt::arg("cfg", cfg.string()),
+      fmt::arg("run", held.string()));
+  std::ofstream(cwd / "held.sh") << script << "\n";
+  BOOST_TEST_REQUIRE(std::system(("bash " + (cwd / "held.sh").string()).c_str()) == 0);
+  BOOST_TEST(slurp(cwd / "second.rc") == "1\n");
+  BOOST_TEST(slurp(cwd / "first.alive") == "alive\n");  // refused while it ran, and it ran on
+  const std::string err = slurp(cwd / "second.err");
+  BOOST_TEST(err.find("kiln: error: run directory " + held.string() + " is in use by another kiln train (pid ") !=
+                 std::string::npos,
+             err);
+  BOOST_TEST(err.find("its status.json says running, ") != std::string::npos, err);
+  BOOST_TEST(!fs::exists(held / "config.resume-1.toml"));  // the second start wrote nothing
+  BOOST_TEST(slurp(fs::path(held.string() + ".rc")) == "143\n");  // the holder ended by the SIGTERM, as usual
 }
 
 BOOST_AUTO_TEST_CASE(early_stopping_on_the_top5_accuracy_reads_it_each_epoch) {

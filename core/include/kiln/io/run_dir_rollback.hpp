@@ -11,15 +11,21 @@
 
 #include <filesystem>
 #include <set>
+#include <vector>
 
 namespace kiln::io {
 
 class RunDirRollback {
  public:
   /// Records what exists at and under `dir` now, before anything of the run is written.
-  explicit RunDirRollback(const std::filesystem::path& dir);
+  /// `created`: the folders this start already made for it (RunDirClaim::created(), outermost
+  /// first, `dir` last when it is new). Without it, a `dir` that does not exist yet and its
+  /// missing parents are taken to be the start's to make.
+  explicit RunDirRollback(const std::filesystem::path& dir, std::vector<std::filesystem::path> created = {});
   /// Unless commit() was called: removes every file and folder created at or under `dir` since
-  /// construction (with the folders above it that did not exist either). Never throws.
+  /// construction, or `dir` whole where the start made it; then the folders above it that the
+  /// start made, where they are empty (another run may have been put beside this one meanwhile:
+  /// two starts share a new runs/). Never throws.
   ~RunDirRollback();
   RunDirRollback(const RunDirRollback&) = delete;
   RunDirRollback& operator=(const RunDirRollback&) = delete;
@@ -29,8 +35,9 @@ class RunDirRollback {
 
  private:
   std::filesystem::path dir_;
-  std::filesystem::path created_top_;        // highest missing folder on the way to dir_, if any
-  std::set<std::filesystem::path> existing_;  // entries under dir_ at construction
+  std::vector<std::filesystem::path> created_;  // folders the start made, outermost first (absolute)
+  bool dir_is_new_ = false;                     // dir_ is the last of created_
+  std::set<std::filesystem::path> existing_;    // entries under dir_ at construction, when it is not new
   bool committed_ = false;
 };
 
