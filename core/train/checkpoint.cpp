@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <optional>
 #include <set>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kiln/crash/crash_context.hpp"
@@ -36,6 +39,30 @@ constexpr kiln_param_spec_v1 kCheckpointSchema[] = {
 };
 
 constexpr const char* kPrefix = "epoch-";
+
+/// (epochs done, global step or 0) of a checkpoint folder named by checkpoint_name(), nullopt for
+/// any other name. The numbers order checkpoints: as text "epoch-10000" would sort before
+/// "epoch-2500" (the names pad to 4 and 8 digits, and runs go past both).
+std::optional<std::pair<std::int64_t, std::int64_t>> checkpoint_position(const std::string& name) {
+  const auto digits = [](std::string_view text, std::int64_t& value) {
+    if (text.empty() || text.size() > 18) return false;
+    value = 0;
+    for (const char c : text) {
+      if (c < '0' || c > '9') return false;
+      value = value * 10 + (c - '0');
+    }
+    return true;
+  };
+  std::string_view rest(name);
+  if (!rest.starts_with(kPrefix)) return std::nullopt;
+  rest.remove_prefix(std::string_view(kPrefix).size());
+  const std::size_t step_at = rest.find("-step-");
+  std::int64_t epochs = 0, step = 0;
+  if (!digits(rest.substr(0, step_at), epochs)) return std::nullopt;
+  if (step_at != std::string_view::npos && !digits(rest.substr(step_at + 6), step)) return std::nullopt;
+  return std::make_pair(epochs, step);
+}
+
 
 /// Host copies of device tensors, kept alive while the records point at them.
 struct HostCopies {
@@ -229,27 +256,35 @@ void save_checkpoint(const fs::path& dir, std::int64_t keep, Backend& backend, C
   save_checkpoint_to(written, backend, comm, model, optimizer, precision, state, ema);
   crash::set_last_checkpoint(written.string());  // every rank: all have passed the barrier after the rename
   if (comm.rank() == 0) {
-    // Prune: keep the newest `keep` complete checkpoints (names sort in the order written).
+    // Prune: keep the newest `keep` checkpoints.
     std::error_code ec;
-    std::vector<fs::path> all;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      if (e.is_directory() && e.path().filename().string().rfind(kPrefix, 0) == 0) all.push_back(e.path());
-    }
-    std::sort(all.begin(), all.end());
+    const std::vector<fs::path> all = checkpoints_oldest_first(dir, false);
     for (std::size_t i = 0; keep > 0 && i + static_cast<std::size_t>(keep) < all.size(); ++i) fs::remove_all(all[i], ec);
   }
 }
 
-std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
+std::vector<fs::path> checkpoints_oldest_first(const fs::path& dir, bool complete_only) {
+  std::vector<std::pair<std::pair<std::int64_t, std::int64_t>, fs::path>> found;
   std::error_code ec;
-  std::optional<fs::path> best;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    if (!e.is_directory() || n.rfind(kPrefix, 0) != 0) continue;
-    if (!fs::exists(e.path() / "model.safetensors") || !fs::exists(e.path() / "trainer.safetensors")) continue;
-    if (!best || n > best->filename().string()) best = e.path();
+    const auto position = checkpoint_position(e.path().filename().string());
+    if (!position || !e.is_directory(ec)) continue;
+    if (complete_only &&
+        (!fs::exists(e.path() / "model.safetensors", ec) || !fs::exists(e.path() / "trainer.safetensors", ec))) {
+      continue;
+    }
+    found.emplace_back(*position, e.path());
   }
-  return best;
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> out;
+  for (auto& [position, path] : found) out.push_back(std::move(path));
+  return out;
+}
+
+std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
+  const std::vector<fs::path> all = checkpoints_oldest_first(dir, true);
+  if (all.empty()) return std::nullopt;
+  return all.back();
 }
 
 namespace {
@@ -296,15 +331,7 @@ std::map<std::string, std::string> checkpoint_metadata(const fs::path& checkpoin
 }
 
 std::optional<IntactCheckpoint> latest_intact_checkpoint(const fs::path& dir) {
-  std::error_code ec;
-  std::vector<fs::path> all;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    if (!e.is_directory() || n.rfind(kPrefix, 0) != 0) continue;
-    if (!fs::exists(e.path() / "model.safetensors") || !fs::exists(e.path() / "trainer.safetensors")) continue;
-    all.push_back(e.path());
-  }
-  std::sort(all.begin(), all.end());
+  const std::vector<fs::path> all = checkpoints_oldest_first(dir, true);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
       return IntactCheckpoint{*it, inspect_checkpoint(*it)};

@@ -187,6 +187,29 @@ BOOST_AUTO_TEST_CASE(only_the_newest_checkpoints_are_kept_and_partials_are_ignor
   fs::remove_all(dir);
 }
 
+BOOST_AUTO_TEST_CASE(checkpoints_order_by_epoch_and_step_past_the_padding) {
+  // As text, "epoch-10000" sorts before "epoch-2500": a run past epoch 9999 had its newest
+  // checkpoints pruned as the oldest, and eval and --resume auto took an old one.
+  const fs::path dir = fresh_dir("order");
+  for (const char* name : {"epoch-10000", "epoch-2500", "epoch-0003-step-00000100", "epoch-0003",
+                           "epoch-10000-step-123456789", "epoch-0003-step-00000099"}) {
+    fs::create_directories(dir / name);
+    std::ofstream(dir / name / "model.safetensors") << "x";
+    std::ofstream(dir / name / "trainer.safetensors") << "x";
+  }
+  fs::create_directories(dir / "epoch-99999");        // incomplete: no files
+  fs::create_directories(dir / "epoch-0004.old");     // not a name Kiln writes: never pruned
+  fs::create_directories(dir / "epoch-0005-step-");   // nor this
+  std::vector<std::string> names;
+  for (const auto& p : kiln::train::checkpoints_oldest_first(dir, true)) names.push_back(p.filename().string());
+  BOOST_TEST(names == (std::vector<std::string>{"epoch-0003", "epoch-0003-step-00000099", "epoch-0003-step-00000100",
+                                                "epoch-2500", "epoch-10000", "epoch-10000-step-123456789"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(kiln::train::checkpoints_oldest_first(dir, false).back().filename() == "epoch-99999");
+  BOOST_TEST(kiln::train::latest_checkpoint(dir)->filename() == "epoch-10000-step-123456789");
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_is_refused_by_name) {
   const fs::path dir = fresh_dir("mismatch");
   (void)train(1, dir / "a", {});

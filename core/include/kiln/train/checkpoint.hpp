@@ -66,8 +66,14 @@ struct TrainerState {
 
 /// The directory name of the rotating checkpoint for `state`: "epoch-0003" at the end of epoch
 /// 3, "epoch-0003-step-00000150" for one written at global step 150 in the middle of epoch 4.
-/// Names sort in the order they were written, which pruning and latest_checkpoint rely on.
+/// The numbers are padded (4 and 8 digits) but not limited: past epoch 9999 text order is not
+/// the order written, so pruning and latest_checkpoint order by checkpoints_oldest_first().
 std::string checkpoint_name(const TrainerState& state);
+
+/// The checkpoint folders in `dir` (named as checkpoint_name() names them; other names are
+/// left out), ordered by epoch and then step, oldest first; with `complete_only` only those
+/// holding model.safetensors and trainer.safetensors.
+std::vector<std::filesystem::path> checkpoints_oldest_first(const std::filesystem::path& dir, bool complete_only);
 
 /// The file of a checkpoint that holds [ema]'s averaged weights (weight_ema.hpp).
 inline constexpr const char* kAveragedModelFile = "model_ema.safetensors";
