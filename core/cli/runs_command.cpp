@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <optional>
+#include <string>
 
 #include "kiln/config/config.hpp"
 #include "kiln/errors.hpp"
@@ -49,6 +51,7 @@ void read_plugins(RunRow& row) {
 /// (SIGKILL, the OOM killer, a crash): shown as "ended?" rather than as running.
 std::string shown_state(const io::RunStatus& s) {
   if (s.state != "running" || s.host != io::host_name() || s.pid <= 0) return s.state;
+  if (s.pid > std::numeric_limits<pid_t>::max()) return "ended?";  // no process has it (a cast would make it another)
   if (::kill(static_cast<pid_t>(s.pid), 0) == 0 || errno == EPERM) return s.state;
   return "ended?";
 }
@@ -60,7 +63,8 @@ double modification_time(const fs::path& p) {
 }
 
 std::string local_time(double unix_seconds) {
-  if (unix_seconds <= 0) return "-";
+  // Up to the year 9999; a hand-edited 1e300 would overflow time_t.
+  if (!(unix_seconds > 0 && unix_seconds < 253402300800.0)) return "-";
   const std::time_t t = static_cast<std::time_t>(unix_seconds);
   std::tm tm{};
   ::localtime_r(&t, &tm);
@@ -71,18 +75,19 @@ std::string local_time(double unix_seconds) {
 
 std::vector<RunRow> find_runs(const fs::path& root) {
   std::vector<RunRow> rows;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(root, ec)) {
-    if (!entry.is_directory(ec) || !fs::is_regular_file(entry.path() / "config.toml", ec)) continue;
+  std::error_code list_error;  // only the listing's own: a folder without config.toml is no error
+  for (fs::directory_iterator it(root, list_error), end; !list_error && it != end; it.increment(list_error)) {
+    std::error_code ec;
+    if (!it->is_directory(ec) || !fs::is_regular_file(it->path() / "config.toml", ec)) continue;
     RunRow row;
-    row.dir = entry.path();
+    row.dir = it->path();
     row.status = io::read_run_status(row.dir);
     row.state = row.status ? shown_state(*row.status) : "-";
     row.when = row.status ? row.status->updated : modification_time(row.dir);
     read_plugins(row);
     rows.push_back(std::move(row));
   }
-  if (ec) throw IoError(fmt::format("cannot list {}: {}", root.string(), ec.message()));
+  if (list_error) throw IoError(fmt::format("cannot list {}: {}", root.string(), list_error.message()));
   // Oldest first, as `ls -tr`: the latest run is the last line, next to the prompt.
   std::sort(rows.begin(), rows.end(), [](const RunRow& a, const RunRow& b) {
     return a.when != b.when ? a.when < b.when : a.dir < b.dir;
@@ -90,27 +95,46 @@ std::vector<RunRow> find_runs(const fs::path& root) {
   return rows;
 }
 
+/// `text` for one table cell: control characters (a newline, a terminal escape in a message)
+/// as spaces, and at most `limit` characters, cut between UTF-8 sequences, never inside one.
+std::string cell_text(std::string text, std::size_t limit = std::string::npos) {
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  if (text.size() > limit) {
+    std::size_t cut = limit - 3;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // a continuation byte
+    text.resize(cut);
+    text.append("...");
+  }
+  return text;
+}
+
+/// Columns a cell takes: one per UTF-8 character (its first byte), not per byte.
+std::size_t display_width(const std::string& text) {
+  return static_cast<std::size_t>(
+      std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
 void print_table(const std::vector<RunRow>& rows, std::ostream& out) {
   std::vector<std::vector<std::string>> cells = {{"RUN", "STATE", "EPOCH", "TEST ACC", "MODEL", "DATA", "UPDATED", "NOTE"}};
   for (const RunRow& r : rows) {
     const io::RunStatus* s = r.status ? &*r.status : nullptr;
-    std::string note = s ? s->message : std::string(kNoStatus);
-    if (note.size() > 100) {
-      note.resize(97);
-      note.append("...");
-    }
-    cells.push_back({r.dir.filename().string(), r.state, s ? fmt::format("{}/{}", s->epoch, s->epochs) : "-",
-                     s && s->final_test_accuracy ? fmt::format("{:.4f}", *s->final_test_accuracy) : "-", r.model,
-                     r.data, local_time(r.when), note});
+    const std::string note = cell_text(s ? s->message : std::string(kNoStatus), 100);
+    cells.push_back({cell_text(r.dir.filename().string()), cell_text(r.state),
+                     s ? fmt::format("{}/{}", s->epoch, s->epochs) : "-",
+                     s && s->final_test_accuracy ? fmt::format("{:.4f}", *s->final_test_accuracy) : "-",
+                     cell_text(r.model), cell_text(r.data), local_time(r.when), note});
   }
   std::vector<std::size_t> width(cells[0].size(), 0);
   for (const auto& row : cells) {
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], display_width(row[c]));
   }
   for (const auto& row : cells) {
     std::string line;
     for (std::size_t c = 0; c < row.size(); ++c) {
-      line += c + 1 == row.size() ? row[c] : fmt::format("{:<{}}  ", row[c], width[c]);
+      line += row[c];
+      if (c + 1 < row.size()) line.append(width[c] - display_width(row[c]) + 2, ' ');
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out << line << "\n";

@@ -76,6 +76,9 @@ std::string RunStatusFile::update_or_say_why(const std::function<void(RunStatus&
 }
 
 std::optional<RunStatus> read_run_status(const std::filesystem::path& run_dir) {
+  // Only a regular file: opening a named pipe put there would wait for a writer forever.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(run_dir / "status.json", ec)) return std::nullopt;
   std::ifstream in(run_dir / "status.json", std::ios::binary);
   if (!in) return std::nullopt;
   std::ostringstream text;

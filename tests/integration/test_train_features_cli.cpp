@@ -13,6 +13,8 @@
 #include "kiln_test_main.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -304,6 +306,54 @@ BOOST_AUTO_TEST_CASE(status_json_says_how_a_run_ended) {
   const auto json = run_kiln(cwd, {"runs", cwd.string(), "--json"});
   BOOST_TEST(json.out.starts_with("[{\"run_dir\": "), json.out);
   BOOST_TEST(json.out.find("\"state\": \"ended?\"") != std::string::npos, json.out);
+}
+
+// `kiln runs` over a folder that holds more than runs: folders without a config.toml and a
+// dangling link are passed over (they ended the listing with "cannot list"), a status.json that is
+// a named pipe reads as none (it hung), and a hand-edited one shows sensibly: a time past any
+// calendar as "-", a pid no process can have as "ended?", a message's newline and terminal
+// escape as spaces, and a long message cut between UTF-8 characters.
+BOOST_AUTO_TEST_CASE(kiln_runs_passes_over_what_is_not_a_run_and_shows_odd_status_files_sensibly) {
+  const fs::path cwd = workdir("odd-runs");
+  const fs::path only_others = cwd / "others";
+  fs::create_directories(only_others / "archive");
+  fs::create_symlink("/nonexistent", only_others / "dangling");
+  auto r = run_kiln(cwd, {"runs", only_others.string()});
+  BOOST_TEST(r.status == 0, r.err);
+  BOOST_TEST(r.out == "no run directories in " + only_others.string() + " (a run directory holds a config.toml)\n",
+             r.out);
+
+  const fs::path runs = cwd / "runs";
+  fs::create_directories(runs / "archive");
+  const fs::path cfg = config(cwd, "");
+  for (const char* name : {"odd", "piped"}) {
+    fs::create_directories(runs / name);
+    fs::copy_file(cfg, runs / name / "config.toml");
+  }
+  char host[256] = {};
+  BOOST_REQUIRE(::gethostname(host, sizeof host - 1) == 0);  // this host: the pid is checked here
+  std::string message = "line1\nline2\x1b[31mRED ";
+  for (int i = 0; i < 60; ++i) message += "\xc3\xa9";  // é
+  std::ofstream(runs / "odd" / "status.json")
+      << "{\"state\": \"running\", \"epoch\": 1, \"epochs\": 3, \"step\": 4, \"message\": \""
+      << "line1\\nline2\\u001b[31mRED " << message.substr(message.size() - 120)
+      << "\", \"final_test_accuracy\": null, \"pid\": 4294967297, \"host\": \"" << host
+      << "\", \"started\": 1e300, \"updated\": 1e300}\n";
+  BOOST_REQUIRE(::mkfifo((runs / "piped" / "status.json").c_str(), 0600) == 0);
+  r = run_kiln(cwd, {"runs", runs.string()});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  std::vector<std::string> lines;
+  std::istringstream rows(r.out);
+  for (std::string line; std::getline(rows, line);) lines.push_back(line);
+  BOOST_TEST_REQUIRE(lines.size() == 3u, r.out);
+  BOOST_TEST(lines[1].starts_with("piped "), r.out);  // no status: ordered by the folder's time, first
+  BOOST_TEST(lines[1].find(" no status.json ") != std::string::npos, r.out);
+  BOOST_TEST(lines[2].starts_with("odd "), r.out);
+  BOOST_TEST(lines[2].find(" ended? ") != std::string::npos, r.out);
+  BOOST_TEST(lines[2].find(" 1/3 ") != std::string::npos, r.out);
+  // UPDATED is "-", padded to the other row's "YYYY-mm-dd HH:MM"; then the note on one line.
+  BOOST_TEST(lines[2].find(" -" + std::string(17, ' ') + "line1 line2 [31mRED ") != std::string::npos, r.out);
+  BOOST_TEST(lines[2].ends_with("\xc3\xa9..."), r.out);  // a whole é before the cut
 }
 
 // Two starts never share a run directory: three runs of a sweep started together with the

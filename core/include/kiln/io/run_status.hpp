@@ -43,7 +43,8 @@ std::string run_status_json(const RunStatus& status);
 /// Writes <run_dir>/status.json atomically, with `updated` set to now. Throws IoError.
 void write_run_status(const std::filesystem::path& run_dir, RunStatus status);
 
-/// Reads <run_dir>/status.json; nullopt when there is none, or it is not one this code wrote.
+/// Reads <run_dir>/status.json; nullopt when there is none, it is not a regular file (a named
+/// pipe would block the read), or it is not one this code wrote.
 std::optional<RunStatus> read_run_status(const std::filesystem::path& run_dir);
 
 /// Rank 0's status.json during a run: each change is made and written under one lock, since the
