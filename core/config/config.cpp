@@ -17,6 +17,7 @@
 
 #include "config_impl.hpp"
 #include "kiln/errors.hpp"
+#include "kiln/io/file_kind.hpp"
 #include "paths.hpp"
 #include "values.hpp"
 
@@ -196,12 +197,7 @@ Config::~Config() = default;
 Config Config::load(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
   // Opening a FIFO blocks until something writes to it, and a device such as /dev/zero never
   // ends: only a regular file (or a link to one) is read.
-  std::error_code ec;
-  const auto status = std::filesystem::status(file, ec);
-  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
-    const char* kind = std::filesystem::is_directory(status) ? "a directory"
-                       : status.type() == std::filesystem::file_type::fifo ? "a FIFO (named pipe)"
-                                                                            : "not a regular file";
+  if (const std::string kind = io::not_a_regular_file(file); !kind.empty()) {
     throw IoError(fmt::format("config file '{}' is {}; give the path of a TOML file", file.string(), kind));
   }
   std::ifstream in(file, std::ios::binary);

@@ -6,12 +6,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <set>
 
 #include "kiln/errors.hpp"
 #include "kiln/io/atomic_file.hpp"
+#include "kiln/io/file_kind.hpp"
 #include "kiln/io/json.hpp"
 #include "kiln/sdk/checked_size.hpp"
 #include "kiln/sdk/crc32c.hpp"
@@ -177,9 +176,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
 }
 
 SafetensorsFile read_safetensors(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(fmt::format("cannot open {}", path.string()));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string bytes = read_regular_file(path);  // a directory or a named pipe is named as such
   const std::string where = path.string();
   if (bytes.size() < 8) throw DataError(fmt::format("{}: {} bytes is too short for a safetensors file", where, bytes.size()));
   std::uint64_t n = 0;

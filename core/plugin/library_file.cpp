@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kiln/errors.hpp"
+#include "kiln/io/file_kind.hpp"
 #include "kiln/plugin_abi.h"
 #include "load_probe.hpp"
 #include "path_trust.hpp"
@@ -80,6 +81,10 @@ void check_directory_trusted(const std::filesystem::path& dir) { check_path_trus
 
 const void* load_plugin_library(const std::filesystem::path& library) {
   check_path_trusted(library, "plugin library");
+  // Reading a named pipe would wait for a writer forever; a directory is no library either.
+  if (const std::string kind = io::not_a_regular_file(library); !kind.empty()) {
+    throw PluginError("plugin library " + library.string() + " is " + kind + ", not a shared library file");
+  }
   check_descriptor_present(library);
 
   std::error_code ec;

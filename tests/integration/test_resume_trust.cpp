@@ -22,7 +22,8 @@ using kiln::test::slurp;
 using Result = kiln::test::KilnResult;
 
 const std::string kSample = std::string(KILN_SOURCE_DIR) + "/samples/fashion-mnist-mlp.toml";
-const std::string kDamaged = "the checkpoint is damaged; resume from an earlier one (--resume <dir>)";
+const std::string kDamaged =
+    "the checkpoint is damaged; use an earlier one (kiln train --resume <dir>, kiln eval --checkpoint <dir>)";
 
 /// `kiln train` of the sample, small and quiet, with `extra` arguments.
 Result train(const fs::path& run_dir, std::vector<std::string> extra) {

@@ -4,6 +4,8 @@
 #define KILN_TEST_MODULE plugin_registry
 #include "kiln_test_main.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -163,6 +165,17 @@ BOOST_AUTO_TEST_CASE(library_without_descriptor_is_not_loaded) {
   BOOST_TEST(contains(reason, library.string() + " is not a Kiln plugin library: no "
                                                  "'kiln_plugin_library' descriptor in section "
                                                  "'kilnplug'"));
+}
+
+BOOST_AUTO_TEST_CASE(a_named_pipe_or_a_directory_is_no_library) {
+  // `kiln plugins check FIFO` waited for a writer forever; a directory was "a truncated copy?".
+  const kiln_test::TempDir tmp;
+  const fs::path pipe = tmp.path() / "libkiln-pipe.so";
+  BOOST_REQUIRE(::mkfifo(pipe.c_str(), 0600) == 0);
+  BOOST_TEST(kiln::plugin::check_library(pipe).failure ==
+             "plugin library " + pipe.string() + " is a FIFO (named pipe), not a shared library file");
+  BOOST_TEST(kiln::plugin::check_library(tmp.path()).failure ==
+             "plugin library " + tmp.path().string() + " is a directory, not a shared library file");
 }
 
 BOOST_AUTO_TEST_CASE(null_factory_is_refused) {

@@ -2,6 +2,7 @@
 // resumed from an epoch-1 checkpoint ends with bit-identical weights to the uninterrupted run.
 #include <boost/test/unit_test.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -249,7 +250,7 @@ BOOST_AUTO_TEST_CASE(every_tensor_carries_a_checksum_and_a_flipped_byte_is_refus
   const std::string msg = inspect_error(ckpt);
   BOOST_TEST(msg.find((ckpt / "model.safetensors").string() + ": tensor 'layers.0.weight' does not match its "
                       "checksum") != std::string::npos, msg);
-  BOOST_TEST(msg.find("the checkpoint is damaged; resume from an earlier one (--resume <dir>)") != std::string::npos,
+  BOOST_TEST(msg.find(kiln::train::kDamagedHint) != std::string::npos,
              msg);
   fs::remove_all(dir);
 }
@@ -282,7 +283,8 @@ BOOST_AUTO_TEST_CASE(nonsense_trainer_metadata_is_a_data_error_naming_the_file) 
   kiln::io::write_safetensors(file, records, f.metadata);
   const std::string msg = inspect_error(dir / "epoch-0001");
   BOOST_TEST(msg == file.string() + ": metadata 'epochs_done' = 'x' is not a non-negative whole number; the "
-                                    "checkpoint is damaged; resume from an earlier one (--resume <dir>)");
+                                    "checkpoint is damaged; use an earlier one (kiln train --resume <dir>, kiln "
+                                    "eval --checkpoint <dir>)");
   fs::remove_all(dir);
 }
 
@@ -300,7 +302,7 @@ BOOST_AUTO_TEST_CASE(a_flipped_bit_in_the_position_metadata_is_refused) {
   std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
   const std::string msg = inspect_error(dir / "epoch-0001");
   BOOST_TEST(msg.find(file.string() + ": the header's metadata does not match its checksum (CRC-32C ") == 0u, msg);
-  BOOST_TEST(msg.find("the checkpoint is damaged; resume from an earlier one (--resume <dir>)") != std::string::npos,
+  BOOST_TEST(msg.find(kiln::train::kDamagedHint) != std::string::npos,
              msg);
   // A file written without the metadata checksum (an older Kiln) still loads: its tensors are
   // still verified, and the value is what the file says.
@@ -328,7 +330,7 @@ BOOST_AUTO_TEST_CASE(a_non_finite_precision_value_is_refused_even_with_valid_che
   kiln::io::write_safetensors(file, records, f.metadata);
   BOOST_TEST(inspect_error(dir / "epoch-0001") ==
              file.string() + ": metadata 'precision.loss_scale' = 'nan' is not a finite number; the checkpoint is "
-                             "damaged; resume from an earlier one (--resume <dir>)");
+                             "damaged; use an earlier one (kiln train --resume <dir>, kiln eval --checkpoint <dir>)");
   fs::remove_all(dir);
 }
 
@@ -343,6 +345,25 @@ BOOST_AUTO_TEST_CASE(the_newest_intact_checkpoint_is_found_past_a_damaged_newest
   BOOST_TEST(intact->state.epochs_done == 1);
   flip_tensor_byte(dir / "epoch-0001" / "model.safetensors", "head.bias");
   BOOST_TEST(!kiln::train::latest_intact_checkpoint(dir).has_value());
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_checkpoint_file_that_is_not_a_file_is_damaged_and_skipped) {
+  // A read error left a stream exception ("basic_filebuf::underflow ...") that named no file,
+  // ended kiln as an internal error and stopped --resume auto's fallback; a named pipe hung it.
+  const fs::path dir = fresh_dir("not-a-file");
+  (void)train(2, dir, {});
+  fs::remove(dir / "epoch-0002" / "model.safetensors");
+  fs::create_directories(dir / "epoch-0002" / "model.safetensors");
+  BOOST_TEST(inspect_error(dir / "epoch-0002") == (dir / "epoch-0002" / "model.safetensors").string() +
+                                                      " is a directory, not a file; " + kiln::train::kDamagedHint);
+  const auto intact = kiln::train::latest_intact_checkpoint(dir);
+  BOOST_REQUIRE(intact.has_value());
+  BOOST_TEST(intact->dir.filename() == "epoch-0001");
+  fs::remove(dir / "epoch-0001" / "trainer.safetensors");
+  BOOST_REQUIRE(::mkfifo((dir / "epoch-0001" / "trainer.safetensors").c_str(), 0600) == 0);
+  BOOST_TEST(inspect_error(dir / "epoch-0001") == (dir / "epoch-0001" / "trainer.safetensors").string() +
+                                                      " is a FIFO (named pipe), not a file; " + kiln::train::kDamagedHint);
   fs::remove_all(dir);
 }
 

@@ -90,7 +90,7 @@ BOOST_AUTO_TEST_CASE(the_checkpoint_form_reads_back_exactly_and_refuses_anything
                                             "the checkpoint is damaged") == 0u);
   BOOST_TEST(parse_error(R"(["a",2])") ==
              "ckpt/model.safetensors: metadata 'class_names': entry 1 is not a class name; the checkpoint is damaged; "
-             "resume from an earlier one (--resume <dir>)");
+             "use an earlier one (kiln train --resume <dir>, kiln eval --checkpoint <dir>)");
   BOOST_TEST(parse_error(R"(["a",""])").find("entry 1 is not a class name") != std::string::npos);
   BOOST_TEST(parse_error(R"(["a\n"])").find("entry 0 is not a class name") != std::string::npos);
   BOOST_TEST(parse_error(R"(["a")").find("ckpt/model.safetensors: metadata 'class_names'") == 0u);

@@ -80,7 +80,7 @@ inline constexpr const char* kAveragedModelFile = "model_ema.safetensors";
 
 /// How every error about a damaged checkpoint ends.
 inline constexpr const char* kDamagedHint =
-    "the checkpoint is damaged; resume from an earlier one (--resume <dir>)";
+    "the checkpoint is damaged; use an earlier one (kiln train --resume <dir>, kiln eval --checkpoint <dir>)";
 
 /// Writes a checkpoint for `state.epochs_done` under `dir` (the run's checkpoints/ directory) and
 /// prunes old ones. With `ema`, its averages go into model_ema.safetensors. Every rank calls it;
