@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "kiln/config/config.hpp"
 #include "kiln/crash/crash_context.hpp"
@@ -232,6 +233,15 @@ EvalSums EvalSession::run(const LogitsCallback& on_logits) {
   };
   const EvalSums sums = s.backend_call("a call from the evaluation", [&] { return evaluate_pass(parts, 0, on_logits); });
   progress.clear();
+  // NaN logits still have an argmax (class 0 on the cpu backend) but no top 5: the accuracies
+  // would be numbers about nothing (and top-5 below top-1), the predictions NaN.
+  if (sums.samples > 0 && !std::isfinite(sums.loss())) {
+    throw NumericError(fmt::format(
+        "the loss over the {} samples evaluated is {}: the model's outputs are not finite, so no accuracy or "
+        "prediction of them means anything; either the weights in {} diverged (evaluate an earlier checkpoint "
+        "with --checkpoint) or the input overflows the model (check [data.eval]'s normalisation)",
+        static_cast<std::int64_t>(sums.samples), std::isnan(sums.loss()) ? "NaN" : "infinite", s.checkpoint.string()));
+  }
   return sums;
 }
 

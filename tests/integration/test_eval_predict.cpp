@@ -255,6 +255,24 @@ BOOST_AUTO_TEST_CASE(eval_on_a_data_source_given_with_set) {
   BOOST_TEST(kiln::test::json::parse(r.out).at("samples").number == 256.0);
 }
 
+BOOST_AUTO_TEST_CASE(weights_that_diverged_are_refused_rather_than_scored) {
+  // NaN outputs had an accuracy (argmax class 0), a top-5 below it and "-nan" probabilities in
+  // a JSONL file no parser reads; now both commands stop, and predict leaves no file.
+  const fs::path dir = train("run-diverged", kEvalTable,
+                             {"optimizer.type=sgd", "optimizer.lr=1e30", "run.stop_on_nonfinite_loss=false"});
+  const std::string expected =
+      "the loss over the 50 samples evaluated is NaN: the model's outputs are not finite, so no accuracy or "
+      "prediction of them means anything; either the weights in " + (dir / "checkpoints" / "epoch-0001").string() +
+      " diverged (evaluate an earlier checkpoint with --checkpoint) or the input overflows the model (check "
+      "[data.eval]'s normalisation)";
+  KilnResult r = kiln({"eval", "--run-dir", dir.string(), "--json"});
+  BOOST_TEST(kiln::test::one_line_error(r) == expected);
+  const fs::path out = kiln::test::scratch_dir() / "diverged.jsonl";
+  r = kiln({"predict", "--run-dir", dir.string(), "--output", out.string()});
+  BOOST_TEST(kiln::test::one_line_error(r) == expected);
+  BOOST_TEST(!fs::exists(out));
+}
+
 BOOST_AUTO_TEST_CASE(run_without_eval_split_says_so) {
   const fs::path dir = train("run-no-eval", "");
   const std::string log = slurp(dir / "logs" / "rank0.log");
