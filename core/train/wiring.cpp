@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <string_view>
+
 #include "kiln/errors.hpp"
 #include "kiln/sdk/checked_size.hpp"
 #include "kiln/train/class_names.hpp"
@@ -72,6 +74,16 @@ data::LoaderOptions loader_options(const ParamMap& loader, const RankInfo& ranks
   o.shard.rank = ranks.rank;
   o.shard.world_size = ranks.world_size;
   o.shard.last_batch = data::parse_last_batch(loader.get_string(policy_key), loader.where(policy_key));
+  // The Sharder refuses this too, but knows no keys: say which split, policy and batch it is.
+  if (o.shard.last_batch == data::LastBatch::drop && ranks.world_size > 0 && batch > count / ranks.world_size) {
+    const bool eval = std::string_view(policy_key) == "eval_last_batch";
+    const char* batch_key = eval && loader.get_int("eval_batch") > 0 ? "eval_batch" : "batch";
+    throw ConfigError(fmt::format(
+        "{} = \"drop\" leaves no step: [data.{}] has {} samples, fewer than one global batch ({} {} x world size "
+        "{}); use a smaller {}, fewer ranks, or {} = \"pad\" or \"partial\"",
+        loader.where(policy_key), eval ? "eval" : "train", count, loader.where(batch_key), batch, ranks.world_size,
+        batch_key, policy_key));
+  }
   o.shard.shuffle = shuffle;
   o.shard.seed = seed;
   o.workers = static_cast<int>(loader.get_int("workers"));

@@ -478,6 +478,13 @@ BOOST_AUTO_TEST_CASE(errors_are_one_line) {
   BOOST_TEST(one_line_error(kiln({"predict", "--run-dir", dir.string(), "--output", (out_dir / "p.csv").string(),
                                   "--top-k", "4"})) == "--top-k 4 is more than the model's 3 classes");
   BOOST_TEST(fs::is_empty(out_dir));
+
+  // An eval split smaller than a batch, dropped: the keys at fault (it named last_batch and batch).
+  BOOST_TEST(one_line_error(kiln({"eval", "--run-dir", dir.string(), "--set", "loader.eval_last_batch=drop", "--set",
+                                  "loader.eval_batch=64"})) ==
+             "loader.eval_last_batch (--set loader.eval_last_batch) = \"drop\" leaves no step: [data.eval] has 50 "
+             "samples, fewer than one global batch (loader.eval_batch (--set loader.eval_batch) 64 x world size 1); "
+             "use a smaller eval_batch, fewer ranks, or eval_last_batch = \"pad\" or \"partial\"");
 }
 
 }  // namespace
