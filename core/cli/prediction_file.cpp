@@ -22,7 +22,15 @@ PredictionFile::Format PredictionFile::format_of(const fs::path& path) {
                                 path.string()));
 }
 
-void PredictionFile::check_name(const fs::path& path) { (void)format_of(path); }
+void PredictionFile::check_name(const fs::path& path) {
+  (void)format_of(path);
+  // Else the whole pass would run before the rename onto it failed.
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    throw ConfigError(fmt::format("--output {}: is a directory; name a file in it (e.g. {})", path.string(),
+                                  (path / ("predictions" + path.extension().string())).string()));
+  }
+}
 
 PredictionFile::PredictionFile(const fs::path& path, std::int64_t top_k, const std::vector<std::string>& class_names,
                                Columns columns)

@@ -42,6 +42,11 @@ fs::path resolve_checkpoint(const EvalRequest& r) {
   const fs::path dir = r.run_dir / "checkpoints";
   const auto latest = latest_checkpoint(dir);
   if (!latest) {
+    if (const auto incomplete = checkpoints_oldest_first(dir, false); !incomplete.empty()) {
+      throw IoError(fmt::format("no complete checkpoint in {}: {} lacks model.safetensors or trainer.safetensors "
+                                "(copied in part?); pass --checkpoint DIR",
+                                dir.string(), incomplete.back().filename().string()));
+    }
     throw IoError(fmt::format("no complete checkpoint in {} (the run wrote none: checkpoint.every_epochs = 0, or "
                               "it stopped before its first); pass --checkpoint DIR",
                               dir.string()));

@@ -479,6 +479,22 @@ BOOST_AUTO_TEST_CASE(errors_are_one_line) {
                                   "--top-k", "4"})) == "--top-k 4 is more than the model's 3 classes");
   BOOST_TEST(fs::is_empty(out_dir));
 
+  // Found before the pass: an --output that is a directory, an empty --checkpoint (it meant the
+  // default), and a checkpoints folder whose only checkpoint lacks a file ("the run wrote none").
+  fs::create_directories(out_dir / "p.csv");
+  BOOST_TEST(one_line_error(kiln({"predict", "--run-dir", dir.string(), "--output", (out_dir / "p.csv").string()})) ==
+             "--output " + (out_dir / "p.csv").string() + ": is a directory; name a file in it (e.g. " +
+                 (out_dir / "p.csv" / "predictions.csv").string() + ")");
+  fs::remove(out_dir / "p.csv");
+  BOOST_TEST(one_line_error(kiln({"eval", "--run-dir", dir.string(), "--checkpoint", ""})) ==
+             "--checkpoint is empty; name a checkpoint directory, or leave it out for the newest complete one");
+  fs::create_directories(empty / "checkpoints" / "epoch-0001");
+  fs::copy_file(dir / "checkpoints" / "epoch-0001" / "model.safetensors",
+                empty / "checkpoints" / "epoch-0001" / "model.safetensors");
+  BOOST_TEST(one_line_error(kiln({"eval", "--run-dir", empty.string()})) ==
+             "no complete checkpoint in " + (empty / "checkpoints").string() +
+                 ": epoch-0001 lacks model.safetensors or trainer.safetensors (copied in part?); pass --checkpoint DIR");
+
   // An eval split smaller than a batch, dropped: the keys at fault (it named last_batch and batch).
   BOOST_TEST(one_line_error(kiln({"eval", "--run-dir", dir.string(), "--set", "loader.eval_last_batch=drop", "--set",
                                   "loader.eval_batch=64"})) ==
