@@ -218,6 +218,15 @@ class Parser {
 
 }  // namespace
 
+bool is_utf8(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t length = utf8_sequence_length(text, i);
+    if (length == 0) return false;
+    i += length;
+  }
+  return true;
+}
+
 std::uint64_t JsonValue::as_uint(const std::string& what) const {
   std::uint64_t v = 0;
   const auto r = std::from_chars(text.data(), text.data() + text.size(), v);

@@ -12,13 +12,15 @@ namespace kiln::train {
 namespace {
 
 /// Why `name` is not a usable class name, or nullptr. Control characters would break the CSV and
-/// log lines the names end up in.
+/// log lines the names end up in; bytes that are not UTF-8 (a Latin-1 folder name) cannot be kept
+/// in the checkpoint's JSON as they are, so the run's own checkpoints would not match its data.
 const char* name_fault(std::string_view name) {
   if (name.empty()) return "is empty";
   for (const char c : name) {
     const auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f) return "holds a control character";
   }
+  if (!io::is_utf8(name)) return "is not UTF-8 (rename it, e.g. with convmv -f latin1 -t utf8)";
   return nullptr;
 }
 

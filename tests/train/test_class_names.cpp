@@ -52,6 +52,11 @@ BOOST_AUTO_TEST_CASE(a_source_names_at_most_its_classes_each_with_a_printable_na
   BOOST_TEST(check_error(info_with({"a", "two\nlines"}, 2)) ==
              "data source 'csv' ([data.train]): the name of class 1 holds a control character (\"two\\nlines\")");
   BOOST_TEST(check_error(info_with({"caf\xc3\xa9, \"quoted\""}, 1)) == "<no error>");  // UTF-8, commas and quotes pass
+  // A Latin-1 folder name: the checkpoint's JSON would keep it as "caf\u00e9", which reads back
+  // as other bytes, and the run could not be resumed or evaluated on its own data.
+  BOOST_TEST(check_error(info_with({"a", "caf\xe9"}, 2)) ==
+             "data source 'csv' ([data.train]): the name of class 1 is not UTF-8 (rename it, e.g. with convmv -f "
+             "latin1 -t utf8) (\"caf\\u00e9\")");
 }
 
 BOOST_AUTO_TEST_CASE(lists_agree_where_both_name_a_class_and_the_first_difference_is_named) {
