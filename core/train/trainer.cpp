@@ -205,10 +205,16 @@ struct Trainer::Impl {
     if (ranks.world_size > 1) log->info("shard: {}", shard_line(data::Sharder(shard), start_epoch));
     if (opt.check_sharding) log->info("{}", check_sharding(backend(), *parts.comm, shard, start_epoch, opt.epochs));
     if (opt.accumulate_steps > 1) {
+      // A group never spans epochs: the last one holds what is left of the epoch.
+      const std::int64_t micro_steps = train_loader->steps_per_epoch();
+      const std::int64_t last_group = micro_steps - (accumulation->updates_per_epoch() - 1) * opt.accumulate_steps;
       log->info("gradient accumulation: {} micro-steps per optimizer step ({} optimizer steps per epoch, {} rows "
-                "each)",
+                "each{})",
                 opt.accumulate_steps, accumulation->updates_per_epoch(),
-                opt.accumulate_steps * opt.train_loader.shard.batch * ranks.world_size);
+                opt.accumulate_steps * opt.train_loader.shard.batch * ranks.world_size,
+                last_group == opt.accumulate_steps
+                    ? ""
+                    : fmt::format("; the epoch's last has {} micro-step{}", last_group, last_group == 1 ? "" : "s"));
     }
     if (clipper) log->info("gradient clipping: global L2 norm at most {}", clipper->max_norm());
     if (!frozen.empty()) log->info("{}", frozen.describe(params));
@@ -326,11 +332,12 @@ struct Trainer::Impl {
     while (auto batch = train_loader->next()) {
       st.wait_seconds += batch->wait_seconds;
       crash::set_step(batch->step + 1, steps);
-      if (opt.on_step_begin) opt.on_step_begin();
       const double lr = schedule->at(global_step);
       // Accumulation (accumulation.hpp): the weights change only after a group's last
       // micro-step, and only that one's backward hands GradSync its callback.
       const MicroStep micro = accumulation->at(batch->step);
+      // An optimizer step begins with its group's first micro-step (and ends after its last).
+      if (micro.first && opt.on_step_begin) opt.on_step_begin();
       if (micro.first) precision.before_forward(backend(), params);
       if (micro.last) grad_sync->begin_step();
       // The running loss sum is checked every loss_check_every steps and at the epoch's last step

@@ -98,6 +98,26 @@ BOOST_AUTO_TEST_CASE(profile_counts_every_op_of_the_profiled_steps) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(profile_with_accumulation_counts_optimizer_steps) {
+  // The step timer restarted at every micro-step but stopped only after a group's last: "8
+  // steps" of 16 micro-steps each timed as one micro-step, and shares of 280-1968%.
+  const fs::path config = write_config("profile-accumulate");
+  const fs::path dir = kiln::test::scratch_dir() / "profile-accumulate-run";
+  const KilnResult r = run({"train", "--config", config.string(), "--run-dir", dir.string(), "--profile",
+                             "--profile-warmup", "1", "--set", "loader.accumulate_steps=4"});
+  BOOST_TEST_REQUIRE(r.status == 0, "kiln train --profile failed: " << r.err);
+  constexpr std::int64_t groups = kStepsPerEpoch / 4;
+  const Value p = kiln::test::json::parse(kiln::test::slurp(dir / "profile.json"));
+  BOOST_TEST(p.at("steps").number == groups - 1);
+  double share_sum = 0;
+  for (const Value& op : p.at("ops").items) {
+    share_sum += op.at("share").number;
+    // Four micro-steps' matmuls per optimizer step.
+    if (op.at("op").string == "matmul") BOOST_TEST(op.at("calls").number == 4 * 5 * (groups - 1));
+  }
+  BOOST_TEST(share_sum <= 1.0 + 1e-9, "ops cannot take more than the steps they ran in");
+}
+
 BOOST_AUTO_TEST_CASE(a_run_without_profile_writes_no_profile) {
   const fs::path config = write_config("plain");
   const fs::path dir = kiln::test::scratch_dir() / "plain-run";

@@ -103,8 +103,9 @@ struct TrainerOptions {
   std::int64_t loss_check_every = 1;
   /// Before training, gather every rank's samples of two epochs and check them (shard_check.hpp).
   bool check_sharding = false;
-  /// Called at the start of each training step (once its batch is in hand) and at its end (after
-  /// the optimizer); empty: none. kiln train --profile times steps with them (profile/).
+  /// Called at the start of each optimizer step (once the batch of its first micro-step is in
+  /// hand) and at its end (after the optimizer), once per group with loader.accumulate_steps;
+  /// empty: none. kiln train --profile times steps with them (profile/).
   std::function<void()> on_step_begin, on_step_end;
   /// Gradient clipping by global norm after the all-reduce and unscaling (grad_clip.hpp); 0 = off.
   double clip_grad_norm = 0;
