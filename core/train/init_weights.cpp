@@ -3,11 +3,14 @@
 #include "kiln/train/collective_purpose.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "kiln/errors.hpp"
@@ -59,6 +62,35 @@ Tensor converted(const Tensor& src, DType dtype) {
     }
   }
   return out;
+}
+
+/// Index and value of the first NaN or infinity in host tensor `t` (a float dtype), if any.
+std::optional<std::pair<std::size_t, double>> first_non_finite(const Tensor& t) {
+  const auto n = static_cast<std::size_t>(t.numel());
+  for (std::size_t i = 0; i < n; ++i) {
+    double v = 0;
+    switch (t.dtype()) {
+      case DType::f32: v = t.data_as<float>()[i]; break;
+      case DType::f64: v = t.data_as<double>()[i]; break;
+      case DType::f16: v = sdk::f16_to_f32(t.data_as<std::uint16_t>()[i]); break;
+      case DType::bf16: v = sdk::bf16_to_f32(t.data_as<std::uint16_t>()[i]); break;
+      default: return std::nullopt;
+    }
+    if (!std::isfinite(v)) return std::make_pair(i, v);
+  }
+  return std::nullopt;
+}
+
+/// init_exclude patterns that would keep the tensors named in `names` fresh: "head.*" for
+/// "head.weight", "layers.2.*" for "layers.2.bias".
+std::string exclude_patterns_for(const std::vector<std::string>& names) {
+  std::vector<std::string> patterns;
+  for (const std::string& name : names) {
+    const std::size_t dot = name.rfind('.');
+    const std::string pattern = "\"" + (dot == std::string::npos ? name : name.substr(0, dot) + ".*") + "\"";
+    if (std::find(patterns.begin(), patterns.end(), pattern) == patterns.end()) patterns.push_back(pattern);
+  }
+  return fmt::format("{}", fmt::join(patterns, ", "));
 }
 
 /// One model tensor that init may fill: a parameter's master value or a buffer.
@@ -133,6 +165,7 @@ InitReport load_init_weights(const InitWeights& init, Backend& backend, const Mo
   // Everything is checked before anything is copied: a refused file leaves the model as built.
   InitReport report;
   std::vector<std::string> bad;  // shape and dtype mismatches, each naming the tensor
+  std::vector<std::string> misfits;  // their names
   std::vector<std::pair<const Target*, const Tensor*>> copies;
   std::set<std::string> model_names;
   for (const Target& t : targets) {
@@ -150,6 +183,7 @@ InitReport load_init_weights(const InitWeights& init, Backend& backend, const Mo
     if (src.shape() != t.value.shape()) {
       bad.push_back(fmt::format("'{}' is {} in the file but {} in the model", t.name, shape_string(src.shape()),
                                 shape_string(t.value.shape())));
+      misfits.push_back(t.name);
     } else if (!is_float(src.dtype())) {
       bad.push_back(fmt::format("'{}' is stored as {}, which is not a floating dtype (f32, f16, bf16, f64)", t.name,
                                 dtype_name(src.dtype())));
@@ -169,10 +203,11 @@ InitReport load_init_weights(const InitWeights& init, Backend& backend, const Mo
 
   const std::string file_name = req.file.string();
   if (!bad.empty()) {
-    const char* hint = report.excluded.empty() && req.exclude.empty()
-                           ? "; a layer that changed on purpose (a new head) can keep its fresh initialisation with "
-                             "init_exclude = [\"fc.*\"]"
-                           : "";
+    const std::string hint = report.excluded.empty() && req.exclude.empty() && !misfits.empty()
+                                 ? fmt::format("; a layer that changed on purpose (a new head) can keep its fresh "
+                                               "initialisation with init_exclude = [{}]",
+                                               exclude_patterns_for(misfits))
+                                 : "";
     throw ConfigError(fmt::format("{}: {} does not fit the model: {}{}", req.where, file_name, listed(bad), hint));
   }
   std::vector<std::string> problems;
@@ -201,11 +236,25 @@ InitReport load_init_weights(const InitWeights& init, Backend& backend, const Mo
 
   // A copy to a device may only be enqueued when copy() returns: the host tensors live until the
   // synchronize.
+  // Converted (a huge f64 can become an f32 infinity) and checked before the first copy: weights
+  // that are NaN or infinite would only show as a non-finite training loss at step 1, blaming the
+  // learning rate or the data, and a NaN batch-norm statistic not even then.
   std::vector<Tensor> staged;
+  std::vector<std::string> non_finite;
   for (const auto& [target, src] : copies) {
     staged.push_back(converted(*src, target->value.dtype()));
-    backend.copy(staged.back(), target->value);
-    report.loaded.push_back(target->name);
+    if (const auto at = first_non_finite(staged.back())) {
+      non_finite.push_back(fmt::format("'{}'[{}] is {}", target->name, at->first, at->second));
+    }
+  }
+  if (!non_finite.empty()) {
+    throw ConfigError(fmt::format("{}: {} holds values that are not finite ({} of the tensors to load: {}); it is "
+                                  "no starting point (saved from a run that diverged?)",
+                                  req.where, file_name, non_finite.size(), listed(non_finite)));
+  }
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    backend.copy(staged[i], copies[i].first->value);
+    report.loaded.push_back(copies[i].first->name);
   }
   backend.synchronize();
   std::string line = fmt::format("init: {} of {} model tensors loaded from {}", report.loaded.size(), targets.size(),

@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "../integration/kiln_process.hpp"
@@ -267,6 +268,24 @@ BOOST_AUTO_TEST_CASE(half_precision_tensors_are_converted) {
     }
     BOOST_TEST(wrong == 0u, kiln::dtype_name(dtype) << ": " << wrong << " values differ");
   }
+}
+
+BOOST_AUTO_TEST_CASE(non_finite_weights_are_refused_naming_the_tensor_before_any_copy) {
+  // They loaded, and the run then failed at step 1 with "the training loss is nan ... lower
+  // optimizer.lr", never naming the file; a NaN running statistic would not even do that.
+  const fs::path file = edited_file("nan.safetensors", [&](auto& tensors) {
+    Tensor& var = tensors.at("layer4.1.bn2.running_var");
+    var.template data_as<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+    Tensor& w = tensors.at("conv1.weight");
+    w.template data_as<float>()[0] = std::numeric_limits<float>::infinity();
+  });
+  auto model = resnet18(10);
+  const auto before = model_tensor(*model, "conv1.weight");
+  const std::string msg = load_error(init_line(file), *model);
+  BOOST_TEST(contains(msg, file.string() + " holds values that are not finite (2 of the tensors to load: "), msg);
+  BOOST_TEST(contains(msg, "'conv1.weight'[0] is inf"), msg);
+  BOOST_TEST(contains(msg, "'layer4.1.bn2.running_var'[3] is nan"), msg);
+  BOOST_TEST(model_tensor(*model, "conv1.weight") == before, "a refused file changed the model");
 }
 
 BOOST_AUTO_TEST_CASE(init_exclude_without_init_is_an_error) {
