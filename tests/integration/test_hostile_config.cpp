@@ -152,6 +152,20 @@ BOOST_AUTO_TEST_CASE(a_diverging_run_trains_on_when_the_stop_is_turned_off) {
   BOOST_TEST(fs::exists(cwd / "run" / "checkpoints" / "epoch-0001" / "model.safetensors"));
 }
 
+BOOST_AUTO_TEST_CASE(an_fp16_loss_scale_below_one_is_warned_about) {
+  // Allowed, but f16 gradients then underflow to 0 and the run learns nothing without a skipped
+  // step or any other line saying so.
+  const fs::path cwd = workdir("fp16-scale");
+  const fs::path config = synthetic_config(cwd);
+  const auto r = run_kiln(cwd, {"train", "--config", config.string(), "--run-dir", (cwd / "run").string(), "--set",
+                                "precision.type=fp16", "--set", "precision.min_scale=1e-8", "--dry-run"});
+  BOOST_TEST(r.status == 0, r.err);
+  BOOST_TEST(contains(r.err, "warning: precision.min_scale (--set precision.min_scale) = 1e-08 is below 1: the loss "
+                             "scale shrinks the f16 gradients, and those below 6e-8 become 0"),
+             r.err);
+  BOOST_TEST(!contains(r.err, "precision.initial_scale"), r.err);  // the default 65536 is not
+}
+
 BOOST_AUTO_TEST_CASE(too_many_local_ranks_are_refused) {
   const fs::path cwd = workdir("nproc");
   const std::string msg = one_line_error(run_kiln(cwd, {"train", "--config", kSample, "--nproc", "100000"}));

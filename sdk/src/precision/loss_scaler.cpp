@@ -7,8 +7,10 @@
 
 #include <cmath>
 #include <functional>
+#include <string_view>
 
 #include "kiln/errors.hpp"
+#include "kiln/sdk/log.hpp"
 
 namespace kiln::sdk {
 namespace {
@@ -49,6 +51,18 @@ LossScalerOptions loss_scaler_options(const ParamMap& params) {
   o.max_scale = params.get_float("max_scale");
   o.mode = params.get_bool("dynamic") ? ScaleMode::dynamic : ScaleMode::fixed;
   check_options(o, [&](std::string_view key) { return params.where(key); });
+  // Allowed (a model whose f16 gradients overflow even unscaled), but a scale under 1 shrinks
+  // gradients, and f16 flushes those below 6e-8 to 0: steps then change nothing, and none is
+  // skipped, so nothing else would say so.
+  for (const char* key : {"initial_scale", "min_scale"}) {
+    const double scale = params.get_float(key);
+    if (scale < 1.0 && (o.mode == ScaleMode::dynamic || std::string_view(key) == "initial_scale")) {
+      log::get("precision")->warn("{} = {} is below 1: the loss scale shrinks the f16 gradients, and those below 6e-8 "
+                                  "become 0 (a step that changes nothing is not skipped, so no other line says so); "
+                                  "a scale of 1 or more never makes that worse",
+                                  params.where(key), scale);
+    }
+  }
   return o;
 }
 
