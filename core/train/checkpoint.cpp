@@ -158,6 +158,16 @@ void restore_all(Backend& backend, const io::SafetensorsFile& file, const NamedT
   check_all_used(file, used, path);
 }
 
+/// "exp_avg" of "exp_avg.layers.0.weight": the kind of optimizer state a tensor holds.
+std::string state_kind(const std::string& name) { return name.substr(0, name.find('.')); }
+
+std::string kinds_text(const std::set<std::string>& kinds) {
+  if (kinds.empty()) return "none";
+  std::string out;
+  for (const std::string& k : kinds) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
 NamedTensors model_tensors(const Model& model) {
   NamedTensors out;
   for (const auto& p : model.parameters()) out.emplace_back(p.name, p.value);
@@ -350,7 +360,22 @@ TrainerState load_checkpoint(const fs::path& checkpoint, Backend& backend, const
   TrainerState st = parse_state(trainer, trainer_file);
   st.class_names = parse_class_names(weights.metadata, model_file.string());
   restore_all(backend, weights, model_tensors(model), model_file);
-  restore_all(backend, trainer, optimizer.state_views(backend, model.parameters()), trainer_file);
+  // The weights fit, so other optimizer state means another optimizer (configuration.md: it may
+  // change on resume): it starts afresh, as a new torch.optim object would, rather than failing
+  // with "a tensor this model does not have".
+  const NamedTensors views = optimizer.state_views(backend, model.parameters());
+  std::set<std::string> kept, stored;
+  for (const auto& [name, t] : views) kept.insert(state_kind(name));
+  for (const auto& [name, t] : trainer.tensors) stored.insert(state_kind(name));
+  if (kept != stored) {
+    log::get("train")->warn(
+        "{} holds {} where {} keeps {}: the optimizer changed since the checkpoint, so it starts afresh (no "
+        "moments or momentum, step count 0); the weights, position and schedule continue",
+        trainer_file.string(), stored.empty() ? "no optimizer state" : "optimizer state " + kinds_text(stored),
+        optimizer.describe(), kinds_text(kept));
+    return st;
+  }
+  restore_all(backend, trainer, views, trainer_file);
   optimizer.set_steps(parse_count(trainer.metadata, "optimizer_steps", trainer_file));
   return st;
 }

@@ -308,6 +308,29 @@ BOOST_AUTO_TEST_CASE(status_json_says_how_a_run_ended) {
   BOOST_TEST(json.out.find("\"state\": \"ended?\"") != std::string::npos, json.out);
 }
 
+// configuration.md lets the optimizer change on resume; its state then no longer fits. That was
+// "has tensor 'exp_avg.head.bias' that this model does not; was it written by another model?";
+// now the optimizer starts afresh, with a warning, and the run continues from the checkpoint.
+BOOST_AUTO_TEST_CASE(resuming_with_another_optimizer_starts_its_state_afresh) {
+  const fs::path cwd = workdir("other-optimizer");
+  const fs::path cfg = config(cwd, "");
+  auto r = run_kiln(cwd, {"train", "--config", cfg.string(), "--run-dir", (cwd / "run").string(), "--set",
+                          "run.epochs=2"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  r = run_kiln(cwd, {"train", "--config", cfg.string(), "--run-dir", (cwd / "run").string(), "--resume", "auto",
+                     "--set", "optimizer.type=sgd", "--set", "optimizer.momentum=0.9"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  BOOST_TEST(r.err.find((cwd / "run" / "checkpoints" / "epoch-0002" / "trainer.safetensors").string() +
+                        " holds optimizer state exp_avg, exp_avg_sq where sgd(momentum=0.9, ") != std::string::npos,
+             r.err);
+  BOOST_TEST(r.err.find(") keeps momentum_buffer: the optimizer changed since the checkpoint, so it starts afresh") !=
+                 std::string::npos,
+             r.err);
+  BOOST_TEST(r.err.find("resumed from " + (cwd / "run" / "checkpoints" / "epoch-0002").string()) != std::string::npos,
+             r.err);
+  BOOST_TEST(count_of(slurp(cwd / "run" / "metrics.jsonl"), "\"split\": \"train\"") == 3u);
+}
+
 // `kiln runs` over a folder that holds more than runs: folders without a config.toml and a
 // dangling link are passed over (they ended the listing with "cannot list"), a status.json that is
 // a named pipe reads as none (it hung), and a hand-edited one shows sensibly: a time past any
