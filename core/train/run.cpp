@@ -157,6 +157,21 @@ void check_same_run(const TrainCommand& command, const std::filesystem::path& ch
                                   "a new run with [model] init = \"{}\"",
                                   checkpoint.string(), list, (checkpoint / "model.safetensors").string()));
   }
+  if (command.resume_ignore_config && saved.epoch_steps_done > 0) {
+    // A mid-epoch position counts batches of the old shape: with another batch, world size or
+    // sample count it names other samples (some trained twice, some never), and past the new
+    // epoch's end it read as a damaged checkpoint.
+    for (const char* key : {"loader.batch", "world_size", "data.train.count", "loader.accumulate_steps"}) {
+      const auto was = saved.run.find(key), now = current.find(key);
+      if ((was == saved.run.end()) != (now == current.end()) || (was != saved.run.end() && was->second != now->second)) {
+        throw ConfigError(fmt::format(
+            "--resume {}: the checkpoint was written {} steps into epoch {}, and {} differs from it ({}); "
+            "--resume-ignore-config cannot carry a position within an epoch to another shape of epoch: resume from "
+            "the checkpoint of an epoch's end, or with the checkpoint's {}",
+            checkpoint.string(), saved.epoch_steps_done, saved.epochs_done + 1, key, list, key));
+      }
+    }
+  }
   if (command.resume_ignore_config) {
     log->warn("--resume {}: resuming a different run as --resume-ignore-config asks: {}", checkpoint.string(), list);
     return;

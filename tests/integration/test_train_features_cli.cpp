@@ -331,6 +331,28 @@ BOOST_AUTO_TEST_CASE(resuming_with_another_optimizer_starts_its_state_afresh) {
   BOOST_TEST(count_of(slurp(cwd / "run" / "metrics.jsonl"), "\"split\": \"train\"") == 3u);
 }
 
+// --resume-ignore-config is for an intended change such as the batch, but a position inside an
+// epoch counts batches of the old size: resumed at batch 8 it trained samples twice, at batch 32
+// it called the intact checkpoint damaged. Refused, naming the item and both values.
+BOOST_AUTO_TEST_CASE(a_mid_epoch_checkpoint_cannot_resume_with_another_batch) {
+  const fs::path cwd = workdir("mid-epoch-batch");
+  const fs::path cfg = config(cwd, "[checkpoint]\nevery_epochs = 0\nevery_steps = 3\n");
+  auto r = run_kiln(cwd, {"train", "--config", cfg.string(), "--run-dir", (cwd / "run").string(), "--set",
+                          "run.epochs=1"});
+  BOOST_TEST_REQUIRE(r.status == 0, r.err);
+  const fs::path mid = cwd / "run" / "checkpoints" / "epoch-0000-step-00000003";
+  BOOST_TEST_REQUIRE(fs::exists(mid / "trainer.safetensors"));
+  const std::string metrics = slurp(cwd / "run" / "metrics.jsonl");
+  r = run_kiln(cwd, {"train", "--config", cfg.string(), "--run-dir", (cwd / "run").string(), "--resume",
+                     mid.string(), "--resume-ignore-config", "--set", "loader.batch=8", "--set", "run.epochs=2"});
+  BOOST_TEST(one_line_error(r) ==
+             "--resume " + mid.string() + ": the checkpoint was written 3 steps into epoch 1, and loader.batch "
+             "differs from it (checkpoint was written with loader.batch = 16, this run has 8); --resume-ignore-config "
+             "cannot carry a position within an epoch to another shape of epoch: resume from the checkpoint of an "
+             "epoch's end, or with the checkpoint's loader.batch");
+  BOOST_TEST(slurp(cwd / "run" / "metrics.jsonl") == metrics);
+}
+
 // `kiln runs` over a folder that holds more than runs: folders without a config.toml and a
 // dangling link are passed over (they ended the listing with "cannot list"), a status.json that is
 // a named pipe reads as none (it hung), and a hand-edited one shows sensibly: a time past any
