@@ -485,6 +485,9 @@ RunOutcome run_training(const TrainCommand& command) {
       facts.data.push_back({"data.eval", parts.eval_data.get(), eval_info});
     }
     facts.command["--check-sharding"] = command.check_sharding ? "on" : "off";
+    // A dry run stops after a few steps and undoes its start: one rank training on alone would
+    // fail at its next collective with sizes that name nothing.
+    facts.command["--dry-run"] = dry_run ? fmt::format("{} steps", command.dry_run_steps) : "off";
     facts.command["--resume"] = resume_from.empty() ? "none"
                                                     : fmt::format("{} (step {})", resume_from.string(), saved.global_step);
     const auto agree_start = std::chrono::steady_clock::now();

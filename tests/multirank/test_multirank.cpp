@@ -552,6 +552,20 @@ BOOST_AUTO_TEST_CASE(ranks_that_run_something_else_stop_at_the_start) {
   BOOST_TEST(!fs::exists(dir));
 }
 
+BOOST_AUTO_TEST_CASE(a_dry_run_on_some_ranks_only_stops_every_rank_at_the_start) {
+  // It failed at the dry rank's first collective with sizes that named nothing ("rank 1 sent
+  // collective #7 of 407080 bytes where #7 of 32 bytes was expected"), and left a run directory.
+  const fs::path dir = scratch() / "dry-some";
+  const auto ranks = start_four_ranks("dry-some", dir, [](int r) {
+    return r == 3 ? std::vector<std::string>{"--dry-run"} : std::vector<std::string>{};
+  });
+  const std::string first = same_error_on_every_rank(ranks, "dry-some");
+  BOOST_TEST(first.find("the ranks do not run the same training: rank 3: --dry-run = 3 steps where rank 0 has off.") !=
+                 std::string::npos,
+             first);
+  BOOST_TEST(!fs::exists(dir));
+}
+
 BOOST_AUTO_TEST_CASE(ranks_reading_the_same_samples_from_other_paths_train) {
   // A data table's path may differ (a node-local copy of the dataset) when the samples agree.
   const fs::path link = scratch() / "fashion-mnist-elsewhere";

@@ -28,7 +28,7 @@ struct RunFactsInput {
   std::vector<DataSplit> data;
   std::uint64_t seed = 0;
   /// What the command line decides for every rank: "--check-sharding" (a collective), the
-  /// checkpoint "--resume" continues (its optimizer state is each rank's own).
+  /// checkpoint "--resume" continues (its optimizer state is each rank's own), "--dry-run".
   std::map<std::string, std::string> command;
 };
 
