@@ -43,7 +43,7 @@ int run_train_command(const std::vector<std::string>& args) {
       ("check-sharding", "before training, check that every sample is read by exactly one rank in the first two "
                          "epochs and that the order changes (docs/distributed.md)")
       ("profile", "time every backend op of the training steps; print a per-op table at the end (docs/profiling.md)")
-      ("profile-warmup", po::value(&profile_warmup), "steps not profiled first (default 1: plans are made then)")
+      ("profile-warmup", po::value(&profile_warmup), "steps not profiled first (default 1: plans are made then; implies --profile)")
       ("dry-run", "start as for real, train 3 optimizer steps and evaluate 3 batches on every rank, print what the "
                   "whole run would take, and keep nothing (docs/dry-run.md)")
       ("dry-run-steps", po::value(&dry_run_steps), "the steps (and eval batches) of --dry-run (implies it)");
@@ -76,7 +76,7 @@ int run_train_command(const std::vector<std::string>& args) {
   cmd.dump_params = dump_params;
   cmd.resume = resume;
   cmd.resume_ignore_config = vm.count("resume-ignore-config") > 0;
-  cmd.profile = vm.count("profile") > 0;
+  cmd.profile = vm.count("profile") > 0 || vm.count("profile-warmup") > 0;  // as --dry-run-steps implies --dry-run
   cmd.check_sharding = vm.count("check-sharding") > 0;
   if (profile_warmup < 0) throw po::error("--profile-warmup must be >= 0");
   cmd.profile_warmup = profile_warmup;
