@@ -68,8 +68,14 @@ std::vector<std::string> dry_run_summary(const DryRunReport& r, double host_peak
                               ? fmt::format("the {} epoch{}{} to train about {}", r.epochs_left,
                                             r.epochs_left == 1 ? "" : "s", evaluated, duration(run_seconds))
                               : "but the checkpoint holds every epoch of the run: it has nothing left to train";
-  out.push_back(fmt::format("dry run: at that pace an epoch takes about {} (train {}{}), {}; {}",
-                            duration(train_epoch + eval_epoch), duration(train_epoch), eval_part, run, memory));
+  // One step is all warm-up (plans, first-touched memory): a pace from it overstates, often by 10x.
+  const std::string pace_from_warmup =
+      n == 1 ? " (paced by the one step, which makes the plans: an overestimate; --dry-run-steps 3 or more "
+               "paces by the steps after it)"
+             : "";
+  out.push_back(fmt::format("dry run: at that pace an epoch takes about {}{} (train {}{}), {}; {}",
+                            duration(train_epoch + eval_epoch), pace_from_warmup, duration(train_epoch), eval_part,
+                            run, memory));
   return out;
 }
 
