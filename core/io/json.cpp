@@ -6,31 +6,10 @@
 #include <charconv>
 
 #include "kiln/errors.hpp"
+#include "kiln/sdk/utf8.hpp"
 
 namespace kiln::io {
 namespace {
-
-/// Length of the well-formed UTF-8 sequence at text[i] (1 to 4 bytes), or 0 where it is not one:
-/// a stray continuation byte, an overlong form, a surrogate, a code point past U+10FFFF or a
-/// sequence cut short. RFC 8259 requires UTF-8, and so does the reference safetensors reader.
-std::size_t utf8_sequence_length(std::string_view text, std::size_t i) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned lead = byte(i);
-  if (lead < 0x80) return 1;
-  std::size_t length = 0;
-  unsigned code = 0, least = 0;
-  if (lead >= 0xC2 && lead <= 0xDF) length = 2, code = lead & 0x1Fu, least = 0x80;
-  else if (lead >= 0xE0 && lead <= 0xEF) length = 3, code = lead & 0x0Fu, least = 0x800;
-  else if (lead >= 0xF0 && lead <= 0xF4) length = 4, code = lead & 0x07u, least = 0x10000;
-  else return 0;
-  if (i + length > text.size()) return 0;
-  for (std::size_t k = 1; k < length; ++k) {
-    if ((byte(i + k) & 0xC0u) != 0x80u) return 0;
-    code = (code << 6) | (byte(i + k) & 0x3Fu);
-  }
-  if (code < least || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;
-  return length;
-}
 
 /// Appends code point `code` (at most U+10FFFF, not a surrogate) as UTF-8.
 void append_utf8(std::string& out, unsigned code) {
@@ -165,7 +144,7 @@ class Parser {
       if (c != '\\') {
         // Checked here, so that no name read from a file reaches an error message or a log as
         // bytes a terminal or a UTF-8 reader cannot show.
-        const std::size_t length = utf8_sequence_length(s_, pos_);
+        const std::size_t length = sdk::utf8_sequence_length(s_, pos_);
         if (length == 0) fail("invalid UTF-8 in string");
         out.append(s_.substr(pos_, length));
         pos_ += length;
@@ -218,15 +197,6 @@ class Parser {
 
 }  // namespace
 
-bool is_utf8(std::string_view text) {
-  for (std::size_t i = 0; i < text.size();) {
-    const std::size_t length = utf8_sequence_length(text, i);
-    if (length == 0) return false;
-    i += length;
-  }
-  return true;
-}
-
 std::uint64_t JsonValue::as_uint(const std::string& what) const {
   std::uint64_t v = 0;
   const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
@@ -255,7 +225,7 @@ void put_json_quoted(TextOut& out, std::string_view text) {
     if (c >= 0x80) {
       // Well-formed UTF-8 as it is; any other byte (a Latin-1 file name, say) as the code point
       // of the same value, so that every document written is UTF-8 a strict reader accepts.
-      const std::size_t length = utf8_sequence_length(text, i);
+      const std::size_t length = sdk::utf8_sequence_length(text, i);
       if (length == 0) {
         flush_plain(i);
         escaped_byte(c);

@@ -6,6 +6,7 @@
 #include "kiln/errors.hpp"
 #include "kiln/io/json.hpp"
 #include "kiln/sdk/crc32c.hpp"
+#include "kiln/sdk/utf8.hpp"
 #include "kiln/train/checkpoint.hpp"
 
 namespace kiln::train {
@@ -20,7 +21,7 @@ const char* name_fault(std::string_view name) {
     const auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f) return "holds a control character";
   }
-  if (!io::is_utf8(name)) return "is not UTF-8 (rename it, e.g. with convmv -f latin1 -t utf8)";
+  if (!sdk::is_utf8(name)) return "is not UTF-8 (rename it, e.g. with convmv -f latin1 -t utf8)";
   return nullptr;
 }
 

@@ -5,6 +5,7 @@
 
 #include "file_util.hpp"
 #include "kiln/errors.hpp"
+#include "kiln/sdk/utf8.hpp"
 
 namespace kiln::imagenet {
 
@@ -45,6 +46,12 @@ std::vector<std::string> read_class_names_file(const std::string& path, const st
       if (u < 0x20 || u == 0x7f) {
         throw DataError(fmt::format("{}:{}: control character 0x{:02x} in a class name ({})", path, line_no, u, where));
       }
+    }
+    if (!sdk::is_utf8(line)) {
+      // JSON (the checkpoint's names) could keep such bytes only as other characters.
+      throw DataError(fmt::format("{}:{}: a class name that is not UTF-8 ({}); convert the file, e.g. with iconv -f "
+                                  "latin1 -t utf8",
+                                  path, line_no, where));
     }
     names.push_back(std::move(line));
     start = end + 1;

@@ -274,10 +274,16 @@ BOOST_AUTO_TEST_CASE(non_finite_weights_are_refused_naming_the_tensor_before_any
   // They loaded, and the run then failed at step 1 with "the training loss is nan ... lower
   // optimizer.lr", never naming the file; a NaN running statistic would not even do that.
   const fs::path file = edited_file("nan.safetensors", [&](auto& tensors) {
-    Tensor& var = tensors.at("layer4.1.bn2.running_var");
-    var.template data_as<float>()[3] = std::numeric_limits<float>::quiet_NaN();
-    Tensor& w = tensors.at("conv1.weight");
-    w.template data_as<float>()[0] = std::numeric_limits<float>::infinity();
+    // Edited copies: the map's tensors share their bytes with the cached torchvision file.
+    const auto set = [&](const std::string& name, std::size_t at, float value) {
+      const Tensor& shared = tensors.at(name);
+      Tensor copy = kiln::host_tensor(shared.shape(), shared.dtype());
+      std::memcpy(copy.data(), shared.data(), shared.bytes());
+      copy.template data_as<float>()[at] = value;
+      tensors[name] = copy;
+    };
+    set("layer4.1.bn2.running_var", 3, std::numeric_limits<float>::quiet_NaN());
+    set("conv1.weight", 0, std::numeric_limits<float>::infinity());
   });
   auto model = resnet18(10);
   const auto before = model_tensor(*model, "conv1.weight");

@@ -143,6 +143,11 @@ BOOST_AUTO_TEST_CASE(class_names_are_the_directories_or_a_names_file) {
   write_file(names, text_bytes("tench\ngold\tfish\nwhite shark\n"));
   e = error_of([&] { make_source(folder_table(with_file)); });
   BOOST_TEST(contains(e, names.string() + ":2: control character 0x09 in a class name"), e);
+  write_file(names, text_bytes("tench\ngoldfish\ngrand caf\xe9\n"));  // Latin-1
+  e = error_of([&] { make_source(folder_table(with_file)); });
+  BOOST_TEST(contains(e, names.string() + ":3: a class name that is not UTF-8 (data.train.class_names_file (test.toml:4)); "
+                                          "convert the file, e.g. with iconv -f latin1 -t utf8"),
+             e);
 }
 
 BOOST_AUTO_TEST_CASE(folder_decodes_rgb_gray_and_cmyk_colours) {

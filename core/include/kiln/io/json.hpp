@@ -40,8 +40,6 @@ struct JsonMember {
 /// one writer-side escape of the JSON Kiln writes by hand (safetensors headers, profiles,
 /// metrics.jsonl, `kiln plugins --json`, `kiln bench-comm` JSON).
 std::string json_quoted(std::string_view text);
-/// Whether `text` is well-formed UTF-8 (what json_quoted() writes back unchanged).
-bool is_utf8(std::string_view text);
 /// json_quoted()'s text, written into `out` without allocating (async-signal-safe with a BufferOut).
 void put_json_quoted(TextOut& out, std::string_view text);
 
