@@ -41,7 +41,7 @@ if [[ $phase != test ]]; then
     -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 
   cmake --build build-asan -j "$(nproc)" --target kiln backend-cpu model-mlp data-mnist data-synthetic comm-local \
-    comm-gloo precision-fp32 launch_child launch_driver "${tests[@]}" "${fuzz_targets[@]}"
+    comm-gloo precision-fp32 precision-fp16 launch_child launch_driver "${tests[@]}" "${fuzz_targets[@]}"
 fi
 built=$(date +%s)
 if [[ $phase == build ]]; then
