@@ -2,7 +2,6 @@
 // same second get their own; a held folder is refused with its holder; a fresh start finds a
 // run that appeared meanwhile; a failed creation says why; the lock ends with its holder.
 #include <boost/test/unit_test.hpp>
-#include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "../support/error_text.hpp"
+#include "../support/temp_dir.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/io/run_dir_claim.hpp"
 #include "kiln/io/run_dir_rollback.hpp"
@@ -25,18 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 using kiln::io::RunDirClaim;
 using kiln::io::RunDirMode;
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / fmt::format("kiln-test-claim-{}", ::getpid());
-  TempDir() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using kiln::test::TempDir;
 
 /// Runs `body` with `dir` as the working directory, restoring the old one however it ends.
 template <typename F>
@@ -64,7 +53,7 @@ BOOST_AUTO_TEST_SUITE(run_dir_claim)
 BOOST_AUTO_TEST_CASE(starts_at_the_same_moment_each_win_their_own_default_folder) {
   // Eight processes released together, as a sweep launched with `&` is: each writes its pid
   // into the folder it claimed. The same name for two would leave one pid, or one error.
-  TempDir tmp;
+  const TempDir tmp("claim");
   constexpr int kStarts = 8;
   int go[2];
   BOOST_REQUIRE(::pipe(go) == 0);
@@ -104,7 +93,7 @@ BOOST_AUTO_TEST_CASE(starts_at_the_same_moment_each_win_their_own_default_folder
 }
 
 BOOST_AUTO_TEST_CASE(a_held_folder_is_refused_naming_its_holder_until_it_is_released) {
-  TempDir tmp;
+  const TempDir tmp("claim");
   const fs::path dir = tmp.path / "run";
   std::optional<RunDirClaim> first(RunDirClaim::take(dir.string(), RunDirMode::fresh));
   BOOST_TEST(first->unlocked_reason() == "");
@@ -129,7 +118,7 @@ BOOST_AUTO_TEST_CASE(a_held_folder_is_refused_naming_its_holder_until_it_is_rele
 }
 
 BOOST_AUTO_TEST_CASE(a_fresh_start_refuses_a_run_that_finished_there) {
-  TempDir tmp;
+  const TempDir tmp("claim");
   const fs::path dir = tmp.path / "run";
   {
     const RunDirClaim first = RunDirClaim::take(dir.string(), RunDirMode::fresh);
@@ -142,7 +131,7 @@ BOOST_AUTO_TEST_CASE(a_fresh_start_refuses_a_run_that_finished_there) {
 }
 
 BOOST_AUTO_TEST_CASE(what_a_claim_made_is_listed_and_a_failed_start_removes_only_that) {
-  TempDir tmp;
+  const TempDir tmp("claim");
   const fs::path dir = tmp.path / "a" / "b" / "c";
   fs::create_directories(tmp.path / "a");
   {
@@ -159,7 +148,7 @@ BOOST_AUTO_TEST_CASE(what_a_claim_made_is_listed_and_a_failed_start_removes_only
 }
 
 BOOST_AUTO_TEST_CASE(a_file_in_the_way_is_named) {
-  TempDir tmp;
+  const TempDir tmp("claim");
   std::ofstream(tmp.path / "runs") << "not a folder";
   in_dir(tmp.path, [] {
     BOOST_TEST(kiln::test::error_text<kiln::IoError>([] { (void)RunDirClaim::take("", RunDirMode::fresh); }) ==

@@ -2,29 +2,16 @@
 // there before; a committed start keeps everything.
 #include <boost/test/unit_test.hpp>
 
-#include <fmt/format.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 
+#include "../support/temp_dir.hpp"
 #include "kiln/io/run_dir_rollback.hpp"
 
 namespace fs = std::filesystem;
+using kiln::test::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / fmt::format("kiln-test-rollback-{}", ::getpid());
-  TempDir() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 void touch(const fs::path& file, const std::string& text = "x") {
   fs::create_directories(file.parent_path());
@@ -36,7 +23,7 @@ void touch(const fs::path& file, const std::string& text = "x") {
 BOOST_AUTO_TEST_SUITE(run_dir_rollback)
 
 BOOST_AUTO_TEST_CASE(new_directory_and_missing_parents_are_removed) {
-  TempDir tmp;
+  const TempDir tmp("rollback");
   const fs::path dir = tmp.path / "runs" / "20260101-000000";
   {
     kiln::io::RunDirRollback rollback(dir);
@@ -48,7 +35,7 @@ BOOST_AUTO_TEST_CASE(new_directory_and_missing_parents_are_removed) {
 }
 
 BOOST_AUTO_TEST_CASE(existing_directory_keeps_its_entries_and_loses_the_new_ones) {
-  TempDir tmp;
+  const TempDir tmp("rollback");
   const fs::path dir = tmp.path / "run";
   touch(dir / "config.toml", "old");
   touch(dir / "checkpoints" / "epoch-1" / "model.safetensors", "weights");
@@ -70,7 +57,7 @@ BOOST_AUTO_TEST_CASE(existing_directory_keeps_its_entries_and_loses_the_new_ones
 }
 
 BOOST_AUTO_TEST_CASE(committed_start_keeps_everything) {
-  TempDir tmp;
+  const TempDir tmp("rollback");
   const fs::path dir = tmp.path / "run";
   {
     kiln::io::RunDirRollback rollback(dir);
