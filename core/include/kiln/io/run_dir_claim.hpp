@@ -13,6 +13,9 @@
 //     one may have finished between planning and claiming.
 // Where the file system cannot lock (some NFS mounts refuse flock on a directory), the run
 // warns once that a second start in the same directory would not be refused, and goes on.
+// A start that fails removes the folders it made (RunDirRollback); one ended by a signal before
+// its start is committed (Ctrl-C while the ranks meet) leaves a made folder behind, empty, which
+// `kiln runs` passes over and a later start in it accepts.
 #pragma once
 
 #include <filesystem>
