@@ -2,6 +2,7 @@
 #include "supervised_train.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,10 +10,12 @@
 #include <iostream>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "kiln/config/config.hpp"
 #include "kiln/errors.hpp"
 #include "kiln/io/run_dir.hpp"
+#include "kiln/io/run_dir_claim.hpp"
 #include "kiln/io/run_status.hpp"
 #include "kiln/launch/rendezvous_dir.hpp"
 #include "kiln/launch/supervisor.hpp"
@@ -102,13 +105,27 @@ int run_supervised_train(const SupervisedTrain& job) {
   if (run_dir.empty()) run_dir = cfg.validate("run", train::run_schema()).get_string("run_dir");
   // A rank stopped for longer than a collective may take fails the job, naming it (supervisor.hpp).
   const double timeout_s = cfg.validate("dist", train::dist_schema()).get_float("timeout_s");
-  // Only chosen here (a timestamped default must be the same for every rank): the ranks create
-  // it once they have checked the config and their plugins and met, so a start that fails
-  // leaves nothing behind (run.hpp). Restarts use the same directory.
+  // Chosen here (a timestamped default must be the same for every rank); rank 0 claims it once
+  // the ranks have checked the config and their plugins (run_dir_claim.hpp). A default folder is
+  // made here, with the claim's mkdir, so that two jobs started in the same second get their own;
+  // it is removed again at the end if no rank wrote into it. Restarts use the same directory.
   // --resume if-any is decided here as the ranks will decide it, on the same directory.
   const std::string resume = train::effective_resume(job.resume, run_dir);
-  const fs::path dir =
-      fs::absolute(io::plan_run_dir(run_dir, resume.empty() ? io::RunDirMode::fresh : io::RunDirMode::resume));
+  const io::RunDirMode mode = resume.empty() ? io::RunDirMode::fresh : io::RunDirMode::resume;
+  std::vector<fs::path> reserved;  // folders made here, outermost first
+  const fs::path dir = [&] {
+    if (!run_dir.empty() || mode != io::RunDirMode::fresh) return fs::absolute(io::plan_run_dir(run_dir, mode));
+    const io::RunDirClaim claim = io::RunDirClaim::take("", mode);  // its lock ends here: rank 0 takes its own
+    for (const fs::path& made : claim.created()) reserved.push_back(fs::absolute(made));
+    return fs::absolute(claim.dir());
+  }();
+  // Only empty folders go (rmdir): a run that wrote anything keeps its directory.
+  const struct RemoveIfEmpty {
+    const std::vector<fs::path>& folders;
+    ~RemoveIfEmpty() {
+      for (auto it = folders.rbegin(); it != folders.rend(); ++it) ::rmdir(it->c_str());
+    }
+  } remove_if_empty{reserved};
 
   std::vector<std::string> rank_args = {"train"};
   for (const auto& a : without_option(without_option(without_option(job.args, "nproc"), "run-dir"), "max-restarts")) {

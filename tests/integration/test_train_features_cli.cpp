@@ -426,6 +426,28 @@ BOOST_AUTO_TEST_CASE(runs_started_together_get_their_own_directories_and_a_held_
   }
   BOOST_TEST((rates == std::multiset<long>{1, 2, 3}));
 
+  // The same under --nproc, whose supervisor chooses the name for its ranks: made at once, and
+  // removed again when a failed start leaves it empty.
+  const fs::path jobs = cwd / "jobs";
+  fs::create_directories(jobs);
+  std::string two_jobs = fmt::format("cd {} || exit 1; ", jobs.string());
+  for (const char* lr : {"0.001", "0.002"}) {
+    two_jobs += fmt::format("env -u KILN_PLUGIN_PATH {} train --config {} --nproc 2 --set comm.type=gloo --set "
+                            "optimizer.lr={} >lr{}.out 2>&1 & pids=\"$pids $!\"; ",
+                            kiln, cfg.string(), lr, lr);
+  }
+  two_jobs += "fail=0; for pid in $pids; do wait $pid || fail=1; done; "
+              "env -u KILN_PLUGIN_PATH " + kiln + " train --config " + cfg.string() +
+              " --nproc 2 --set comm.type=gloo --set model.hidden=[-1] >bad.out 2>&1 && fail=1; exit $fail";
+  std::ofstream(jobs / "jobs.sh") << two_jobs << "\n";
+  BOOST_TEST_REQUIRE(std::system(("bash " + (jobs / "jobs.sh").string()).c_str()) == 0);
+  std::size_t job_dirs = 0;
+  for (const auto& run : fs::directory_iterator(jobs / "runs")) {
+    BOOST_TEST(count_of(slurp(run.path() / "metrics.jsonl"), "\"split\": \"train\"") == 3u, run.path());
+    ++job_dirs;
+  }
+  BOOST_TEST(job_dirs == 2u);  // the failed start's folder is gone
+
   const fs::path held = cwd / "held";
   const std::string script = fmt::format(
       "cd {cwd} || exit 1; env -u KILN_PLUGIN_PATH {kiln} train --config {cfg} --run-dir {run} --set run.epochs=1000000 "
