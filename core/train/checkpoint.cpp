@@ -3,6 +3,7 @@
 #include "kiln/train/collective_purpose.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -62,7 +63,6 @@ std::optional<std::pair<std::int64_t, std::int64_t>> checkpoint_position(const s
   if (step_at != std::string_view::npos && !digits(rest.substr(step_at + 6), step)) return std::nullopt;
   return std::make_pair(epochs, step);
 }
-
 
 /// Host copies of device tensors, kept alive while the records point at them.
 struct HostCopies {
@@ -162,10 +162,7 @@ void restore_all(Backend& backend, const io::SafetensorsFile& file, const NamedT
 std::string state_kind(const std::string& name) { return name.substr(0, name.find('.')); }
 
 std::string kinds_text(const std::set<std::string>& kinds) {
-  if (kinds.empty()) return "none";
-  std::string out;
-  for (const std::string& k : kinds) out += (out.empty() ? "" : ", ") + k;
-  return out;
+  return kinds.empty() ? "none" : fmt::format("{}", fmt::join(kinds, ", "));
 }
 
 NamedTensors model_tensors(const Model& model) {

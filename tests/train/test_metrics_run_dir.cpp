@@ -22,6 +22,7 @@
 #include "kiln/io/json.hpp"
 #include "kiln/io/metrics_writer.hpp"
 #include "kiln/io/run_dir.hpp"
+#include "kiln/io/run_dir_claim.hpp"
 #include "kiln/io/text_out.hpp"
 #include "kiln/train/run.hpp"
 #include "../nn/nn_fixture.hpp"
@@ -197,12 +198,20 @@ BOOST_AUTO_TEST_CASE(writer_appends_one_line_per_record) {
   BOOST_TEST(err.find("cannot open " + (tmp.path / "missing" / "metrics.jsonl").string()) == 0);
 }
 
+/// What `kiln train`'s rank 0 does with --run-dir (or none): claims the folder, makes logs/ in it,
+/// and (here) lets the lock go at once.
+fs::path prepare_run_dir(const std::string& requested) {
+  const fs::path dir = kiln::io::RunDirClaim::take(requested, kiln::io::RunDirMode::fresh).dir();
+  kiln::io::create_run_dir(dir);
+  return dir;
+}
+
 BOOST_AUTO_TEST_CASE(run_dir_refuses_an_old_run) {
   TempDir tmp;
   const fs::path dir = tmp.path / "run";
   fs::create_directories(dir);
   { std::ofstream(dir / "metrics.jsonl") << "{\"epoch\": 1}\n"; }
-  BOOST_TEST(kiln::test::error_text<kiln::IoError>([&] { kiln::io::prepare_run_dir(dir.string()); }) ==
+  BOOST_TEST(kiln::test::error_text<kiln::IoError>([&] { prepare_run_dir(dir.string()); }) ==
              "run directory " + dir.string() +
                  " already holds a run (metrics.jsonl); choose another --run-dir or move the old run away");
   BOOST_TEST(slurp(dir / "metrics.jsonl") == "{\"epoch\": 1}\n");  // untouched
@@ -212,9 +221,9 @@ BOOST_AUTO_TEST_CASE(run_dir_refuses_an_old_run) {
 BOOST_AUTO_TEST_CASE(run_dir_explicit_is_created_or_reused_when_empty) {
   TempDir tmp;
   const fs::path dir = tmp.path / "a" / "b";
-  BOOST_TEST(kiln::io::prepare_run_dir(dir.string()) == dir);
+  BOOST_TEST(prepare_run_dir(dir.string()) == dir);
   BOOST_TEST(fs::is_directory(dir / "logs"));
-  BOOST_TEST(kiln::io::prepare_run_dir(dir.string()) == dir);  // no metrics.jsonl yet: fine
+  BOOST_TEST(prepare_run_dir(dir.string()) == dir);  // no metrics.jsonl yet: fine
 }
 
 BOOST_AUTO_TEST_CASE(run_dir_default_is_fresh_under_runs) {
@@ -223,8 +232,8 @@ BOOST_AUTO_TEST_CASE(run_dir_default_is_fresh_under_runs) {
   fs::current_path(tmp.path);
   fs::path first, second;
   try {
-    first = kiln::io::prepare_run_dir("");
-    second = kiln::io::prepare_run_dir("");
+    first = prepare_run_dir("");
+    second = prepare_run_dir("");
   } catch (...) {
     fs::current_path(old_cwd);
     throw;

@@ -4,8 +4,8 @@
 //   <run_dir>/metrics.jsonl    one JSON object per epoch and split (MetricsWriter)
 //   <run_dir>/logs/rank<N>.log every rank's full log
 // Nothing already written is overwritten: an explicit directory that already holds a
-// metrics.jsonl is refused (unless the run is being resumed, which appends); the default runs/<YYYYmmdd-HHMMSS> gets a -2, -3 ... suffix when
-// taken. Files are written to a temporary name and renamed (kiln/io/atomic_file.hpp), so a crash never
+// metrics.jsonl is refused (unless the run is being resumed, which appends); the default
+// runs/<YYYYmmdd-HHMMSS> gets a -2, -3 ... suffix when taken (run_dir_claim.hpp). Files are written to a temporary name and renamed (kiln/io/atomic_file.hpp), so a crash never
 // leaves half a file.
 #pragma once
 
@@ -19,16 +19,13 @@ namespace kiln::io {
 /// directory (--resume), whose outputs are appended to.
 enum class RunDirMode : std::uint8_t { fresh, resume };
 
-/// Chooses (and validates) the run directory without creating anything: `requested` empty ->
-/// runs/<timestamp> under the current directory (fresh only). Throws IoError naming the path.
-/// `kiln train` calls this first and creates the directory only once the run is known to start.
+/// Validates the named run directory without creating anything: resume needs it to exist, a
+/// fresh run needs it not to hold one. Throws IoError naming the path. The default
+/// runs/<timestamp> is not planned but made, by RunDirClaim::take (run_dir_claim.hpp).
 std::filesystem::path plan_run_dir(const std::string& requested, RunDirMode mode = RunDirMode::fresh);
 
 /// Creates `dir` and its logs/ folder (a no-op where they exist). Throws IoError.
 void create_run_dir(const std::filesystem::path& dir);
-
-/// plan_run_dir() then create_run_dir(); returns the directory.
-std::filesystem::path prepare_run_dir(const std::string& requested, RunDirMode mode = RunDirMode::fresh);
 
 
 }  // namespace kiln::io
